@@ -1,0 +1,25 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   trains the built-in tiny model with the ScaleRL recipe on CPU and forecasts its curve
+#   make test   runs the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# The CPU wheel of torch first, so that the extras never pull a CUDA build.
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet -e ".[train,distributed,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/scalerl demo --out runs/demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+.PHONY: install demo test

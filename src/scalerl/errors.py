@@ -1,0 +1,17 @@
+"""The project's exception types: the CLI turns any ScaleRLError into one `error: ...` line."""
+
+
+class ScaleRLError(Exception):
+    """Base class of every error scalerl raises on purpose."""
+
+
+class InputError(ScaleRLError):
+    """Bad input data: missing file or column, NaN, non-monotone compute, corrupt log."""
+
+
+class FitError(ScaleRLError):
+    """The data cannot support a fit (too few points, flat run, optimiser failure)."""
+
+
+class ConfigError(ScaleRLError):
+    """A bad configuration value; the message names the field."""

@@ -1,0 +1,1 @@
+"""Forecasting of RL compute-performance curves (numpy, scipy, pandas; never torch)."""

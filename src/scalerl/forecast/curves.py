@@ -1,0 +1,64 @@
+"""Curve models as pure functions: the ScaleRL sigmoid and the power law it is compared with.
+
+Source: Khatri, Madaan et al., "The Art of Scaling Reinforcement Learning Compute for LLMs",
+arXiv 2510.13786 (2025), eq. (1) and section on the power-law alternative.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sigmoid_reward(compute, a, b, c_mid, r0=0.0):
+    """Sigmoidal compute-performance curve.
+
+        R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
+
+    `a` is the ceiling A, `b` > 0 the scaling exponent, `c_mid` > 0 the compute at which half of
+    the gain A - R0 is reached. At C = 0 the curve equals R0 (the limit), returned exactly.
+    """
+    compute = np.asarray(compute, dtype=float)
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio_pow = np.power(c_mid / np.where(compute > 0, compute, np.nan), b)
+    value = r0 + (a - r0) / (1.0 + ratio_pow)
+    return np.where(compute > 0, value, r0)
+
+
+def sigmoid_compute_for_reward(reward, a, b, c_mid, r0=0.0):
+    """Inverse of the sigmoid: compute needed to reach `reward`.
+
+        C(R) = C_mid * ((A - R0) / (R - R0) - 1)^(-1/B)
+
+    Returns inf where the reward is at or beyond the ceiling A, and 0 where it is at or below R0.
+    """
+    reward = np.asarray(reward, dtype=float)
+    gain_fraction = (reward - r0) / (a - r0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = c_mid * np.power(1.0 / gain_fraction - 1.0, -1.0 / b)
+    compute = np.where(gain_fraction >= 1.0, np.inf, compute)
+    return np.where(gain_fraction <= 0.0, 0.0, compute)
+
+
+def linearised_sigmoid(compute, reward, a, r0=0.0):
+    """The straight-line form of the sigmoid for a fixed ceiling A.
+
+        log((A - R0) / (R - R0) - 1) = B log C_mid - B log C
+
+    Returns (log C, left-hand side); points with R outside (R0, A) give NaN.
+    """
+    compute = np.asarray(compute, dtype=float)
+    reward = np.asarray(reward, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lhs = np.log((a - r0) / (reward - r0) - 1.0)
+        log_compute = np.log(compute)
+    return log_compute, lhs
+
+
+def power_law_reward(compute, a, d, b):
+    """Power-law alternative rejected by the paper for its unbounded ceiling.
+
+        R(C) = A - D * C^(-B)
+    """
+    compute = np.asarray(compute, dtype=float)
+    with np.errstate(divide="ignore"):
+        return a - d * np.power(compute, -b)
