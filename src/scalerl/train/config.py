@@ -1,0 +1,381 @@
+"""The one configuration of a training run: every knob, validated on construction, saved as JSON.
+
+`TrainConfig` holds nested sections (model, task, sampling, rl, optim); `--set key=value`
+overrides address a field by its dotted path (`rl.loss=dapo`) or, when unambiguous, by its leaf
+name (`lr=1e-3`). Values are parsed with the field's declared type. Torch-free on purpose: the CLI
+validates a config before any heavy import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from scalerl.errors import ConfigError
+
+LOSS_NAMES = ("cispo", "dapo", "grpo", "gspo")
+AGGREGATION_NAMES = ("prompt", "sample", "token")
+ADVANTAGE_NORMS = ("batch", "prompt", "none")
+LENGTH_CONTROL_MODES = ("interrupt", "penalty", "truncate")
+DTYPE_NAMES = ("float32", "bfloat16")
+ANSWER_CHECKS = ("exact", "math")
+CONFIG_FILE_NAME = "config.json"
+
+
+def _require(ok: bool, field_path: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{field_path}: {message}")
+
+
+def _require_choice(value: str, field_path: str, choices: tuple[str, ...]) -> None:
+    _require(value in choices, field_path, f"{value!r} is not one of {', '.join(choices)}")
+
+
+def _require_positive(value: float, field_path: str) -> None:
+    _require(value > 0, field_path, f"must be > 0, got {value!r}")
+
+
+def _require_non_negative(value: float, field_path: str) -> None:
+    _require(value >= 0, field_path, f"must be >= 0, got {value!r}")
+
+
+def _require_fraction(value: float, field_path: str, *, open_low: bool = False) -> None:
+    low_ok = value > 0 if open_low else value >= 0
+    bounds = "(0, 1]" if open_low else "[0, 1]"
+    _require(low_ok and value <= 1, field_path, f"must be in {bounds}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The policy: a local Hugging Face directory or the built-in tiny model (and its warm start)."""
+
+    path: str = "builtin"
+    fp32_head: bool = True
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    warmstart_steps: int = 400
+    warmstart_target_pass_rate: float = 0.1
+    warmstart_cache_dir: str = ""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.path), "model.path", "must be 'builtin' or a model directory")
+        for name in ("hidden_size", "num_layers", "num_heads"):
+            _require_positive(getattr(self, name), f"model.{name}")
+        _require(self.hidden_size % self.num_heads == 0, "model.hidden_size",
+                 f"{self.hidden_size} is not divisible by model.num_heads={self.num_heads}")
+        _require_non_negative(self.warmstart_steps, "model.warmstart_steps")
+        _require_fraction(self.warmstart_target_pass_rate, "model.warmstart_target_pass_rate")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """The verifiable task: 'builtin' (multi-step arithmetic) or a JSONL file, and its difficulty."""
+
+    name: str = "builtin"
+    num_operands: int = 3
+    max_digits: int = 2
+    operations: str = "+"
+    num_train_prompts: int = 4000
+    answer_check: str = "exact"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
+        _require(self.num_operands >= 2, "task.num_operands", f"must be >= 2, got {self.num_operands}")
+        _require_positive(self.max_digits, "task.max_digits")
+        bad_ops = sorted(set(self.operations) - set("+-*"))
+        _require(bool(self.operations) and not bad_ops, "task.operations",
+                 f"{self.operations!r} must be made of the characters + - *")
+        _require_positive(self.num_train_prompts, "task.num_train_prompts")
+        _require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Rollout generation: batch shape, sampling, and length control (ScaleRL section 4)."""
+
+    prompts_per_step: int = 16
+    generations_per_prompt: int = 8
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    length_control: str = "interrupt"
+    thinking_budget_min: int = 40
+    thinking_budget_max: int = 48
+    penalty_cache_tokens: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("prompts_per_step", "generations_per_prompt", "max_new_tokens"):
+            _require_positive(getattr(self, name), f"sampling.{name}")
+        _require_positive(self.temperature, "sampling.temperature")
+        _require_fraction(self.top_p, "sampling.top_p", open_low=True)
+        _require_choice(self.length_control, "sampling.length_control", LENGTH_CONTROL_MODES)
+        _require_positive(self.thinking_budget_min, "sampling.thinking_budget_min")
+        _require(self.thinking_budget_min <= self.thinking_budget_max,
+                 "sampling.thinking_budget_max",
+                 f"must be >= sampling.thinking_budget_min={self.thinking_budget_min}")
+        _require(self.thinking_budget_max < self.max_new_tokens, "sampling.thinking_budget_max",
+                 f"must be < sampling.max_new_tokens={self.max_new_tokens}")
+        _require(0 < self.penalty_cache_tokens <= self.max_new_tokens,
+                 "sampling.penalty_cache_tokens",
+                 f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]")
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """The algorithm: loss and its clipping, aggregation, advantages, filtering, curriculum."""
+
+    loss: str = "cispo"
+    cispo_eps_max: float = 4.0
+    dapo_eps_low: float = 0.2
+    dapo_eps_high: float = 0.28
+    grpo_eps: float = 0.2
+    gspo_eps_low: float = 3e-4
+    gspo_eps_high: float = 4e-4
+    aggregation: str = "prompt"
+    advantage_norm: str = "batch"
+    zero_variance_filter: bool = True
+    npr: bool = True
+    npr_threshold: float = 0.9
+
+    def __post_init__(self) -> None:
+        _require_choice(self.loss, "rl.loss", LOSS_NAMES)
+        for name in ("cispo_eps_max", "dapo_eps_low", "dapo_eps_high", "grpo_eps",
+                     "gspo_eps_low", "gspo_eps_high"):
+            _require_positive(getattr(self, name), f"rl.{name}")
+        _require_choice(self.aggregation, "rl.aggregation", AGGREGATION_NAMES)
+        _require_choice(self.advantage_norm, "rl.advantage_norm", ADVANTAGE_NORMS)
+        _require_fraction(self.npr_threshold, "rl.npr_threshold", open_low=True)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
+
+    lr: float = 1e-3
+    warmup_steps: int = 5
+    weight_decay: float = 0.01
+    adam_eps: float = 1e-15
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require_positive(self.lr, "optim.lr")
+        _require_non_negative(self.warmup_steps, "optim.warmup_steps")
+        _require_non_negative(self.weight_decay, "optim.weight_decay")
+        _require_positive(self.adam_eps, "optim.adam_eps")
+        for name in ("adam_beta1", "adam_beta2"):
+            value = getattr(self, name)
+            _require(0 <= value < 1, f"optim.{name}", f"must be in [0, 1), got {value!r}")
+        _require_positive(self.grad_clip, "optim.grad_clip")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every knob of a run. Invalid values raise ConfigError naming the field on construction."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    rl: RLConfig = field(default_factory=RLConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    max_steps: int = 100
+    eval_every: int = 10
+    eval_prompts: int = 64
+    eval_samples_per_prompt: int = 4
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 1
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    num_devices: int = 1
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        for name, section_type in _SECTION_TYPES.items():
+            _require(isinstance(getattr(self, name), section_type), name,
+                     f"must be a {section_type.__name__}")
+        for name in ("max_steps", "eval_every", "eval_prompts", "eval_samples_per_prompt",
+                     "checkpoint_every", "keep_checkpoints", "num_devices"):
+            _require_positive(getattr(self, name), name)
+        _require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
+                 f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
+        _require_choice(self.dtype, "dtype", DTYPE_NAMES)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
+        """Inverse of `to_dict`; unknown keys raise ConfigError with close matches."""
+        return _build_dataclass(cls, values, prefix="")
+
+    def with_overrides(self, assignments: typing.Iterable[str]) -> "TrainConfig":
+        """A copy with `key=value` strings applied (see `parse_assignment`)."""
+        values = self.to_dict()
+        for assignment in assignments:
+            path, value = parse_assignment(assignment)
+            _set_nested(values, path, value)
+        return TrainConfig.from_dict(values)
+
+
+_SECTION_TYPES: dict[str, type] = {
+    "model": ModelConfig, "task": TaskConfig, "sampling": SamplingConfig,
+    "rl": RLConfig, "optim": OptimConfig,
+}
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build_dataclass(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected an object, got {values!r}")
+    types = _field_types(cls)
+    unknown = [key for key in values if key not in types]
+    if unknown:
+        raise ConfigError(_unknown_key_message(prefix + unknown[0]))
+    kwargs = {}
+    for name, value in values.items():
+        field_type = types[name]
+        if dataclasses.is_dataclass(field_type):
+            kwargs[name] = _build_dataclass(field_type, value, prefix + name + ".")
+        else:
+            kwargs[name] = _coerce(value, field_type, prefix + name)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, field_type: type, field_path: str) -> Any:
+    """Check a JSON value against the field's type (ints are accepted for float fields)."""
+    if field_type is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if field_type is bool and not isinstance(value, bool):
+        raise ConfigError(f"{field_path}: expected true/false, got {value!r}")
+    if field_type is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{field_path}: expected an integer, got {value!r}")
+    if not isinstance(value, field_type):
+        raise ConfigError(f"{field_path}: expected {field_type.__name__}, got {value!r}")
+    return value
+
+
+def all_field_paths() -> list[str]:
+    """Every settable dotted path, e.g. ['model.path', ..., 'tensorboard']."""
+    paths = []
+    for name, field_type in _field_types(TrainConfig).items():
+        if dataclasses.is_dataclass(field_type):
+            paths.extend(f"{name}.{leaf}" for leaf in _field_types(field_type))
+        else:
+            paths.append(name)
+    return paths
+
+
+def _unknown_key_message(key: str) -> str:
+    paths = all_field_paths()
+    close = difflib.get_close_matches(key, paths, n=3, cutoff=0.6)
+    leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
+    leaf = key.rsplit(".", 1)[-1]
+    for near_leaf in difflib.get_close_matches(leaf, list(leaf_to_path), n=3, cutoff=0.6):
+        if leaf_to_path[near_leaf] not in close:
+            close.append(leaf_to_path[near_leaf])
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown config key {key!r}{hint}"
+
+
+def resolve_key(key: str) -> tuple[str, type]:
+    """Full dotted path and type for `key` (a dotted path or an unambiguous leaf name)."""
+    types = {p: _path_type(p) for p in all_field_paths()}
+    if key in types:
+        return key, types[key]
+    by_leaf = [p for p in types if p.rsplit(".", 1)[-1] == key]
+    if len(by_leaf) == 1:
+        return by_leaf[0], types[by_leaf[0]]
+    if len(by_leaf) > 1:
+        raise ConfigError(f"config key {key!r} is ambiguous: use one of {', '.join(by_leaf)}")
+    raise ConfigError(_unknown_key_message(key))
+
+
+def _path_type(path: str) -> type:
+    cls: Any = TrainConfig
+    for part in path.split("."):
+        cls = _field_types(cls)[part]
+    return cls
+
+
+_TRUE_WORDS = ("true", "1", "yes", "on")
+_FALSE_WORDS = ("false", "0", "no", "off")
+
+
+def parse_value(text: str, value_type: type, field_path: str) -> Any:
+    """Parse the text of a `--set` value with the field's type (bool words, ints, floats)."""
+    stripped = text.strip()
+    if value_type is bool:
+        if stripped.lower() in _TRUE_WORDS:
+            return True
+        if stripped.lower() in _FALSE_WORDS:
+            return False
+        raise ConfigError(f"{field_path}: expected a boolean (true/false), got {text!r}")
+    if value_type is int:
+        try:
+            number = float(stripped) if any(c in stripped for c in ".eE") else int(stripped)
+        except ValueError:
+            raise ConfigError(f"{field_path}: expected an integer, got {text!r}") from None
+        if number != int(number):
+            raise ConfigError(f"{field_path}: expected an integer, got {text!r}")
+        return int(number)
+    if value_type is float:
+        try:
+            return float(stripped)
+        except ValueError:
+            raise ConfigError(f"{field_path}: expected a number, got {text!r}") from None
+    return text
+
+
+def parse_assignment(assignment: str) -> tuple[str, Any]:
+    """'rl.loss=dapo' -> ('rl.loss', 'dapo'); the value parsed with the field's type."""
+    key, sep, text = assignment.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects key=value, got {assignment!r}")
+    path, value_type = resolve_key(key.strip())
+    return path, parse_value(text, value_type, path)
+
+
+def _set_nested(values: dict[str, Any], path: str, value: Any) -> None:
+    *sections, leaf = path.split(".")
+    target = values
+    for section in sections:
+        target = target[section]
+    target[leaf] = value
+
+
+def save_config(config: TrainConfig, run_dir: str | os.PathLike) -> Path:
+    """Write `config.json` into the run directory (atomically) and return its path."""
+    path = Path(run_dir) / CONFIG_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp_path = path.with_suffix(".json.tmp")
+    temp_path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
+    os.replace(temp_path, path)
+    return path
+
+
+def load_config(path: str | os.PathLike) -> TrainConfig:
+    """Read a config.json (or a run directory holding one)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / CONFIG_FILE_NAME
+    try:
+        values = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"config file {path} is not valid JSON: {error}") from None
+    return TrainConfig.from_dict(values)
