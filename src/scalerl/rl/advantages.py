@@ -1,0 +1,108 @@
+"""Group-relative advantages and their normalisation (one advantage per sequence).
+
+Source: ScaleRL (arXiv 2510.13786, section 3): A_i = r_i - mean(r over the prompt's group),
+divided by the standard deviation of those centred advantages over the whole batch; the GRPO
+alternative (DeepSeekMath, arXiv 2402.03300) divides by each group's own std.
+All standard deviations are population ones (ddof = 0), and `eps` keeps a zero std from
+producing inf/nan: A / (std + eps), so a group whose rewards are all equal keeps A = 0.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from scalerl.errors import ConfigError, InputError
+
+DEFAULT_STD_EPS = 1e-6
+
+
+def _group_index(group_ids: torch.Tensor, num_sequences: int) -> tuple[torch.Tensor, int]:
+    if group_ids.shape != (num_sequences,):
+        raise InputError(f"group_ids must have shape [{num_sequences}], got {tuple(group_ids.shape)}")
+    _, group_of_sequence = torch.unique(group_ids, return_inverse=True)
+    num_groups = int(group_of_sequence.max()) + 1 if num_sequences else 0
+    return group_of_sequence, num_groups
+
+
+def _group_mean(values: torch.Tensor, group_of_sequence: torch.Tensor, num_groups: int) -> torch.Tensor:
+    """Per-sequence mean of `values` over its group, [N]."""
+    sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add(0, group_of_sequence, values)
+    counts = torch.bincount(group_of_sequence, minlength=num_groups).to(values.dtype)
+    return (sums / counts)[group_of_sequence]
+
+
+def group_centered_advantages(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """A_i = r_i - mean_{j in group(i)} r_j, shape [N], float."""
+    if rewards.dim() != 1:
+        raise InputError(f"rewards must be [N], got shape {tuple(rewards.shape)}")
+    rewards = rewards.float() if not rewards.is_floating_point() else rewards
+    group_of_sequence, num_groups = _group_index(group_ids.to(rewards.device), rewards.shape[0])
+    if num_groups == 0:
+        return rewards.clone()
+    return rewards - _group_mean(rewards, group_of_sequence, num_groups)
+
+
+def normalise_by_batch_std(
+    centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
+) -> torch.Tensor:
+    """ScaleRL: A_i / (std_{j in batch}(A_j) + eps), population std over the whole batch."""
+    if centred.numel() == 0:
+        return centred.clone()
+    return centred / (centred.std(unbiased=False) + eps)
+
+
+def normalise_by_prompt_std(
+    centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
+) -> torch.Tensor:
+    """GRPO: A_i / (std_{j in group(i)}(A_j) + eps), population std within each prompt group."""
+    group_of_sequence, num_groups = _group_index(group_ids.to(centred.device), centred.shape[0])
+    if num_groups == 0:
+        return centred.clone()
+    group_variance = _group_mean(centred**2, group_of_sequence, num_groups) - _group_mean(
+        centred, group_of_sequence, num_groups
+    ) ** 2
+    return centred / (group_variance.clamp(min=0.0).sqrt() + eps)
+
+
+def no_normalisation(centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS) -> torch.Tensor:
+    """Centred advantages as they are (Dr. GRPO-style, no std division)."""
+    return centred.clone()
+
+
+ADVANTAGE_NORMALISATIONS = {
+    "batch": normalise_by_batch_std,
+    "prompt": normalise_by_prompt_std,
+    "none": no_normalisation,
+}
+
+
+def compute_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    normalisation: str = "batch",
+    *,
+    keep_mask: torch.Tensor | None = None,
+    eps: float = DEFAULT_STD_EPS,
+) -> torch.Tensor:
+    """Group-centred advantages normalised by `normalisation` in {"batch", "prompt", "none"}.
+
+    With `keep_mask` [N] bool (e.g. from the zero-variance filter), centring and normalisation
+    use only the kept sequences (dropped prompts do not dilute the batch std) and dropped
+    sequences get A = 0. Returns a float tensor [N] without grad.
+    """
+    if normalisation not in ADVANTAGE_NORMALISATIONS:
+        raise ConfigError(
+            f"unknown advantage normalisation {normalisation!r}; choose one of {sorted(ADVANTAGE_NORMALISATIONS)}"
+        )
+    normalise = ADVANTAGE_NORMALISATIONS[normalisation]
+    rewards = rewards.detach()
+    if keep_mask is None:
+        return normalise(group_centered_advantages(rewards, group_ids), group_ids, eps)
+    if keep_mask.shape != rewards.shape:
+        raise InputError(f"keep_mask must have shape {tuple(rewards.shape)}, got {tuple(keep_mask.shape)}")
+    keep = keep_mask.to(rewards.device).bool()
+    advantages = torch.zeros_like(rewards, dtype=torch.float32 if not rewards.is_floating_point() else rewards.dtype)
+    kept_group_ids = group_ids.to(rewards.device)[keep]
+    centred = group_centered_advantages(rewards[keep], kept_group_ids)
+    advantages[keep] = normalise(centred, kept_group_ids, eps)
+    return advantages
