@@ -1,0 +1,120 @@
+"""The messages between generator and trainer: one `Rollout` per generated sequence, plus the
+sampling and length-control settings a generator runs with. Pure data: no torch import."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from scalerl.errors import ConfigError
+
+LENGTH_CONTROL_MODES = ("interrupt", "truncate", "penalty")
+
+#: Short interruption phrase for the character-level built-in model (the paper's phrase is
+#: "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>").
+SHORT_INTERRUPTION_PHRASE = " time is up</think>"
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One generated sequence, as the generator produced it.
+
+    `loss_mask[t]` is 1 for tokens the policy sampled and 0 for tokens forced by the generator
+    (the interruption phrase): forced tokens are part of the completion the model conditions on,
+    but carry no policy-gradient signal. `generator_logprobs[t]` is the generator's log-prob of
+    completion token t (FP32 head, temperature-1 policy distribution), forced tokens included.
+    `token_policy_versions[t]` is the weight version whose forward pass produced token t.
+    """
+
+    prompt_index: int
+    group_index: int
+    prompt_token_ids: tuple[int, ...]
+    completion_token_ids: tuple[int, ...]
+    generator_logprobs: tuple[float, ...]
+    token_policy_versions: tuple[int, ...]
+    reward: float
+    truncated: bool
+    interrupted: bool
+    completion_text: str
+    loss_mask: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        n_tokens = len(self.completion_token_ids)
+        if not self.loss_mask:
+            object.__setattr__(self, "loss_mask", (1,) * n_tokens)
+        lengths = {
+            "generator_logprobs": len(self.generator_logprobs),
+            "token_policy_versions": len(self.token_policy_versions),
+            "loss_mask": len(self.loss_mask),
+        }
+        for field_name, length in lengths.items():
+            if length != n_tokens:
+                raise ValueError(
+                    f"Rollout.{field_name} has {length} entries for {n_tokens} completion tokens"
+                )
+
+    @property
+    def oldest_policy_version(self) -> int:
+        """The oldest weight version that produced any token (the staleness of this sequence)."""
+        return min(self.token_policy_versions) if self.token_policy_versions else 0
+
+    @property
+    def num_completion_tokens(self) -> int:
+        return len(self.completion_token_ids)
+
+    def with_reward(self, reward: float) -> Rollout:
+        """A copy with `reward` filled in (generation leaves it at 0.0)."""
+        return dataclasses.replace(self, reward=float(reward))
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """How the generator samples: temperature and nucleus (top-p) truncation, maximum length."""
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    fp32_head: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class LengthControl:
+    """How over-long reasoning is handled.
+
+    - "interrupt" (ScaleRL, arXiv 2510.13786 section 4): each sequence draws a thinking budget
+      uniformly in [thinking_budget_min, thinking_budget_max] tokens; a sequence still inside its
+      thinking section (no `think_end_text` emitted yet) when its completion reaches the budget gets
+      `interruption_phrase` appended (forced tokens, loss_mask 0) and continues with the answer.
+    - "truncate": sequences are simply cut at max_new_tokens (truncated=True).
+    - "penalty": generation as "truncate"; the caller applies a length penalty to the reward.
+    """
+
+    mode: str = "interrupt"
+    thinking_budget_min: int = 40
+    thinking_budget_max: int = 48
+    interruption_phrase: str = SHORT_INTERRUPTION_PHRASE
+    think_end_text: str = "</think>"
+
+    def __post_init__(self) -> None:
+        if self.mode not in LENGTH_CONTROL_MODES:
+            raise ConfigError(
+                f"length control mode must be one of {', '.join(LENGTH_CONTROL_MODES)}, "
+                f"got {self.mode!r}"
+            )
+        if not 1 <= self.thinking_budget_min <= self.thinking_budget_max:
+            raise ConfigError(
+                "thinking budgets must satisfy 1 <= thinking_budget_min <= thinking_budget_max, "
+                f"got {self.thinking_budget_min} and {self.thinking_budget_max}"
+            )
+        if self.mode == "interrupt" and not self.interruption_phrase.endswith(self.think_end_text):
+            raise ConfigError(
+                f"interruption_phrase must end with {self.think_end_text!r} so the answer follows it"
+            )
