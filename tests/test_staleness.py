@@ -1,0 +1,68 @@
+"""The bounded-staleness rule: admit / wait / drop with known lags, and the lag statistics."""
+import pytest
+
+from scalerl.distributed.staleness import (
+    Admission,
+    admit_batch,
+    batch_lag_stats,
+    latest_consumer_version,
+    oldest_version,
+    policy_lag,
+)
+from scalerl.errors import ConfigError, InputError
+
+
+@pytest.mark.parametrize(
+    "oldest, trainer, max_lag, expected",
+    [
+        (5, 5, 0, Admission.ADMIT),  # fully on-policy
+        (4, 5, 0, Admission.WAIT),  # k = 0 accepts no lag at all
+        (2, 10, 8, Admission.ADMIT),  # lag 8 == k: the bound is inclusive
+        (1, 10, 8, Admission.WAIT),  # lag 9 > k
+        (0, 3, 1, Admission.WAIT),
+    ],
+)
+def test_wait_policy_with_known_lags(oldest, trainer, max_lag, expected):
+    assert admit_batch(oldest, trainer, max_lag, "wait") is expected
+
+
+def test_drop_policy_drops_only_stale_batches():
+    assert admit_batch(2, 10, 8, "drop") is Admission.ADMIT
+    assert admit_batch(1, 10, 8, "drop") is Admission.DROP
+    assert admit_batch(7, 7, 0, "drop") is Admission.ADMIT
+    assert admit_batch(6, 7, 0, "drop") is Admission.DROP
+
+
+def test_bad_arguments_raise_named_errors():
+    with pytest.raises(ConfigError, match="on_stale"):
+        admit_batch(0, 0, 1, "skip")
+    with pytest.raises(ConfigError, match="max_lag"):
+        admit_batch(0, 0, -1)
+    with pytest.raises(InputError, match="newer"):
+        admit_batch(3, 2, 1)
+
+
+def test_dispatch_gate_with_k_zero_allows_one_batch_at_a_time():
+    # k = 0: a generator may start only once every committed step is published and nothing
+    # else is outstanding; this is what makes the k = 0 pipeline synchronous.
+    assert admit_batch(3, latest_consumer_version(3, 0), 0) is Admission.ADMIT
+    assert admit_batch(3, latest_consumer_version(3, 1), 0) is Admission.WAIT
+    assert admit_batch(2, latest_consumer_version(3, 0), 0) is Admission.WAIT
+    # k = 2: two batches may be in flight ahead of a third generated from the latest weights
+    assert admit_batch(3, latest_consumer_version(3, 2), 2) is Admission.ADMIT
+    assert admit_batch(3, latest_consumer_version(3, 3), 2) is Admission.WAIT
+
+
+def test_batch_lag_stats_by_hand():
+    versions = [(3, 3, 4), (5,), ()]  # 4 tokens; one empty completion counts for nothing
+    stats = batch_lag_stats(versions, trainer_version=6)
+    assert stats.max == 3 and stats.oldest_policy_version == 3
+    assert stats.mean == pytest.approx((3 + 3 + 2 + 1) / 4)
+    assert policy_lag(6, 3) == 3
+    with pytest.raises(InputError):
+        batch_lag_stats([(), ()], trainer_version=1)
+
+
+def test_oldest_version_falls_back_to_the_start_version():
+    assert oldest_version([(4, 5), (2,)], fallback=9) == 2
+    assert oldest_version([()], fallback=9) == 9
