@@ -1,0 +1,124 @@
+"""Diagnostics of a reward curve: noise level, collapse, no learning, unidentified ceiling.
+
+Each rule is a small function with its threshold stated; fitting calls them, never the reverse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scalerl.errors import FitError
+
+# A drop counts as a collapse when it exceeds both this many noise sds and this fraction of the gain.
+COLLAPSE_NOISE_SDS = 3.0
+COLLAPSE_GAIN_FRACTION = 0.2
+# A run has learned when its best 3-point mean exceeds R0 by this many noise sds.
+LEARNING_NOISE_SDS = 3.0
+# The ceiling is unidentified when the A interval is wider than this fraction of the gain A - R0.
+CEILING_WIDTH_FRACTION = 0.5
+
+
+def point_noise_sd(reward, noise_floor=0.01):
+    """Evaluation noise from successive differences (robust, trend-insensitive).
+
+        sigma = 1.4826 * MAD(diff(R)) / sqrt(2), floored at `noise_floor`.
+
+    A difference of two independent evaluations has variance 2 sigma^2; the median absolute
+    deviation around the median difference removes a smooth trend and ignores single jumps.
+    """
+    reward = np.asarray(reward, dtype=float)
+    if reward.size < 3:
+        return float(noise_floor)
+    diff = np.diff(reward)
+    mad = np.median(np.abs(diff - np.median(diff)))
+    return float(max(1.4826 * mad / np.sqrt(2.0), noise_floor))
+
+
+@dataclass(frozen=True)
+class CollapseReport:
+    """Where a run left the sigmoid: the last good point, the first point of the sustained drop."""
+
+    onset_index: int
+    onset_compute: float
+    last_good_index: int
+    last_good_compute: float
+    peak_reward: float
+    drop: float
+    threshold: float
+
+    def message(self) -> str:
+        return (
+            f"collapse: reward fell {self.drop:.3f} below its running peak {self.peak_reward:.3f} from compute "
+            f"{self.onset_compute:.4g} on (threshold {self.threshold:.3f}); the run left the sigmoid after compute "
+            f"{self.last_good_compute:.4g}"
+        )
+
+
+def detect_collapse(compute, reward, noise_floor=0.01) -> CollapseReport | None:
+    """Sustained fall below the running peak.
+
+    threshold = max(3 sigma, 0.2 * (peak - R_first)); the onset is the first point i with
+    R_i < peak_{<i} - threshold and R_{i+1} < peak_{<i} - threshold (two in a row, so one noisy
+    point never fires) and the median of all points from i on also below it (the run stays down).
+    """
+    compute = np.asarray(compute, dtype=float)
+    reward = np.asarray(reward, dtype=float)
+    sigma = point_noise_sd(reward, noise_floor)
+    running_peak = np.maximum.accumulate(reward)
+    for i in range(1, reward.size - 1):
+        peak = running_peak[i - 1]
+        threshold = max(COLLAPSE_NOISE_SDS * sigma, COLLAPSE_GAIN_FRACTION * (peak - reward[0]))
+        floor = peak - threshold
+        if reward[i] < floor and reward[i + 1] < floor and np.median(reward[i:]) < floor:
+            return CollapseReport(
+                onset_index=i,
+                onset_compute=float(compute[i]),
+                last_good_index=i - 1,
+                last_good_compute=float(compute[i - 1]),
+                peak_reward=float(peak),
+                drop=float(peak - np.median(reward[i:])),
+                threshold=float(threshold),
+            )
+    return None
+
+
+def check_learning(reward, r0, noise_sd):
+    """Raise FitError for a flat run: best 3-point running mean - R0 < 3 noise sds."""
+    reward = np.asarray(reward, dtype=float)
+    window = min(3, reward.size)
+    smoothed = np.convolve(reward, np.ones(window) / window, mode="valid")
+    gain = float(np.max(smoothed) - r0)
+    if gain < LEARNING_NOISE_SDS * noise_sd:
+        raise FitError(
+            f"flat run: no learning to fit (best gain over R0 = {gain:.4f} is within "
+            f"{LEARNING_NOISE_SDS:g} noise sds = {LEARNING_NOISE_SDS * noise_sd:.4f})"
+        )
+    return gain
+
+
+def ceiling_identifiability(a, r0, c_mid, a_interval, a_upper_bound, max_compute):
+    """Rule: the ceiling A is identified unless the data cannot pin it down.
+
+    Unidentified when (1) the last point is below the fitted C_mid (still before the inflection),
+    or (2) A sits at its upper bound, or (3) the A interval is wider than half the gain A - R0.
+    Returns (identified, warning or None); the warning says how far to run: to at least
+    2 x max(C_mid, current max compute), where the curve has passed its inflection.
+    """
+    lo, hi = a_interval
+    gain = max(a - r0, 1e-12)
+    reasons = []
+    if max_compute < c_mid:
+        reasons.append(f"the last point (compute {max_compute:.4g}) is before the fitted inflection C_mid = {c_mid:.4g}")
+    if a >= a_upper_bound - 1e-3 * max(abs(a_upper_bound - r0), 1e-9):
+        reasons.append(f"A sits at its upper bound {a_upper_bound:g}")
+    if hi - lo > CEILING_WIDTH_FRACTION * gain:
+        reasons.append(f"the A interval [{lo:.3f}, {hi:.3f}] is wider than half the gain A - R0 = {gain:.3f}")
+    if not reasons:
+        return True, None
+    advised = 2.0 * max(c_mid, max_compute)
+    return False, (
+        "ceiling not identified: " + "; ".join(reasons) + f". Run to at least ~{advised:.3g} compute "
+        f"({advised / max_compute:.1f} times the current max) to pass the inflection."
+    )

@@ -1,0 +1,170 @@
+"""fit_sigmoid: fit the ScaleRL compute-performance sigmoid to a training log, with uncertainty.
+
+Orchestration only: input checks, R0 and point selection, diagnostics, the multi-start bounded
+least squares (sigmoid_solver) and the residual bootstrap (uncertainty). The curve is
+
+    R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)     (Khatri, Madaan et al., arXiv 2510.13786)
+
+with R0 fixed (the first evaluation's reward unless given) and A, B, C_mid fitted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalerl.errors import ConfigError, FitError, InputError
+from scalerl.forecast.diagnostics import (
+    ceiling_identifiability,
+    check_learning,
+    detect_collapse,
+    point_noise_sd,
+)
+from scalerl.forecast.result import FitResult
+from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds, residuals
+from scalerl.forecast.uncertainty import (
+    DEFAULT_NOISE_FLOOR,
+    bootstrap_theta,
+    noise_t_draws,
+    residual_noise_sd,
+    student_t_dof,
+)
+
+LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
+NOISE_DRAWS_PER_BOOTSTRAP = 16
+
+
+def validate_curve(compute, reward, reward_range):
+    """Arrays of equal length, finite, compute >= 0 and non-decreasing, reward inside its range."""
+    compute = np.asarray(compute, dtype=float).ravel()
+    reward = np.asarray(reward, dtype=float).ravel()
+    if compute.size != reward.size:
+        raise InputError(f"compute has {compute.size} values but reward has {reward.size}")
+    if compute.size == 0:
+        raise InputError("empty curve: no points")
+    if not (np.all(np.isfinite(compute)) and np.all(np.isfinite(reward))):
+        raise InputError("compute and reward must be finite (found NaN or infinity)")
+    if np.any(compute < 0):
+        raise InputError("compute must be >= 0")
+    if np.any(np.diff(compute) < 0):
+        raise InputError("compute must be non-decreasing (sort the points by compute)")
+    if reward_range is not None:
+        low, high = reward_range
+        if np.any(reward < low) or np.any(reward > high):
+            raise InputError(
+                f"reward outside reward_range [{low}, {high}]; pass reward_range=None for unbounded rewards"
+            )
+    return compute, reward
+
+
+def _check_options(loss, level, n_bootstrap, min_compute):
+    if loss not in LOSSES:
+        raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level}")
+    if int(n_bootstrap) < 20:
+        raise ConfigError(f"n_bootstrap must be at least 20, got {n_bootstrap}")
+    if min_compute is not None and min_compute < 0:
+        raise ConfigError(f"min_compute must be >= 0, got {min_compute}")
+
+
+def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor):
+    """R0 and the points used in least squares, plus warnings and the collapse report.
+
+    r0=None: R0 is the reward at the smallest compute and that point is left out (R(C0) = R0 by
+    definition). Points at C = 0 are always left out. A collapse ends the fitted range at the last
+    point before it unless `fit_through_collapse`. `min_compute` drops the warm-up.
+    """
+    warnings = []
+    collapse = detect_collapse(compute, reward, noise_floor)
+    keep = np.ones(compute.size, dtype=bool)
+    if r0 is None:
+        r0 = float(reward[0])
+        keep[0] = False
+    keep &= compute > 0
+    if collapse is not None:
+        if fit_through_collapse:
+            warnings.append(collapse.message() + "; fitting through it as asked")
+        else:
+            keep[collapse.onset_index:] = False
+            warnings.append(collapse.message() + "; fitting only the points before it")
+    if min_compute is not None:
+        keep &= compute >= min_compute
+    return float(r0), keep, collapse, warnings
+
+
+def fit_sigmoid(
+    compute,
+    reward,
+    *,
+    r0=None,
+    min_compute=None,
+    loss="linear",
+    level=0.8,
+    reward_range=(0.0, 1.0),
+    seed=0,
+    n_bootstrap=200,
+    fixed_a=None,
+    fit_through_collapse=False,
+    noise_floor=DEFAULT_NOISE_FLOOR,
+    n_starts=4,
+) -> FitResult:
+    """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and bootstrap its uncertainty.
+
+    Bounded multi-start least squares on (A, B, log C_mid) in normalised log compute, seeded by a
+    coarse grid; `loss` is any scipy robust loss ("linear", "soft_l1", "huber", ...), scaled by the
+    evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the default
+    level of the ceiling check. Raises FitError when too few points remain or the run is flat.
+    """
+    _check_options(loss, level, n_bootstrap, min_compute)
+    compute, reward = validate_curve(compute, reward, reward_range)
+    r0, keep, collapse, warnings = select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor)
+    fit_compute, fit_reward = compute[keep], reward[keep]
+    n_params = 3 if fixed_a is None else 2
+    if fit_compute.size < n_params + 1:
+        where = " before the collapse" if collapse is not None and not fit_through_collapse else ""
+        raise FitError(
+            f"too few points to fit: {fit_compute.size} usable{where} after excluding R0 and warm-up, "
+            f"need at least {n_params + 1} for {n_params} parameters"
+        )
+    diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor)
+    check_learning(fit_reward, r0, diff_noise)
+
+    compute_ref = float(fit_compute.max())
+    log_compute = np.log(fit_compute / compute_ref)
+    lower, upper = parameter_bounds(log_compute, fit_reward, r0, reward_range)
+    if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
+        raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
+    problem = SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, diff_noise, fixed_a)
+    theta_hat, _ = multi_start_fit(problem, n_starts)
+    if theta_hat is None or not np.all(np.isfinite(theta_hat)):
+        raise FitError("the optimiser failed to find a finite fit")
+
+    noise_sd = residual_noise_sd(residuals(theta_hat, problem), n_params, noise_floor)
+    dof = student_t_dof(fit_compute.size, n_params)
+    rng = np.random.default_rng(seed)
+    theta_draws = bootstrap_theta(problem, theta_hat, noise_sd, int(n_bootstrap), rng)
+    param_draws = np.column_stack([theta_draws[:, 0], theta_draws[:, 1], compute_ref * np.exp(theta_draws[:, 2])])
+    a_hat, b_hat, c_mid_hat = theta_hat[0], theta_hat[1], compute_ref * np.exp(theta_hat[2])
+
+    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
+    a_interval = tuple(np.quantile(param_draws[:, 0], [lo_q, hi_q]))
+    if fixed_a is None:
+        identified, warning = ceiling_identifiability(a_hat, r0, c_mid_hat, a_interval, upper[0], compute_ref)
+        if warning:
+            warnings.append(warning)
+    else:
+        identified = True
+    if fit_compute.size == n_params + 1:
+        warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
+    stderr = {"A": float(np.std(param_draws[:, 0], ddof=1)), "B": float(np.std(param_draws[:, 1], ddof=1)),
+              "C_mid": float(np.std(param_draws[:, 2], ddof=1))}
+    return FitResult(
+        a=float(a_hat), b=float(b_hat), c_mid=float(c_mid_hat), r0=r0, stderr=stderr,
+        n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
+        ceiling_identified=bool(identified), warnings=tuple(warnings), param_draws=param_draws,
+        noise_sd=noise_sd, noise_dof=dof,
+        noise_draws=noise_t_draws(dof, NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap), rng),
+        reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
+        fixed=("R0",) if fixed_a is None else ("R0", "A"),
+        collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
+    )

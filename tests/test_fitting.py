@@ -1,0 +1,125 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from scalerl.errors import ConfigError, FitError, InputError
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.fitting import fit_sigmoid
+
+
+def paper_curve(scale=1.0, n=14, noise_sd=0.0, seed=0, a=0.61, b=1.92, c_mid=2542.0, r0=0.2, c_max=40000.0):
+    """ScaleRL 8B run (paper table): A 0.61, B 1.92, C_mid 2542 GPU-h, in any compute unit."""
+    compute = np.concatenate([[0.0], np.geomspace(c_mid / 5, c_max, n)]) * scale
+    reward = sigmoid_reward(compute, a, b, c_mid * scale, r0)
+    reward = reward + np.random.default_rng(seed).normal(0.0, noise_sd, reward.size) * (compute > 0)
+    return compute, np.clip(reward, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 1e15])
+def test_recovers_noise_free_parameters_in_any_unit(scale):
+    compute, reward = paper_curve(scale)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
+    assert fit.a == pytest.approx(0.61, abs=1e-4)
+    assert fit.b == pytest.approx(1.92, rel=1e-3)
+    assert fit.c_mid == pytest.approx(2542.0 * scale, rel=1e-3)
+    assert fit.r0 == 0.2 and fit.n_points == 14 and fit.ceiling_identified
+
+
+def test_noisy_fit_interval_contains_truth():
+    compute, reward = paper_curve(noise_sd=0.01, seed=3)
+    fit = fit_sigmoid(compute, reward)
+    ci = fit.conf_int(0.95)
+    assert ci["A"][0] < 0.61 < ci["A"][1]
+    assert ci["B"][0] < 1.92 < ci["B"][1]
+    assert ci["C_mid"][0] < 2542.0 < ci["C_mid"][1]
+    assert abs(fit.a - 0.61) < 0.02
+
+
+def test_seed_form_r0_zero_uses_every_positive_point():
+    compute = np.geomspace(10, 1e4, 10)
+    reward = sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0)
+    fit = fit_sigmoid(compute, reward, r0=0.0, n_bootstrap=40)
+    assert fit.n_points == 10 and fit.r0 == 0.0
+    assert fit.a == pytest.approx(0.7, abs=1e-4) and fit.c_mid == pytest.approx(300.0, rel=1e-3)
+
+
+def test_min_compute_drops_warm_up_points():
+    compute, reward = paper_curve()
+    fit = fit_sigmoid(compute, reward, min_compute=1500.0, n_bootstrap=40)
+    assert fit.compute.min() >= 1500.0 and fit.n_points == int(np.sum(compute >= 1500.0))
+
+
+def test_robust_loss_resists_one_outlier():
+    compute, reward = paper_curve(noise_sd=0.005, seed=1)
+    reward[8] = 0.05
+    plain = fit_sigmoid(compute, reward, n_bootstrap=40)
+    robust = fit_sigmoid(compute, reward, loss="soft_l1", n_bootstrap=40)
+    assert abs(robust.a - 0.61) < abs(plain.a - 0.61) or abs(robust.b - 1.92) < abs(plain.b - 1.92)
+    assert abs(robust.a - 0.61) < 0.015
+
+
+def test_to_dict_matches_cli_contract_and_is_json():
+    compute, reward = paper_curve(noise_sd=0.01)
+    out = fit_sigmoid(compute, reward, n_bootstrap=40).to_dict(0.8, predict_at=[1e5], target=0.9)
+    assert set(out) == {"params", "intervals", "level", "ceiling_identified", "predictions",
+                        "compute_to_target", "n_points", "warnings"}
+    assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
+    assert set(out["predictions"][0]) == {"x", "reward", "lo", "hi"}
+    assert out["compute_to_target"] is None  # 0.9 is above the ceiling
+    json.dumps(out, allow_nan=False)
+
+
+def test_compute_to_reach_inverts_the_curve():
+    compute, reward = paper_curve()
+    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
+    needed = fit.compute_to_reach(0.5)
+    assert needed.reachable and fit.predict(needed.value) == pytest.approx(0.5, abs=1e-9)
+    assert needed.lo <= needed.value <= needed.hi
+    assert not fit.compute_to_reach(0.7).reachable and math.isinf(fit.compute_to_reach(0.7).value)
+    assert "not reachable" in fit.compute_to_reach(0.7).message()
+
+
+def test_observation_band_is_wider_than_mean_band():
+    compute, reward = paper_curve(noise_sd=0.01)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    lo_obs, hi_obs = fit.interval(60000.0)
+    lo_mean, hi_mean = fit.interval(60000.0, kind="mean")
+    assert lo_obs < lo_mean <= fit.predict(60000.0) <= hi_mean < hi_obs
+
+
+def test_result_is_immutable():
+    compute, reward = paper_curve()
+    fit = fit_sigmoid(compute, reward, n_bootstrap=20)
+    with pytest.raises(Exception):
+        fit.a = 1.0
+    with pytest.raises(ValueError):
+        fit.param_draws[0, 0] = 1.0
+
+
+def test_too_few_points_and_bad_input_raise():
+    with pytest.raises(FitError, match="too few points"):
+        fit_sigmoid([0, 1, 2, 3], [0.1, 0.3, 0.4, 0.45])
+    with pytest.raises(InputError, match="non-decreasing"):
+        fit_sigmoid([0, 3, 2, 4, 5], [0.1, 0.2, 0.3, 0.4, 0.5])
+    with pytest.raises(InputError, match="NaN"):
+        fit_sigmoid([0, 1, 2, 3, 4], [0.1, np.nan, 0.3, 0.4, 0.5])
+    with pytest.raises(InputError, match="reward_range"):
+        fit_sigmoid([0, 1, 2, 3, 4], [0.1, 2.0, 3.0, 4.0, 5.0])
+    with pytest.raises(ConfigError, match="loss"):
+        fit_sigmoid([0, 1, 2, 3, 4], [0.1, 0.2, 0.3, 0.4, 0.5], loss="l3")
+
+
+def test_flat_run_raises_fit_error():
+    compute = np.arange(12) * 100.0
+    reward = 0.3 + np.random.default_rng(0).normal(0, 0.005, 12)
+    with pytest.raises(FitError, match="flat run"):
+        fit_sigmoid(compute, reward)
+
+
+def test_fixed_ceiling_fits_only_b_and_c_mid():
+    compute, reward = paper_curve()
+    fit = fit_sigmoid(compute, reward, fixed_a=0.61, n_bootstrap=30)
+    assert fit.a == 0.61 and fit.fixed == ("R0", "A")
+    assert fit.b == pytest.approx(1.92, rel=1e-3) and fit.conf_int()["A"] == (0.61, 0.61)
