@@ -1,0 +1,218 @@
+"""One optimiser step on a batch of rollouts: the code the synchronous trainer and the async
+pipeline share (so that the pipeline with k = 0 reproduces the synchronous run exactly).
+
+    rollouts -> zero-variance filter -> group-centred advantages (configured normalisation)
+             -> padded tensors -> teacher-forced log-probs with the FP32-head forward
+             -> loss (registry) -> aggregation (registry) -> backward -> clip -> AdamW -> LR step
+
+Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
+ScaleRL, arXiv 2510.13786, section 4).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from scalerl.errors import InputError
+from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.filtering import count_kept_prompts, zero_variance_keep_mask
+from scalerl.rl.registry import get_aggregation, get_loss, loss_kwargs
+from scalerl.rl.stats import token_entropy
+from scalerl.train.config import OptimConfig, RLConfig, TrainConfig
+from scalerl.train.flops import sequence_context_sum
+from scalerl.train.models import policy_logits, token_logprobs
+from scalerl.train.rollout import Rollout
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one optimiser step did. `lr` is the learning rate the step used."""
+
+    loss: float
+    grad_norm: float
+    lr: float
+    entropy: float
+    mean_ratio: float
+    clipped_fraction: float
+    kept_prompts: int
+    total_prompts: int
+    kept_sequences: int
+    tokens_trained: int
+    trained_context_sum: int
+    updated: bool
+
+
+@dataclass(frozen=True)
+class RolloutBatch:
+    """Padded tensors of N sequences: prompts left-padded to P, completions right-padded to T.
+
+    input_ids / attention_mask [N, P + T]; completion_ids, generator_logprobs, loss_mask [N, T]
+    (loss_mask is 1 on sampled completion tokens, 0 on padding and forced tokens);
+    rewards [N]; group_ids [N]; prompt_width = P.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    completion_ids: torch.Tensor
+    generator_logprobs: torch.Tensor
+    loss_mask: torch.Tensor
+    rewards: torch.Tensor
+    group_ids: torch.Tensor
+    prompt_width: int
+
+
+def warmup_lr_factor(step: int, warmup_steps: int) -> float:
+    """Linear warm-up then constant: factor = min(1, (step + 1) / warmup_steps), 1 if no warm-up.
+
+    `step` counts optimiser steps from 0, so the first step uses lr / warmup_steps and step
+    warmup_steps - 1 reaches the full rate (ScaleRL: 100 warm-up steps then constant).
+    """
+    if warmup_steps <= 0:
+        return 1.0
+    return min(1.0, (step + 1) / warmup_steps)
+
+
+def build_optimizer(model: torch.nn.Module, optim: OptimConfig) -> torch.optim.AdamW:
+    """AdamW with the configured lr, betas, eps and weight decay (ScaleRL: eps 1e-15, wd 0.01)."""
+    return torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=optim.lr,
+        betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps,
+        weight_decay=optim.weight_decay,
+    )
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """LambdaLR applying `warmup_lr_factor` (its state is plain numbers: JSON-serialisable)."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_lr_factor(step, warmup_steps))
+
+
+def _padded(rows: Sequence[Sequence[float]], width: int, fill: float, *, left: bool,
+            dtype: torch.dtype) -> torch.Tensor:
+    out = torch.full((len(rows), width), fill, dtype=dtype)
+    for index, row in enumerate(rows):
+        if row:
+            values = torch.tensor(row, dtype=dtype)
+            if left:
+                out[index, width - len(row):] = values
+            else:
+                out[index, : len(row)] = values
+    return out
+
+
+def build_batch(rollouts: Sequence[Rollout], pad_token_id: int = 0) -> RolloutBatch:
+    """Padded tensors from rollouts (prompt left-padded, completion right-padded)."""
+    if not rollouts:
+        raise InputError("cannot build a batch from zero rollouts")
+    prompt_width = max(len(r.prompt_token_ids) for r in rollouts)
+    completion_width = max(max(len(r.completion_token_ids) for r in rollouts), 1)
+    prompts = [r.prompt_token_ids for r in rollouts]
+    completions = [r.completion_token_ids for r in rollouts]
+    prompt_ids = _padded(prompts, prompt_width, pad_token_id, left=True, dtype=torch.long)
+    completion_ids = _padded(completions, completion_width, pad_token_id, left=False, dtype=torch.long)
+    prompt_mask = _padded([[1] * len(p) for p in prompts], prompt_width, 0, left=True, dtype=torch.long)
+    completion_mask = _padded([[1] * len(c) for c in completions], completion_width, 0, left=False,
+                              dtype=torch.long)
+    return RolloutBatch(
+        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
+        attention_mask=torch.cat([prompt_mask, completion_mask], dim=1),
+        completion_ids=completion_ids,
+        generator_logprobs=_padded([r.generator_logprobs for r in rollouts], completion_width,
+                                   0.0, left=False, dtype=torch.float32),
+        loss_mask=_padded([r.loss_mask for r in rollouts], completion_width, 0, left=False,
+                          dtype=torch.float32),
+        rewards=torch.tensor([r.reward for r in rollouts], dtype=torch.float32),
+        group_ids=torch.tensor([r.group_index for r in rollouts], dtype=torch.long),
+        prompt_width=prompt_width,
+    )
+
+
+def _completion_logits(model: torch.nn.Module, batch: RolloutBatch, fp32_head: bool) -> torch.Tensor:
+    """Logits [N, T, V] predicting each completion token (teacher forcing: position p - 1 -> p)."""
+    logits = policy_logits(model, batch.input_ids, batch.attention_mask, fp32_head=fp32_head)
+    start = batch.prompt_width - 1
+    return logits[:, start: start + batch.completion_ids.shape[1]]
+
+
+def _loss_settings(rl: RLConfig) -> dict[str, float]:
+    """Config knobs -> keyword arguments the registry's losses understand."""
+    if rl.loss == "cispo":
+        return {"eps_max": rl.cispo_eps_max}
+    if rl.loss == "dapo":
+        return {"eps_low": rl.dapo_eps_low, "eps_high": rl.dapo_eps_high}
+    if rl.loss == "grpo":
+        return {"eps": rl.grpo_eps}
+    return {"eps_low": rl.gspo_eps_low, "eps_high": rl.gspo_eps_high}
+
+
+def keep_mask_for(rewards: torch.Tensor, group_ids: torch.Tensor, rl: RLConfig) -> torch.Tensor:
+    """Zero-variance filter (when enabled): drop every sequence of a constant-reward group."""
+    if rl.zero_variance_filter:
+        return zero_variance_keep_mask(rewards, group_ids)
+    return torch.ones_like(rewards, dtype=torch.bool)
+
+
+def _trained_token_counts(rollouts: Sequence[Rollout]) -> tuple[int, int]:
+    """(tokens, attention context sum) of the teacher-forced forward, padding excluded."""
+    lengths = [len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rollouts]
+    return sum(lengths), sum(sequence_context_sum(length) for length in lengths)
+
+
+def _skipped_step(optimizer, scheduler, kept, tokens) -> StepStats:
+    """Nothing survived the filter: no gradient, no optimiser update; the LR schedule advances."""
+    lr = float(optimizer.param_groups[0]["lr"])
+    with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
+        warnings.simplefilter("ignore", UserWarning)
+        scheduler.step()
+    return StepStats(loss=0.0, grad_norm=0.0, lr=lr, entropy=float("nan"), mean_ratio=float("nan"),
+                     clipped_fraction=0.0, kept_prompts=kept.kept, total_prompts=kept.total,
+                     kept_sequences=0, tokens_trained=tokens[0], trained_context_sum=tokens[1],
+                     updated=False)
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler,
+               rollouts: Sequence[Rollout], config: TrainConfig) -> StepStats:
+    """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring."""
+    rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
+    group_ids = torch.tensor([r.group_index for r in rollouts], dtype=torch.long)
+    keep = keep_mask_for(rewards, group_ids, config.rl)
+    kept = count_kept_prompts(keep, group_ids)
+    kept_rollouts = [r for r, k in zip(rollouts, keep.tolist()) if k]
+    if not kept_rollouts:
+        return _skipped_step(optimizer, scheduler, kept, (0, 0))
+    tokens = _trained_token_counts(kept_rollouts)
+    advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
+    device = next(model.parameters()).device
+    batch = build_batch(kept_rollouts, pad_token_id=int(getattr(model.config, "pad_token_id", 0) or 0))
+    advantages = advantages[keep].to(device)
+    mask = batch.loss_mask.to(device)
+    model.train()
+    logits = _completion_logits(model, _to_device(batch, device), config.model.fp32_head)
+    logprobs = token_logprobs(logits, batch.completion_ids.to(device))
+    loss_fn = get_loss(config.rl.loss)
+    loss_output = loss_fn(logprobs, batch.generator_logprobs.to(device), advantages, mask,
+                          **loss_kwargs(config.rl.loss, _loss_settings(config.rl)))
+    loss = get_aggregation(config.rl.aggregation)(loss_output.token_loss, mask, batch.group_ids.to(device))
+    with torch.no_grad():
+        entropy = float(token_entropy(logits.detach(), mask))
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
+    lr = float(optimizer.param_groups[0]["lr"])
+    optimizer.step()
+    scheduler.step()
+    return StepStats(loss=float(loss.detach()), grad_norm=float(grad_norm), lr=lr, entropy=entropy,
+                     mean_ratio=loss_output.mean_ratio, clipped_fraction=loss_output.clipped_fraction,
+                     kept_prompts=kept.kept, total_prompts=kept.total, kept_sequences=kept.kept_sequences,
+                     tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True)
+
+
+def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
+    if device.type == "cpu":
+        return batch
+    return RolloutBatch(**{name: (value.to(device) if isinstance(value, torch.Tensor) else value)
+                           for name, value in vars(batch).items()})

@@ -1,0 +1,107 @@
+"""Trainer tests: one train_step on hand-made batches, then short end-to-end runs."""
+
+import pytest
+import torch
+
+from scalerl.train.config import TrainConfig
+from scalerl.train.models import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.train.rollout import Rollout
+from scalerl.train.train_step import (
+    build_batch,
+    build_optimizer,
+    build_scheduler,
+    train_step,
+    warmup_lr_factor,
+)
+
+TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
+                          max_positions=64)
+
+
+def _tiny_model():
+    model, tokenizer = build_tiny_model(TINY_SPEC, seed=0)
+    return model, tokenizer
+
+
+def _rollout(model, tokenizer, prompt, completion, reward, group):
+    prompt_ids = tuple(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    completion_ids = tuple(tokenizer(completion, add_special_tokens=False)["input_ids"])
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))[0]
+    generator_logprobs = tuple(logprobs[len(prompt_ids) - 1:].tolist())
+    return Rollout(prompt_index=group, group_index=group, prompt_token_ids=prompt_ids,
+                   completion_token_ids=completion_ids, generator_logprobs=generator_logprobs,
+                   token_policy_versions=(0,) * len(completion_ids), reward=reward,
+                   truncated=False, interrupted=False, completion_text=completion)
+
+
+def _sequence_logprob(model, rollout):
+    ids = torch.tensor([rollout.prompt_token_ids + rollout.completion_token_ids])
+    with torch.no_grad():
+        logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))[0]
+    return float(logprobs[len(rollout.prompt_token_ids) - 1:].sum())
+
+
+def _optimiser(model, config):
+    optimizer = build_optimizer(model, config.optim)
+    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
+
+
+def test_warmup_is_linear_then_constant():
+    assert [warmup_lr_factor(step, 4) for step in range(6)] == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    assert warmup_lr_factor(0, 0) == 1.0
+
+
+def test_batch_left_pads_prompts_and_right_pads_completions():
+    model, tokenizer = _tiny_model()
+    rollouts = [_rollout(model, tokenizer, "1+2=", "<think>1+2=3</think>3", 1.0, 0),
+                _rollout(model, tokenizer, "12+2=", "14", -1.0, 1)]
+    batch = build_batch(rollouts, pad_token_id=0)
+    assert batch.prompt_width == 5
+    assert batch.attention_mask[0].tolist()[:5] == [0, 1, 1, 1, 1]
+    completion_width = batch.completion_ids.shape[1]
+    assert batch.loss_mask[1].tolist() == [1.0, 1.0] + [0.0] * (completion_width - 2)
+    assert batch.input_ids[0, 5:].tolist() == list(rollouts[0].completion_token_ids)
+    assert batch.rewards.tolist() == [1.0, -1.0]
+
+
+@pytest.mark.parametrize("loss_name", ["cispo", "dapo", "grpo", "gspo"])
+def test_train_step_raises_good_and_lowers_bad_completions(loss_name):
+    model, tokenizer = _tiny_model()
+    config = TrainConfig().with_overrides([f"rl.loss={loss_name}", "optim.lr=1e-2", "warmup_steps=0"])
+    rollouts = [
+        _rollout(model, tokenizer, "3+4=", "<think>3+4=7</think>7", 1.0, 0),
+        _rollout(model, tokenizer, "3+4=", "<think>3+4=8</think>8", -1.0, 0),
+        _rollout(model, tokenizer, "5+1=", "<think>5+1=6</think>6", 1.0, 1),
+        _rollout(model, tokenizer, "5+1=", "<think>5+1=9</think>9", -1.0, 1),
+    ]
+    before = [_sequence_logprob(model, r) for r in rollouts]
+    optimizer, scheduler = _optimiser(model, config)
+    stats = train_step(model, optimizer, scheduler, rollouts, config)
+    after = [_sequence_logprob(model, r) for r in rollouts]
+    assert stats.updated and stats.kept_prompts == 2 and stats.total_prompts == 2
+    assert stats.mean_ratio == pytest.approx(1.0, abs=1e-4)  # on-policy: ratio 1
+    assert stats.lr == pytest.approx(1e-2) and stats.grad_norm > 0
+    assert after[0] > before[0] and after[2] > before[2]
+    assert after[1] < before[1] and after[3] < before[3]
+
+
+def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_update():
+    model, tokenizer = _tiny_model()
+    config = TrainConfig()
+    constant = [_rollout(model, tokenizer, "3+4=", "7", 1.0, 0),
+                _rollout(model, tokenizer, "3+4=", "7", 1.0, 0)]
+    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 1),
+             _rollout(model, tokenizer, "5+1=", "9", -1.0, 1)]
+    optimizer, scheduler = _optimiser(model, config)
+    weights = [p.detach().clone() for p in model.parameters()]
+    stats = train_step(model, optimizer, scheduler, constant, config)
+    assert not stats.updated and stats.kept_prompts == 0 and stats.tokens_trained == 0
+    assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
+    assert scheduler.last_epoch == 1  # the LR schedule still advances
+    stats = train_step(model, optimizer, scheduler, constant + mixed, config)
+    assert stats.updated and (stats.kept_prompts, stats.total_prompts) == (1, 2)
+    assert stats.kept_sequences == 2
+    assert stats.tokens_trained == sum(len(r.prompt_token_ids) + len(r.completion_token_ids)
+                                       for r in mixed)
