@@ -1,0 +1,254 @@
+"""Rollout generation: a manual, batched KV-cache decoding loop with per-step hooks.
+
+For P prompts x G generations: left-padded prompts, sampling at the configured temperature/top-p,
+the generator's per-token log-probs from the FP32 head, per-token weight versions, EOS / length
+stops and ScaleRL's forced interruption of over-long thinking (arXiv 2510.13786, section 4).
+`weight_update_hook()` runs between decoding steps (PipelineRL in-flight weight updates: the
+model's weights change in place, the KV cache is kept, later tokens carry the new version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+
+from scalerl.errors import InputError
+from scalerl.train.models import policy_forward, positions_from_mask
+from scalerl.train.rollout import LengthControl, Rollout, SamplingSettings
+from scalerl.train.tasks import Task, TaskExample
+
+try:
+    from scalerl.rl.length_control import sample_interruption_budget
+except ImportError:  # scalerl.rl not installed alongside: same draw, uniform and inclusive
+
+    def sample_interruption_budget(min_tokens: int, max_tokens: int, rng: torch.Generator) -> int:
+        return int(torch.randint(min_tokens, max_tokens + 1, (1,), generator=rng).item())
+
+
+WeightUpdateHook = Callable[[], "int | None"]
+
+
+def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filtering (Holtzman et al. 2020): keep the smallest set of most likely tokens whose
+    probability mass reaches `top_p`; the others get -inf. logits [N, V] -> [N, V]."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+    sorted_probs = torch.softmax(sorted_logits, dim=-1)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    sorted_logits = sorted_logits.masked_fill(mass_before >= top_p, float("-inf"))
+    return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+
+
+def sample_next_tokens(
+    logits: torch.Tensor, sampling: SamplingSettings, generator: torch.Generator
+) -> torch.Tensor:
+    """One token per row from softmax(top_p(logits / temperature)); logits [N, V] -> ids [N]."""
+    scaled = top_p_filter(logits.float() / sampling.temperature, sampling.top_p)
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask), both [N, max_len], real tokens right-aligned."""
+    width = max(len(sequence) for sequence in sequences)
+    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        if sequence:
+            input_ids[row, width - len(sequence) :] = torch.tensor(sequence, dtype=torch.long)
+            attention_mask[row, width - len(sequence) :] = 1
+    return input_ids, attention_mask
+
+
+@dataclass
+class _SequenceState:
+    """Book-keeping of one sequence during decoding."""
+
+    budget: int | None
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    loss_mask: list[int] = field(default_factory=list)
+    forced: list[int] = field(default_factory=list)
+    thinking_done: bool = False
+    interrupted: bool = False
+    finished: bool = False
+
+
+def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
+    ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if configured is not None:
+        ids.update(configured if isinstance(configured, (list, tuple)) else [configured])
+    if not ids:
+        raise InputError("the tokenizer has no EOS token; generation could never stop")
+    return ids
+
+
+def _record_token(
+    state: _SequenceState, token: int, logprob: float, version: int, forced: bool,
+    eos_ids: set[int], think_end_ids: list[int], length_control: LengthControl,
+    phrase_ids: list[int],
+) -> None:
+    """Append one token and update the stop / thinking / interruption state."""
+    state.tokens.append(token)
+    state.logprobs.append(logprob)
+    state.versions.append(version)
+    state.loss_mask.append(0 if forced else 1)
+    if not forced and token in eos_ids:
+        state.finished = True
+        return
+    if not state.thinking_done and state.tokens[-len(think_end_ids) :] == think_end_ids:
+        state.thinking_done = True
+    must_interrupt = (
+        state.budget is not None
+        and not state.thinking_done
+        and not state.forced
+        and len(state.tokens) >= state.budget
+    )
+    if must_interrupt:
+        state.forced = list(phrase_ids)
+        state.interrupted = True
+
+
+def generate_rollouts(
+    model: torch.nn.Module,
+    tokenizer,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+) -> list[Rollout]:
+    """Sample `num_generations` completions for each prompt; rewards are left at 0.0.
+
+    Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
+    Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
+    trainer recomputes), whatever temperature/top-p the sampling used. With length control
+    "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
+    """
+    if len(prompts) != len(prompt_indices):
+        raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
+    if num_generations < 1 or not prompts:
+        raise InputError("generate_rollouts needs at least one prompt and num_generations >= 1")
+    prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in prompts]
+    sequences = [ids for ids in prompt_ids for _ in range(num_generations)]
+    interrupting = length_control.mode == "interrupt"
+    states = [
+        _SequenceState(
+            budget=sample_interruption_budget(
+                length_control.thinking_budget_min, length_control.thinking_budget_max, torch_generator
+            ) if interrupting else None
+        )
+        for _ in sequences
+    ]
+    encode = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            _decode(
+                model, sequences, states, sampling, torch_generator, policy_version,
+                weight_update_hook, _eos_ids(model, tokenizer), encode(length_control.think_end_text),
+                length_control, encode(length_control.interruption_phrase), tokenizer.pad_token_id,
+            )
+    finally:
+        model.train(was_training)
+    return [
+        _to_rollout(state, sequences[row], prompt_indices[row // num_generations],
+                    row // num_generations, tokenizer)
+        for row, state in enumerate(states)
+    ]
+
+
+def _decode(
+    model, sequences, states, sampling, generator, version, hook, eos_ids, think_end_ids,
+    length_control, phrase_ids, pad_id,
+) -> None:
+    """The decoding loop: prefill, then one forward per new token, until all stop or the limit."""
+    input_ids, attention_mask = left_pad(sequences, pad_id if pad_id is not None else 0)
+    device = next(model.parameters()).device
+    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+    positions = positions_from_mask(attention_mask)
+    next_positions = positions[:, -1:] + 1
+    cache = None
+    for step in range(sampling.max_new_tokens):
+        if step > 0 and hook is not None:
+            new_version = hook()
+            version = version if new_version is None else int(new_version)
+        output = policy_forward(
+            model, input_ids, attention_mask, position_ids=positions,
+            past_key_values=cache, use_cache=True, fp32_head=sampling.fp32_head,
+        )
+        cache = output.past_key_values
+        logits = output.logits[:, -1, :]
+        sampled = sample_next_tokens(logits, sampling, generator)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        for row, state in enumerate(states):
+            if state.finished:
+                continue
+            forced = bool(state.forced)
+            token = state.forced.pop(0) if forced else int(sampled[row])
+            sampled[row] = token
+            _record_token(state, token, float(log_probs[row, token]), version, forced,
+                          eos_ids, think_end_ids, length_control, phrase_ids)
+        if all(state.finished for state in states):
+            return
+        input_ids = sampled.unsqueeze(-1)
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(states), 1))], dim=1)
+        positions = next_positions
+        next_positions = next_positions + 1
+
+
+def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
+    text_ids = state.tokens[:-1] if state.finished else state.tokens
+    return Rollout(
+        prompt_index=int(prompt_index),
+        group_index=int(group_index),
+        prompt_token_ids=tuple(prompt_ids),
+        completion_token_ids=tuple(state.tokens),
+        generator_logprobs=tuple(state.logprobs),
+        token_policy_versions=tuple(state.versions),
+        reward=0.0,
+        truncated=not state.finished,
+        interrupted=state.interrupted,
+        completion_text=tokenizer.decode(text_ids, skip_special_tokens=True),
+        loss_mask=tuple(state.loss_mask),
+    )
+
+
+def evaluate_pass_rate(
+    model: torch.nn.Module,
+    tokenizer,
+    task: Task,
+    prompts: Sequence[TaskExample],
+    samples_per_prompt: int,
+    *,
+    sampling: SamplingSettings = SamplingSettings(),
+    length_control: LengthControl = LengthControl(),
+    torch_generator: torch.Generator | None = None,
+    prompts_per_batch: int = 64,
+) -> float:
+    """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation)."""
+    if not prompts:
+        raise InputError("evaluate_pass_rate needs at least one prompt")
+    generator = torch_generator if torch_generator is not None else torch.Generator().manual_seed(0)
+    num_correct = 0
+    for start in range(0, len(prompts), prompts_per_batch):
+        batch = list(prompts[start : start + prompts_per_batch])
+        rollouts = generate_rollouts(
+            model, tokenizer, [example.prompt for example in batch], list(range(len(batch))),
+            num_generations=samples_per_prompt, sampling=sampling,
+            length_control=length_control, torch_generator=generator,
+        )
+        num_correct += sum(
+            task.reward(rollout.completion_text, batch[rollout.prompt_index]) > 0 for rollout in rollouts
+        )
+    return num_correct / (len(prompts) * samples_per_prompt)
