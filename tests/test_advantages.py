@@ -52,6 +52,8 @@ def test_keep_mask_excludes_dropped_prompts_from_the_batch_std():
     assert with_keep[8:].tolist() == [0.0] * 4
     # Without the mask the constant group's zeros shrink the std and inflate the advantages.
     diluted = compute_advantages(rewards, group_ids, "batch")
+    nothing_kept = compute_advantages(rewards, group_ids, "batch", keep_mask=torch.zeros(12, dtype=torch.bool))
+    assert nothing_kept.tolist() == [0.0] * 12
     assert diluted[0].item() == pytest.approx(with_keep[0].item() * math.sqrt(12 / 8), rel=1e-5)
 
 

@@ -18,15 +18,20 @@ DEFAULT_STD_EPS = 1e-6
 
 def _group_index(group_ids: torch.Tensor, num_sequences: int) -> tuple[torch.Tensor, int]:
     if group_ids.shape != (num_sequences,):
-        raise InputError(f"group_ids must have shape [{num_sequences}], got {tuple(group_ids.shape)}")
+        raise InputError(
+            f"group_ids must have shape [{num_sequences}], got {tuple(group_ids.shape)}"
+        )
     _, group_of_sequence = torch.unique(group_ids, return_inverse=True)
     num_groups = int(group_of_sequence.max()) + 1 if num_sequences else 0
     return group_of_sequence, num_groups
 
 
-def _group_mean(values: torch.Tensor, group_of_sequence: torch.Tensor, num_groups: int) -> torch.Tensor:
+def _group_mean(
+    values: torch.Tensor, group_of_sequence: torch.Tensor, num_groups: int
+) -> torch.Tensor:
     """Per-sequence mean of `values` over its group, [N]."""
-    sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add(0, group_of_sequence, values)
+    zeros = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
+    sums = zeros.index_add(0, group_of_sequence, values)
     counts = torch.bincount(group_of_sequence, minlength=num_groups).to(values.dtype)
     return (sums / counts)[group_of_sequence]
 
@@ -64,7 +69,9 @@ def normalise_by_prompt_std(
     return centred / (group_variance.clamp(min=0.0).sqrt() + eps)
 
 
-def no_normalisation(centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS) -> torch.Tensor:
+def no_normalisation(
+    centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
+) -> torch.Tensor:
     """Centred advantages as they are (Dr. GRPO-style, no std division)."""
     return centred.clone()
 
@@ -92,16 +99,21 @@ def compute_advantages(
     """
     if normalisation not in ADVANTAGE_NORMALISATIONS:
         raise ConfigError(
-            f"unknown advantage normalisation {normalisation!r}; choose one of {sorted(ADVANTAGE_NORMALISATIONS)}"
+            f"unknown advantage normalisation {normalisation!r}; "
+            f"choose one of {', '.join(sorted(ADVANTAGE_NORMALISATIONS))}"
         )
     normalise = ADVANTAGE_NORMALISATIONS[normalisation]
     rewards = rewards.detach()
+    if not rewards.is_floating_point():
+        rewards = rewards.float()
     if keep_mask is None:
         return normalise(group_centered_advantages(rewards, group_ids), group_ids, eps)
     if keep_mask.shape != rewards.shape:
-        raise InputError(f"keep_mask must have shape {tuple(rewards.shape)}, got {tuple(keep_mask.shape)}")
+        raise InputError(
+            f"keep_mask must have shape {tuple(rewards.shape)}, got {tuple(keep_mask.shape)}"
+        )
     keep = keep_mask.to(rewards.device).bool()
-    advantages = torch.zeros_like(rewards, dtype=torch.float32 if not rewards.is_floating_point() else rewards.dtype)
+    advantages = torch.zeros_like(rewards)
     kept_group_ids = group_ids.to(rewards.device)[keep]
     centred = group_centered_advantages(rewards[keep], kept_group_ids)
     advantages[keep] = normalise(centred, kept_group_ids, eps)

@@ -14,7 +14,9 @@ from scalerl.errors import InputError
 from scalerl.rl.stats import as_float_mask
 
 
-def _masked_token_loss(token_loss: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _masked_token_loss(
+    token_loss: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     if token_loss.dim() != 2:
         raise InputError(f"token_loss must be [N, T], got shape {tuple(token_loss.shape)}")
     float_mask = as_float_mask(mask, token_loss)
@@ -28,7 +30,9 @@ def _mean_over_nonempty(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tenso
     return (per_unit * nonempty).sum() / nonempty.sum().clamp(min=1)
 
 
-def token_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
+def token_mean(
+    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
+) -> torch.Tensor:
     """Token-level average (DAPO, arXiv 2503.14476).
 
         L = sum_{i,t} mask_it * l_it / sum_{i,t} mask_it
@@ -39,7 +43,9 @@ def token_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Te
     return masked_loss.sum() / float_mask.sum().clamp(min=1.0)
 
 
-def sample_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
+def sample_mean(
+    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
+) -> torch.Tensor:
     """Sample-level average (GRPO, DeepSeekMath arXiv 2402.03300).
 
         L = (1 / N') sum_i ( sum_t mask_it * l_it / sum_t mask_it )
@@ -50,7 +56,9 @@ def sample_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.T
     return _mean_over_nonempty(masked_loss.sum(dim=1), float_mask.sum(dim=1))
 
 
-def prompt_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
+def prompt_mean(
+    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
+) -> torch.Tensor:
     """Prompt-level average (ScaleRL's choice, arXiv 2510.13786).
 
         L = (1 / P') sum_g ( sum_{i in g, t} mask_it * l_it / sum_{i in g, t} mask_it )
@@ -61,12 +69,11 @@ def prompt_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.T
     masked_loss, float_mask = _masked_token_loss(token_loss, mask)
     if group_ids is None or group_ids.shape != (token_loss.shape[0],):
         raise InputError(f"prompt aggregation needs group_ids of shape [{token_loss.shape[0]}]")
-    _, group_of_sequence = torch.unique(group_ids.to(token_loss.device), return_inverse=True)
-    num_groups = int(group_of_sequence.max()) + 1 if group_of_sequence.numel() else 0
-    group_sums = torch.zeros(num_groups, dtype=masked_loss.dtype, device=masked_loss.device)
-    group_sums = group_sums.index_add(0, group_of_sequence, masked_loss.sum(dim=1))
-    group_counts = torch.zeros(num_groups, dtype=float_mask.dtype, device=float_mask.device)
-    group_counts = group_counts.index_add(0, group_of_sequence, float_mask.sum(dim=1))
-    if num_groups == 0:
+    if token_loss.shape[0] == 0:
         return masked_loss.sum()
+    _, group_of_sequence = torch.unique(group_ids.to(token_loss.device), return_inverse=True)
+    num_groups = int(group_of_sequence.max()) + 1
+    zeros = torch.zeros(num_groups, dtype=masked_loss.dtype, device=masked_loss.device)
+    group_sums = zeros.index_add(0, group_of_sequence, masked_loss.sum(dim=1))
+    group_counts = zeros.index_add(0, group_of_sequence, float_mask.sum(dim=1))
     return _mean_over_nonempty(group_sums, group_counts)

@@ -113,7 +113,11 @@ class PromptPool:
             raise InputError(f"prompt pool state lacks {sorted(missing)}")
         if state["version"] != _STATE_VERSION:
             raise InputError(f"prompt pool state version {state['version']!r} is not {_STATE_VERSION}")
-        pool = cls(int(state["num_prompts"]), threshold=float(state["threshold"]), enabled=bool(state["enabled"]))
+        pool = cls(
+            int(state["num_prompts"]),
+            threshold=float(state["threshold"]),
+            enabled=bool(state["enabled"]),
+        )
         removed = [int(index) for index in state["removed"]]
         if any(not 0 <= index < pool.num_prompts for index in removed):
             raise InputError(f"prompt pool state removes indices outside 0..{pool.num_prompts - 1}")
