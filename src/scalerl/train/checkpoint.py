@@ -1,0 +1,177 @@
+"""Checkpoints without pickle: tensors in safetensors, everything else in JSON, written atomically.
+
+Layout of `RUN/checkpoints/step_000120/`:
+    model.safetensors       policy weights
+    optimizer.safetensors   optimiser state tensors, keyed "state/<param id>/<name>"
+    rng.safetensors         torch RNG states (global CPU state and the run's generators)
+    state.json              step, optimiser param groups and scalar state, LR-scheduler state,
+                            numpy RNG state, curriculum pool state, cumulative counters
+A checkpoint is assembled in a hidden temporary directory, every file fsynced, then renamed into
+place (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
+partial one. Only the last `keep` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
+
+from scalerl.errors import InputError
+
+CHECKPOINTS_DIR_NAME = "checkpoints"
+_PREFIX = "step_"
+_STATE_FILE = "state.json"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"{_PREFIX}{step:08d}"
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _split_optimizer_state(state_dict: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Optimiser state_dict -> (tensors for safetensors, JSON-serialisable rest)."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for param_id, param_state in state_dict["state"].items():
+        for name, value in param_state.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state/{param_id}/{name}"] = value.detach().contiguous().cpu()
+            else:
+                scalars.setdefault(str(param_id), {})[name] = value
+    return tensors, {"param_groups": state_dict["param_groups"], "scalars": scalars}
+
+
+def _join_optimizer_state(tensors: Mapping[str, torch.Tensor], rest: Mapping[str, Any]) -> dict[str, Any]:
+    """Inverse of `_split_optimizer_state`."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        _, param_id, name = key.split("/", 2)
+        state.setdefault(int(param_id), {})[name] = value
+    for param_id, values in rest["scalars"].items():
+        state.setdefault(int(param_id), {}).update(values)
+    groups = []
+    for group in rest["param_groups"]:
+        group = dict(group)
+        if isinstance(group.get("betas"), list):
+            group["betas"] = tuple(group["betas"])
+        groups.append(group)
+    return {"state": state, "param_groups": groups}
+
+
+def _rng_tensors(torch_generators: Mapping[str, torch.Generator]) -> dict[str, torch.Tensor]:
+    tensors = {"global_cpu": torch.get_rng_state()}
+    for name, generator in torch_generators.items():
+        tensors[f"generator/{name}"] = generator.get_state()
+    return tensors
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    torch_generators: Mapping[str, torch.Generator],
+    numpy_rng: np.random.Generator,
+    state: Mapping[str, Any],
+    keep: int = 1,
+) -> Path:
+    """Write checkpoint `step` atomically, prune to the last `keep`, return its directory.
+
+    `state` holds the caller's JSON-serialisable run state (pool, counters, ...).
+    """
+    root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(step)
+    staging = root / f".tmp-{checkpoint_name(step)}-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir()
+    save_model(model, str(staging / "model.safetensors"))
+    optimizer_tensors, optimizer_rest = _split_optimizer_state(optimizer.state_dict())
+    save_file(optimizer_tensors, str(staging / "optimizer.safetensors"))
+    save_file(_rng_tensors(torch_generators), str(staging / "rng.safetensors"))
+    run_state = {
+        "step": int(step),
+        "optimizer": optimizer_rest,
+        "scheduler": scheduler.state_dict(),
+        "numpy_rng": numpy_rng.bit_generator.state,
+        "run": dict(state),
+    }
+    (staging / _STATE_FILE).write_text(json.dumps(run_state, indent=1))
+    for path in staging.iterdir():
+        _fsync_path(path)
+    _fsync_path(staging)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staging, final)
+    _fsync_path(root)
+    prune_checkpoints(run_dir, keep)
+    return final
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    if not root.is_dir():
+        return []
+    found = [path for path in root.iterdir()
+             if path.is_dir() and path.name.startswith(_PREFIX) and (path / _STATE_FILE).is_file()]
+    return sorted(found, key=lambda path: int(path.name[len(_PREFIX):]))
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    checkpoints = list_checkpoints(run_dir)
+    return checkpoints[-1] if checkpoints else None
+
+
+def prune_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
+    """Delete all but the last `keep` checkpoints and any leftover temporary directory."""
+    for path in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(path)
+    root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    for leftover in root.glob(".tmp-*"):
+        if not leftover.name.endswith(f"-{os.getpid()}"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    torch_generators: Mapping[str, torch.Generator],
+    numpy_rng: np.random.Generator,
+) -> tuple[int, dict[str, Any]]:
+    """Restore everything saved by `save_checkpoint` in place; return (step, caller's state)."""
+    path = Path(path)
+    try:
+        run_state = json.loads((path / _STATE_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise InputError(f"checkpoint {path} is unreadable: {error}") from None
+    load_model(model, str(path / "model.safetensors"), strict=True)
+    optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
+    optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
+    scheduler.load_state_dict(run_state["scheduler"])
+    rng = load_file(str(path / "rng.safetensors"))
+    torch.set_rng_state(rng["global_cpu"])
+    for name, generator in torch_generators.items():
+        generator.set_state(rng[f"generator/{name}"])
+    numpy_rng.bit_generator.state = run_state["numpy_rng"]
+    return int(run_state["step"]), run_state["run"]
