@@ -168,3 +168,27 @@ def test_importance_ratio_stats():
     assert (stats["ratio_min"], stats["ratio_max"]) == pytest.approx((0.5, 2.0))
     # k3 = rho - 1 - log rho, averaged
     assert stats["generator_kl"] == pytest.approx(((1 - math.log(2)) + (-0.5 + math.log(2))) / 2)
+
+
+@pytest.mark.parametrize("loss_name", sorted(LOSSES))
+def test_one_gradient_step_favours_positive_advantage_sequences(loss_name):
+    # A free per-token logit table as the "policy": after one SGD step on the aggregated loss, the
+    # tokens of the positive-advantage sequence gain log-probability and the negative ones lose.
+    from scalerl.rl import compute_advantages, prompt_mean
+
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    tokens = torch.tensor([[1, 2, 3], [4, 0, 1]])
+    mask = torch.ones(2, 3)
+    advantages = compute_advantages(torch.tensor([1.0, -1.0]), torch.tensor([0, 0]), "batch")
+
+    def token_logprobs():
+        return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+    before = token_logprobs().detach()
+    out = get_loss(loss_name)(token_logprobs(), before, advantages, mask)
+    prompt_mean(out.token_loss, mask, torch.tensor([0, 0])).backward()
+    with torch.no_grad():
+        logits -= 0.1 * logits.grad
+    change = token_logprobs().detach() - before
+    assert torch.all(change[0] > 0) and torch.all(change[1] < 0)
