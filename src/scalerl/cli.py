@@ -1,0 +1,296 @@
+"""The `scalerl` command line: fit, compare and plot compute-performance curves from logs.
+
+Imports no torch: the training commands (`train`, `demo`) are registered at the end from
+scalerl.cli_train when that module is installed. Expected failures end as one `error: ...` line
+on stderr with exit code 2 (see scalerl.cli_errors).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from scalerl.cli_errors import exits_on_user_error
+from scalerl.errors import FitError, InputError
+from scalerl.forecast.readers import Curve, read_curve
+
+app = typer.Typer(
+    name="scalerl",
+    help="Predictable RL post-training: fit and extrapolate ScaleRL compute-performance curves.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+
+X_HELP = "Compute column (default: first of gpu_hours, compute, flops, tokens, step, _step)."
+Y_HELP = "Reward column (default: first of val_pass_rate, val/pass_rate, reward)."
+
+
+# --- small pure helpers ---------------------------------------------------------------------------
+
+
+def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction: float | None) -> float | None:
+    """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)."""
+    if fit_until is not None and fit_fraction is not None:
+        raise InputError("give either --fit-until or --fit-fraction, not both")
+    if fit_fraction is not None:
+        if not 0.0 < fit_fraction <= 1.0:
+            raise InputError(f"--fit-fraction must be in (0, 1], got {fit_fraction:g}")
+        return float(fit_fraction * np.max(compute))
+    if fit_until is not None:
+        if not np.isfinite(fit_until) or fit_until <= 0:
+            raise InputError(f"--fit-until must be a positive compute value, got {fit_until:g}")
+        return float(fit_until)
+    return None
+
+
+def parse_compute_values(texts: list[str], option: str) -> list[float]:
+    """`--predict-at 1e4 --predict-at 2e4` or `--predict-at 1e4,2e4`: non-negative finite numbers."""
+    values = []
+    for text in texts:
+        for piece in text.split(","):
+            piece = piece.strip()
+            try:
+                value = float(piece)
+            except ValueError:
+                raise InputError(f"{option} takes numbers, got {piece!r}") from None
+            if not np.isfinite(value) or value < 0:
+                raise InputError(f"{option} values must be finite and >= 0, got {piece}")
+            values.append(value)
+    return values
+
+
+def run_labels(paths: list[Path]) -> list[str]:
+    """Short distinct names for runs: the file stem, or parent/stem when stems collide."""
+    stems = [path.stem if path.suffix else path.name for path in paths]
+    labels = [
+        f"{path.resolve().parent.name}/{stem}" if stems.count(stem) > 1 else stem
+        for path, stem in zip(paths, stems)
+    ]
+    if len(set(labels)) < len(labels):
+        labels = [str(path) for path in paths]
+    return labels
+
+
+def points_not_fitted(window_compute, window_reward, result) -> tuple[np.ndarray, np.ndarray]:
+    """Points inside the fit window that the fit did not use (R0 point, warm-up, after collapse)."""
+    unused = ~np.isin(window_compute, result.compute)
+    return window_compute[unused], window_reward[unused]
+
+
+def progress(json_output: bool, message: str):
+    """A spinner on stderr for people; nothing when the output is JSON for programs."""
+    if json_output:
+        return contextlib.nullcontext()
+    return Console(stderr=True).status(message)
+
+
+# --- orchestration ----------------------------------------------------------------------------------
+
+
+def fit_curve(curve: Curve, *, fit_limit=None, **fit_options):
+    """Fit the points of `curve` up to `fit_limit`; return (result, held_out, not_fitted) for plots."""
+    from scalerl.forecast.fitting import fit_sigmoid
+
+    in_window = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
+    if not np.any(in_window):
+        raise InputError(f"no point of {curve.source} has {curve.x_name} <= {fit_limit:g}")
+    options = {key: value for key, value in fit_options.items() if value is not None}
+    result = fit_sigmoid(curve.compute[in_window], curve.reward[in_window], **options)
+    held_out = (curve.compute[~in_window], curve.reward[~in_window])
+    not_fitted = points_not_fitted(curve.compute[in_window], curve.reward[in_window], result)
+    return result, held_out, not_fitted
+
+
+def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse) -> dict:
+    return {
+        "r0": r0,
+        "min_compute": min_x,
+        "loss": loss,
+        "level": level,
+        "reward_range": tuple(reward_range),
+        "n_bootstrap": n_bootstrap,
+        "fit_through_collapse": fit_through_collapse or None,
+    }
+
+
+def extrapolation_target(predict_at: list[float], compute_to_target: float | None) -> float | None:
+    """How far a `fit --plot` figure extends: the furthest prediction or the target's compute."""
+    candidates = [value for value in predict_at if value > 0]
+    if compute_to_target is not None and np.isfinite(compute_to_target):
+        candidates.append(compute_to_target)
+    return max(candidates) if candidates else None
+
+
+# --- commands ---------------------------------------------------------------------------------------
+
+LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
+REWARD_RANGE_OPTION = typer.Option(
+    (0.0, 1.0), "--reward-range", help="Range rewards must lie in (the ceiling A is bounded by it)."
+)
+N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's).")
+
+
+@app.command()
+@exits_on_user_error
+def fit(
+    path: Path = typer.Argument(..., help="Log: CSV, JSONL, W&B history CSV, TensorBoard file or directory."),
+    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
+    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
+    r0: Optional[float] = typer.Option(None, "--r0", help="Starting reward R0 (default: the first evaluation)."),
+    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
+    fit_until: Optional[float] = typer.Option(None, "--fit-until", help="Fit only points with x <= X."),
+    fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
+    predict_at: list[str] = typer.Option([], "--predict-at", help="Predict the reward at this compute (repeatable)."),
+    target: Optional[float] = typer.Option(None, "--target", help="Report the compute needed to reach this reward."),
+    level: float = LEVEL_OPTION,
+    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure (.png, .svg or .pdf)."),
+    loss: str = typer.Option("linear", "--loss", help="Least-squares loss: linear, soft_l1, huber, cauchy, arctan."),
+    power_law: bool = typer.Option(False, "--power-law", help="Also fit the power law R = A - D*C^-B."),
+    fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
+    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+) -> None:
+    """Fit the ScaleRL sigmoid to one run and extrapolate it."""
+    from scalerl.forecast import report
+
+    predict_values = parse_compute_values(predict_at, "--predict-at")
+    if plot is not None:
+        from scalerl.forecast.plotting import check_figure_path
+
+        check_figure_path(plot)
+    curve = read_curve(path, x=x, y=y)
+    limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
+    options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse)
+    with progress(json_output, f"fitting {curve.source} ..."):
+        result, held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
+        payload = result.to_dict(level=level, predict_at=predict_values, target=target)
+        power_law_view = None
+        if power_law:
+            try:
+                power_law_view = fit_power_law_view(curve, limit, options, predict_values, level)
+            except FitError as error:
+                payload["warnings"].append(f"power law not fitted: {error}")
+    if power_law_view is not None:
+        payload["power_law"] = power_law_view
+    if json_output:
+        typer.echo(report.json_text(payload))
+    else:
+        title = f"{curve.source}: {curve.y_name} vs {curve.x_name}"
+        report.render_fit(Console(), result, payload, title=title, target=target, power_law=power_law_view)
+    if plot is not None:
+        from scalerl.forecast.plotting import plot_fit
+
+        plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level,
+                 target_compute=extrapolation_target(predict_values, payload["compute_to_target"]),
+                 x_label=curve.x_name, y_label=curve.y_name)
+        if not json_output:
+            Console(stderr=True).print(f"figure written to {plot}")
+
+
+def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, level) -> dict | None:
+    """Fit the power law on the sigmoid's window; None (the caller warns) if it cannot be fitted."""
+    from scalerl.forecast import report
+    from scalerl.forecast.power_law import fit_power_law
+
+    keep = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
+    result = fit_power_law(curve.compute[keep], curve.reward[keep], min_compute=options["min_compute"],
+                           reward_range=options["reward_range"], loss=options["loss"])
+    return report.power_law_payload(result, predict_at, level)
+
+
+@app.command()
+@exits_on_user_error
+def compare(
+    paths: list[Path] = typer.Argument(..., help="Two or more run logs to compare."),
+    margin: float = typer.Option(0.02, "--margin", help="Ceilings within this margin count as equal."),
+    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
+    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
+    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure of all runs (.png, .svg or .pdf)."),
+    level: float = LEVEL_OPTION,
+) -> None:
+    """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
+    from scalerl.forecast import report
+    from scalerl.forecast.compare import compare_runs
+
+    if len(paths) < 2:
+        raise InputError(f"compare needs at least two runs, got {len(paths)}")
+    if not 0.0 <= margin < 1.0:
+        raise InputError(f"--margin must be in [0, 1), got {margin:g}")
+    if plot is not None:
+        from scalerl.forecast.plotting import check_figure_path
+
+        check_figure_path(plot)
+    curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    with progress(json_output, f"fitting {len(curves)} runs ..."):
+        comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin)
+        payload = report.comparison_payload(comparison, level)
+    if json_output:
+        typer.echo(report.json_text(payload))
+    else:
+        report.render_comparison(Console(), comparison, payload)
+    if plot is not None:
+        from scalerl.forecast.plotting import RunPoints, plot_comparison
+
+        first = next(iter(curves.values()))
+        points = {name: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]))
+                  for name, c in curves.items()}
+        plot_comparison(comparison.fits, plot, points=points, level=level, x_label=first.x_name, y_label=first.y_name,
+                        title=report.decision_sentence(payload))
+
+
+@app.command()
+@exits_on_user_error
+def plot(
+    paths: list[Path] = typer.Argument(..., help="One or more run logs."),
+    output: Path = typer.Option(..., "-o", "--output", help="Figure file (.png, .svg or .pdf)."),
+    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
+    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
+    fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
+    target_x: Optional[float] = typer.Option(None, "--target-x", help="Extrapolate the curves to this compute."),
+    level: float = LEVEL_OPTION,
+) -> None:
+    """Fit each run (optionally on its early part) and draw the curves with their bands."""
+    from scalerl.forecast.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
+
+    check_figure_path(output)
+    curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    results, points = {}, {}
+    with progress(False, f"fitting {len(curves)} run(s) ..."):
+        for name, curve in curves.items():
+            limit = fit_window_limit(curve.compute, None, fit_fraction)
+            results[name], held_out, not_fitted = fit_curve(curve, fit_limit=limit, level=level)
+            points[name] = RunPoints(held_out=held_out, not_fitted=not_fitted)
+    first = next(iter(curves.values()))
+    labels = {"x_label": first.x_name, "y_label": first.y_name, "target_compute": target_x, "level": level}
+    if len(results) == 1:
+        name = next(iter(results))
+        plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **labels)
+    else:
+        plot_comparison(results, output, points=points, **labels)
+    Console(stderr=True).print(f"figure written to {output}")
+
+
+def main() -> None:
+    """Console-script entry point (`scalerl`)."""
+    app()
+
+
+def _register_training_commands() -> None:
+    """Add `train` and `demo` from scalerl.cli_train when that module exists (it imports torch lazily)."""
+    if importlib.util.find_spec("scalerl.cli_train") is None:
+        return
+    from scalerl.cli_train import register
+
+    register(app)
+
+
+_register_training_commands()

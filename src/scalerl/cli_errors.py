@@ -1,0 +1,51 @@
+"""Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback.
+
+Every `scalerl` command (forecasting here, training in scalerl.cli_train) wraps its body with
+`user_errors()` or decorates itself with `@exits_on_user_error`.
+"""
+
+from __future__ import annotations
+
+import functools
+from contextlib import contextmanager
+
+import typer
+
+from scalerl.errors import ScaleRLError
+
+USER_ERROR_EXIT_CODE = 2
+
+
+def fail(message: str) -> None:
+    """Print `error: message` as one line on stderr and leave with exit code 2."""
+    one_line = " ".join(str(message).split())
+    typer.echo(f"error: {one_line}", err=True)
+    raise typer.Exit(code=USER_ERROR_EXIT_CODE)
+
+
+def describe_os_error(error: OSError) -> str:
+    """`cannot open runs/x.csv: No such file or directory` rather than errno noise."""
+    reason = error.strerror or str(error)
+    return f"{reason}: {error.filename}" if error.filename else reason
+
+
+@contextmanager
+def user_errors():
+    """Context in which ScaleRLError and OSError (bad input files) end the command cleanly."""
+    try:
+        yield
+    except ScaleRLError as error:
+        fail(str(error) or type(error).__name__)
+    except OSError as error:
+        fail(describe_os_error(error))
+
+
+def exits_on_user_error(command):
+    """Decorator form of `user_errors()` for typer commands (keeps the signature typer reads)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        with user_errors():
+            return command(*args, **kwargs)
+
+    return wrapper

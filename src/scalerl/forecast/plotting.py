@@ -1,0 +1,212 @@
+"""Figures of fitted compute-performance curves (matplotlib, no display needed).
+
+Plots take fit results and data points; they never refit. The x axis is logarithmic; points at
+C = 0 (where R = R0 exactly) are drawn on the left edge of the axes. PNG, SVG or PDF is chosen by
+the file extension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.transforms import blended_transform_factory
+
+from scalerl.errors import InputError
+
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+GRID_POINTS = 240
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
+@dataclass(frozen=True)
+class RunPoints:
+    """The data points of one run as a plot shows them, grouped by role.
+
+    `held_out`: later points not used in the fit (drawn hollow, to judge the extrapolation);
+    `not_fitted`: points inside the fit window that the fit left out (R0 point, warm-up below
+    `--min-x`, points after a collapse). Each is a (compute, reward) pair of arrays or None.
+    """
+
+    held_out: tuple | None = None
+    not_fitted: tuple | None = None
+
+
+def check_figure_path(path) -> Path:
+    """The output path, if its extension names a supported format; InputError otherwise."""
+    path = Path(path)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        raise InputError(f"cannot write a figure to {path}: the extension must be one of {', '.join(FIGURE_SUFFIXES)}")
+    return path
+
+
+def plot_fit(
+    result,
+    path,
+    *,
+    held_out=None,
+    not_fitted=None,
+    target_compute=None,
+    level=0.8,
+    x_label="compute",
+    y_label="reward",
+    title=None,
+) -> Path:
+    """One fitted run: points, held-out points, fitted curve, band, extrapolation, ceiling A.
+
+    `held_out` / `not_fitted` are (compute, reward) arrays; `target_compute` extends the dashed
+    extrapolation to that budget. Returns the written path.
+    """
+    path = check_figure_path(path)
+    figure, axes = _new_axes()
+    points = RunPoints(held_out=held_out, not_fitted=not_fitted)
+    extrapolate_to = _extrapolation_end([result], [points], target_compute)
+    draw_run(axes, result, points, color=PALETTE[0], label=None, level=level, extrapolate_to=extrapolate_to)
+    _finish_axes(axes, x_label, y_label, target_compute)
+    axes.set_title(title or fit_title(result, level), fontsize=10)
+    return save_figure(figure, path)
+
+
+def plot_comparison(
+    results: Mapping,
+    path,
+    *,
+    points: Mapping | None = None,
+    target_compute=None,
+    level=0.8,
+    x_label="compute",
+    y_label="reward",
+    title=None,
+) -> Path:
+    """Several fitted runs on one figure, one colour each; `points` maps a run name to RunPoints."""
+    path = check_figure_path(path)
+    if not results:
+        raise InputError("nothing to plot: no fitted runs")
+    points = points or {}
+    figure, axes = _new_axes()
+    run_points = [points.get(name, RunPoints()) for name in results]
+    extrapolate_to = _extrapolation_end(list(results.values()), run_points, target_compute)
+    for index, (name, result) in enumerate(results.items()):
+        color = PALETTE[index % len(PALETTE)]
+        label = f"{name}: A={result.a:.3f}, B={result.b:.2f}, C_mid={result.c_mid:.3g}"
+        draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to)
+    _finish_axes(axes, x_label, y_label, target_compute)
+    axes.set_title(title or f"{len(results)} runs, {level:.0%} bands", fontsize=10)
+    return save_figure(figure, path)
+
+
+def fit_title(result, level=0.8) -> str:
+    """`A = 0.610 [0.600, 0.620]  B = 1.92  C_mid = 2.54e+03  (80% intervals)`."""
+    a_lo, a_hi = result.conf_int(level)["A"]
+    identified = "" if result.ceiling_identified else "  (ceiling not identified)"
+    return (
+        f"A = {result.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]   B = {result.b:.2f}   C_mid = {result.c_mid:.3g}"
+        f"   R0 = {result.r0:.3f}{identified}"
+    )
+
+
+def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolate_to) -> None:
+    """Draw one run on `axes`: fitted curve (dashed beyond the data), band, ceiling, points."""
+    fitted_max = float(np.max(result.compute))
+    grid = compute_grid(_positive_min(result, points), max(extrapolate_to, fitted_max))
+    band_lo, band_hi = result.interval(grid, level)
+    axes.fill_between(grid, band_lo, band_hi, color=color, alpha=0.15, linewidth=0,
+                      label=None if label else f"{level:.0%} prediction band")
+    inside = grid <= fitted_max
+    axes.plot(grid[inside], result.predict(grid[inside]), color=color, linewidth=1.8,
+              label=label or "fitted sigmoid")
+    beyond = grid >= fitted_max
+    if beyond.sum() > 1:
+        axes.plot(grid[beyond], result.predict(grid[beyond]), color=color, linewidth=1.8, linestyle="--",
+                  label=None if label else "extrapolation")
+    a_lo, a_hi = result.conf_int(level)["A"]
+    axes.axhline(result.a, color=color, linestyle=":", linewidth=1.0,
+                 label=None if label else f"ceiling A = {result.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]")
+    axes.axhspan(a_lo, a_hi, color=color, alpha=0.07, linewidth=0)
+    _scatter(axes, result.compute, result.reward, color=color, filled=True,
+             label=None if label else "fitted points")
+    if points.held_out is not None and len(points.held_out[0]):
+        _scatter(axes, *points.held_out, color=color, filled=False, label=None if label else "held-out points")
+    if points.not_fitted is not None and len(points.not_fitted[0]):
+        _scatter(axes, *points.not_fitted, color="0.45", filled=None,
+                 label=None if label else "not fitted (R0, warm-up, after collapse)")
+
+
+def compute_grid(lowest_compute: float, highest_compute: float) -> np.ndarray:
+    """Log-spaced compute values spanning the data and the extrapolation."""
+    return np.geomspace(lowest_compute, highest_compute, GRID_POINTS)
+
+
+def _positive_min(result, points: RunPoints) -> float:
+    values = [np.asarray(result.compute, dtype=float)]
+    values += [np.asarray(pair[0], dtype=float) for pair in (points.held_out, points.not_fitted) if pair is not None]
+    positive = np.concatenate(values)
+    positive = positive[positive > 0]
+    return float(positive.min())
+
+
+def _extrapolation_end(results, run_points, target_compute) -> float:
+    """The largest compute to draw: the data, the held-out points, and the target budget."""
+    ends = [float(np.max(result.compute)) for result in results]
+    ends += [float(np.max(p.held_out[0])) for p in run_points if p.held_out is not None and len(p.held_out[0])]
+    if target_compute is not None:
+        if not np.isfinite(target_compute) or target_compute <= 0:
+            raise InputError(f"target compute must be a positive number, got {target_compute}")
+        ends.append(float(target_compute))
+    return max(ends)
+
+
+def _scatter(axes, compute, reward, *, color, filled, label) -> None:
+    """Points with C > 0 on the log axis; points at C = 0 pinned to the left edge of the axes."""
+    compute = np.asarray(compute, dtype=float)
+    reward = np.asarray(reward, dtype=float)
+    if filled is None:
+        style = {"marker": "x", "color": color}
+    elif filled:
+        style = {"marker": "o", "color": color, "edgecolors": "white", "linewidths": 0.5}
+    else:
+        style = {"marker": "o", "facecolors": "none", "edgecolors": color}
+    positive = compute > 0
+    if np.any(positive):
+        axes.scatter(compute[positive], reward[positive], s=28, zorder=3, label=label, **style)
+    if np.any(~positive):
+        left_edge = blended_transform_factory(axes.transAxes, axes.transData)
+        axes.scatter(np.zeros(int((~positive).sum())), reward[~positive], s=28, zorder=3, clip_on=False,
+                     transform=left_edge, label=None if np.any(positive) else label, **style)
+        # Points drawn in axes coordinates do not enter autoscaling: widen the y range by hand.
+        axes.update_datalim(np.column_stack([np.ones(int((~positive).sum())), reward[~positive]]), updatex=False)
+
+
+def _new_axes():
+    figure = Figure(figsize=(7.5, 4.8), dpi=110)
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _finish_axes(axes, x_label, y_label, target_compute) -> None:
+    axes.set_xscale("log")
+    low, high = axes.get_xlim()
+    if np.log10(high / low) < 3.0:  # few decades: label 1, 2, 5 x 10^k so the axis stays readable
+        axes.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    if target_compute is not None:
+        axes.axvline(target_compute, color="0.3", linestyle="-.", linewidth=0.9, label=f"target {target_compute:.3g}")
+    axes.set_xlabel(f"{x_label} (log scale; C = 0 points on the left edge)")
+    axes.set_ylabel(y_label)
+    axes.grid(True, which="major", alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def save_figure(figure: Figure, path: Path) -> Path:
+    """Write the figure in the format of the extension; InputError if the file cannot be written."""
+    try:
+        figure.savefig(path, format=path.suffix.lower().lstrip("."), bbox_inches="tight")
+    except OSError as error:
+        raise InputError(f"cannot write figure {path}: {error.strerror or error}") from None
+    return path

@@ -1,0 +1,178 @@
+"""Render forecasting results for people (rich tables) and for programs (one JSON object).
+
+The JSON of `scalerl fit --json` is FitResult.to_dict (the CLI contract) plus optional extras;
+`json_text` guarantees strict JSON: NaN and infinity become null, numpy numbers plain floats.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+PARAMETERS = ("A", "B", "C_mid")
+
+
+def plain_json_value(value):
+    """Recursively turn numpy numbers/arrays, tuples and non-finite floats into strict JSON values."""
+    if isinstance(value, Mapping):
+        return {str(key): plain_json_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [plain_json_value(item) for item in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def json_text(payload) -> str:
+    """One line of strict JSON (no NaN / Infinity tokens)."""
+    return json.dumps(plain_json_value(payload), allow_nan=False)
+
+
+def format_number(value) -> str:
+    """4 significant digits; `n/a` for missing, `inf` spelled out."""
+    if value is None:
+        return "n/a"
+    value = float(value)
+    if math.isnan(value):
+        return "n/a"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return f"{value:.4g}"
+
+
+def format_interval(bounds) -> str:
+    lo, hi = bounds
+    return f"[{format_number(lo)}, {format_number(hi)}]"
+
+
+def power_law_payload(power_law_result, predict_at: Sequence[float], level: float) -> dict:
+    """JSON view of the power-law comparison fit: parameters, intervals and point predictions."""
+    predictions = []
+    for x in predict_at:
+        lo, hi = power_law_result.interval(float(x), level)
+        predictions.append({"x": float(x), "reward": float(power_law_result.predict(float(x))), "lo": lo, "hi": hi})
+    intervals = {name: list(bounds) for name, bounds in power_law_result.conf_int(level).items()}
+    return plain_json_value({"params": power_law_result.params(), "intervals": intervals,
+                             "n_points": power_law_result.n_points, "predictions": predictions})
+
+
+def render_fit(console: Console, result, payload: dict, *, title: str, target=None, power_law=None) -> None:
+    """Readable summary of one fit: parameters, predictions, target compute, warnings."""
+    level = payload["level"]
+    console.print(f"[bold]{title}[/bold]")
+    console.print(parameter_table(payload, result.stderr))
+    identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
+    console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "
+                  f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}")
+    if payload["predictions"]:
+        console.print(prediction_table(payload["predictions"], level))
+    if target is not None:
+        console.print(f"target: {result.compute_to_reach(target, level).message()}")
+    if power_law is not None:
+        console.print(power_law_table(power_law, payload["predictions"]))
+    for warning in payload["warnings"]:
+        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False)
+
+
+def parameter_table(payload: dict, stderr: Mapping | None = None) -> Table:
+    level = payload["level"]
+    table = Table(title="ScaleRL sigmoid R(C) = R0 + (A-R0) / (1 + (C_mid/C)^B)", title_justify="left", min_width=56)
+    table.add_column("parameter")
+    table.add_column("estimate", justify="right")
+    table.add_column(f"{level:.0%} interval", justify="right")
+    table.add_column("std. error", justify="right")
+    for name in PARAMETERS:
+        error = None if stderr is None else stderr.get(name)
+        table.add_row(name, format_number(payload["params"][name]), format_interval(payload["intervals"][name]),
+                      format_number(error))
+    table.add_row("R0", format_number(payload["params"]["R0"]), "fixed", "")
+    return table
+
+
+def prediction_table(predictions: Sequence[Mapping], level: float) -> Table:
+    table = Table(title="Predictions (band for a new evaluation)", title_justify="left")
+    for column in ("x", "reward", f"{level:.0%} low", f"{level:.0%} high"):
+        table.add_column(column, justify="right")
+    for row in predictions:
+        table.add_row(*(format_number(row[key]) for key in ("x", "reward", "lo", "hi")))
+    return table
+
+
+def power_law_table(power_law: Mapping, sigmoid_predictions: Sequence[Mapping]) -> Table:
+    """Power law R = A - D * C^(-B) next to the sigmoid (the paper prefers the sigmoid)."""
+    table = Table(title="Power law R(C) = A - D * C^(-B), for comparison", title_justify="left", min_width=56)
+    table.add_column("quantity")
+    table.add_column("power law", justify="right")
+    table.add_column("sigmoid", justify="right")
+    for name, value in power_law["params"].items():
+        table.add_row(name, f"{format_number(value)} {format_interval(power_law['intervals'][name])}", "")
+    for law_row, sigmoid_row in zip(power_law["predictions"], sigmoid_predictions):
+        table.add_row(f"reward at x = {format_number(law_row['x'])}", format_number(law_row["reward"]),
+                      format_number(sigmoid_row["reward"]))
+    return table
+
+
+def comparison_payload(comparison, level: float) -> dict:
+    """JSON view of a recipe comparison: the decision rule, the ranking, each run's fit."""
+    runs = {}
+    for name, result in comparison.fits.items():
+        runs[name] = {
+            "params": result.params(),
+            "intervals": {key: list(bounds) for key, bounds in result.conf_int(level).items() if key in PARAMETERS},
+            "ceiling_identified": bool(result.ceiling_identified),
+            "n_points": int(result.n_points),
+            "warnings": list(result.warnings),
+        }
+    payload = {
+        "decided_by": comparison.decided_by,
+        "ranking": list(comparison.ranking),
+        "margin": comparison.margin,
+        "level": level,
+        "runs": runs,
+    }
+    shared_a = getattr(comparison, "shared_a", None)
+    if shared_a is not None:
+        payload["shared_A"] = shared_a
+        payload["efficiency_fits"] = {name: result.params() for name, result in comparison.efficiency_fits.items()}
+    return plain_json_value(payload)
+
+
+def render_comparison(console: Console, comparison, payload: dict) -> None:
+    """Table of A, B, C_mid per run with intervals, then the ranking and the rule that decided it."""
+    level = payload["level"]
+    table = Table(title=f"Runs compared ({level:.0%} intervals)", title_justify="left")
+    for column in ("rank", "run", "A", "B", "C_mid", "ceiling identified"):
+        table.add_column(column, justify="left" if column == "run" else "right")
+    efficiency_fits = payload.get("efficiency_fits", {})
+    for rank, name in enumerate(payload["ranking"], start=1):
+        run = payload["runs"][name]
+        cells = [f"{format_number(run['params'][key])} {format_interval(run['intervals'][key])}" for key in PARAMETERS]
+        if name in efficiency_fits:
+            cells[1] += f"  (A fixed: {format_number(efficiency_fits[name]['B'])})"
+        table.add_row(str(rank), name, *cells, "yes" if run["ceiling_identified"] else "no")
+    console.print(table)
+    console.print(decision_sentence(payload))
+    for name in payload["ranking"]:
+        for warning in payload["runs"][name]["warnings"]:
+            console.print(f"[yellow]warning ({name}): {warning}[/yellow]", highlight=False)
+
+
+def decision_sentence(payload: Mapping) -> str:
+    """Why the ranking is what it is, in the paper's terms."""
+    winner = payload["ranking"][0]
+    margin = format_number(payload["margin"])
+    if payload["decided_by"] == "ceiling":
+        return f"decided by: ceiling (A differs by more than {margin}): {winner} reaches the higher ceiling"
+    shared = payload.get("shared_A")
+    shared_text = f" = {format_number(shared)}" if shared is not None else ""
+    return (f"decided by: efficiency (ceilings within {margin}; refit with A fixed{shared_text}): "
+            f"{winner} has the highest B")
