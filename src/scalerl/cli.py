@@ -218,9 +218,6 @@ def compare(
     level: float = LEVEL_OPTION,
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
-    from scalerl.forecast import report
-    from scalerl.forecast.compare import compare_runs
-
     if len(paths) < 2:
         raise InputError(f"compare needs at least two runs, got {len(paths)}")
     if not 0.0 <= margin < 1.0:
@@ -229,6 +226,9 @@ def compare(
         from scalerl.forecast.plotting import check_figure_path
 
         check_figure_path(plot)
+    from scalerl.forecast import report
+    from scalerl.forecast.compare import compare_runs
+
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin)

@@ -45,9 +45,20 @@ def check_figure_path(path) -> Path:
     return path
 
 
-def plot_fit(
+def plot_fit(result, path, **options) -> Path:
+    """Write the figure of one fitted run (see `fit_figure` for the options); returns the path."""
+    path = check_figure_path(path)
+    return save_figure(fit_figure(result, **options), path)
+
+
+def plot_comparison(results: Mapping, path, **options) -> Path:
+    """Write the figure of several fitted runs (see `comparison_figure`); returns the path."""
+    path = check_figure_path(path)
+    return save_figure(comparison_figure(results, **options), path)
+
+
+def fit_figure(
     result,
-    path,
     *,
     held_out=None,
     not_fitted=None,
@@ -56,25 +67,23 @@ def plot_fit(
     x_label="compute",
     y_label="reward",
     title=None,
-) -> Path:
+) -> Figure:
     """One fitted run: points, held-out points, fitted curve, band, extrapolation, ceiling A.
 
     `held_out` / `not_fitted` are (compute, reward) arrays; `target_compute` extends the dashed
-    extrapolation to that budget. Returns the written path.
+    extrapolation to that budget.
     """
-    path = check_figure_path(path)
     figure, axes = _new_axes()
     points = RunPoints(held_out=held_out, not_fitted=not_fitted)
     extrapolate_to = _extrapolation_end([result], [points], target_compute)
     draw_run(axes, result, points, color=PALETTE[0], label=None, level=level, extrapolate_to=extrapolate_to)
     _finish_axes(axes, x_label, y_label, target_compute)
     axes.set_title(title or fit_title(result, level), fontsize=10)
-    return save_figure(figure, path)
+    return figure
 
 
-def plot_comparison(
+def comparison_figure(
     results: Mapping,
-    path,
     *,
     points: Mapping | None = None,
     target_compute=None,
@@ -82,9 +91,8 @@ def plot_comparison(
     x_label="compute",
     y_label="reward",
     title=None,
-) -> Path:
+) -> Figure:
     """Several fitted runs on one figure, one colour each; `points` maps a run name to RunPoints."""
-    path = check_figure_path(path)
     if not results:
         raise InputError("nothing to plot: no fitted runs")
     points = points or {}
@@ -97,7 +105,7 @@ def plot_comparison(
         draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to)
     _finish_axes(axes, x_label, y_label, target_compute)
     axes.set_title(title or f"{len(results)} runs, {level:.0%} bands", fontsize=10)
-    return save_figure(figure, path)
+    return figure
 
 
 def fit_title(result, level=0.8) -> str:

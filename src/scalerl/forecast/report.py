@@ -38,7 +38,7 @@ def json_text(payload) -> str:
 
 
 def format_number(value) -> str:
-    """4 significant digits; `n/a` for missing, `inf` spelled out."""
+    """4 significant digits (whole numbers from 1e3 to 1e7); `n/a` for missing, `inf` spelled out."""
     if value is None:
         return "n/a"
     value = float(value)
@@ -46,6 +46,8 @@ def format_number(value) -> str:
         return "n/a"
     if math.isinf(value):
         return "inf" if value > 0 else "-inf"
+    if 1e3 <= abs(value) < 1e7:
+        return f"{value:.0f}"  # 20000, not 2e+04
     return f"{value:.4g}"
 
 
@@ -68,7 +70,7 @@ def power_law_payload(power_law_result, predict_at: Sequence[float], level: floa
 def render_fit(console: Console, result, payload: dict, *, title: str, target=None, power_law=None) -> None:
     """Readable summary of one fit: parameters, predictions, target compute, warnings."""
     level = payload["level"]
-    console.print(f"[bold]{title}[/bold]")
+    console.print(f"[bold]{title}[/bold]", soft_wrap=True, highlight=False)
     console.print(parameter_table(payload, result.stderr))
     identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
     console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "

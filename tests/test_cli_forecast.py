@@ -1,0 +1,274 @@
+"""`scalerl fit / compare / plot` end to end on synthetic logs with known parameters."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from scalerl.cli import app, fit_window_limit, parse_compute_values, run_labels
+from scalerl.cli_errors import exits_on_user_error
+from scalerl.errors import ConfigError, InputError
+from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
+
+# ScaleRL 8B dense (paper table): C_mid 2542 GPU-hours, B 1.92, A 0.610; R0 0.1.
+TRUE = {"A": 0.61, "B": 1.92, "C_mid": 2542.0, "R0": 0.1}
+GPU_HOURS = np.array([0, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500, 8000, 10000, 13000, 16000.0])
+FAST = ["--n-bootstrap", "60"]
+
+runner = CliRunner()
+
+
+def synthetic_rewards(compute, noise_sd=0.004, seed=0, a=TRUE["A"], b=TRUE["B"], c_mid=TRUE["C_mid"]):
+    clean = sigmoid_reward(compute, a, b, c_mid, TRUE["R0"])
+    noise = np.random.default_rng(seed).normal(0.0, noise_sd, np.size(compute))
+    noise[np.asarray(compute) == 0] = 0.0
+    return clean + noise
+
+
+def write_csv(path, compute, reward, x_name="gpu_hours", y_name="val_pass_rate"):
+    rows = [f"{x_name},{y_name}"] + [f"{float(c)!r},{float(r)!r}" for c, r in zip(compute, reward)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def run_csv(tmp_path):
+    return write_csv(tmp_path / "run.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS))
+
+
+def strict_json(text):
+    def reject(token):
+        raise AssertionError(f"non-standard JSON token {token}")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(arg) for arg in args])
+
+
+# --- fit -----------------------------------------------------------------------------------------
+
+
+def test_fit_json_recovers_known_parameters(run_csv):
+    result = invoke("fit", run_csv, "--json", "--predict-at", "5000", "--predict-at", "40000", "--target", "0.5", *FAST)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("\n") == 1  # exactly one JSON object, nothing else
+    payload = strict_json(result.stdout)
+    assert set(payload) == {"params", "intervals", "level", "ceiling_identified", "predictions",
+                            "compute_to_target", "n_points", "warnings"}
+    params = payload["params"]
+    assert params["R0"] == pytest.approx(TRUE["R0"])
+    assert params["A"] == pytest.approx(TRUE["A"], abs=0.02)
+    assert params["B"] == pytest.approx(TRUE["B"], rel=0.15)
+    assert params["C_mid"] == pytest.approx(TRUE["C_mid"], rel=0.1)
+    for name in ("A", "B", "C_mid"):
+        lo, hi = payload["intervals"][name]
+        assert lo <= params[name] <= hi
+    assert payload["level"] == 0.8
+    assert payload["n_points"] == GPU_HOURS.size - 1  # the C = 0 point sets R0, it is not fitted
+    assert payload["ceiling_identified"] is True
+    assert [row["x"] for row in payload["predictions"]] == [5000.0, 40000.0]
+    at_40k = payload["predictions"][1]
+    true_40k = float(sigmoid_reward(40000.0, TRUE["A"], TRUE["B"], TRUE["C_mid"], TRUE["R0"]))
+    assert at_40k["lo"] <= at_40k["reward"] <= at_40k["hi"]
+    assert at_40k["reward"] == pytest.approx(true_40k, abs=0.02)
+    true_compute = float(sigmoid_compute_for_reward(0.5, TRUE["A"], TRUE["B"], TRUE["C_mid"], TRUE["R0"]))
+    assert payload["compute_to_target"] == pytest.approx(true_compute, rel=0.1)
+
+
+def test_fit_fraction_half_uses_only_the_first_half(tmp_path, run_csv):
+    half = invoke("fit", run_csv, "--json", "--fit-fraction", "0.5", *FAST)
+    assert half.exit_code == 0, half.output
+    payload = strict_json(half.stdout)
+    expected = int(np.sum((GPU_HOURS > 0) & (GPU_HOURS <= 0.5 * GPU_HOURS.max())))
+    assert payload["n_points"] == expected == 12
+    # the same window as an absolute limit gives the very same fit
+    until = invoke("fit", run_csv, "--json", "--fit-until", "8000", *FAST)
+    assert strict_json(until.stdout)["params"] == payload["params"]
+    # and a file truncated at the limit too: the held-out points play no part in the fit
+    keep = GPU_HOURS <= 8000
+    truncated = write_csv(tmp_path / "half.csv", GPU_HOURS[keep], synthetic_rewards(GPU_HOURS)[keep])
+    assert strict_json(invoke("fit", truncated, "--json", *FAST).stdout)["params"] == payload["params"]
+
+
+def test_fit_human_summary(run_csv):
+    result = invoke("fit", run_csv, "--predict-at", "20000", "--target", "0.9", *FAST)
+    assert result.exit_code == 0, result.output
+    for text in ("A", "C_mid", "80% interval", "ceiling identified: yes", "20000", "not reachable"):
+        assert text in result.stdout
+
+
+def test_fit_warns_when_ceiling_is_not_identified(tmp_path):
+    early = GPU_HOURS[GPU_HOURS <= 1500]
+    path = write_csv(tmp_path / "early.csv", early, synthetic_rewards(early, noise_sd=0.002))
+    payload = strict_json(invoke("fit", path, "--json", *FAST).stdout)
+    assert payload["ceiling_identified"] is False
+    assert payload["warnings"]
+    human = invoke("fit", path, *FAST)
+    assert "ceiling identified: no" in human.stdout and "warning:" in human.stdout
+
+
+def test_fit_options_r0_min_x_loss_and_power_law(run_csv):
+    result = invoke("fit", run_csv, "--json", "--r0", "0.05", "--min-x", "600", "--loss", "soft_l1",
+                    "--power-law", "--predict-at", "20000", *FAST)
+    assert result.exit_code == 0, result.output
+    payload = strict_json(result.stdout)
+    assert payload["params"]["R0"] == 0.05
+    assert payload["n_points"] == int(np.sum(GPU_HOURS >= 600))
+    law = payload["power_law"]
+    assert set(law["params"]) == {"A", "D", "B"}
+    assert law["n_points"] == payload["n_points"]
+    assert [row["x"] for row in law["predictions"]] == [20000.0]
+
+
+def test_fit_reads_jsonl_metrics_with_sparse_eval_rows(tmp_path):
+    rewards = synthetic_rewards(GPU_HOURS)
+    lines = []
+    for step, (flops, reward) in enumerate(zip(GPU_HOURS * 1e15, rewards)):
+        lines.append(json.dumps({"step": 2 * step, "flops": flops, "loss": 1.0}))
+        lines.append(json.dumps({"step": 2 * step + 1, "flops": flops, "val_pass_rate": reward}))
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    payload = strict_json(invoke("fit", path, "--x", "flops", "--y", "val_pass_rate", "--json", *FAST).stdout)
+    assert payload["params"]["C_mid"] == pytest.approx(TRUE["C_mid"] * 1e15, rel=0.1)  # scale-free units
+    assert payload["params"]["A"] == pytest.approx(TRUE["A"], abs=0.02)
+
+
+def test_fit_reads_a_tensorboard_run(tmp_path):
+    from test_readers import write_event_file
+
+    rewards = synthetic_rewards(GPU_HOURS)
+    run_dir = write_event_file(tmp_path / "tb", {int(c): {"val/pass_rate": float(r)} for c, r in zip(GPU_HOURS, rewards)})
+    result = invoke("fit", run_dir, "--x", "step", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert strict_json(result.stdout)["params"]["A"] == pytest.approx(TRUE["A"], abs=0.02)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_fit_writes_a_plot(run_csv, tmp_path, suffix):
+    figure = tmp_path / f"fit{suffix}"
+    result = invoke("fit", run_csv, "--fit-fraction", "0.5", "--predict-at", "30000", "--plot", figure, "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    strict_json(result.stdout)  # the figure message does not pollute the JSON
+    data = figure.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") if suffix == ".png" else b"<svg" in data[:2000]
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+
+def bad_input_cases(tmp_path):
+    def csv(name, text):
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    good = write_csv(tmp_path / "good.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS))
+    return {
+        "missing file": (["fit", tmp_path / "nope.csv"], "file not found"),
+        "missing column": (["fit", good, "--y", "pass_at_1"], "available columns: gpu_hours, val_pass_rate"),
+        "nan": (["fit", csv("nan.csv", "compute,reward\n0,0.1\n1,nan\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
+        "inf": (["fit", csv("inf.csv", "compute,reward\n0,0.1\ninf,0.2\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
+        "negative compute": (["fit", csv("neg.csv", "compute,reward\n-1,0.1\n1,0.2\n2,0.3\n3,0.4\n")], "negative compute"),
+        "too few points": (["fit", csv("few.csv", "compute,reward\n0,0.1\n1,0.3\n2,0.4\n")], "too few points"),
+        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n")], "range"),
+        "corrupt jsonl": (["fit", csv("bad.jsonl", '{"compute": 1, "reward": 0.1}\n{"compute": \n')], "not valid JSON"),
+        "empty file": (["fit", csv("empty.csv", "")], "empty"),
+        "unknown format": (["fit", csv("run.xlsx", "compute,reward\n")], "unknown log format"),
+        "both windows": (["fit", good, "--fit-until", "100", "--fit-fraction", "0.5"], "not both"),
+        "bad fraction": (["fit", good, "--fit-fraction", "1.5"], "--fit-fraction"),
+        "bad plot suffix": (["fit", good, "--plot", tmp_path / "fig.jpg"], "extension"),
+        "bad predict-at": (["fit", good, "--predict-at", "abc"], "--predict-at"),
+        "compare one run": (["compare", good], "at least two runs"),
+        "plot missing file": (["plot", tmp_path / "nope.csv", "-o", tmp_path / "p.png"], "file not found"),
+    }
+
+
+CASE_NAMES = [
+    "missing file", "missing column", "nan", "inf", "negative compute", "too few points", "reward out of range",
+    "corrupt jsonl", "empty file", "unknown format", "both windows", "bad fraction", "bad plot suffix",
+    "bad predict-at", "compare one run", "plot missing file",
+]
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_bad_input_gives_one_error_line_and_exit_code_2(tmp_path, case, json_mode):
+    args, expected = bad_input_cases(tmp_path)[case]
+    if json_mode and args[0] in ("fit", "compare"):
+        args = [*args, "--json"]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert expected in lines[0]
+
+
+def test_error_helper_for_other_commands():
+    demo = typer.Typer()
+
+    @demo.command()
+    @exits_on_user_error
+    def train(lr: float = 1e-6):
+        raise ConfigError(f"lr must be positive,\n got {lr}")
+
+    @demo.command()
+    @exits_on_user_error
+    def other():
+        open("/nonexistent/dir/config.json")
+
+    result = runner.invoke(demo, ["train", "--lr", "-1"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: lr must be positive, got -1.0\n"
+    result = runner.invoke(demo, ["other"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: No such file or directory: /nonexistent/dir/config.json")
+
+
+# --- plot ------------------------------------------------------------------------------------------
+
+
+def test_plot_command_one_and_several_runs(tmp_path, run_csv):
+    other = write_csv(tmp_path / "other.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS, seed=1, a=0.55))
+    single = tmp_path / "single.png"
+    result = invoke("plot", run_csv, "-o", single, "--fit-fraction", "0.5", "--target-x", "50000")
+    assert result.exit_code == 0, result.output
+    assert single.read_bytes().startswith(b"\x89PNG")
+    several = tmp_path / "both.svg"
+    result = invoke("plot", run_csv, other, "-o", several)
+    assert result.exit_code == 0, result.output
+    text = several.read_text()
+    assert "<svg" in text and "run" in text and "other" in text
+
+
+# --- helpers and packaging -------------------------------------------------------------------------
+
+
+def test_fit_window_limit_known_answers():
+    compute = np.array([0.0, 10.0, 40.0])
+    assert fit_window_limit(compute, None, None) is None
+    assert fit_window_limit(compute, None, 0.5) == 20.0
+    assert fit_window_limit(compute, 15.0, None) == 15.0
+    with pytest.raises(InputError, match="not both"):
+        fit_window_limit(compute, 15.0, 0.5)
+
+
+def test_parse_compute_values_and_run_labels(tmp_path):
+    assert parse_compute_values(["1e4,2e4", "5"], "--predict-at") == [1e4, 2e4, 5.0]
+    with pytest.raises(InputError):
+        parse_compute_values(["-3"], "--predict-at")
+    paths = [tmp_path / "a" / "metrics.jsonl", tmp_path / "b" / "metrics.jsonl", tmp_path / "c.csv"]
+    assert run_labels(paths) == ["a/metrics", "b/metrics", "c"]
+
+
+def test_cli_imports_without_torch():
+    code = "import sys, scalerl.cli; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert completed.stdout.strip() == "ok", completed.stderr

@@ -1,0 +1,132 @@
+"""Plots draw the given result (never refit): curve values, extrapolation, ceiling, C = 0 points, files."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from scalerl.errors import InputError
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.plotting import (
+    RunPoints,
+    comparison_figure,
+    fit_figure,
+    fit_title,
+    plot_comparison,
+    plot_fit,
+)
+
+
+@dataclass(frozen=True)
+class StubResult:
+    """Just the fields and methods a plot reads; the numbers are fixed, so nothing can be refitted."""
+
+    a: float = 0.61
+    b: float = 1.92
+    c_mid: float = 2542.0
+    r0: float = 0.1
+    ceiling_identified: bool = True
+    compute: np.ndarray = field(default_factory=lambda: np.array([500.0, 1000.0, 2000.0, 4000.0]))
+    reward: np.ndarray = field(default_factory=lambda: np.array([0.15, 0.2, 0.3, 0.45]))
+    band_half_width: float = 0.02
+
+    def predict(self, compute):
+        return sigmoid_reward(compute, self.a, self.b, self.c_mid, self.r0)
+
+    def interval(self, compute, level=0.8):
+        centre = self.predict(compute)
+        return centre - self.band_half_width, centre + self.band_half_width
+
+    def conf_int(self, level=0.8):
+        return {"A": (self.a - 0.01, self.a + 0.02), "B": (1.8, 2.0), "C_mid": (2400.0, 2700.0)}
+
+
+def line_by_label(axes, prefix):
+    matches = [line for line in axes.get_lines() if line.get_label().startswith(prefix)]
+    assert len(matches) == 1, [line.get_label() for line in axes.get_lines()]
+    return matches[0]
+
+
+def test_fit_figure_draws_the_given_curve_and_dashes_the_extrapolation():
+    result = StubResult()
+    figure = fit_figure(result, held_out=(np.array([8000.0, 16000.0]), np.array([0.55, 0.6])), target_compute=40000.0)
+    axes = figure.axes[0]
+    assert axes.get_xscale() == "log"
+    fitted = line_by_label(axes, "fitted sigmoid")
+    x_fitted, y_fitted = fitted.get_data()
+    np.testing.assert_allclose(y_fitted, sigmoid_reward(x_fitted, 0.61, 1.92, 2542.0, 0.1))
+    assert x_fitted.min() == pytest.approx(500.0) and x_fitted.max() <= 4000.0
+    assert fitted.get_linestyle() == "-"
+    extrapolated = line_by_label(axes, "extrapolation")
+    x_extra, y_extra = extrapolated.get_data()
+    assert extrapolated.get_linestyle() == "--"
+    assert x_extra.min() >= 4000.0 and x_extra.max() == pytest.approx(40000.0)
+    np.testing.assert_allclose(y_extra, sigmoid_reward(x_extra, 0.61, 1.92, 2542.0, 0.1))
+    ceiling = line_by_label(axes, "ceiling A = 0.610 [0.600, 0.630]")
+    assert set(ceiling.get_ydata()) == {0.61}
+    target = line_by_label(axes, "target")
+    assert set(target.get_xdata()) == {40000.0}
+    assert "A = 0.610" in axes.get_title() and "B = 1.92" in axes.get_title() and "C_mid = 2.54e+03" in axes.get_title()
+
+
+def test_held_out_points_are_drawn_hollow_and_zero_compute_on_the_left_edge():
+    result = StubResult()
+    figure = fit_figure(
+        result,
+        held_out=(np.array([8000.0]), np.array([0.55])),
+        not_fitted=(np.array([0.0]), np.array([0.1])),
+    )
+    axes = figure.axes[0]
+    by_label = {collection.get_label(): collection for collection in axes.collections}
+    held_out = by_label["held-out points"]
+    np.testing.assert_allclose(held_out.get_offsets(), [[8000.0, 0.55]])
+    assert held_out.get_facecolors().size == 0 or held_out.get_facecolors()[0][3] == 0  # hollow
+    zero_point = by_label["not fitted (R0, warm-up, after collapse)"]
+    np.testing.assert_allclose(zero_point.get_offsets(), [[0.0, 0.1]])  # x in axes coordinates: left edge
+    assert zero_point.get_transform().contains_branch(axes.transData) is False
+    assert axes.get_ylim()[0] <= 0.1  # the y range was widened to show it
+
+
+def test_title_says_when_the_ceiling_is_not_identified():
+    assert "ceiling not identified" in fit_title(StubResult(ceiling_identified=False))
+    assert "ceiling not identified" not in fit_title(StubResult())
+
+
+def test_comparison_figure_one_curve_per_run_in_distinct_colours():
+    results = {"ScaleRL": StubResult(), "baseline": StubResult(a=0.5, b=1.5, c_mid=3000.0)}
+    figure = comparison_figure(results, points={"baseline": RunPoints(held_out=(np.array([9000.0]), np.array([0.49])))})
+    axes = figure.axes[0]
+    first = line_by_label(axes, "ScaleRL: A=0.610")
+    second = line_by_label(axes, "baseline: A=0.500")
+    assert first.get_color() != second.get_color()
+    x_values, y_values = second.get_data()
+    np.testing.assert_allclose(y_values, sigmoid_reward(x_values, 0.5, 1.5, 3000.0, 0.1))
+    with pytest.raises(InputError, match="no fitted runs"):
+        comparison_figure({})
+
+
+@pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<?xml"), (".pdf", b"%PDF")])
+def test_plot_fit_writes_the_format_of_the_extension(tmp_path, suffix, magic):
+    path = plot_fit(StubResult(), tmp_path / f"fit{suffix}")
+    data = path.read_bytes()
+    assert data.startswith(magic)
+    if suffix == ".svg":
+        assert b"<svg" in data
+
+
+def test_bad_extension_and_unwritable_path(tmp_path):
+    with pytest.raises(InputError, match="extension must be one of"):
+        plot_fit(StubResult(), tmp_path / "fit.jpg")
+    assert not (tmp_path / "fit.jpg").exists()
+    with pytest.raises(InputError, match="cannot write figure"):
+        plot_comparison({"a": StubResult()}, tmp_path / "missing_dir" / "fit.png")
+
+
+def test_plot_of_a_real_fit(tmp_path):
+    from scalerl.forecast.fitting import fit_sigmoid
+
+    compute = np.array([0.0, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000])
+    reward = sigmoid_reward(compute, 0.61, 1.92, 2542.0, 0.1) + np.r_[0, 0.004, -0.003, 0.002, -0.004, 0.003, 0, -0.002, 0.003, -0.001]
+    result = fit_sigmoid(compute, reward, n_bootstrap=40)
+    path = plot_fit(result, tmp_path / "real.svg", not_fitted=(compute[:1], reward[:1]), target_compute=20000.0)
+    assert b"<svg" in path.read_bytes()
