@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+
+from scalerl.errors import FitError
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.diagnostics import (
+    ceiling_identifiability,
+    check_learning,
+    detect_collapse,
+    point_noise_sd,
+)
+from scalerl.forecast.fitting import fit_sigmoid
+
+COMPUTE = np.linspace(0.0, 200.0, 41)
+
+
+def healthy(noise_sd=0.015, seed=0):
+    clean = sigmoid_reward(COMPUTE, 0.85, 2.0, 40.0, 0.05)
+    return clean + np.random.default_rng(seed).normal(0.0, noise_sd, COMPUTE.size) * (COMPUTE > 0)
+
+
+def test_point_noise_recovers_known_sd_on_a_trending_curve():
+    estimates = [point_noise_sd(healthy(0.03, seed), noise_floor=0.0) for seed in range(20)]
+    assert np.median(estimates) == pytest.approx(0.03, rel=0.2)
+    assert point_noise_sd(sigmoid_reward(COMPUTE, 0.85, 2.0, 40.0, 0.05)) == 0.01  # floor
+
+
+def test_collapse_fires_at_the_sustained_drop():
+    reward = healthy()
+    reward[30:] = np.linspace(0.5, 0.0, 11)  # falls from ~0.85 to 0 from point 30 on
+    report = detect_collapse(COMPUTE, reward)
+    assert report is not None and report.onset_index == 30 and report.last_good_index == 29
+    assert report.last_good_compute == COMPUTE[29]
+    assert "left the sigmoid after compute 145" in report.message()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noisy_plateau_and_a_single_dip_do_not_fire(seed):
+    reward = healthy(seed=seed)
+    assert detect_collapse(COMPUTE, reward) is None
+    reward[25] -= 0.3  # one bad evaluation
+    assert detect_collapse(COMPUTE, reward) is None
+
+
+def test_immediate_divergence_fires_and_leaves_no_fit():
+    reward = np.array([0.2, 0.0, 0.0, 0.01, 0.0, 0.0, 0.0, 0.0])
+    compute = np.arange(8.0)
+    assert detect_collapse(compute, reward).onset_index == 1
+    with pytest.raises(FitError, match="before the collapse"):
+        fit_sigmoid(compute, reward)
+
+
+def test_fit_stops_at_collapse_unless_told_otherwise():
+    reward = healthy()
+    reward[30:] = 0.3
+    fit = fit_sigmoid(COMPUTE, reward, n_bootstrap=30)
+    assert fit.compute.max() == COMPUTE[29] and fit.collapse_compute == COMPUTE[30]
+    assert any("collapse" in w and "before it" in w for w in fit.warnings)
+    assert fit.a == pytest.approx(0.85, abs=0.03)
+    through = fit_sigmoid(COMPUTE, reward, n_bootstrap=30, fit_through_collapse=True)
+    assert through.compute.max() == COMPUTE[-1] and through.a < 0.8
+
+
+def test_check_learning_rejects_gain_within_noise_only():
+    with pytest.raises(FitError, match="flat run"):
+        check_learning([0.31, 0.3, 0.32, 0.3, 0.31], r0=0.3, noise_sd=0.01)
+    assert check_learning([0.35, 0.4, 0.42, 0.43], r0=0.3, noise_sd=0.01) == pytest.approx((0.4 + 0.42 + 0.43) / 3 - 0.3)
+
+
+def test_ceiling_rule_each_reason():
+    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.59, 0.61), 1.0, 1000.0)
+    assert ok and warning is None
+    ok, warning = ceiling_identifiability(0.6, 0.2, 2000.0, (0.59, 0.61), 1.0, 1000.0)
+    assert not ok and "before the fitted inflection" in warning and "~4e+03" in warning and "4.0 times" in warning
+    ok, warning = ceiling_identifiability(1.0, 0.2, 100.0, (0.9, 1.0), 1.0, 1000.0)
+    assert not ok and "upper bound" in warning
+    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.45, 0.9), 1.0, 1000.0)
+    assert not ok and "wider than half the gain" in warning
+
+
+def test_fit_before_the_inflection_is_flagged_and_says_how_far_to_run():
+    compute = np.linspace(0.0, 0.5 * 5000.0, 12)  # ends at half of C_mid
+    reward = sigmoid_reward(compute, 0.7, 1.8, 5000.0, 0.1)
+    reward = reward + np.random.default_rng(1).normal(0, 0.01, compute.size) * (compute > 0)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    assert not fit.ceiling_identified
+    assert any("run to at least" in w.lower() and "times the current max" in w for w in fit.warnings)
+
+
+def test_fit_past_the_inflection_is_identified():
+    compute = np.linspace(0.0, 8 * 5000.0, 20)
+    reward = sigmoid_reward(compute, 0.7, 1.8, 5000.0, 0.1)
+    reward = reward + np.random.default_rng(1).normal(0, 0.01, compute.size) * (compute > 0)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    assert fit.ceiling_identified and not fit.warnings
