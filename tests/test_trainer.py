@@ -105,3 +105,99 @@ def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_upd
     assert stats.kept_sequences == 2
     assert stats.tokens_trained == sum(len(r.prompt_token_ids) + len(r.completion_token_ids)
                                        for r in mixed)
+
+
+# ---------------------------------------------------------------- end-to-end runs of the trainer
+
+from scalerl.errors import ConfigError  # noqa: E402
+from scalerl.train.metrics_log import TRAIN_COLUMNS, append_row, read_rows  # noqa: E402
+from scalerl.train.trainer import train  # noqa: E402
+
+TINY_RUN = [
+    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
+    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3",
+    "generations_per_prompt=3", "max_new_tokens=16", "thinking_budget_min=6",
+    "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=50",
+    # length-penalty rewards vary with the length, so even the untrained model gets gradients
+    "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2",
+]
+
+
+def _config(*extra):
+    return TrainConfig().with_overrides([*TINY_RUN, *extra])
+
+
+def test_three_step_run_writes_the_metrics_columns_and_read_curve_reads_them(tmp_path):
+    from scalerl.forecast.readers import read_curve
+
+    config = _config("max_steps=3", "eval_every=2", "checkpoint_every=2")
+    result = train(config, tmp_path, show_progress=False)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [0, 1, 2, 3]
+    assert rows[0]["flops"] == 0 and "val_pass_rate" in rows[0]
+    for row in rows[1:]:
+        assert set(TRAIN_COLUMNS) <= set(row)
+    assert [row["samples"] for row in rows] == [0, 9, 18, 27]
+    assert [("val_pass_rate" in row) for row in rows] == [True, False, True, True]
+    flops = [row["flops"] for row in rows]
+    assert all(later > earlier for earlier, later in zip(flops, flops[1:]))
+    assert all(row["tokens_trained"] > 0 for row in rows[1:])
+    assert rows[1]["lr"] == pytest.approx(0.5e-2) and rows[2]["lr"] == pytest.approx(1e-2)
+    curve = read_curve(tmp_path / "metrics.jsonl", x="flops", y="val_pass_rate")
+    assert list(curve.compute) == [rows[0]["flops"], rows[2]["flops"], rows[3]["flops"]]
+    assert result.val_steps == (0, 2, 3) and result.last_step == 3
+    assert TrainConfig.from_dict(__import__("json").loads((tmp_path / "config.json").read_text())) == config
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_00000003"]
+
+
+def _final_weights(run_dir):
+    from safetensors.torch import load_file
+
+    return load_file(str(sorted((run_dir / "checkpoints").iterdir())[-1] / "model.safetensors"))
+
+
+def _comparable(rows):
+    return [{k: v for k, v in row.items() if k != "device_hours"} for row in rows]
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path):
+    config = _config("max_steps=5", "eval_every=2", "checkpoint_every=2", "keep_checkpoints=2")
+    train(config, tmp_path / "whole", show_progress=False)
+
+    def crash_at_step_3(row):
+        if row["step"] == 3:
+            raise _Crash
+
+    crashed = tmp_path / "crashed"
+    with pytest.raises(_Crash):
+        train(config, crashed, show_progress=False, on_row=crash_at_step_3)
+    with open(crashed / "metrics.jsonl", "ab") as handle:  # kill -9 in the middle of a write
+        handle.write(b'{"step": 4, "sampl')
+    train(config, crashed, resume=True, show_progress=False)
+
+    whole_rows, resumed_rows = read_rows(tmp_path / "whole" / "metrics.jsonl"), read_rows(crashed / "metrics.jsonl")
+    assert [row["step"] for row in resumed_rows] == [0, 1, 2, 3, 4, 5]
+    assert _comparable(resumed_rows) == _comparable(whole_rows)
+    whole_weights, resumed_weights = _final_weights(tmp_path / "whole"), _final_weights(crashed)
+    assert all(torch.equal(whole_weights[name], resumed_weights[name]) for name in whole_weights)
+
+
+def test_resume_can_extend_max_steps(tmp_path):
+    train(_config("max_steps=1", "eval_every=1"), tmp_path, show_progress=False)
+    train(_config("max_steps=2", "eval_every=1"), tmp_path, resume=True, show_progress=False)
+    assert [row["step"] for row in read_rows(tmp_path / "metrics.jsonl")] == [0, 1, 2]
+
+
+def test_run_directory_errors(tmp_path):
+    with pytest.raises(ConfigError, match="no run to resume"):
+        train(_config("max_steps=1"), tmp_path / "empty", resume=True, show_progress=False)
+    append_row(tmp_path / "metrics.jsonl", {"step": 0})
+    (tmp_path / "config.json").write_text(__import__("json").dumps(_config("max_steps=1").to_dict()))
+    with pytest.raises(ConfigError, match="already holds a run"):
+        train(_config("max_steps=1"), tmp_path, show_progress=False)
+    with pytest.raises(ConfigError, match="differs from the saved run's in optim"):
+        train(_config("max_steps=1", "optim.lr=0.5"), tmp_path, resume=True, show_progress=False)

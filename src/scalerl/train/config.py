@@ -61,7 +61,8 @@ class ModelConfig:
     num_layers: int = 2
     num_heads: int = 4
     warmstart_steps: int = 400
-    warmstart_target_pass_rate: float = 0.1
+    warmstart_stop_pass_rate: float = 0.05
+    warmstart_probe_every: int = 25
     warmstart_cache_dir: str = ""
 
     def __post_init__(self) -> None:
@@ -71,7 +72,8 @@ class ModelConfig:
         _require(self.hidden_size % self.num_heads == 0, "model.hidden_size",
                  f"{self.hidden_size} is not divisible by model.num_heads={self.num_heads}")
         _require_non_negative(self.warmstart_steps, "model.warmstart_steps")
-        _require_fraction(self.warmstart_target_pass_rate, "model.warmstart_target_pass_rate")
+        _require_fraction(self.warmstart_stop_pass_rate, "model.warmstart_stop_pass_rate")
+        _require_positive(self.warmstart_probe_every, "model.warmstart_probe_every")
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class TaskConfig:
     operations: str = "+"
     num_train_prompts: int = 4000
     answer_check: str = "exact"
+    val_fraction: float = 0.1
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -95,6 +98,8 @@ class TaskConfig:
                  f"{self.operations!r} must be made of the characters + - *")
         _require_positive(self.num_train_prompts, "task.num_train_prompts")
         _require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
+        _require(0 < self.val_fraction < 1, "task.val_fraction",
+                 f"must be in (0, 1), got {self.val_fraction!r}")
 
 
 @dataclass(frozen=True)

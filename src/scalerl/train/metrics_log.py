@@ -138,3 +138,45 @@ class MetricsLog:
 def column_values(rows: Iterable[Mapping[str, Any]], column: str) -> list[Any]:
     """Values of `column` in the rows that have it."""
     return [row[column] for row in rows if row.get(column) is not None]
+
+
+class RunProgress:
+    """A rich progress bar on stderr: step, last train reward, last validation pass rate."""
+
+    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0):
+        self._enabled = enabled
+        self._total = total_steps
+        self._start = start_step
+        self._progress = None
+        self._task_id = None
+
+    def __enter__(self) -> "RunProgress":
+        if self._enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
+                TextColumn("{task.fields[rewards]}"), console=Console(stderr=True))
+            self._progress.start()
+            self._task_id = self._progress.add_task("train", total=self._total, completed=self._start,
+                                                    rewards="")
+        return self
+
+    def update(self, step: int, train_reward: float | None, val_pass_rate: float | None) -> None:
+        if self._progress is None:
+            return
+        parts = []
+        if train_reward is not None:
+            parts.append(f"reward {train_reward:+.3f}")
+        if val_pass_rate is not None:
+            parts.append(f"val pass rate {val_pass_rate:.3f}")
+        self._progress.update(self._task_id, completed=step, rewards="  ".join(parts))
+
+    def note(self, message: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(message)
+
+    def __exit__(self, *exc_info) -> None:
+        if self._progress is not None:
+            self._progress.stop()

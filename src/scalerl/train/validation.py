@@ -1,0 +1,50 @@
+"""Validation: the held-out pass rate R(C) that the compute-performance curve is fitted to.
+
+Every evaluation uses the same held-out prompts (the first `eval_prompts` of the task's
+validation split), `eval_samples_per_prompt` samples each, and a sampling generator reseeded to
+the same value each time (common random numbers: the difference between two evaluations then
+reflects the policy, not the sampling noise). Evaluation draws from its own generator, so it never
+perturbs the training run's random streams (a resumed run stays reproducible).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from scalerl.train.config import TrainConfig
+from scalerl.train.generation import evaluate_pass_rate
+from scalerl.train.rollout import LengthControl, SamplingSettings
+from scalerl.train.tasks import Task, TaskExample
+
+_EVAL_SEED_OFFSET = 1_000_003
+
+
+def sampling_settings(config: TrainConfig) -> SamplingSettings:
+    """The generator's sampling settings from the run config."""
+    sampling = config.sampling
+    return SamplingSettings(max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
+                            top_p=sampling.top_p, fp32_head=config.model.fp32_head)
+
+
+def length_control(config: TrainConfig) -> LengthControl:
+    """The generator's length control (interrupt | truncate | penalty) from the run config."""
+    sampling = config.sampling
+    return LengthControl(mode=sampling.length_control,
+                         thinking_budget_min=sampling.thinking_budget_min,
+                         thinking_budget_max=sampling.thinking_budget_max)
+
+
+def validation_examples(task: Task, config: TrainConfig) -> tuple[TaskExample, ...]:
+    """The held-out prompts every evaluation uses (at most `eval_prompts`)."""
+    return tuple(task.validation[: config.eval_prompts])
+
+
+def validation_pass_rate(model: torch.nn.Module, tokenizer, task: Task, config: TrainConfig) -> float:
+    """Mean of (reward > 0) over the held-out prompts x `eval_samples_per_prompt` samples."""
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(config.seed + _EVAL_SEED_OFFSET)
+    return evaluate_pass_rate(
+        model, tokenizer, task, validation_examples(task, config), config.eval_samples_per_prompt,
+        sampling=sampling_settings(config), length_control=length_control(config),
+        torch_generator=generator,
+    )
