@@ -232,6 +232,41 @@ def test_error_helper_for_other_commands():
     assert result.stderr.startswith("error: No such file or directory: /nonexistent/dir/config.json")
 
 
+# --- compare ---------------------------------------------------------------------------------------
+
+
+def test_compare_decides_by_ceiling_when_a_differs_by_more_than_the_margin(tmp_path):
+    high = write_csv(tmp_path / "high.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS, seed=1, a=0.70))
+    low = write_csv(tmp_path / "low.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS, seed=2, a=0.60))
+    result = invoke("compare", low, high, "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    payload = strict_json(result.stdout)
+    assert payload["decided_by"] == "ceiling"
+    assert payload["ranking"] == ["high", "low"] and payload["winner"] == "high"
+    assert payload["runs"]["high"]["params"]["A"] == pytest.approx(0.70, abs=0.02)
+    assert payload["runs"]["high"]["fixed_ceiling"] is None
+    human = invoke("compare", low, high, *FAST)
+    assert "decided by: ceiling" in human.stdout and "1. high" in human.stdout
+
+
+def test_compare_decides_by_efficiency_within_the_margin(tmp_path):
+    fast = write_csv(tmp_path / "fast.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS, seed=3, b=2.6))
+    slow = write_csv(tmp_path / "slow.csv", GPU_HOURS, synthetic_rewards(GPU_HOURS, seed=4, b=1.4))
+    figure = tmp_path / "compare.png"
+    result = invoke("compare", slow, fast, "--json", "--plot", figure, *FAST)
+    assert result.exit_code == 0, result.output
+    payload = strict_json(result.stdout)
+    assert payload["decided_by"] == "efficiency"
+    assert payload["ranking"] == ["fast", "slow"]
+    shared = {name: payload["runs"][name]["fixed_ceiling"] for name in ("fast", "slow")}
+    assert shared["fast"]["A"] == shared["slow"]["A"]
+    assert shared["fast"]["B"] > shared["slow"]["B"]
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    # a margin of 0 separates even nearly equal ceilings: the rule switches to the ceiling
+    strict = strict_json(invoke("compare", slow, fast, "--json", "--margin", "0", *FAST).stdout)
+    assert strict["decided_by"] == "ceiling"
+
+
 # --- plot ------------------------------------------------------------------------------------------
 
 

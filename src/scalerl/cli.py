@@ -184,7 +184,7 @@ def fit(
         typer.echo(report.json_text(payload))
     else:
         title = f"{curve.source}: {curve.y_name} vs {curve.x_name}"
-        report.render_fit(Console(), result, payload, title=title, target=target, power_law=power_law_view)
+        report.render_fit(report.stdout_console(), result, payload, title=title, target=target, power_law=power_law_view)
     if plot is not None:
         from scalerl.forecast.plotting import plot_fit
 
@@ -215,7 +215,10 @@ def compare(
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure of all runs (.png, .svg or .pdf)."),
+    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
+    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
     if len(paths) < 2:
@@ -230,13 +233,15 @@ def compare(
     from scalerl.forecast.compare import compare_runs
 
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
+    options = {key: value for key, value in options.items() if value is not None}
     with progress(json_output, f"fitting {len(curves)} runs ..."):
-        comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin)
+        comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
         payload = report.comparison_payload(comparison, level)
     if json_output:
         typer.echo(report.json_text(payload))
     else:
-        report.render_comparison(Console(), comparison, payload)
+        report.render_comparison(report.stdout_console(), payload)
     if plot is not None:
         from scalerl.forecast.plotting import RunPoints, plot_comparison
 

@@ -141,7 +141,7 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
     if points.held_out is not None and len(points.held_out[0]):
         _scatter(axes, *points.held_out, color=color, filled=False, label=None if label else "held-out points")
     if points.not_fitted is not None and len(points.not_fitted[0]):
-        _scatter(axes, *points.not_fitted, color="0.45", filled=None,
+        _scatter(axes, *points.not_fitted, color=color if label else "0.45", filled=None,
                  label=None if label else "not fitted (R0, warm-up, after collapse)")
 
 

@@ -15,6 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 PARAMETERS = ("A", "B", "C_mid")
+PIPED_OUTPUT_WIDTH = 120
+
+
+def stdout_console() -> Console:
+    """Console for results: the terminal's width, or 120 columns when piped (rich assumes 80)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_OUTPUT_WIDTH)
 
 
 def plain_json_value(value):
@@ -37,7 +44,7 @@ def json_text(payload) -> str:
     return json.dumps(plain_json_value(payload), allow_nan=False)
 
 
-def format_number(value) -> str:
+def format_number(value, digits: int = 4) -> str:
     """4 significant digits (whole numbers from 1e3 to 1e7); `n/a` for missing, `inf` spelled out."""
     if value is None:
         return "n/a"
@@ -48,12 +55,17 @@ def format_number(value) -> str:
         return "inf" if value > 0 else "-inf"
     if 1e3 <= abs(value) < 1e7:
         return f"{value:.0f}"  # 20000, not 2e+04
-    return f"{value:.4g}"
+    return f"{value:.{digits}g}"
 
 
-def format_interval(bounds) -> str:
+def format_interval(bounds, digits: int = 4) -> str:
     lo, hi = bounds
-    return f"[{format_number(lo)}, {format_number(hi)}]"
+    return f"[{format_number(lo, digits)}, {format_number(hi, digits)}]"
+
+
+def estimate_with_interval(value, bounds, digits: int = 3) -> str:
+    """`0.849 [0.845, 0.852]`."""
+    return f"{format_number(value, digits)} {format_interval(bounds, digits)}"
 
 
 def power_law_payload(power_law_result, predict_at: Sequence[float], level: float) -> dict:
@@ -82,7 +94,7 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     if power_law is not None:
         console.print(power_law_table(power_law, payload["predictions"]))
     for warning in payload["warnings"]:
-        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False)
+        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False, soft_wrap=True)
 
 
 def parameter_table(payload: dict, stderr: Mapping | None = None) -> Table:
@@ -124,57 +136,68 @@ def power_law_table(power_law: Mapping, sigmoid_predictions: Sequence[Mapping]) 
 
 
 def comparison_payload(comparison, level: float) -> dict:
-    """JSON view of a recipe comparison: the decision rule, the ranking, each run's fit."""
+    """JSON view of a recipe comparison: the rule that decided, the ranking, each run's fits."""
     runs = {}
     for name, result in comparison.fits.items():
+        fixed = comparison.fixed_ceiling_fits.get(name)
         runs[name] = {
             "params": result.params(),
             "intervals": {key: list(bounds) for key, bounds in result.conf_int(level).items() if key in PARAMETERS},
             "ceiling_identified": bool(result.ceiling_identified),
             "n_points": int(result.n_points),
             "warnings": list(result.warnings),
+            "fixed_ceiling": None if fixed is None else {
+                "A": fixed.a, "B": fixed.b, "B_interval": list(fixed.conf_int(level)["B"]), "C_mid": fixed.c_mid,
+            },
         }
-    payload = {
+    return plain_json_value({
+        "winner": comparison.ranking[0],
         "decided_by": comparison.decided_by,
         "ranking": list(comparison.ranking),
+        "clusters": [list(cluster) for cluster in comparison.clusters],
         "margin": comparison.margin,
         "level": level,
         "runs": runs,
-    }
-    shared_a = getattr(comparison, "shared_a", None)
-    if shared_a is not None:
-        payload["shared_A"] = shared_a
-        payload["efficiency_fits"] = {name: result.params() for name, result in comparison.efficiency_fits.items()}
-    return plain_json_value(payload)
+        "warnings": list(comparison.warnings),
+    })
 
 
-def render_comparison(console: Console, comparison, payload: dict) -> None:
+def render_comparison(console: Console, payload: dict) -> None:
     """Table of A, B, C_mid per run with intervals, then the ranking and the rule that decided it."""
     level = payload["level"]
-    table = Table(title=f"Runs compared ({level:.0%} intervals)", title_justify="left")
-    for column in ("rank", "run", "A", "B", "C_mid", "ceiling identified"):
-        table.add_column(column, justify="left" if column == "run" else "right")
-    efficiency_fits = payload.get("efficiency_fits", {})
+    table = Table(title=f"Runs compared, best first ({level:.0%} intervals)", title_justify="left")
+    table.add_column("run")
+    for column in ("A", "B", "C_mid", "B with A shared"):
+        table.add_column(column, justify="right", no_wrap=True)
+    any_unidentified = False
     for rank, name in enumerate(payload["ranking"], start=1):
         run = payload["runs"][name]
-        cells = [f"{format_number(run['params'][key])} {format_interval(run['intervals'][key])}" for key in PARAMETERS]
-        if name in efficiency_fits:
-            cells[1] += f"  (A fixed: {format_number(efficiency_fits[name]['B'])})"
-        table.add_row(str(rank), name, *cells, "yes" if run["ceiling_identified"] else "no")
+        cells = [estimate_with_interval(run["params"][key], run["intervals"][key]) for key in PARAMETERS]
+        if not run["ceiling_identified"]:
+            cells[0] += " *"
+            any_unidentified = True
+        fixed = run["fixed_ceiling"]
+        fixed_cell = "" if fixed is None else estimate_with_interval(fixed["B"], fixed["B_interval"])
+        table.add_row(f"{rank}. {name}", *cells, fixed_cell)
     console.print(table)
-    console.print(decision_sentence(payload))
+    if any_unidentified:
+        console.print("* ceiling not identified (the run may not have passed its inflection yet)", highlight=False)
+    console.print(f"ranking: {' > '.join(payload['ranking'])}", highlight=False, soft_wrap=True)
+    console.print(decision_sentence(payload), highlight=False, soft_wrap=True)
+    for warning in payload["warnings"]:
+        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False, soft_wrap=True)
     for name in payload["ranking"]:
         for warning in payload["runs"][name]["warnings"]:
-            console.print(f"[yellow]warning ({name}): {warning}[/yellow]", highlight=False)
+            console.print(f"[yellow]warning ({name}): {warning}[/yellow]", highlight=False, soft_wrap=True)
 
 
 def decision_sentence(payload: Mapping) -> str:
-    """Why the ranking is what it is, in the paper's terms."""
-    winner = payload["ranking"][0]
+    """Why the winner won, in the paper's terms."""
+    winner = payload["winner"]
     margin = format_number(payload["margin"])
     if payload["decided_by"] == "ceiling":
-        return f"decided by: ceiling (A differs by more than {margin}): {winner} reaches the higher ceiling"
-    shared = payload.get("shared_A")
-    shared_text = f" = {format_number(shared)}" if shared is not None else ""
-    return (f"decided by: efficiency (ceilings within {margin}; refit with A fixed{shared_text}): "
+        return f"decided by: ceiling (A differs by more than {margin}): {winner} has the highest ceiling"
+    shared = payload["runs"][winner]["fixed_ceiling"]
+    shared_text = "" if shared is None else f" = {format_number(shared['A'])}"
+    return (f"decided by: efficiency (ceilings within {margin}, refit with A fixed{shared_text}): "
             f"{winner} has the highest B")
