@@ -81,6 +81,17 @@ class TrainResult:
     val_pass_rates: tuple[float, ...]
 
 
+def check_paths(config: TrainConfig) -> None:
+    """model.path and task.name must be 'builtin' or exist (checked before a run starts)."""
+    model_path = config.model.path
+    if model_path != BUILTIN_MODEL and not (Path(model_path) / "config.json").is_file():
+        raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
+                          "model directory (no config.json)")
+    task_name = config.task.name
+    if task_name != "builtin" and not Path(task_name).is_file():
+        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+
+
 def build_task(config: TrainConfig):
     """The built-in arithmetic task at the configured difficulty, or a JSONL task."""
     task = config.task
@@ -151,8 +162,7 @@ def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
     save_config(config, run_dir)
 
 
-def _new_run(config: TrainConfig, run_dir: Path, *, warm_start: bool) -> Run:
-    task = build_task(config)
+def _new_run(config: TrainConfig, run_dir: Path, task, *, warm_start: bool) -> Run:
     model, tokenizer = build_policy(config, task) if warm_start else fresh_policy(config)
     optimizer = build_optimizer(model, config.optim)
     device = next(model.parameters()).device
@@ -167,13 +177,17 @@ def _new_run(config: TrainConfig, run_dir: Path, *, warm_start: bool) -> Run:
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool) -> Run:
-    """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped)."""
+    """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped).
+
+    Paths and the task are checked before anything is written into `run_dir`."""
+    check_paths(config)
+    task = build_task(config)
     prepare_run_dir(config, run_dir, resume)
     checkpoint = latest_checkpoint(run_dir) if resume else None
     if checkpoint is None:
         truncate_after_step(run_dir / "metrics.jsonl", -1)
-        return _new_run(config, run_dir, warm_start=True)
-    run = _new_run(config, run_dir, warm_start=False)
+        return _new_run(config, run_dir, task, warm_start=True)
+    run = _new_run(config, run_dir, task, warm_start=False)
     step, state = load_checkpoint(
         checkpoint, model=run.model, optimizer=run.optimizer, scheduler=run.scheduler,
         torch_generators={"rollout": run.rollout_generator}, numpy_rng=run.numpy_rng)

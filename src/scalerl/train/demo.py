@@ -1,0 +1,175 @@
+"""`scalerl demo`: train the built-in model with the ScaleRL preset, then check the forecast.
+
+The curve R(C) (validation pass rate against cumulative training FLOPs) is fitted on the first
+half of the run's compute only (scalerl.forecast.fitting.fit_sigmoid); the later evaluations are
+held out and compared with the extrapolated curve and its prediction band, as the paper does
+(Khatri, Madaan et al., arXiv 2510.13786, section 2: fit early, check later points in the band).
+Writes `forecast.json` and `forecast.png` next to the run's metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig
+from scalerl.train.metrics_log import METRICS_FILE_NAME
+from scalerl.train.presets import preset_config
+
+# The ScaleRL preset at the scale of the demo: sized so that, on 2 CPU cores, the built-in model
+# (warm-started to a low pass rate) shows a slow start, a rise and a plateau in 10-15 minutes.
+DEMO_OVERRIDES: tuple[str, ...] = (
+    "max_steps=120",
+    "eval_every=6",
+    "eval_prompts=64",
+    "eval_samples_per_prompt=4",
+    "checkpoint_every=20",
+)
+FORECAST_FILE_NAME = "forecast.json"
+PLOT_FILE_NAME = "forecast.png"
+
+
+@dataclass(frozen=True)
+class HeldOutPoint:
+    """One later evaluation compared with the forecast made from the first part of the run."""
+
+    flops: float
+    observed: float
+    predicted: float
+    lower: float
+    upper: float
+
+    @property
+    def inside_band(self) -> bool:
+        return self.lower <= self.observed <= self.upper
+
+    @property
+    def abs_error(self) -> float:
+        return abs(self.predicted - self.observed)
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    """The fit on the early part of the run and how it predicted the rest."""
+
+    fit: object  # scalerl.forecast.result.FitResult
+    fit_until_flops: float
+    level: float
+    held_out: tuple[HeldOutPoint, ...]
+    train_seconds: float
+
+    @property
+    def mean_abs_error(self) -> float:
+        return float(np.mean([p.abs_error for p in self.held_out])) if self.held_out else float("nan")
+
+    @property
+    def max_abs_error(self) -> float:
+        return float(np.max([p.abs_error for p in self.held_out])) if self.held_out else float("nan")
+
+    @property
+    def band_coverage(self) -> float:
+        return float(np.mean([p.inside_band for p in self.held_out])) if self.held_out else float("nan")
+
+
+def demo_config(overrides: Sequence[str] = ()) -> TrainConfig:
+    """The `scalerl` preset with the demo's run length, then the user's overrides."""
+    return preset_config("scalerl", [*DEMO_OVERRIDES, *overrides])
+
+
+def forecast_from_metrics(metrics_path: Path, *, fit_fraction: float = 0.5, level: float = 0.8,
+                          train_seconds: float = float("nan")) -> DemoReport:
+    """Fit R(flops) on points with flops <= fit_fraction * max flops; compare the rest."""
+    from scalerl.forecast.fitting import fit_sigmoid
+    from scalerl.forecast.readers import read_curve
+
+    curve = read_curve(metrics_path, x="flops", y="val_pass_rate")
+    fit_until = fit_fraction * float(np.max(curve.compute))
+    in_fit = curve.compute <= fit_until
+    result = fit_sigmoid(curve.compute[in_fit], curve.reward[in_fit], level=level)
+    later_compute, later_reward = curve.compute[~in_fit], curve.reward[~in_fit]
+    points: tuple[HeldOutPoint, ...] = ()
+    if later_compute.size:
+        predicted = result.predict(later_compute)
+        lower, upper = result.interval(later_compute, level=level)
+        points = tuple(HeldOutPoint(float(c), float(r), float(p), float(lo), float(hi))
+                       for c, r, p, lo, hi in zip(later_compute, later_reward, predicted, lower, upper))
+    return DemoReport(result, fit_until, level, points, train_seconds)
+
+
+def report_to_dict(report: DemoReport) -> dict:
+    """forecast.json: the fit in the CLI's JSON shape plus the held-out comparison."""
+    fit_dict = report.fit.to_dict(report.level, predict_at=[p.flops for p in report.held_out])
+    held_out = [{"flops": p.flops, "observed": p.observed, "predicted": p.predicted,
+                 "lo": p.lower, "hi": p.upper, "inside_band": p.inside_band} for p in report.held_out]
+    return {"x": "flops", "y": "val_pass_rate", "fit_until_flops": report.fit_until_flops,
+            "fit": fit_dict, "held_out": held_out,
+            "mean_abs_error": _finite_or_none(report.mean_abs_error),
+            "max_abs_error": _finite_or_none(report.max_abs_error),
+            "band_coverage": _finite_or_none(report.band_coverage),
+            "train_seconds": _finite_or_none(report.train_seconds)}
+
+
+def _finite_or_none(value: float):
+    return float(value) if np.isfinite(value) else None
+
+
+def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
+    """forecast.json and forecast.png in the run directory."""
+    from scalerl.forecast.plotting import plot_fit
+
+    json_path = run_dir / FORECAST_FILE_NAME
+    json_path.write_text(json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n")
+    held_out = (np.array([p.flops for p in report.held_out]),
+                np.array([p.observed for p in report.held_out]))
+    plot_path = plot_fit(report.fit, run_dir / PLOT_FILE_NAME, held_out=held_out, level=report.level,
+                         x_label="training FLOPs", y_label="validation pass rate",
+                         title="scalerl demo: fit on the first half, later points held out")
+    return json_path, plot_path
+
+
+def run_demo(out_dir: Path, overrides: Sequence[str] = (), *, fit_fraction: float = 0.5,
+             level: float = 0.8, show_progress: bool = True) -> DemoReport:
+    """Train (or resume an unfinished demo run in `out_dir`), fit, compare, write outputs."""
+    from scalerl.train.trainer import train
+
+    out_dir = Path(out_dir)
+    config = demo_config(overrides)
+    started = time.perf_counter()
+    train(config, out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(), show_progress=show_progress)
+    train_seconds = time.perf_counter() - started
+    report = forecast_from_metrics(out_dir / METRICS_FILE_NAME, fit_fraction=fit_fraction,
+                                   level=level, train_seconds=train_seconds)
+    write_outputs(report, out_dir)
+    return report
+
+
+def render_report(report: DemoReport, console) -> None:
+    """Rich tables: fitted parameters, then predicted vs observed on the held-out evaluations."""
+    from rich.table import Table
+
+    fit = report.fit
+    intervals = fit.conf_int(report.level)
+    params = Table(title=f"sigmoid fitted on flops <= {report.fit_until_flops:.3g}")
+    for column in ("parameter", "estimate", f"{report.level:.0%} interval"):
+        params.add_column(column)
+    for name, value in (("A", fit.a), ("B", fit.b), ("C_mid", fit.c_mid)):
+        lo, hi = intervals[name]
+        params.add_row(name, f"{value:.4g}", f"[{lo:.4g}, {hi:.4g}]")
+    params.add_row("R0", f"{fit.r0:.4g}", "fixed (step 0)")
+    console.print(params)
+    held = Table(title="forecast vs later evaluations (held out)")
+    for column in ("flops", "observed", "predicted", f"{report.level:.0%} band", "inside"):
+        held.add_column(column)
+    for point in report.held_out:
+        held.add_row(f"{point.flops:.3g}", f"{point.observed:.3f}", f"{point.predicted:.3f}",
+                     f"[{point.lower:.3f}, {point.upper:.3f}]", "yes" if point.inside_band else "[red]no")
+    console.print(held)
+    console.print(f"mean |error| {report.mean_abs_error:.3f}, max |error| {report.max_abs_error:.3f}, "
+                  f"band coverage {report.band_coverage:.0%}")
+    for warning in fit.warnings:
+        console.print(f"[yellow]warning: {warning}")
