@@ -126,6 +126,18 @@ def test_fit_options_r0_min_x_loss_and_power_law(run_csv):
     assert [row["x"] for row in law["predictions"]] == [20000.0]
 
 
+def test_fit_plus_minus_one_rewards_with_a_reward_range(tmp_path):
+    # mean reward of +1/-1 rewards: R0 = -0.6, A = 0.4 lies in [-1, 1], not in the default [0, 1]
+    compute = GPU_HOURS
+    reward = sigmoid_reward(compute, 0.4, 1.5, 800.0, -0.6)
+    path = write_csv(tmp_path / "pm.csv", compute, reward, x_name="step", y_name="reward")
+    refused = invoke("fit", path, "--json", *FAST)
+    assert refused.exit_code == 2 and "--reward-range" in refused.stderr
+    payload = strict_json(invoke("fit", path, "--json", "--reward-range", "-1", "1", *FAST).stdout)
+    assert payload["params"]["A"] == pytest.approx(0.4, abs=1e-3)
+    assert payload["params"]["C_mid"] == pytest.approx(800.0, rel=1e-2)
+
+
 def test_fit_reads_jsonl_metrics_with_sparse_eval_rows(tmp_path):
     rewards = synthetic_rewards(GPU_HOURS)
     lines = []
@@ -176,7 +188,7 @@ def bad_input_cases(tmp_path):
         "inf": (["fit", csv("inf.csv", "compute,reward\n0,0.1\ninf,0.2\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
         "negative compute": (["fit", csv("neg.csv", "compute,reward\n-1,0.1\n1,0.2\n2,0.3\n3,0.4\n")], "negative compute"),
         "too few points": (["fit", csv("few.csv", "compute,reward\n0,0.1\n1,0.3\n2,0.4\n")], "too few points"),
-        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n")], "range"),
+        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n")], "--reward-range"),
         "corrupt jsonl": (["fit", csv("bad.jsonl", '{"compute": 1, "reward": 0.1}\n{"compute": \n')], "not valid JSON"),
         "empty file": (["fit", csv("empty.csv", "")], "empty"),
         "unknown format": (["fit", csv("run.xlsx", "compute,reward\n")], "unknown log format"),

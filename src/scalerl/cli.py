@@ -66,6 +66,19 @@ def parse_compute_values(texts: list[str], option: str) -> list[float]:
     return values
 
 
+def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
+    """Rewards must lie in --reward-range (the ceiling is bounded by it); say how to widen it."""
+    low, high = reward_range
+    if not low < high:
+        raise InputError(f"--reward-range needs LOW < HIGH, got {low:g} {high:g}")
+    if curve.reward.min() < low or curve.reward.max() > high:
+        raise InputError(
+            f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
+            f"{curve.reward.max():.4g}, outside the reward range [{low:g}, {high:g}]; "
+            "pass --reward-range LOW HIGH (e.g. --reward-range -1 1 for +1/-1 rewards)"
+        )
+
+
 def run_labels(paths: list[Path]) -> list[str]:
     """Short distinct names for runs: the file stem, or parent/stem when stems collide."""
     stems = [path.stem if path.suffix else path.name for path in paths]
@@ -98,6 +111,8 @@ def fit_curve(curve: Curve, *, fit_limit=None, **fit_options):
     """Fit the points of `curve` up to `fit_limit`; return (result, held_out, not_fitted) for plots."""
     from scalerl.forecast.fitting import fit_sigmoid
 
+    if fit_options.get("reward_range") is not None:
+        check_reward_range(curve, fit_options["reward_range"])
     in_window = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
     if not np.any(in_window):
         raise InputError(f"no point of {curve.source} has {curve.x_name} <= {fit_limit:g}")
@@ -233,6 +248,8 @@ def compare(
     from scalerl.forecast.compare import compare_runs
 
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    for curve in curves.values():
+        check_reward_range(curve, reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
     options = {key: value for key, value in options.items() if value is not None}
     with progress(json_output, f"fitting {len(curves)} runs ..."):
@@ -261,18 +278,22 @@ def plot(
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
     fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
     target_x: Optional[float] = typer.Option(None, "--target-x", help="Extrapolate the curves to this compute."),
+    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
+    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
 ) -> None:
     """Fit each run (optionally on its early part) and draw the curves with their bands."""
     from scalerl.forecast.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
         for name, curve in curves.items():
             limit = fit_window_limit(curve.compute, None, fit_fraction)
-            results[name], held_out, not_fitted = fit_curve(curve, fit_limit=limit, level=level)
+            results[name], held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
             points[name] = RunPoints(held_out=held_out, not_fitted=not_fitted)
     first = next(iter(curves.values()))
     labels = {"x_label": first.x_name, "y_label": first.y_name, "target_compute": target_x, "level": level}
