@@ -1,0 +1,114 @@
+"""PPO-off-policy-k (ScaleRL arXiv 2510.13786, section 4, the alternative to PipelineRL):
+generate k x the per-step batch with the current weights, then take k optimiser steps on its
+slices, and repeat. Slice j is trained j versions after it was generated, so the lag of every
+batch is at most k - 1 (checked by the same admission rule as the asynchronous pipeline).
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from scalerl.distributed.staleness import Admission, admit_batch
+from scalerl.errors import ScaleRLError
+
+
+def split_groups(prompt_indices: list[int], num_parts: int) -> list[list[int]]:
+    """Split a round's prompts into at most `num_parts` contiguous, near-equal chunks."""
+    num_parts = max(1, min(num_parts, len(prompt_indices)))
+    size, extra = divmod(len(prompt_indices), num_parts)
+    chunks, start = [], 0
+    for part in range(num_parts):
+        end = start + size + (1 if part < extra else 0)
+        chunks.append(prompt_indices[start:end])
+        start = end
+    return chunks
+
+
+def slice_rounds(rollouts: list, prompts_per_step: int) -> list[list]:
+    """Consecutive slices of `prompts_per_step` prompt groups, group indices renumbered from 0.
+
+    `rollouts` come grouped by prompt (G per prompt, in the round's prompt order)."""
+    groups: list[list] = []
+    for rollout in rollouts:
+        if not groups or groups[-1][0].group_index != rollout.group_index:
+            groups.append([])
+        groups[-1].append(rollout)
+    slices = []
+    for start in range(0, len(groups), prompts_per_step):
+        chunk = groups[start:start + prompts_per_step]
+        slices.append([dataclasses.replace(r, group_index=g) for g, group in enumerate(chunk)
+                       for r in group])
+    return slices
+
+
+class OffPolicyLoop:
+    """Rounds of (generate k batches with one policy version, then k optimiser steps)."""
+
+    def __init__(self, session, on_row) -> None:
+        self.s = session
+        self.on_row = on_row
+        self.k = session.pipeline.offpolicy_steps
+
+    def run(self) -> None:
+        books = self.s.books
+        while books.step < self.s.config.max_steps and books.pool.active_count > 0:
+            steps = min(self.k, self.s.config.max_steps - books.step)
+            round_prompts = [i for _ in range(steps) for i in books.sample_prompts()]
+            batches = self._generate_round(round_prompts)
+            self._train_round(batches)
+        if books.step < self.s.config.max_steps:
+            self.s.log(f"stopped at step {books.step}: every training prompt left the pool")
+
+    def _generate_round(self, round_prompts: list[int]) -> list:
+        """One request per live generator (whole prompt groups each); failures re-dispatched."""
+        import ray
+
+        alive = [i for i, ok in enumerate(self.s.alive) if ok]
+        pending = {}
+        for part, chunk in enumerate(split_groups(round_prompts, len(alive))):
+            request = self.s.request(self.s.books.step * 1000 + part, chunk, in_flight=False)
+            pending[part] = (alive[part], request)
+        results: dict[int, object] = {}
+        refs = {}
+        while pending or refs:
+            for part, (index, request) in list(pending.items()):
+                refs[self.s.generators[index].generate.remote(request)] = (part, index, request,
+                                                                          time.time())
+                del pending[part]
+            done, _ = ray.wait(list(refs), num_returns=1)
+            part, index, request, dispatched_at = refs.pop(done[0])
+            try:
+                batch = ray.get(done[0])
+            except ray.exceptions.RayActorError as error:
+                self.s.generator_failed(index, error)
+                pending[part] = (index if self.s.alive[index] else self.s.alive.index(True), request)
+                continue
+            self.s.batch_finished(batch, dispatched_at)
+            results[part] = batch
+        return [results[part] for part in sorted(results)]
+
+    def _train_round(self, batches: list) -> None:
+        import ray
+
+        rollouts = [r for batch in batches for r in _regrouped(batch, offset=0)]
+        first = batches[0]
+        slices = slice_rounds(rollouts, self.s.config.sampling.prompts_per_step)
+        for position, rollout_slice in enumerate(slices):
+            batch = dataclasses.replace(
+                first, rollouts=tuple(rollout_slice),
+                weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0)
+            oldest = min(r.oldest_policy_version for r in rollout_slice)
+            if admit_batch(oldest, self.s.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
+                raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
+            self.s.books.update_pool(rollout_slice)
+            self.s.steps_committed += 1
+            result = ray.get(self.s.trainer.train.remote(rollout_slice))
+            row = self.s.complete_step(result, batch)
+            if self.on_row is not None:
+                self.on_row(row, self.s)
+
+
+def _regrouped(batch, offset: int) -> list:
+    """A batch's rollouts with group indices made unique across a round's batches."""
+    tag = batch.generator_id * 1_000_000 + batch.step * 10_000
+    return [dataclasses.replace(r, group_index=tag + r.group_index + offset) for r in batch.rollouts]
