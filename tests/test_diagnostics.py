@@ -68,14 +68,14 @@ def test_check_learning_rejects_gain_within_noise_only():
 
 
 def test_ceiling_rule_each_reason():
-    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.59, 0.61), 1.0, 1000.0)
+    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.54, 0.66), 1.0, 1000.0)
     assert ok and warning is None
     ok, warning = ceiling_identifiability(0.6, 0.2, 2000.0, (0.59, 0.61), 1.0, 1000.0)
     assert not ok and "before the fitted inflection" in warning and "~4e+03" in warning and "4.0 times" in warning
     ok, warning = ceiling_identifiability(1.0, 0.2, 100.0, (0.9, 1.0), 1.0, 1000.0)
     assert not ok and "upper bound" in warning
-    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.45, 0.9), 1.0, 1000.0)
-    assert not ok and "wider than half the gain" in warning
+    ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.5, 0.64), 1.0, 1000.0)
+    assert not ok and "wider than a third of the gain" in warning
 
 
 def test_fit_before_the_inflection_is_flagged_and_says_how_far_to_run():
