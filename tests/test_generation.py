@@ -1,0 +1,246 @@
+"""Rollout generation: determinism, the on-policy log-prob identity, stops, forced interruption,
+the in-flight weight-update hook, sampling filters and the pass-rate evaluation."""
+
+import copy
+import math
+
+import pytest
+import torch
+
+from scalerl.errors import InputError
+from scalerl.train.generation import (
+    evaluate_pass_rate,
+    generate_rollouts,
+    left_pad,
+    top_p_filter,
+)
+from scalerl.train.models import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.train.rollout import LengthControl, SamplingSettings
+from scalerl.train.tasks import TaskExample
+
+SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
+PROMPTS = ["12+47+30=", "5+6=", "123+4+56+7="]
+TRUNCATE = LengthControl(mode="truncate")
+
+
+def _generate(model, tokenizer, *, seed=0, max_new_tokens=24, length_control=TRUNCATE, hook=None,
+              num_generations=3, prompts=PROMPTS, fp32_head=True):
+    return generate_rollouts(
+        model, tokenizer, prompts, list(range(10, 10 + len(prompts))),
+        num_generations=num_generations,
+        sampling=SamplingSettings(max_new_tokens=max_new_tokens, fp32_head=fp32_head),
+        length_control=length_control, torch_generator=torch.Generator().manual_seed(seed),
+        weight_update_hook=hook,
+    )
+
+
+def _constant_logits_model(tokenizer, logits_by_token: dict[str, float]):
+    """A model whose next-token logits are fixed: the final norm outputs the unit vector e0 and
+    column 0 of the LM head holds the wanted logits (all other tokens get logit 0)."""
+    model, _ = build_tiny_model(SMALL)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        for token, logit in logits_by_token.items():
+            model.lm_head.weight[tokenizer.convert_tokens_to_ids(token), 0] = logit
+
+    def unit_hidden(module, inputs, output):
+        hidden = torch.zeros_like(output)
+        hidden[..., 0] = 1.0
+        return hidden
+
+    model.model.norm.register_forward_hook(unit_hidden)
+    return model
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return build_tiny_model(SMALL, seed=1)
+
+
+def test_same_generator_seed_gives_the_same_rollouts(policy):
+    model, tokenizer = policy
+    first, second = _generate(model, tokenizer, seed=5), _generate(model, tokenizer, seed=5)
+    assert first == second
+    assert first != _generate(model, tokenizer, seed=6)
+
+
+def test_rollouts_are_grouped_by_prompt(policy):
+    model, tokenizer = policy
+    rollouts = _generate(model, tokenizer)
+    assert [r.group_index for r in rollouts] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert [r.prompt_index for r in rollouts] == [10, 10, 10, 11, 11, 11, 12, 12, 12]
+    assert rollouts[3].prompt_token_ids == tuple(tokenizer("5+6=")["input_ids"])
+    assert all(r.reward == 0.0 for r in rollouts)
+
+
+def test_generator_logprobs_equal_a_fresh_teacher_forced_pass(policy):
+    model, tokenizer = policy
+    budgets = LengthControl(thinking_budget_min=4, thinking_budget_max=9)
+    rollouts = _generate(model, tokenizer, max_new_tokens=30, length_control=budgets)
+    assert any(r.interrupted for r in rollouts)  # forced tokens are covered too
+    for rollout in rollouts:
+        ids = torch.tensor([rollout.prompt_token_ids + rollout.completion_token_ids])
+        with torch.no_grad():
+            logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))
+        recorded = torch.tensor(rollout.generator_logprobs)
+        assert torch.allclose(logprobs[0, -len(recorded):], recorded, atol=1e-5)
+
+
+def test_fp32_head_shrinks_generator_trainer_mismatch_in_bf16():
+    """Generator: bf16 body (an inference engine); trainer: a float32 copy of the same weights.
+    With the FP32 head on both, bf16 rounding of the logits no longer adds to the mismatch."""
+    generator_model, tokenizer = build_tiny_model(SMALL, seed=2, dtype="bfloat16")
+    with torch.no_grad():
+        generator_model.lm_head.weight.mul_(30)  # trained models have large logits (~10)
+    trainer_model = copy.deepcopy(generator_model).float()
+    mismatch = {}
+    for fp32_head in (True, False):
+        rollouts = _generate(generator_model, tokenizer, max_new_tokens=20, fp32_head=fp32_head,
+                             num_generations=4)
+        sequences = [r.prompt_token_ids + r.completion_token_ids for r in rollouts]
+        ids, mask = left_pad(sequences, tokenizer.pad_token_id)
+        with torch.no_grad():
+            trainer = teacher_forced_logprobs(trainer_model, ids, mask, fp32_head=fp32_head)
+        errors = [
+            (trainer[row, -r.num_completion_tokens:] - torch.tensor(r.generator_logprobs)).abs()
+            for row, r in enumerate(rollouts)
+        ]
+        mismatch[fp32_head] = torch.cat(errors).mean().item()
+    assert mismatch[True] < 0.85 * mismatch[False]
+
+
+def test_eos_stops_a_sequence_and_is_not_truncated():
+    _, tokenizer = build_tiny_model(SMALL)
+    model = _constant_logits_model(tokenizer, {"<eos>": 30.0})
+    rollouts = _generate(model, tokenizer)
+    assert all(r.completion_token_ids == (tokenizer.eos_token_id,) for r in rollouts)
+    assert all(not r.truncated and r.completion_text == "" for r in rollouts)
+
+
+def test_sequences_without_eos_are_cut_and_flagged_truncated():
+    _, tokenizer = build_tiny_model(SMALL)
+    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
+    rollouts = _generate(model, tokenizer, max_new_tokens=7)
+    assert all(r.truncated and r.num_completion_tokens == 7 for r in rollouts)
+    assert not any(r.interrupted for r in rollouts)
+
+
+def test_mixed_stops_are_consistent(policy):
+    _, tokenizer = policy
+    model = _constant_logits_model(tokenizer, {"<eos>": 3.0})  # p(eos) ~ 0.16 per step
+    rollouts = _generate(model, tokenizer, max_new_tokens=10, num_generations=8)
+    assert {r.truncated for r in rollouts} == {True, False}
+    for r in rollouts:
+        ends_with_eos = r.completion_token_ids[-1] == tokenizer.eos_token_id
+        assert r.truncated == (not ends_with_eos)
+        assert r.truncated == (r.num_completion_tokens == 10) or not r.truncated
+        assert tokenizer.eos_token_id not in r.completion_token_ids[:-1]
+
+
+def test_forced_interruption_inserts_the_phrase_at_the_sampled_budget():
+    _, tokenizer = build_tiny_model(SMALL)
+    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
+    control = LengthControl(thinking_budget_min=5, thinking_budget_max=9, interruption_phrase="!!</think>")
+    rollouts = _generate(model, tokenizer, max_new_tokens=20, length_control=control, num_generations=6)
+    phrase_ids = tuple(tokenizer("!!</think>", add_special_tokens=False)["input_ids"])
+    budgets = set()
+    for r in rollouts:
+        assert r.interrupted
+        budget = next(i for i in range(len(r.loss_mask)) if r.loss_mask[i] == 0)
+        budgets.add(budget)
+        assert 5 <= budget <= 9
+        assert r.completion_token_ids[budget : budget + 3] == phrase_ids
+        assert r.loss_mask == (1,) * budget + (0,) * 3 + (1,) * (20 - budget - 3)
+        assert "!!</think>" in r.completion_text
+    assert len(budgets) > 1  # budgets are drawn per sequence
+
+
+def test_no_interruption_once_thinking_has_ended():
+    _, tokenizer = build_tiny_model(SMALL)
+    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": 30.0})
+    control = LengthControl(thinking_budget_min=3, thinking_budget_max=3)
+    rollouts = _generate(model, tokenizer, max_new_tokens=8, length_control=control)
+    assert not any(r.interrupted for r in rollouts)
+    assert all(set(r.loss_mask) == {1} for r in rollouts)
+
+
+def test_weight_update_hook_changes_versions_of_later_tokens_only(policy):
+    model, tokenizer = build_tiny_model(SMALL, seed=1)
+    reference = _generate(model, tokenizer, max_new_tokens=12)
+    calls = []
+
+    def hook():
+        calls.append(len(calls) + 1)
+        if len(calls) == 5:  # before decoding step 5: tokens 0..4 are already sampled
+            with torch.no_grad():
+                model.lm_head.weight.mul_(3.0)
+            return 7
+        return None
+
+    updated = _generate(model, tokenizer, max_new_tokens=12, hook=hook)
+    assert len(calls) == max(r.num_completion_tokens for r in updated) - 1
+    for before, after in zip(reference, updated):
+        n = after.num_completion_tokens
+        assert after.token_policy_versions == (0,) * min(5, n) + (7,) * max(0, n - 5)
+        assert after.completion_token_ids[:5] == before.completion_token_ids[:5]
+        assert after.generator_logprobs[:5] == before.generator_logprobs[:5]
+    assert any(r.generator_logprobs[5:] != s.generator_logprobs[5:] for r, s in zip(updated, reference))
+    assert min(r.oldest_policy_version for r in updated) == 0
+
+
+def test_policy_version_argument_is_recorded(policy):
+    model, tokenizer = policy
+    rollouts = generate_rollouts(
+        model, tokenizer, ["1+1="], [0], num_generations=2, sampling=SamplingSettings(max_new_tokens=4),
+        length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(0), policy_version=3,
+    )
+    assert all(set(r.token_policy_versions) == {3} for r in rollouts)
+
+
+def test_top_p_keeps_the_smallest_nucleus():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2]]))
+    assert torch.isfinite(top_p_filter(logits, 0.6)).tolist() == [[True, True, False]]
+    assert torch.isfinite(top_p_filter(logits, 0.5)).tolist() == [[True, False, False]]
+    assert torch.equal(top_p_filter(logits, 1.0), logits)
+
+
+def test_left_pad_aligns_real_tokens_right():
+    ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+
+
+def test_bad_arguments_raise_input_error(policy):
+    model, tokenizer = policy
+    with pytest.raises(InputError, match="prompt indices"):
+        generate_rollouts(model, tokenizer, ["1+1="], [0, 1], num_generations=1,
+                          sampling=SamplingSettings(), length_control=TRUNCATE,
+                          torch_generator=torch.Generator())
+
+
+class _EvenLengthTask:
+    """Reward +1 when the completion text has an even number of characters."""
+
+    name = "even"
+    train = ()
+    validation = ()
+
+    def reward(self, completion_text, example):
+        return 1.0 if len(completion_text) % 2 == 0 else -1.0
+
+
+def test_evaluate_pass_rate_is_the_mean_of_positive_rewards(policy):
+    model, tokenizer = policy
+    examples = [TaskExample(prompt=p, answer="") for p in PROMPTS]
+    sampling = SamplingSettings(max_new_tokens=9)
+    rate = evaluate_pass_rate(model, tokenizer, _EvenLengthTask(), examples, 4, sampling=sampling,
+                              length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(9),
+                              prompts_per_batch=2)
+    generator = torch.Generator().manual_seed(9)
+    rollouts = []
+    for batch in (PROMPTS[:2], PROMPTS[2:]):
+        rollouts += generate_rollouts(model, tokenizer, batch, list(range(len(batch))), num_generations=4,
+                                      sampling=sampling, length_control=TRUNCATE, torch_generator=generator)
+    expected = sum(len(r.completion_text) % 2 == 0 for r in rollouts) / 12
+    assert math.isclose(rate, expected)
+    assert 0 < rate < 1
