@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scalerl.cli import app, fit_window_limit, parse_compute_values, run_labels
+from scalerl.cli import app, fit_window_limit, main, parse_compute_values, run_labels
 from scalerl.cli_errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
@@ -277,6 +277,28 @@ def test_compare_decides_by_efficiency_within_the_margin(tmp_path):
     # a margin of 0 separates even nearly equal ceilings: the rule switches to the ceiling
     strict = strict_json(invoke("compare", slow, fast, "--json", "--margin", "0", *FAST).stdout)
     assert strict["decided_by"] == "ceiling"
+
+
+def run_main(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["scalerl", *map(str, args)])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def test_console_script_usage_errors_are_one_line_too(monkeypatch, capsys, run_csv):
+    for args, expected in [(["fit"], "Missing argument"), (["fit", run_csv, "--level", "abc"], "--level"),
+                           (["fitt"], "No such command")]:
+        code, out, err = run_main(monkeypatch, capsys, *args)
+        assert code == 2 and out == ""
+        assert err.count("\n") == 1 and err.startswith("error: ") and expected in err, err
+    code, out, err = run_main(monkeypatch, capsys, "fit", run_csv, "--json", *FAST)
+    assert code == 0 and strict_json(out)["n_points"] == GPU_HOURS.size - 1
+    code, out, err = run_main(monkeypatch, capsys, "fit", run_csv, "--fit-fraction", "2", "--json")
+    assert code == 2 and out == "" and err.startswith("error: --fit-fraction")
+    code, out, _ = run_main(monkeypatch, capsys, "fit", "--help")
+    assert code == 0 and "--fit-fraction" in out
 
 
 # --- plot ------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -16,7 +17,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from scalerl.cli_errors import exits_on_user_error
+from scalerl.cli_errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.readers import Curve, read_curve
 
@@ -306,8 +307,20 @@ def plot(
 
 
 def main() -> None:
-    """Console-script entry point (`scalerl`)."""
-    app()
+    """Console-script entry point (`scalerl`): usage errors too end as one `error: ...` line."""
+    try:
+        exit_code = app(standalone_mode=False)
+    except Exception as error:
+        # click's UsageError / BadParameter (typer may vendor click, so recognise them by shape)
+        if not (hasattr(error, "format_message") and hasattr(error, "exit_code")):
+            raise
+        if not error.format_message():  # bare `scalerl`: the help was shown already
+            sys.exit(error.exit_code)
+        command = getattr(getattr(error, "ctx", None), "command_path", "scalerl")
+        fail_message = f"{error.format_message()} (see '{command} --help')"
+        typer.echo(f"error: {' '.join(fail_message.split())}", err=True)
+        sys.exit(USER_ERROR_EXIT_CODE)
+    sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
 def _register_training_commands() -> None:
