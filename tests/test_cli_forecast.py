@@ -196,6 +196,7 @@ def bad_input_cases(tmp_path):
         "bad fraction": (["fit", good, "--fit-fraction", "1.5"], "--fit-fraction"),
         "bad plot suffix": (["fit", good, "--plot", tmp_path / "fig.jpg"], "extension"),
         "bad predict-at": (["fit", good, "--predict-at", "abc"], "--predict-at"),
+        "nan option": (["fit", good, "--target", "nan"], "--target must be a finite number"),
         "compare one run": (["compare", good], "at least two runs"),
         "plot missing file": (["plot", tmp_path / "nope.csv", "-o", tmp_path / "p.png"], "file not found"),
     }
@@ -204,7 +205,7 @@ def bad_input_cases(tmp_path):
 CASE_NAMES = [
     "missing file", "missing column", "nan", "inf", "negative compute", "too few points", "reward out of range",
     "corrupt jsonl", "empty file", "unknown format", "both windows", "bad fraction", "bad plot suffix",
-    "bad predict-at", "compare one run", "plot missing file",
+    "bad predict-at", "nan option", "compare one run", "plot missing file",
 ]
 
 

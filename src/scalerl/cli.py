@@ -80,6 +80,13 @@ def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
         )
 
 
+def check_finite_options(**values: float | None) -> None:
+    """Numeric options must be finite when given (typer accepts `nan` and `inf` as floats)."""
+    for name, value in values.items():
+        if value is not None and not np.isfinite(value):
+            raise InputError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+
+
 def run_labels(paths: list[Path]) -> list[str]:
     """Short distinct names for runs: the file stem, or parent/stem when stems collide."""
     stems = [path.stem if path.suffix else path.name for path in paths]
@@ -177,6 +184,7 @@ def fit(
     """Fit the ScaleRL sigmoid to one run and extrapolate it."""
     from scalerl.forecast import report
 
+    check_finite_options(r0=r0, min_x=min_x, fit_until=fit_until, fit_fraction=fit_fraction, target=target)
     predict_values = parse_compute_values(predict_at, "--predict-at")
     if plot is not None:
         from scalerl.forecast.plotting import check_figure_path
@@ -188,14 +196,7 @@ def fit(
     with progress(json_output, f"fitting {curve.source} ..."):
         result, held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
         payload = result.to_dict(level=level, predict_at=predict_values, target=target)
-        power_law_view = None
-        if power_law:
-            try:
-                power_law_view = fit_power_law_view(curve, limit, options, predict_values, level)
-            except FitError as error:
-                payload["warnings"].append(f"power law not fitted: {error}")
-    if power_law_view is not None:
-        payload["power_law"] = power_law_view
+        power_law_view = fit_power_law_view(curve, limit, options, predict_values, payload) if power_law else None
     if json_output:
         typer.echo(report.json_text(payload))
     else:
@@ -211,15 +212,23 @@ def fit(
             Console(stderr=True).print(f"figure written to {plot}")
 
 
-def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, level) -> dict | None:
-    """Fit the power law on the sigmoid's window; None (the caller warns) if it cannot be fitted."""
+def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, payload: dict) -> dict | None:
+    """Fit the power law on the sigmoid's window and add its view to `payload["power_law"]`.
+
+    A power law that cannot be fitted is not an error of the sigmoid fit: it becomes a warning.
+    """
     from scalerl.forecast import report
     from scalerl.forecast.power_law import fit_power_law
 
     keep = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
-    result = fit_power_law(curve.compute[keep], curve.reward[keep], min_compute=options["min_compute"],
-                           reward_range=options["reward_range"], loss=options["loss"])
-    return report.power_law_payload(result, predict_at, level)
+    try:
+        result = fit_power_law(curve.compute[keep], curve.reward[keep], min_compute=options["min_compute"],
+                               reward_range=options["reward_range"], loss=options["loss"])
+    except FitError as error:
+        payload["warnings"].append(f"power law not fitted: {error}")
+        return None
+    payload["power_law"] = report.power_law_payload(result, predict_at, options["level"])
+    return payload["power_law"]
 
 
 @app.command()
