@@ -100,6 +100,13 @@ def test_jsonl_keeps_only_rows_with_both_columns(tmp_path):
     np.testing.assert_array_equal(curve.reward, [0.1, 0.3])
 
 
+def test_jsonl_nested_objects_give_slash_names(tmp_path):
+    rows = [{"step": 1, "val": {"pass_rate": 0.2}}, {"step": 2, "val": {"pass_rate": 0.4, "n": 100}}]
+    curve = read_curve(write(tmp_path / "m.jsonl", "\n".join(json.dumps(row) for row in rows)))
+    assert (curve.x_name, curve.y_name) == ("step", "val/pass_rate")
+    np.testing.assert_array_equal(curve.reward, [0.2, 0.4])
+
+
 def test_json_array_of_objects(tmp_path):
     path = write(tmp_path / "m.json", json.dumps([{"tokens": 10, "reward": 0.1}, {"tokens": 20, "reward": 0.2}]))
     curve = read_curve(path)

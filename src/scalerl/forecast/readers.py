@@ -140,11 +140,26 @@ def parse_json_table(text: str, path: Path) -> RawTable:
 
 def _records_to_table(numbered_records, path: Path) -> RawTable:
     names: dict[str, None] = {}
+    flat_records = []
     for line_number, record in numbered_records:
         if not isinstance(record, dict):
             raise InputError(f"line {line_number} of {path} is not a JSON object")
-        names.update(dict.fromkeys(record))
-    return {name: [record.get(name) for _, record in numbered_records] for name in names}
+        flat = flatten_record(record)
+        names.update(dict.fromkeys(flat))
+        flat_records.append(flat)
+    return {name: [record.get(name) for record in flat_records] for name in names}
+
+
+def flatten_record(record: dict, prefix: str = "") -> dict:
+    """Nested objects become `/`-joined names, as loggers spell them: {"val": {"pass_rate": x}} -> val/pass_rate."""
+    flat = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten_record(value, prefix=f"{name}/"))
+        else:
+            flat[name] = value
+    return flat
 
 
 def choose_column(table: RawTable, requested: str | None, defaults, axis: str, source: str) -> str:
