@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scalerl.cli import app, fit_window_limit, main, parse_compute_values, run_labels
+from scalerl.cli import app, extrapolation_target, fit_window_limit, main, parse_compute_values, run_labels
 from scalerl.cli_errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
@@ -328,6 +328,13 @@ def test_fit_window_limit_known_answers():
     assert fit_window_limit(compute, 15.0, None) == 15.0
     with pytest.raises(InputError, match="not both"):
         fit_window_limit(compute, 15.0, 0.5)
+
+
+def test_extrapolation_target_known_answers():
+    assert extrapolation_target([], None, 100.0) is None
+    assert extrapolation_target([50.0, 300.0], 200.0, 100.0) == 300.0
+    assert extrapolation_target([50.0], 5000.0, 100.0) == 5000.0
+    assert extrapolation_target([50.0], 1e9, 100.0) == 50.0  # a far-off target would hide the data
 
 
 def test_parse_compute_values_and_run_labels(tmp_path):

@@ -29,6 +29,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
+MAX_PLOT_EXTRAPOLATION = 100.0
 X_HELP = "Compute column (default: first of gpu_hours, compute, flops, tokens, step, _step)."
 Y_HELP = "Reward column (default: first of val_pass_rate, val/pass_rate, reward)."
 
@@ -132,6 +133,7 @@ def fit_curve(curve: Curve, *, fit_limit=None, **fit_options):
 
 
 def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse) -> dict:
+    """Command-line options as fit_sigmoid keywords (None: leave the library default)."""
     return {
         "r0": r0,
         "min_compute": min_x,
@@ -143,10 +145,15 @@ def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_c
     }
 
 
-def extrapolation_target(predict_at: list[float], compute_to_target: float | None) -> float | None:
-    """How far a `fit --plot` figure extends: the furthest prediction or the target's compute."""
+def extrapolation_target(predict_at: list[float], compute_to_target: float | None,
+                         max_compute: float) -> float | None:
+    """How far a `fit --plot` figure extends: the furthest prediction or the target's compute.
+
+    A target compute more than MAX_PLOT_EXTRAPOLATION times beyond the data is left out: a curve
+    drawn over many empty decades hides the data.
+    """
     candidates = [value for value in predict_at if value > 0]
-    if compute_to_target is not None and np.isfinite(compute_to_target):
+    if compute_to_target is not None and compute_to_target <= MAX_PLOT_EXTRAPOLATION * max_compute:
         candidates.append(compute_to_target)
     return max(candidates) if candidates else None
 
@@ -206,7 +213,7 @@ def fit(
         from scalerl.forecast.plotting import plot_fit
 
         plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level,
-                 target_compute=extrapolation_target(predict_values, payload["compute_to_target"]),
+                 target_compute=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
                  x_label=curve.x_name, y_label=curve.y_name)
         if not json_output:
             Console(stderr=True).print(f"figure written to {plot}")
