@@ -152,11 +152,13 @@ def test_fit_reads_jsonl_metrics_with_sparse_eval_rows(tmp_path):
 
 
 def test_fit_reads_a_tensorboard_run(tmp_path):
-    from test_readers import write_event_file
+    from tensorboard.summary import Writer
 
-    rewards = synthetic_rewards(GPU_HOURS)
-    run_dir = write_event_file(tmp_path / "tb", {int(c): {"val/pass_rate": float(r)} for c, r in zip(GPU_HOURS, rewards)})
-    result = invoke("fit", run_dir, "--x", "step", "--json", *FAST)
+    writer = Writer(str(tmp_path / "tb"))
+    for gpu_hours, reward in zip(GPU_HOURS, synthetic_rewards(GPU_HOURS)):
+        writer.add_scalar("val/pass_rate", float(reward), int(gpu_hours))
+    writer.close()
+    result = invoke("fit", tmp_path / "tb", "--x", "step", "--json", *FAST)
     assert result.exit_code == 0, result.output
     assert strict_json(result.stdout)["params"]["A"] == pytest.approx(TRUE["A"], abs=0.02)
 
