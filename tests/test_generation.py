@@ -52,6 +52,15 @@ def _constant_logits_model(tokenizer, logits_by_token: dict[str, float]):
     return model
 
 
+@pytest.fixture(autouse=True)
+def single_thread():
+    """Tiny matrices: one thread is faster, and far faster when the cores are shared."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def policy():
     return build_tiny_model(SMALL, seed=1)
