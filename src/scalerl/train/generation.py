@@ -20,17 +20,10 @@ from typing import Callable, Sequence
 import torch
 
 from scalerl.errors import InputError
+from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.train.models import policy_forward, positions_from_mask
 from scalerl.train.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.train.tasks import Task, TaskExample
-
-try:
-    from scalerl.rl.length_control import sample_interruption_budget
-except ImportError:  # scalerl.rl not installed alongside: same draw, uniform and inclusive
-
-    def sample_interruption_budget(min_tokens: int, max_tokens: int, rng: torch.Generator) -> int:
-        return int(torch.randint(min_tokens, max_tokens + 1, (1,), generator=rng).item())
-
 
 WeightUpdateHook = Callable[[], "int | None"]
 
@@ -194,19 +187,19 @@ def _decode(
         )
         cache = output.past_key_values
         logits = output.logits[:, -1, :]
-        sampled = sample_next_tokens(logits, sampling, generator)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        for row, state in enumerate(states):
-            if state.finished:
-                continue
-            forced = bool(state.forced)
-            token = state.forced.pop(0) if forced else int(sampled[row])
-            sampled[row] = token
-            _record_token(state, token, float(log_probs[row, token]), version, forced,
-                          eos_ids, think_end_ids, length_control, phrase_ids)
+        tokens = sample_next_tokens(logits, sampling, generator).tolist()
+        is_forced = [bool(state.forced) and not state.finished for state in states]
+        tokens = [state.forced.pop(0) if forced else token
+                  for state, token, forced in zip(states, tokens, is_forced)]
+        token_ids = torch.tensor(tokens, dtype=torch.long, device=logits.device)
+        chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])
+        for state, token, logprob, forced in zip(states, tokens, chosen_logprobs[:, 0].tolist(), is_forced):
+            if not state.finished:
+                _record_token(state, token, logprob, version, forced,
+                              eos_ids, think_end_ids, length_control, phrase_ids)
         if all(state.finished for state in states):
             return
-        input_ids = sampled.unsqueeze(-1)
+        input_ids = token_ids.unsqueeze(-1)
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(states), 1))], dim=1)
         positions = next_positions
         next_positions = next_positions + 1
@@ -244,14 +237,16 @@ def evaluate_pass_rate(
     """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation)."""
     if not prompts:
         raise InputError("evaluate_pass_rate needs at least one prompt")
-    generator = torch_generator if torch_generator is not None else torch.Generator().manual_seed(0)
+    if torch_generator is None:
+        device = next(model.parameters()).device
+        torch_generator = torch.Generator(device=device).manual_seed(0)
     num_correct = 0
     for start in range(0, len(prompts), prompts_per_batch):
         batch = list(prompts[start : start + prompts_per_batch])
         rollouts = generate_rollouts(
             model, tokenizer, [example.prompt for example in batch], list(range(len(batch))),
             num_generations=samples_per_prompt, sampling=sampling,
-            length_control=length_control, torch_generator=generator,
+            length_control=length_control, torch_generator=torch_generator,
         )
         num_correct += sum(
             task.reward(rollout.completion_text, batch[rollout.prompt_index]) > 0 for rollout in rollouts
