@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -82,11 +83,11 @@ class FitResult:
     fixed: tuple = ("R0",)
     collapse_compute: float | None = None
     loss: str = "linear"
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for name in ("compute", "reward", "param_draws", "noise_draws"):
             object.__setattr__(self, name, _read_only(getattr(self, name)))
+        object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
