@@ -93,3 +93,12 @@ def test_fit_past_the_inflection_is_identified():
     reward = reward + np.random.default_rng(1).normal(0, 0.01, compute.size) * (compute > 0)
     fit = fit_sigmoid(compute, reward, n_bootstrap=60)
     assert fit.ceiling_identified and not fit.warnings
+
+
+def test_sparse_steep_rise_is_not_called_flat():
+    # Successive differences of this run suggest noise sd ~0.09 (the trend inflates them); the
+    # residuals of the fit do not, so the 0.24 gain counts as learning.
+    reward = np.array([0.147, 0.36, 0.43, 0.357, 0.34, 0.433])
+    assert point_noise_sd(reward) > 0.08
+    fit = fit_sigmoid(np.arange(6.0), reward, n_bootstrap=30)
+    assert fit.a > 0.35
