@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from scalerl.errors import InputError
+from scalerl.errors import ConfigError, InputError
 from scalerl.train.generation import (
     evaluate_pass_rate,
     generate_rollouts,
@@ -15,7 +15,7 @@ from scalerl.train.generation import (
     top_p_filter,
 )
 from scalerl.train.models import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
-from scalerl.train.rollout import LengthControl, SamplingSettings
+from scalerl.train.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.train.tasks import TaskExample
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
@@ -253,3 +253,29 @@ def test_evaluate_pass_rate_is_the_mean_of_positive_rewards(policy):
     expected = sum(len(r.completion_text) % 2 == 0 for r in rollouts) / 12
     assert math.isclose(rate, expected)
     assert 0 < rate < 1
+
+
+def test_rollout_defaults_validation_and_staleness():
+    rollout = Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1,), completion_token_ids=(7, 8, 2),
+                      generator_logprobs=(-1.0, -2.0, -0.5), token_policy_versions=(4, 5, 5), reward=0.0,
+                      truncated=False, interrupted=False, completion_text="78")
+    assert rollout.loss_mask == (1, 1, 1)
+    assert rollout.oldest_policy_version == 4
+    assert rollout.with_reward(1).reward == 1.0 and rollout.reward == 0.0
+    with pytest.raises(InputError, match="token_policy_versions has 2 entries for 3"):
+        Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1,), completion_token_ids=(7, 8, 2),
+                generator_logprobs=(-1.0, -2.0, -0.5), token_policy_versions=(4, 5), reward=0.0,
+                truncated=False, interrupted=False, completion_text="78")
+
+
+def test_sampling_and_length_settings_are_validated():
+    with pytest.raises(ConfigError, match="top_p"):
+        SamplingSettings(top_p=0.0)
+    with pytest.raises(ConfigError, match="temperature"):
+        SamplingSettings(temperature=0.0)
+    with pytest.raises(ConfigError, match="interrupt, truncate, penalty"):
+        LengthControl(mode="cut")
+    with pytest.raises(ConfigError, match="thinking budgets"):
+        LengthControl(thinking_budget_min=10, thinking_budget_max=5)
+    with pytest.raises(ConfigError, match="must end with"):
+        LengthControl(interruption_phrase="stop now")

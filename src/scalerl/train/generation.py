@@ -76,6 +76,11 @@ class _SequenceState:
     finished: bool = False
 
 
+def _encode(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` alone, without BOS/EOS."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
     ids = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
     configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -125,7 +130,7 @@ def generate_rollouts(
     policy_version: int = 0,
     weight_update_hook: WeightUpdateHook | None = None,
 ) -> list[Rollout]:
-    """Sample `num_generations` completions for each prompt; rewards are left at 0.0.
+    """Sample `num_generations` completions for each prompt text; rewards are left at 0.0.
 
     Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
     Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
@@ -147,15 +152,14 @@ def generate_rollouts(
         )
         for _ in sequences
     ]
-    encode = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             _decode(
                 model, sequences, states, sampling, torch_generator, policy_version,
-                weight_update_hook, _eos_ids(model, tokenizer), encode(length_control.think_end_text),
-                length_control, encode(length_control.interruption_phrase), tokenizer.pad_token_id,
+                weight_update_hook, _eos_ids(model, tokenizer), _encode(tokenizer, length_control.think_end_text),
+                length_control, _encode(tokenizer, length_control.interruption_phrase), tokenizer.pad_token_id,
             )
     finally:
         model.train(was_training)

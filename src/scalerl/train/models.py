@@ -87,8 +87,9 @@ def build_tiny_model(
 
 
 def save_model(model: torch.nn.Module, tokenizer: object, directory: str | os.PathLike) -> Path:
-    """Write weights (safetensors), config and tokenizer to `directory`, atomically: everything
-    goes to a temporary sibling directory first, which then replaces `directory`."""
+    """Write weights (safetensors), config and tokenizer to `directory`. Everything goes to a
+    temporary sibling directory first, renamed into place once complete, so a crash never leaves
+    a half-written model at `directory` (an old one there is removed just before the rename)."""
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -141,7 +142,7 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Position ids for left-padded rows: position = (number of real tokens before) , pads get 0."""
+    """Position ids for left-padded rows: position = number of real tokens before; pads get 0."""
     return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from scalerl.errors import ConfigError
+from scalerl.errors import ConfigError, InputError
 
 LENGTH_CONTROL_MODES = ("interrupt", "truncate", "penalty")
 
@@ -49,7 +49,7 @@ class Rollout:
         }
         for field_name, length in lengths.items():
             if length != n_tokens:
-                raise ValueError(
+                raise InputError(
                     f"Rollout.{field_name} has {length} entries for {n_tokens} completion tokens"
                 )
 
@@ -93,6 +93,9 @@ class LengthControl:
       uniformly in [thinking_budget_min, thinking_budget_max] tokens; a sequence still inside its
       thinking section (no `think_end_text` emitted yet) when its completion reaches the budget gets
       `interruption_phrase` appended (forced tokens, loss_mask 0) and continues with the answer.
+      The end of thinking is detected on token ids: the completion ends with the ids of
+      `think_end_text` encoded alone (one token for the built-in tokenizer and for reasoning models
+      that register the tag as a special token).
     - "truncate": sequences are simply cut at max_new_tokens (truncated=True).
     - "penalty": generation as "truncate"; the caller applies a length penalty to the reward.
     """

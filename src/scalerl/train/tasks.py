@@ -109,7 +109,9 @@ def _random_example(settings: ArithmeticSettings, rng: random.Random) -> TaskExa
     return arithmetic_example(operands, operations)
 
 
-def _unique_examples(count: int, settings, rng: random.Random, exclude: set[str]) -> list[TaskExample]:
+def _unique_examples(
+    count: int, settings: ArithmeticSettings, rng: random.Random, exclude: set[str]
+) -> list[TaskExample]:
     examples: list[TaskExample] = []
     while len(examples) < count:
         example = _random_example(settings, rng)
