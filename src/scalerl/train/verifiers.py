@@ -69,15 +69,17 @@ def parse_number(text: str) -> Fraction | None:
 def math_equal(predicted: str, reference: str) -> bool:
     """Mathematical equality of two answers.
 
-    Uses the `math-verify` package when installed; otherwise compares exact rational values when
-    both sides parse as numbers, else the answers with LaTeX wrappers and spaces removed.
+    True when the `math-verify` package (if installed) proves them equal, or when both sides parse
+    as the same exact rational number, or when they match with LaTeX wrappers and spaces removed.
+    math-verify parses LaTeX and plain numbers but not every plain-text expression, hence the
+    fallbacks.
     """
     try:
         import math_verify
     except ImportError:
         math_verify = None
-    if math_verify is not None:
-        return bool(math_verify.verify(math_verify.parse(reference), math_verify.parse(predicted)))
+    if math_verify is not None and math_verify.verify(math_verify.parse(reference), math_verify.parse(predicted)):
+        return True
     predicted_value, reference_value = parse_number(predicted), parse_number(reference)
     if predicted_value is not None and reference_value is not None:
         return predicted_value == reference_value
