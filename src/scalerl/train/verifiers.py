@@ -3,6 +3,8 @@ exactly or math-verify-style ("1/2" == "0.5" == "\\frac{1}{2}"). Reward is +1 / 
 
 from __future__ import annotations
 
+import threading
+
 import re
 from fractions import Fraction
 from typing import Callable
@@ -78,12 +80,20 @@ def math_equal(predicted: str, reference: str) -> bool:
         import math_verify
     except ImportError:
         math_verify = None
-    if math_verify is not None and math_verify.verify(math_verify.parse(reference), math_verify.parse(predicted)):
+    if math_verify is not None and _math_verify_equal(math_verify, predicted, reference):
         return True
     predicted_value, reference_value = parse_number(predicted), parse_number(reference)
     if predicted_value is not None and reference_value is not None:
         return predicted_value == reference_value
     return _strip_latex_wrappers(predicted) == _strip_latex_wrappers(reference)
+
+
+def _math_verify_equal(math_verify, predicted: str, reference: str) -> bool:
+    """math-verify's verdict; its timeouts use SIGALRM, which only the main thread may set."""
+    timeout = 5 if threading.current_thread() is threading.main_thread() else None
+    gold = math_verify.parse(reference, parsing_timeout=timeout)
+    answer = math_verify.parse(predicted, parsing_timeout=timeout)
+    return bool(math_verify.verify(gold, answer, timeout_seconds=timeout))
 
 
 ANSWER_CHECKS: dict[str, Callable[[str, str], bool]] = {"exact": exact_match, "math": math_equal}
