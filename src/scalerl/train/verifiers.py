@@ -3,9 +3,8 @@ exactly or math-verify-style ("1/2" == "0.5" == "\\frac{1}{2}"). Reward is +1 / 
 
 from __future__ import annotations
 
-import threading
-
 import re
+import threading
 from fractions import Fraction
 from typing import Callable
 
