@@ -48,6 +48,17 @@ class OffPolicyLoop:
         self.s = session
         self.on_row = on_row
         self.k = session.pipeline.offpolicy_steps
+        self.pending = None  # (train ObjectRef, batch) between submission and booking
+        session.loop = self
+
+    def drain(self) -> None:
+        """Book the optimiser step in progress on the trainer (after an interrupt)."""
+        import ray
+
+        if self.pending is not None:
+            train_ref, batch = self.pending
+            self.pending = None
+            self.s.complete_step(ray.get(train_ref), batch)
 
     def run(self) -> None:
         books = self.s.books
@@ -81,7 +92,8 @@ class OffPolicyLoop:
                 batch = ray.get(done[0])
             except ray.exceptions.RayActorError as error:
                 self.s.generator_failed(index, error)
-                pending[part] = (index if self.s.alive[index] else self.s.alive.index(True), request)
+                back = self.s.wait_until_back(index)
+                pending[part] = (index if back else self.s.alive.index(True), request)
                 continue
             self.s.batch_finished(batch, dispatched_at)
             results[part] = batch
@@ -102,7 +114,9 @@ class OffPolicyLoop:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
             self.s.books.update_pool(rollout_slice)
             self.s.steps_committed += 1
-            result = ray.get(self.s.trainer.train.remote(rollout_slice))
+            self.pending = (self.s.trainer.train.remote(rollout_slice), batch)
+            result = ray.get(self.pending[0])
+            self.pending = None
             row = self.s.complete_step(result, batch)
             if self.on_row is not None:
                 self.on_row(row, self.s)

@@ -105,23 +105,64 @@ class PipelineSession:
         self.window_start = time.time()
         self._model_shape = None
 
+    def busy_generators(self) -> list[int]:
+        """Indices of the generators still working on a batch right now (tests, progress)."""
+        import ray
+
+        generating = getattr(getattr(self, "loop", None), "generating", {})
+        if not generating:
+            return []
+        _, running = ray.wait(list(generating), num_returns=len(generating), timeout=0)
+        return sorted({generating[ref][0] for ref in running})
+
     def log(self, message: str) -> None:
         self.log_lines.append(message)
         self._log(message)
 
     def generator_failed(self, index: int, error: Exception) -> None:
-        """A generator actor died: Ray restarts it (max_restarts); the run goes on with the rest."""
+        """A generator's batch failed because the actor died: count it and say so in the log.
+
+        Ray restarts the actor (up to max_generator_restarts); the batch is generated again.
+        """
         self.failures[index] += 1
-        if self.failures[index] > self.pipeline.max_generator_restarts:
-            self.alive[index] = False
-            self.log(f"warning: generator {index} died {self.failures[index]} times; continuing "
-                     f"without it ({sum(self.alive)} left): {type(error).__name__}")
-        else:
-            self.log(f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
-                     f"(restart {self.failures[index]} of {self.pipeline.max_generator_restarts}); "
-                     "its batch is generated again")
+        self.log(f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
+                 f"(failure {self.failures[index]}, max_restarts "
+                 f"{self.pipeline.max_generator_restarts}); its batch is generated again, the run "
+                 "goes on with the other generators")
+
+    def generator_lost(self, index: int) -> None:
+        """Ray gave up restarting a generator: continue without it (or stop if none is left)."""
+        self.alive[index] = False
+        self.log(f"warning: generator {index} is gone for good; continuing with "
+                 f"{sum(self.alive)} generator(s)")
         if not any(self.alive):
             raise ScaleRLError("every generator actor died; the run cannot continue")
+
+    def probe(self, index: int):
+        """A cheap call that returns once generator `index` is back up."""
+        return self.generators[index].pid.remote()
+
+    def probe_result(self, index: int, probe_ref) -> bool | None:
+        """True: the generator is back; None: still restarting; False: gone for good."""
+        import ray
+
+        try:
+            pid = ray.get(probe_ref)
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(0.1)
+            return None
+        except ray.exceptions.RayActorError:
+            self.generator_lost(index)
+            return False
+        self.log(f"generator {index} is back (pid {pid})")
+        return True
+
+    def wait_until_back(self, index: int) -> bool:
+        """Block until generator `index` answers again (True) or is gone for good (False)."""
+        while True:
+            state = self.probe_result(index, self.probe(index))
+            if state is not None:
+                return state
 
     def request(self, step: int, prompt_indices, *, in_flight: bool) -> GenerationRequest:
         """A request for the next batch; continues the run's sampling stream when it is free."""
@@ -227,6 +268,9 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
             OffPolicyLoop(session, on_row).run()
     except KeyboardInterrupt:
         interrupted = True
+        loop = getattr(session, "loop", None)
+        if loop is not None:
+            loop.drain()  # the trainer's weights must be those of the step we checkpoint
         session.log(f"interrupted: writing a resumable checkpoint at step {session.books.step}")
         session.checkpoint()
     try:
@@ -256,15 +300,18 @@ class _AsyncLoop:
         self.ready: collections.deque = collections.deque()  # finished batches, arrival order
         self.training: collections.deque = collections.deque()  # (ObjectRef, batch, dropped)
         self.dropped_since_row: list = []  # stale batches: their generation is booked anyway
+        self.probing: dict = {}  # probe ObjectRef -> index of a generator being restarted
+        self.retry: collections.deque = collections.deque()  # requests of failed batches
         self.next_request_step = session.books.step
+        session.loop = self
 
     def idle_generators(self) -> list[int]:
-        busy = {index for index, _, _ in self.generating.values()}
+        busy = {index for index, _, _ in self.generating.values()} | set(self.probing.values())
         return [i for i, alive in enumerate(self.s.alive) if alive and i not in busy]
 
     def may_dispatch(self) -> bool:
         """The dispatch-time question to admit_batch ("wait"); a bounded queue under "drop"."""
-        outstanding = len(self.generating) + len(self.ready)
+        outstanding = len(self.generating) + len(self.ready) + len(self.retry)
         if (self.s.steps_committed + outstanding >= self.s.config.max_steps
                 or self.s.books.pool.active_count == 0):
             return False
@@ -303,10 +350,13 @@ class _AsyncLoop:
 
         while self.s.books.step < self.s.config.max_steps:
             for index in self.idle_generators():
-                if self.may_dispatch():
+                if self.retry:
+                    self.dispatch(index, self.retry.popleft())
+                elif self.may_dispatch():
                     self.dispatch(index)
             self.feed_trainer()
-            waiting = list(self.generating) + [ref for ref, _ in list(self.training)[:1]]
+            waiting = [*self.generating, *self.probing,
+                       *[ref for ref, _ in list(self.training)[:1]]]
             if not waiting:
                 break  # nothing left to generate or train: the pool ran dry
             done, _ = ray.wait(waiting, num_returns=1)
@@ -314,17 +364,31 @@ class _AsyncLoop:
         if self.s.books.step < self.s.config.max_steps:
             self.s.log(f"stopped at step {self.s.books.step}: every training prompt left the pool")
 
+    def drain(self) -> None:
+        """Book the optimiser steps already queued on the trainer (after an interrupt)."""
+        import ray
+
+        while self.training:
+            train_ref, batch = self.training.popleft()
+            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row)
+            self.dropped_since_row = []
+
     def handle(self, ref) -> None:
         import ray
 
+        if ref in self.probing:
+            index = self.probing.pop(ref)
+            if self.s.probe_result(index, ref) is None:
+                self.probing[self.s.probe(index)] = index
+            return
         if ref in self.generating:
             index, request, dispatched_at = self.generating.pop(ref)
             try:
                 batch = ray.get(ref)
             except ray.exceptions.RayActorError as error:
                 self.s.generator_failed(index, error)
-                target = index if self.s.alive[index] else self.s.alive.index(True)
-                self.dispatch(target, request)
+                self.retry.append(request)
+                self.probing[self.s.probe(index)] = index
                 return
             self.s.batch_finished(batch, dispatched_at)
             self.ready.append(batch)

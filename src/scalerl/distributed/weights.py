@@ -10,6 +10,7 @@ copies new weights into its model in place, so the sequences in progress keep th
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,7 +51,9 @@ def load_snapshot(model: torch.nn.Module, snapshot: WeightSnapshot) -> None:
     Raises KeyError if the snapshot lacks one of the model's tensors (a different architecture).
     """
     state = model.state_dict()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        # arrays from the object store are read-only; they are only read here (copied into place)
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         for name, target in state.items():
             source = torch.from_numpy(np.asarray(snapshot.arrays[name]))
             dtype = getattr(torch, snapshot.dtypes[name])

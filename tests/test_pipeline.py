@@ -1,0 +1,186 @@
+"""The Ray pipeline on a local 2-CPU Ray instance with the tiny model: k = 0 equivalence with the
+synchronous trainer, bounded lag, in-flight weight swaps, PPO-off-policy-k lags, a generator
+killed mid-run, Ctrl-C then resume. One Ray instance serves the whole module."""
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from scalerl.distributed.observability import PIPELINE_COLUMNS, strip_timing_columns
+from scalerl.distributed.settings import PipelineConfig
+from scalerl.errors import ConfigError
+from scalerl.train.config import TrainConfig
+from scalerl.train.metrics_log import TRAIN_COLUMNS, read_rows
+
+TINY_RUN = [
+    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
+    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3",
+    "generations_per_prompt=3", "max_new_tokens=16", "thinking_budget_min=6",
+    "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=50",
+    # length-penalty rewards vary with the length, so even the untrained model gets gradients
+    "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2",
+]
+
+
+def _config(*extra):
+    return TrainConfig().with_overrides([*TINY_RUN, *extra])
+
+
+def _pipeline(**overrides):
+    return PipelineConfig(**{"num_cpus": 2, **overrides})
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    yield ray
+    ray.shutdown()
+
+
+def _quiet(_message):
+    pass
+
+
+@pytest.mark.slow
+def test_importing_the_package_and_the_cpu_path_never_import_vllm():
+    code = ("import sys, scalerl.distributed, scalerl.distributed.pipeline, "
+            "scalerl.distributed.actors, scalerl.distributed.offpolicy; "
+            "assert 'vllm' not in sys.modules, 'vllm imported'; "
+            "assert 'ray' not in sys.modules, 'ray imported at import time'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pipeline_config_validation_names_the_field():
+    with pytest.raises(ConfigError, match="pipeline.mode"):
+        PipelineConfig(mode="fast")
+    with pytest.raises(ConfigError, match="pipeline.max_lag"):
+        PipelineConfig(max_lag=-1)
+    with pytest.raises(ConfigError, match="pipeline.on_stale"):
+        PipelineConfig(on_stale="skip")
+
+
+@pytest.mark.slow
+def test_k0_pipeline_reproduces_the_synchronous_trainer(ray_session, tmp_path):
+    from safetensors.torch import load_file
+
+    from scalerl.distributed.pipeline import run_pipeline
+    from scalerl.train.trainer import train
+
+    config = _config("max_steps=4", "eval_every=2", "checkpoint_every=2")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the actors run one thread each: same float reduction order
+    try:
+        train(config, tmp_path / "sync", show_progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe",
+                          keep_weights=True, log=_quiet)
+
+    sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
+    pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
+    assert [r["step"] for r in pipe_rows] == [0, 1, 2, 3, 4]
+    assert [strip_timing_columns(r) for r in pipe_rows] == [strip_timing_columns(r) for r in sync_rows]
+    assert all(r["policy_lag_max"] == 0 for r in pipe_rows[1:])
+    sync_weights = load_file(str(tmp_path / "sync" / "checkpoints" / "step_00000004" / "model.safetensors"))
+    for name, array in result.final_weights.arrays.items():
+        assert torch.allclose(torch.tensor(array), sync_weights[name], atol=1e-6), name
+    assert (tmp_path / "pipe" / "checkpoints" / "step_00000004" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_in_flight_update_tags_later_tokens_with_the_new_version(ray_session):
+    from scalerl.distributed import run_parts
+    from scalerl.distributed.actors import GeneratorWorker, remote_class
+    from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights
+
+    config = _config("sampling.length_control=truncate")
+    registry = remote_class(WeightRegistry, num_cpus=0).remote()
+    worker = GeneratorWorker(config, 0, registry, poll_interval_seconds=0.0)
+    new_model = copy.deepcopy(worker.model)
+    with torch.no_grad():
+        for parameter in new_model.parameters():
+            parameter.add_(0.05)
+    publish_weights(registry, worker.model, 0)
+    worker.subscriber.sync(worker.model, 0)
+    calls = []
+
+    def hook():  # hook call n runs before decoding step n; publish version 1 before step 4
+        calls.append(len(calls) + 1)
+        if len(calls) == 4:
+            publish_weights(registry, new_model, 1)
+        return worker.subscriber.maybe_update(worker.model)
+
+    rollouts, _ = run_parts.generate_step_rollouts(
+        worker.model, worker.tokenizer, worker.task, config, [0, 1], seed=0, rng_state=None,
+        policy_version=0, weight_update_hook=hook)
+    long_ones = [r for r in rollouts if r.num_completion_tokens > 4]
+    assert long_ones, "no sequence outlived the swap"
+    for rollout in rollouts:
+        versions = rollout.token_policy_versions
+        assert versions[:4] == (0,) * min(4, len(versions))
+        assert all(v == 1 for v in versions[4:])
+    swapped = snapshot_weights(worker.model, 1).arrays
+    assert all((swapped[name] == array).all()
+               for name, array in snapshot_weights(new_model, 1).arrays.items())
+    assert worker.subscriber.num_swaps == 2 and worker.subscriber.sync_seconds > 0
+    assert "vllm" not in sys.modules
+
+
+@pytest.mark.slow
+def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(ray_session, tmp_path):
+    from scalerl.distributed.pipeline import run_pipeline
+
+    killed = []
+
+    def kill_a_generator_mid_batch(row, session):
+        busy = session.busy_generators()
+        if busy and not killed:
+            killed.append(busy[0])
+            ray_session.kill(session.generators[busy[0]], no_restart=False)
+
+    max_lag = 2
+    # longer sequences: a batch takes long enough for the kill to land in the middle of one
+    config = _config("max_steps=6", "eval_every=3", "checkpoint_every=6", "max_new_tokens=48")
+    pipeline = _pipeline(mode="async", max_lag=max_lag, num_generators=2, generator_cpus=0.5)
+    lines = []
+    result = run_pipeline(config, pipeline, tmp_path, on_row=kill_a_generator_mid_batch,
+                          log=lines.append)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert killed, "no generator was ever caught in the middle of a batch"
+    assert result.steps_done == 6 and result.generator_failures == 1
+    assert any(f"generator {killed[0]} died" in line and "Ray restarts it" in line for line in lines)
+    assert [r["step"] for r in rows] == list(range(7))
+    assert [r["samples"] for r in rows] == [9 * step for step in range(7)]
+    for row in rows[1:]:
+        assert set(TRAIN_COLUMNS) | set(PIPELINE_COLUMNS) <= set(row)
+        assert 0 <= row["policy_lag_mean"] <= row["policy_lag_max"] <= max_lag
+        assert 0.0 <= row["generator_idle_fraction"] <= 1.0
+        assert 0.0 <= row["trainer_idle_fraction"] <= 1.0
+        assert row["weight_sync_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(ray_session, tmp_path):
+    from scalerl.distributed.pipeline import run_pipeline
+
+    def interrupt_at_step_2(row, _session):
+        if row["step"] == 2:
+            raise KeyboardInterrupt
+
+    config = _config("max_steps=4", "eval_every=2", "checkpoint_every=10")
+    pipeline = _pipeline(mode="ppo-offpolicy", offpolicy_steps=2)
+    first = run_pipeline(config, pipeline, tmp_path, on_row=interrupt_at_step_2, log=_quiet)
+    assert first.interrupted and first.steps_done == 2
+    assert (tmp_path / "checkpoints" / "step_00000002").is_dir()
+    second = run_pipeline(config, pipeline, tmp_path, resume=True, log=_quiet)
+    rows = read_rows(tmp_path / "metrics.jsonl")
+    assert not second.interrupted and [r["step"] for r in rows] == [0, 1, 2, 3, 4]
+    # slice j of a round of k = 2 batches is trained j versions after it was generated
+    assert [r["policy_lag_max"] for r in rows[1:]] == [0, 1, 0, 1]
+    assert [r["samples"] for r in rows] == [0, 9, 18, 27, 36]
+    # the second slice of a round waits for no generation: the generator sat idle
+    assert rows[2]["generator_idle_fraction"] == pytest.approx(1.0)
