@@ -92,6 +92,34 @@ def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_
     return float(r0), keep, collapse, warnings
 
 
+def _require_points(n_points, n_params, collapse_cut):
+    if n_points < n_params + 1:
+        where = " before the collapse" if collapse_cut else ""
+        raise FitError(
+            f"too few points to fit: {n_points} usable{where} after excluding R0 and warm-up, "
+            f"need at least {n_params + 1} for {n_params} parameters"
+        )
+
+
+def build_problem(fit_compute, fit_reward, r0, reward_range, loss, f_scale, fixed_a):
+    """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
+    compute_ref = float(fit_compute.max())
+    log_compute = np.log(fit_compute / compute_ref)
+    lower, upper = parameter_bounds(log_compute, fit_reward, r0, reward_range)
+    if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
+        raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
+    return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a), compute_ref
+
+
+def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level):
+    if problem.fixed_a is not None:
+        return True, None
+    tail = (1.0 - level) / 2.0
+    a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
+    c_mid = compute_ref * np.exp(theta_hat[2])
+    return ceiling_identifiability(theta_hat[0], problem.r0, c_mid, a_interval, problem.upper[0], compute_ref)
+
+
 def fit_sigmoid(
     compute,
     reward,
@@ -112,56 +140,36 @@ def fit_sigmoid(
 
     Bounded multi-start least squares on (A, B, log C_mid) in normalised log compute, seeded by a
     coarse grid; `loss` is any scipy robust loss ("linear", "soft_l1", "huber", ...), scaled by the
-    evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the default
-    level of the ceiling check. Raises FitError when too few points remain or the run is flat.
+    evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the level of
+    the ceiling check. Raises FitError when too few points remain or the run is flat.
     """
     _check_options(loss, level, n_bootstrap, min_compute)
     compute, reward = validate_curve(compute, reward, reward_range)
     r0, keep, collapse, warnings = select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor)
     fit_compute, fit_reward = compute[keep], reward[keep]
     n_params = 3 if fixed_a is None else 2
-    if fit_compute.size < n_params + 1:
-        where = " before the collapse" if collapse is not None and not fit_through_collapse else ""
-        raise FitError(
-            f"too few points to fit: {fit_compute.size} usable{where} after excluding R0 and warm-up, "
-            f"need at least {n_params + 1} for {n_params} parameters"
-        )
+    _require_points(fit_compute.size, n_params, collapse is not None and not fit_through_collapse)
     diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor)
-
-    compute_ref = float(fit_compute.max())
-    log_compute = np.log(fit_compute / compute_ref)
-    lower, upper = parameter_bounds(log_compute, fit_reward, r0, reward_range)
-    if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
-        raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
-    problem = SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, diff_noise, fixed_a)
+    problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a)
     theta_hat, _ = multi_start_fit(problem, n_starts)
     if theta_hat is None or not np.all(np.isfinite(theta_hat)):
         raise FitError("the optimiser failed to find a finite fit")
-
     noise_sd = residual_noise_sd(residuals(theta_hat, problem), n_params, noise_floor)
     # Differences overstate the noise on a steep curve sampled sparsely, residuals on a flat one
     # that the sigmoid bends to fit; the smaller is the fair yardstick for "no learning".
     check_learning(fit_reward, r0, min(diff_noise, noise_sd))
-    dof = student_t_dof(fit_compute.size, n_params)
+
     rng = np.random.default_rng(seed)
     theta_draws = bootstrap_theta(problem, theta_hat, noise_sd, int(n_bootstrap), rng)
     param_draws = np.column_stack([theta_draws[:, 0], theta_draws[:, 1], compute_ref * np.exp(theta_draws[:, 2])])
-    a_hat, b_hat, c_mid_hat = theta_hat[0], theta_hat[1], compute_ref * np.exp(theta_hat[2])
-
-    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
-    a_interval = tuple(np.quantile(param_draws[:, 0], [lo_q, hi_q]))
-    if fixed_a is None:
-        identified, warning = ceiling_identifiability(a_hat, r0, c_mid_hat, a_interval, upper[0], compute_ref)
-        if warning:
-            warnings.append(warning)
-    else:
-        identified = True
+    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level)
+    warnings += [warning] if warning else []
     if fit_compute.size == n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
-    stderr = {"A": float(np.std(param_draws[:, 0], ddof=1)), "B": float(np.std(param_draws[:, 1], ddof=1)),
-              "C_mid": float(np.std(param_draws[:, 2], ddof=1))}
+    dof = student_t_dof(fit_compute.size, n_params)
     return FitResult(
-        a=float(a_hat), b=float(b_hat), c_mid=float(c_mid_hat), r0=r0, stderr=stderr,
+        a=float(theta_hat[0]), b=float(theta_hat[1]), c_mid=float(compute_ref * np.exp(theta_hat[2])), r0=r0,
+        stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
         n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
         ceiling_identified=bool(identified), warnings=tuple(warnings), param_draws=param_draws,
         noise_sd=noise_sd, noise_dof=dof,
