@@ -8,6 +8,7 @@ from scalerl.forecast.diagnostics import (
     check_learning,
     detect_collapse,
     point_noise_sd,
+    running_plateau_peak,
 )
 from scalerl.forecast.fitting import fit_sigmoid
 
@@ -102,3 +103,19 @@ def test_sparse_steep_rise_is_not_called_flat():
     assert point_noise_sd(reward) > 0.08
     fit = fit_sigmoid(np.arange(6.0), reward, n_bootstrap=30)
     assert fit.a > 0.35
+
+
+def test_running_plateau_peak_uses_three_point_means_before_each_point():
+    peaks = running_plateau_peak([0.1, 0.5, 0.2, 0.3, 0.9, 0.0])
+    assert np.allclose(peaks, [0.1, 0.1, 0.1, 0.8 / 3, 1.0 / 3, 1.4 / 3])
+
+
+def test_collapse_rule_rarely_fires_on_long_noisy_healthy_runs():
+    rng = np.random.default_rng(11)
+    compute = np.linspace(0.0, 1.0, 61)
+    fired = 0
+    for _ in range(100):
+        a = rng.uniform(0.3, 0.9)
+        mean = sigmoid_reward(compute, a, rng.uniform(0.8, 3.0), 10 ** rng.uniform(-1.5, -0.5), 0.2 * a)
+        fired += detect_collapse(compute, rng.binomial(100, mean) / 100) is not None
+    assert fired <= 3
