@@ -41,3 +41,12 @@ def test_band_widens_with_extrapolation_and_contains_fit():
 def test_needs_four_positive_compute_points():
     with pytest.raises(FitError, match="too few"):
         fit_power_law([0, 1, 2, 3], [0.1, 0.2, 0.3, 0.35])
+
+
+def test_robust_loss_resists_an_outlier():
+    compute = np.geomspace(1.0, 1e4, 14)
+    reward = power_law_reward(compute, 0.8, 0.5, 0.4)
+    reward[6] = 0.05
+    plain = fit_power_law(compute, reward)
+    robust = fit_power_law(compute, reward, loss="soft_l1")
+    assert abs(robust.a - 0.8) < 0.01 < abs(plain.a - 0.8)

@@ -19,6 +19,7 @@ from scipy.stats import t as student_t
 
 from scalerl.errors import FitError
 from scalerl.forecast.curves import power_law_reward
+from scalerl.forecast.diagnostics import point_noise_sd
 from scalerl.forecast.fitting import validate_curve
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd
 
@@ -134,7 +135,7 @@ def fit_power_law(compute, reward, *, min_compute=None, reward_range=(0.0, 1.0),
     start = _grid_start(norm, reward, lower, upper)
     start = np.clip(start, lower + 1e-9, np.where(np.isfinite(upper), upper - 1e-9, start + 1.0))
     fit = least_squares(_residuals, start, jac=_jacobian, bounds=(lower, upper), args=(norm, reward),
-                        loss=loss, x_scale="jac", method="trf")
+                        loss=loss, f_scale=point_noise_sd(reward, noise_floor), x_scale="jac", method="trf")
     noise_sd = residual_noise_sd(fit.fun, 3, noise_floor)
     jac = _jacobian(fit.x, norm, reward)
     covariance = noise_sd**2 * np.linalg.pinv(jac.T @ jac)
