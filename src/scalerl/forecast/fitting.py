@@ -93,8 +93,10 @@ def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_
 
 
 def _require_points(n_points, n_params, collapse_cut):
+    """FitError unless there are more points than parameters; `collapse_cut` is the collapse
+    report when the fitted range ends at a collapse (else None)."""
     if n_points < n_params + 1:
-        where = " before the collapse" if collapse_cut else ""
+        where = f" before the collapse at compute {collapse_cut.onset_compute:.4g}" if collapse_cut else ""
         raise FitError(
             f"too few points to fit: {n_points} usable{where} after excluding R0 and warm-up, "
             f"need at least {n_params + 1} for {n_params} parameters"
@@ -148,7 +150,7 @@ def fit_sigmoid(
     r0, keep, collapse, warnings = select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor)
     fit_compute, fit_reward = compute[keep], reward[keep]
     n_params = 3 if fixed_a is None else 2
-    _require_points(fit_compute.size, n_params, collapse is not None and not fit_through_collapse)
+    _require_points(fit_compute.size, n_params, None if fit_through_collapse else collapse)
     diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor)
     problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a)
     theta_hat, _ = multi_start_fit(problem, n_starts)
