@@ -52,7 +52,7 @@ class CollapseReport:
 
     def message(self) -> str:
         return (
-            f"collapse: reward fell {self.drop:.3f} below its running peak {self.peak_reward:.3f} from compute "
+            f"collapse: reward fell {self.drop:.3f} below the level {self.peak_reward:.3f} it had reached, from compute "
             f"{self.onset_compute:.4g} on (threshold {self.threshold:.3f}); the run left the sigmoid after compute "
             f"{self.last_good_compute:.4g}"
         )
