@@ -98,9 +98,20 @@ def test_result_is_immutable():
         fit.param_draws[0, 0] = 1.0
 
 
+def test_as_many_points_as_parameters_fits_exactly_and_says_so():
+    compute = np.array([0.0, 100.0, 200.0, 400.0])
+    reward = sigmoid_reward(compute, 0.6, 2.0, 300.0, r0=0.1)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
+    assert fit.n_points == 3
+    assert np.allclose(fit.predict(compute[1:]), reward[1:], atol=1e-3)
+    assert any("only 3 points for 3 parameters" in w for w in fit.warnings)
+    low, high = fit.interval(400.0)
+    assert high - low > 0.01  # the band rests on the noise floor, never collapses to the fitted line
+
+
 def test_too_few_points_and_bad_input_raise():
     with pytest.raises(FitError, match="too few points"):
-        fit_sigmoid([0, 1, 2, 3], [0.1, 0.3, 0.4, 0.45])
+        fit_sigmoid([0, 1, 2], [0.1, 0.3, 0.4])
     with pytest.raises(InputError, match="non-decreasing"):
         fit_sigmoid([0, 3, 2, 4, 5], [0.1, 0.2, 0.3, 0.4, 0.5])
     with pytest.raises(InputError, match="NaN"):

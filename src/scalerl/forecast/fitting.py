@@ -93,13 +93,17 @@ def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_
 
 
 def _require_points(n_points, n_params, collapse_cut):
-    """FitError unless there are more points than parameters; `collapse_cut` is the collapse
-    report when the fitted range ends at a collapse (else None)."""
-    if n_points < n_params + 1:
+    """FitError when there are fewer points than parameters; `collapse_cut` is the collapse
+    report when the fitted range ends at a collapse (else None).
+
+    n = p is allowed (an exact fit: the intervals then rest on the noise floor alone and say so),
+    because an early forecast from three evaluations is what a user asks for at 25 % of a run.
+    """
+    if n_points < n_params:
         where = f" before the collapse at compute {collapse_cut.onset_compute:.4g}" if collapse_cut else ""
         raise FitError(
             f"too few points to fit: {n_points} usable{where} after excluding R0 and warm-up, "
-            f"need at least {n_params + 1} for {n_params} parameters"
+            f"need at least {n_params} for {n_params} parameters"
         )
 
 
@@ -166,7 +170,7 @@ def fit_sigmoid(
     param_draws = np.column_stack([theta_draws[:, 0], theta_draws[:, 1], compute_ref * np.exp(theta_draws[:, 2])])
     identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level)
     warnings += [warning] if warning else []
-    if fit_compute.size == n_params + 1:
+    if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
     dof = student_t_dof(fit_compute.size, n_params)
     return FitResult(
