@@ -59,6 +59,7 @@ class OffPolicyLoop:
             train_ref, batch = self.pending
             self.pending = None
             self.s.complete_step(ray.get(train_ref), batch)
+            self.s.flush(block=True)
 
     def run(self) -> None:
         books = self.s.books
@@ -117,9 +118,10 @@ class OffPolicyLoop:
             self.pending = (self.s.trainer.train.remote(rollout_slice), batch)
             result = ray.get(self.pending[0])
             self.pending = None
-            row = self.s.complete_step(result, batch)
-            if self.on_row is not None:
-                self.on_row(row, self.s)
+            self.s.complete_step(result, batch)
+            for row in self.s.flush(block=True):
+                if self.on_row is not None:
+                    self.on_row(row, self.s)
 
 
 def _regrouped(batch, offset: int) -> list:

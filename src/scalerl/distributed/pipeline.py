@@ -104,6 +104,8 @@ class PipelineSession:
         self.dropped_batches = 0
         self.window_start = time.time()
         self._model_shape = None
+        self.pending: collections.deque = collections.deque()  # [row, validation ref or None]
+        self.validation_seconds = 0.0
 
     def busy_generators(self) -> list[int]:
         """Indices of the generators still working on a batch right now (tests, progress)."""
@@ -178,9 +180,12 @@ class PipelineSession:
         else:
             self.books.in_flight -= 1
 
-    def complete_step(self, result, batch, dropped=(), running_since=()) -> dict:
-        """Book one optimiser step like the synchronous trainer, plus the pipeline columns;
-        validate and checkpoint at its cadence; append the metrics row."""
+    def complete_step(self, result, batch, dropped=(), running_since=()) -> None:
+        """Book one optimiser step like the synchronous trainer, plus the pipeline columns.
+
+        The row waits in `pending` for its validation (submitted now, so that it runs on this
+        step's weights before any later step) and is appended by `flush`.
+        """
         self.published_version = max(self.published_version, result.version)
         self.trainer_busy.add(result.started_at, result.finished_at)
         now = time.time()
@@ -193,28 +198,52 @@ class PipelineSession:
                                   result.publish_seconds + batch.weight_sync_seconds)
         row = self.books.step_row(result.version, batch.rollouts, result.stats, extras,
                                   model_shape=self.model_shape(),
-                                  dropped=[b.rollouts for b in dropped])
-        self._validate_into(row)
-        self.books.append(row)
-        if self.books.checkpoint_due(self.books.step):
-            self.checkpoint()
-        return row
+                                  dropped=[b.rollouts for b in dropped],
+                                  excluded_seconds=self.validation_seconds)
+        self.validation_seconds = 0.0
+        due = self.books.validation_due(row["step"])
+        self.pending.append([row, self.trainer.validate.remote() if due else None])
 
-    def _validate_into(self, row: dict) -> None:
+    def checkpoint_pending(self) -> bool:
+        """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
+        return any(self.books.checkpoint_due(row["step"]) for row, _ in self.pending)
+
+    def pending_refs(self) -> list:
+        return [ref for _, ref in self.pending if ref is not None]
+
+    def flush(self, *, block: bool = False) -> list[dict]:
+        """Append the pending rows whose validation is done, in step order; checkpoint on cadence.
+
+        Like the synchronous trainer, device_hours count training time: a validation's duration
+        is subtracted from the wall time of the step during which it ran.
+        """
         import ray
 
-        if self.books.validation_due(row["step"]):
-            pass_rate, started, finished = ray.get(self.trainer.validate.remote())
-            self.trainer_busy.add(started, finished)
-            row["val_pass_rate"] = pass_rate
+        written = []
+        while self.pending:
+            row, ref = self.pending[0]
+            if ref is not None:
+                if not block and not ray.wait([ref], timeout=0)[0]:
+                    break
+                pass_rate, started, finished = ray.get(ref)
+                self.trainer_busy.add(started, finished)
+                self.validation_seconds += finished - started
+                row["val_pass_rate"] = pass_rate
+            self.pending.popleft()
+            self.books.append(row)
+            if self.books.checkpoint_due(row["step"]):
+                self.checkpoint()
+            written.append(row)
+        return written
 
     def initial_validation(self) -> None:
         """Step 0's row (R0), as the synchronous trainer writes it."""
-        row = self.books.initial_row()
-        self._validate_into(row)
-        self.books.append(row)
+        self.pending.append([self.books.initial_row(), self.trainer.validate.remote()])
+        self.flush(block=True)
+        self.validation_seconds = 0.0
 
     def checkpoint(self) -> None:
+        """The synchronous trainer's checkpoint of the last written step (trainer idle here)."""
         import ray
 
         ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), self.books.step,
@@ -330,7 +359,7 @@ class _AsyncLoop:
 
     def feed_trainer(self) -> None:
         """Admit (or drop) finished batches in arrival order and queue them on the trainer."""
-        while self.ready and len(self.training) <= self.k:
+        while self.ready and not self.training and not self.s.checkpoint_pending():
             batch = self.ready.popleft()
             decision = admit_batch(batch.oldest_policy_version, self.s.steps_committed, self.k,
                                    self.on_stale)
@@ -348,19 +377,21 @@ class _AsyncLoop:
     def run(self) -> None:
         import ray
 
-        while self.s.books.step < self.s.config.max_steps:
+        while self.s.books.step < self.s.config.max_steps or self.training:
             for index in self.idle_generators():
                 if self.retry:
                     self.dispatch(index, self.retry.popleft())
                 elif self.may_dispatch():
                     self.dispatch(index)
             self.feed_trainer()
-            waiting = [*self.generating, *self.probing,
-                       *[ref for ref, _ in list(self.training)[:1]]]
+            waiting = [*self.generating, *self.probing, *[ref for ref, _ in self.training],
+                       *self.s.pending_refs()]
             if not waiting:
                 break  # nothing left to generate or train: the pool ran dry
             done, _ = ray.wait(waiting, num_returns=1)
             self.handle(done[0])
+            self.emit(self.s.flush())
+        self.emit(self.s.flush(block=True))
         if self.s.books.step < self.s.config.max_steps:
             self.s.log(f"stopped at step {self.s.books.step}: every training prompt left the pool")
 
@@ -372,6 +403,12 @@ class _AsyncLoop:
             train_ref, batch = self.training.popleft()
             self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row)
             self.dropped_since_row = []
+        self.s.flush(block=True)
+
+    def emit(self, rows: list[dict]) -> None:
+        if self.on_row is not None:
+            for row in rows:
+                self.on_row(row, self.s)
 
     def handle(self, ref) -> None:
         import ray
@@ -393,9 +430,9 @@ class _AsyncLoop:
             self.s.batch_finished(batch, dispatched_at)
             self.ready.append(batch)
             return
-        train_ref, batch = self.training.popleft()
-        running = [dispatched for _, _, dispatched in self.generating.values()]
-        row = self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row, running)
-        self.dropped_since_row = []
-        if self.on_row is not None:
-            self.on_row(row, self.s)
+        if self.training and ref == self.training[0][0]:
+            train_ref, batch = self.training.popleft()
+            running = [dispatched for _, _, dispatched in self.generating.values()]
+            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row, running)
+            self.dropped_since_row = []
+        # otherwise a validation finished: the caller flushes the rows it completes

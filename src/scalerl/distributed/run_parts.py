@@ -188,12 +188,17 @@ class RunBooks:
                                shape=shape, step=self.step)
 
     def step_row(self, step: int, rollouts, stats, extras: dict, *, model_shape,
-                 dropped: Sequence[Sequence[Rollout]] = ()) -> dict:
-        """Account a step like the synchronous trainer (plus dropped batches' generation)."""
+                 dropped: Sequence[Sequence[Rollout]] = (), excluded_seconds: float = 0.0) -> dict:
+        """Account a step like the synchronous trainer (plus dropped batches' generation).
+
+        The step's wall time runs from the previous step's row, minus `excluded_seconds`
+        (evaluation during that time, which the synchronous trainer does not count either).
+        """
         now = time.perf_counter()
         self.step = int(step)
         view = self._view(model_shape)
-        trainer._account(view, list(rollouts), stats, now - self.last_row_time)
+        wall_seconds = max(0.0, now - self.last_row_time - excluded_seconds)
+        trainer._account(view, list(rollouts), stats, wall_seconds)
         for batch in dropped:
             book_generation_only(self.counters, model_shape, batch)
         self.last_row_time = now

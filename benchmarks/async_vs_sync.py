@@ -1,0 +1,195 @@
+"""Benchmark: synchronous trainer vs asynchronous PipelineRL (k = 1, 4, 8) vs PPO-off-policy-k.
+
+Same built-in model and task, same ScaleRL preset, same batch and the same number of optimiser
+steps (hence the same number of samples) in every mode, one after the other in one process.
+Reports generated tokens per second of training wall time, training wall time to the same number
+of samples, and the validation curve of each mode fitted with scalerl.forecast.fitting.fit_sigmoid
+(x = device-hours, the paper's GPU-hours axis; A and B per mode). Prints a table and writes
+benchmarks/results/async_vs_sync.json. A script, not a test: it asserts nothing about wall time.
+
+    python benchmarks/async_vs_sync.py            # full run (tens of minutes on 2 CPU cores)
+    python benchmarks/async_vs_sync.py --quick    # smoke run (a few minutes)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "async_vs_sync.json"
+A_MARGIN = 0.02  # the paper's margin within which two ceilings count as the same
+THROUGHPUT_TARGET = 1.3  # async k = 8 vs sync, generated tokens per second
+
+MODES = {
+    "sync": None,
+    "async-k1": {"mode": "async", "max_lag": 1},
+    "async-k4": {"mode": "async", "max_lag": 4},
+    "async-k8": {"mode": "async", "max_lag": 8},
+    "ppo-offpolicy-k4": {"mode": "ppo-offpolicy", "offpolicy_steps": 4},
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short smoke run")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per mode")
+    parser.add_argument("--eval-every", type=int, default=None)
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        help="extra TrainConfig override key=value (repeatable)")
+    parser.add_argument("--workdir", default="runs/bench_async_vs_sync")
+    parser.add_argument("--out", default=str(RESULTS))
+    return parser.parse_args(argv)
+
+
+def bench_overrides(args) -> list[str]:
+    """The ScaleRL preset at benchmark scale; --quick shrinks steps and evaluation."""
+    steps = args.steps or (6 if args.quick else 60)
+    eval_every = args.eval_every or (3 if args.quick else 5)
+    common = [f"max_steps={steps}", f"eval_every={eval_every}", f"checkpoint_every={steps}",
+              "eval_prompts=32" if args.quick else "eval_prompts=64",
+              "eval_samples_per_prompt=2" if args.quick else "eval_samples_per_prompt=4"]
+    return [*common, *args.overrides]
+
+
+def run_mode(name: str, config, workdir: Path) -> dict:
+    """Train in one mode; return its metrics rows and wall-clock seconds."""
+    from scalerl.distributed.pipeline import run_pipeline
+    from scalerl.distributed.settings import PipelineConfig
+    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.trainer import train
+
+    run_dir = workdir / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    started = time.perf_counter()
+    if MODES[name] is None:
+        train(config, run_dir, show_progress=False)
+    else:
+        pipeline = PipelineConfig(**MODES[name], num_cpus=os.cpu_count() or 2)
+        run_pipeline(config, pipeline, run_dir, log=lambda line: print(f"  [{name}] {line}"))
+    wall_seconds = time.perf_counter() - started
+    return {"rows": read_rows(run_dir / "metrics.jsonl"), "wall_seconds": wall_seconds}
+
+
+def fit_curve(rows: list[dict]) -> dict:
+    """fit_sigmoid on (device_hours, val_pass_rate); the error message when it cannot fit."""
+    from scalerl.errors import ScaleRLError
+    from scalerl.forecast.fitting import fit_sigmoid
+
+    points = [(r["device_hours"], r["val_pass_rate"]) for r in rows
+              if r.get("val_pass_rate") is not None]
+    try:
+        fit = fit_sigmoid([p[0] for p in points], [p[1] for p in points], n_bootstrap=100)
+    except ScaleRLError as error:
+        return {"a": None, "b": None, "c_mid_hours": None, "error": str(error), "points": points}
+    return {"a": fit.a, "b": fit.b, "c_mid_hours": fit.c_mid, "r0": fit.r0,
+            "a_interval": list(fit.conf_int(0.8)["A"]), "ceiling_identified": fit.ceiling_identified,
+            "warnings": list(fit.warnings), "points": points}
+
+
+def summarise(name: str, outcome: dict) -> dict:
+    rows = outcome["rows"]
+    last = rows[-1]
+    train_seconds = last["device_hours"] * 3600.0  # num_devices = 1: training wall-clock time
+    lags = [r["policy_lag_max"] for r in rows if "policy_lag_max" in r]
+    return {
+        "mode": name, "steps": last["step"], "samples": last["samples"],
+        "tokens_generated": last["tokens_generated"], "train_seconds": train_seconds,
+        "wall_seconds": outcome["wall_seconds"],
+        "tokens_per_second": last["tokens_generated"] / train_seconds,
+        "final_val_pass_rate": [r["val_pass_rate"] for r in rows if "val_pass_rate" in r][-1],
+        "policy_lag_max": max(lags) if lags else 0,
+        "generator_idle_fraction_mean": _mean(r.get("generator_idle_fraction") for r in rows[1:]),
+        "trainer_idle_fraction_mean": _mean(r.get("trainer_idle_fraction") for r in rows[1:]),
+        "weight_sync_seconds_mean": _mean(r.get("weight_sync_seconds") for r in rows[1:]),
+        "fit": fit_curve(rows),
+    }
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def compare_with_sync(results: dict[str, dict]) -> None:
+    """Speed-up and ceiling difference of every mode against the synchronous run (in place)."""
+    sync = results.get("sync")
+    if sync is None:
+        return
+    for result in results.values():
+        result["throughput_vs_sync"] = result["tokens_per_second"] / sync["tokens_per_second"]
+        result["time_to_same_samples_vs_sync"] = result["train_seconds"] / sync["train_seconds"]
+        a, a_sync = result["fit"]["a"], sync["fit"]["a"]
+        result["a_minus_sync_a"] = None if a is None or a_sync is None else a - a_sync
+
+
+def print_table(results: dict[str, dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="sync vs async PipelineRL vs PPO-off-policy-k (same batch, same steps)")
+    for column in ("mode", "tok/s", "x sync", "train s", "wall s", "lag max", "gen idle",
+                   "trainer idle", "final val", "A", "B", "A - A_sync"):
+        table.add_column(column, justify="right")
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    for r in results.values():
+        table.add_row(r["mode"], fmt(r["tokens_per_second"], ".0f"),
+                      fmt(r.get("throughput_vs_sync"), ".2f"), fmt(r["train_seconds"], ".0f"),
+                      fmt(r["wall_seconds"], ".0f"), str(r["policy_lag_max"]),
+                      fmt(r["generator_idle_fraction_mean"], ".2f"),
+                      fmt(r["trainer_idle_fraction_mean"], ".2f"),
+                      fmt(r["final_val_pass_rate"], ".3f"), fmt(r["fit"]["a"], ".3f"),
+                      fmt(r["fit"]["b"], ".2f"), fmt(r.get("a_minus_sync_a"), "+.3f"))
+    Console().print(table)
+
+
+def targets(results: dict[str, dict]) -> dict:
+    k8, sync = results.get("async-k8"), results.get("sync")
+    if not (k8 and sync):
+        return {}
+    delta = k8.get("a_minus_sync_a")
+    return {"async_k8_throughput_vs_sync": k8["throughput_vs_sync"],
+            "throughput_target": THROUGHPUT_TARGET,
+            "throughput_target_met": k8["throughput_vs_sync"] >= THROUGHPUT_TARGET,
+            "a_difference": delta, "a_margin": A_MARGIN,
+            "a_target_met": None if delta is None else abs(delta) <= A_MARGIN}
+
+
+def main(argv=None) -> int:
+    from scalerl.train.presets import preset_config
+
+    args = parse_args(argv)
+    overrides = bench_overrides(args)
+    config = preset_config("scalerl", overrides)
+    workdir = Path(args.workdir)
+    load_before = os.getloadavg()
+    results = {}
+    for name in [m for m in args.modes.split(",") if m]:
+        print(f"running {name} ...", flush=True)
+        results[name] = summarise(name, run_mode(name, config, workdir))
+        print(f"  {name}: {results[name]['tokens_per_second']:.0f} generated tokens/s, "
+              f"train {results[name]['train_seconds']:.0f} s", flush=True)
+    compare_with_sync(results)
+    print_table(results)
+    report = {
+        "benchmark": "async_vs_sync", "quick": args.quick, "preset": "scalerl",
+        "overrides": overrides, "x_axis": "device_hours", "machine": {
+            "cpus": os.cpu_count(), "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "load_average_before": load_before, "load_average_after": os.getloadavg()},
+        "results": results, "targets": targets(results),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
