@@ -78,7 +78,7 @@ class GeneratorWorker:
     """Holds a copy of the policy; turns GenerationRequests into GeneratedBatches."""
 
     def __init__(self, config, generator_id: int, registry, *, torch_threads: int = 1,
-                 poll_interval_seconds: float = 0.02, backend: str = "hf") -> None:
+                 poll_interval_seconds: float = 0.0, backend: str = "hf") -> None:
         configure_torch_threads(torch_threads)
         self.config = config
         self.generator_id = int(generator_id)
@@ -117,12 +117,7 @@ class GeneratorWorker:
             rng_state_after=None if self.backend == "vllm" else rng_after)
 
     def _generate_vllm(self, request: GenerationRequest) -> tuple[list[Rollout], int]:
-        import ray
-
-        version, wrapped = ray.get(self.subscriber._registry.latest.remote())
-        if version != self.subscriber.version:
-            self.vllm.load_snapshot(ray.get(wrapped[0]))
-            self.subscriber.version = version
+        version = self.subscriber.sync(self.vllm.load_snapshot, request.min_version)
         examples = [self.task.train[i] for i in request.prompt_indices]
         rollouts = self.vllm.generate(
             [e.prompt for e in examples], list(request.prompt_indices),

@@ -81,7 +81,7 @@ class PipelineSession:
         self._log = log
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.books = run_parts.RunBooks.start(config, self.run_dir, resume=resume)
-        self.registry = remote_class(WeightRegistry, num_cpus=0).remote()
+        self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
         trainer_class = remote_class(TrainerWorker, num_cpus=pipeline.trainer_cpus,
                                      num_gpus=pipeline.trainer_gpus)
         self.trainer = trainer_class.remote(config, self.registry,

@@ -33,7 +33,8 @@ class PipelineConfig:
     generator_cpus / trainer_cpus / generator_gpus / trainer_gpus: resources each actor requests.
     torch_threads: intra-op threads per actor (1 each on a 2-core laptop).
     max_generator_restarts: how often Ray restarts a dead generator before the run gives it up.
-    weight_poll_seconds: how often a generator asks the registry for new weights mid-generation.
+    weight_poll_seconds: least seconds between two (non-blocking) checks for new weights while
+      generating (0: at every decoding step; a check is a local ray.wait, microseconds).
     backend: "hf" (scalerl's own KV-cache decoding loop) or "vllm" (GPU nodes only).
     """
 
@@ -50,7 +51,7 @@ class PipelineConfig:
     trainer_gpus: float = 0.0
     torch_threads: int = 1
     max_generator_restarts: int = 3
-    weight_poll_seconds: float = 0.02
+    weight_poll_seconds: float = 0.0
     backend: str = "hf"
 
     def __post_init__(self) -> None:

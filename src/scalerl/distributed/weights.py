@@ -2,9 +2,9 @@
 
 After each optimiser step the trainer turns its state dict into plain numpy arrays, `ray.put`s
 them once into the object store and tells a tiny `WeightRegistry` actor "version v is at this
-ObjectRef". A generator's `WeightSubscriber` polls the registry (at most every
-`poll_interval_seconds`) from inside the decoding loop (generate_rollouts' weight_update_hook) and
-copies new weights into its model in place, so the sequences in progress keep their KV cache
+ObjectRef". A generator's `WeightSubscriber` keeps a long poll open on the registry and checks it
+(without blocking) from inside the decoding loop (generate_rollouts' weight_update_hook); new
+weights are copied into its model in place, so the sequences in progress keep their KV cache
 (PipelineRL in-flight updates; ScaleRL arXiv 2510.13786 section 4).
 """
 from __future__ import annotations
@@ -63,87 +63,118 @@ def load_snapshot(model: torch.nn.Module, snapshot: WeightSnapshot) -> None:
 
 
 class WeightRegistry:
-    """Holds the latest published (version, ObjectRef). Run as a Ray actor with num_cpus=0.
+    """Holds the latest published (version, ObjectRef). Run as an async Ray actor, num_cpus=0.
 
     The ObjectRef is passed wrapped in a list so that Ray hands the reference itself (not the
     weights) to this actor; the registry keeps it alive until a newer version replaces it.
+    `wait_newer(v)` is a long poll: it returns as soon as a version newer than v is published,
+    so a generator learns about new weights without paying a round trip per decoding step.
     """
 
     def __init__(self) -> None:
         self._version = -1
         self._wrapped_ref: list = []
-        self._published_at = 0.0
+        self._changed = None  # asyncio.Event of the current version, created in the actor's loop
 
-    def publish(self, version: int, wrapped_ref: list) -> int:
+    def _event(self):
+        import asyncio
+
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    async def publish(self, version: int, wrapped_ref: list) -> int:
         if int(version) > self._version:
             self._version, self._wrapped_ref = int(version), list(wrapped_ref)
-            self._published_at = time.time()
+            changed, self._changed = self._event(), None
+            changed.set()  # wakes every wait_newer of older versions
         return self._version
 
-    def latest_version(self) -> int:
+    async def wait_newer(self, version: int) -> tuple[int, list]:
+        while self._version <= int(version):
+            await self._event().wait()
+        return self._version, self._wrapped_ref
+
+    async def latest_version(self) -> int:
         return self._version
 
-    def latest(self) -> tuple[int, list]:
+    async def latest(self) -> tuple[int, list]:
         return self._version, self._wrapped_ref
 
 
 def publish_weights(registry, model: torch.nn.Module, version: int) -> float:
-    """Snapshot, put into the object store, register; returns the seconds it took."""
+    """Snapshot, put into the object store, register (not waiting for the acknowledgement:
+    calls from one caller to one actor run in order); returns the seconds it took."""
     import ray
 
     started = time.perf_counter()
     snapshot_ref = ray.put(snapshot_weights(model, version))
-    ray.get(registry.publish.remote(int(version), [snapshot_ref]))
+    registry.publish.remote(int(version), [snapshot_ref])
     return time.perf_counter() - started
 
 
 class WeightSubscriber:
-    """A generator's view of the registry: `maybe_update(model)` swaps in newer weights.
+    """A generator's view of the registry: swaps newer published weights into its model.
 
-    Polls the registry at most every `poll_interval_seconds` (a remote call costs ~1 ms; a
-    decoding step of the tiny model a few ms); `poll_interval_seconds=0` polls at every step.
-    Records the seconds spent fetching and loading weights (`sync_seconds`).
+    Keeps one long poll (`wait_newer`) open; checking it is a local, non-blocking `ray.wait`, so
+    the hook costs microseconds per decoding step until new weights actually arrive. When they do,
+    they are copied into the model in place (KV cache kept). `sync_seconds` accumulates the time
+    spent fetching and loading weights (and waiting for a required version).
     """
 
-    def __init__(self, registry, poll_interval_seconds: float = 0.02) -> None:
+    def __init__(self, registry, poll_interval_seconds: float = 0.0) -> None:
         self._registry = registry
         self._poll_interval_seconds = float(poll_interval_seconds)
-        self._last_poll = 0.0
+        self._last_check = 0.0
+        self._watch = None
         self.version = -1
         self.sync_seconds = 0.0
         self.num_swaps = 0
 
-    def sync(self, model: torch.nn.Module, min_version: int = 0) -> int:
-        """Load the latest weights now, waiting until a version >= min_version is published."""
+    def _watch_ref(self):
+        if self._watch is None:
+            self._watch = self._registry.wait_newer.remote(self.version)
+        return self._watch
+
+    def _take(self, target, started: float) -> int:
+        """Load the weights the (resolved) long poll points to into `target` (a torch model, or
+        a callable taking a WeightSnapshot, e.g. another backend's loader)."""
         import ray
 
-        started = time.perf_counter()
-        while True:
-            version, wrapped_ref = ray.get(self._registry.latest.remote())
-            if version >= min_version and wrapped_ref:
-                break
-            time.sleep(0.005)
-        if version != self.version:
-            load_snapshot(model, ray.get(wrapped_ref[0]))
-            self.version = version
-            self.num_swaps += 1
+        version, wrapped_ref = ray.get(self._watch)
+        self._watch = None
+        snapshot = ray.get(wrapped_ref[0])
+        if callable(target) and not isinstance(target, torch.nn.Module):
+            target(snapshot)
+        else:
+            load_snapshot(target, snapshot)
+        self.version = version
+        self.num_swaps += 1
         self.sync_seconds += time.perf_counter() - started
-        self._last_poll = time.perf_counter()
-        return self.version
+        return version
+
+    def sync(self, model, min_version: int = 0) -> int:
+        """Before a batch: take any newer weights; block until a version >= min_version is loaded."""
+        import ray
+
+        while True:
+            started = time.perf_counter()
+            ref = self._watch_ref()
+            if self.version >= min_version and not ray.wait([ref], timeout=0)[0]:
+                return self.version
+            self._take(model, started)
 
     def maybe_update(self, model: torch.nn.Module) -> int | None:
         """The weight_update_hook body: the new version if weights were swapped, else None."""
         import ray
 
         now = time.perf_counter()
-        if now - self._last_poll < self._poll_interval_seconds:
+        if now - self._last_check < self._poll_interval_seconds:
             return None
-        self._last_poll = now
-        if ray.get(self._registry.latest_version.remote()) <= self.version:
+        self._last_check = now
+        if not ray.wait([self._watch_ref()], timeout=0)[0]:
             return None
-        previous = self.version
-        self.sync(model, min_version=previous + 1)
-        return self.version
+        return self._take(model, now)
 
     def hook_for(self, model: torch.nn.Module):
         """A zero-argument weight_update_hook bound to `model` (see generate_rollouts)."""
