@@ -119,3 +119,19 @@ def test_collapse_rule_rarely_fires_on_long_noisy_healthy_runs():
         mean = sigmoid_reward(compute, a, rng.uniform(0.8, 3.0), 10 ** rng.uniform(-1.5, -0.5), 0.2 * a)
         fired += detect_collapse(compute, rng.binomial(100, mean) / 100) is not None
     assert fired <= 3
+
+
+def test_ceiling_unidentified_without_residual_dof_or_with_b_at_bound():
+    args = (0.6, 0.1, 100.0, (0.59, 0.61), 1.0, 1000.0)
+    assert ceiling_identifiability(*args)[0]
+    identified, warning = ceiling_identifiability(*args, residual_dof=0)
+    assert not identified and "no more points than parameters" in warning
+    identified, warning = ceiling_identifiability(*args, b_at_bound=True)
+    assert not identified and "B sits at a bound" in warning
+
+
+def test_three_point_step_is_not_a_confident_ceiling():
+    from scalerl.forecast.fitting import fit_sigmoid
+
+    fit = fit_sigmoid([0, 1280, 2560, 3840], [0.164, 0.289, 0.391, 0.375], n_bootstrap=40)
+    assert not fit.ceiling_identified

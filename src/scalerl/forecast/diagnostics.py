@@ -117,11 +117,13 @@ def check_learning(reward, r0, noise_sd):
     return gain
 
 
-def ceiling_identifiability(a, r0, c_mid, a_interval, a_upper_bound, max_compute):
+def ceiling_identifiability(a, r0, c_mid, a_interval, a_upper_bound, max_compute, *, residual_dof=1, b_at_bound=False):
     """Rule: the ceiling A is identified unless the data cannot pin it down.
 
     Unidentified when (1) the last point is below the fitted C_mid (still before the inflection),
-    or (2) A sits at its upper bound, or (3) the A interval is wider than a third of the gain A - R0.
+    or (2) A sits at its upper bound, or (3) the A interval is wider than a third of the gain A - R0,
+    or (4) there are no residual degrees of freedom (n <= p: an exact fit cannot test the shape),
+    or (5) B sits at a bound (a step or a straight line: the bend is not resolved by the data).
     Returns (identified, warning or None); the warning says how far to run: to at least
     2 x max(C_mid, current max compute), where the curve has passed its inflection.
     """
@@ -134,6 +136,10 @@ def ceiling_identifiability(a, r0, c_mid, a_interval, a_upper_bound, max_compute
         reasons.append(f"A sits at its upper bound {a_upper_bound:g}")
     if hi - lo > CEILING_WIDTH_FRACTION * gain:
         reasons.append(f"the A interval [{lo:.3f}, {hi:.3f}] is wider than a third of the gain A - R0 = {gain:.3f}")
+    if residual_dof <= 0:
+        reasons.append("there are no more points than parameters, so nothing tests the fitted shape")
+    if b_at_bound:
+        reasons.append("B sits at a bound of its range (the bend of the curve is not resolved by the data)")
     if not reasons:
         return True, None
     advised = 2.0 * max(c_mid, max_compute)

@@ -123,7 +123,12 @@ def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level):
     tail = (1.0 - level) / 2.0
     a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
     c_mid = compute_ref * np.exp(theta_hat[2])
-    return ceiling_identifiability(theta_hat[0], problem.r0, c_mid, a_interval, problem.upper[0], compute_ref)
+    b_span = problem.upper[1] - problem.lower[1]
+    b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
+    return ceiling_identifiability(
+        theta_hat[0], problem.r0, c_mid, a_interval, problem.upper[0], compute_ref,
+        residual_dof=problem.reward.size - 3, b_at_bound=bool(b_at_bound),
+    )
 
 
 def fit_sigmoid(
@@ -164,6 +169,10 @@ def fit_sigmoid(
     # Differences overstate the noise on a steep curve sampled sparsely, residuals on a flat one
     # that the sigmoid bends to fit; the smaller is the fair yardstick for "no learning".
     check_learning(fit_reward, r0, min(diff_noise, noise_sd))
+    if fit_compute.size <= n_params:
+        # An exact fit leaves no residuals to measure the noise: the successive differences are the
+        # only evidence left, and they err on the wide side, as an under-determined fit should.
+        noise_sd = max(noise_sd, diff_noise)
 
     rng = np.random.default_rng(seed)
     theta_draws = bootstrap_theta(problem, theta_hat, noise_sd, int(n_bootstrap), rng)
