@@ -27,6 +27,7 @@ THROUGHPUT_TARGET = 1.3  # async k = 8 vs sync, generated tokens per second
 
 MODES = {
     "sync": None,
+    "sync-1thread": None,  # the same trainer with torch.set_num_threads(1): a fairness reference
     "async-k1": {"mode": "async", "max_lag": 1},
     "async-k4": {"mode": "async", "max_lag": 4},
     "async-k8": {"mode": "async", "max_lag": 8},
@@ -42,6 +43,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="extra TrainConfig override key=value (repeatable)")
+    parser.add_argument("--generators", type=int, default=2,
+                        help="generator actors of the Ray modes (2 on a 2-core machine: the "
+                             "synchronous trainer generates with 2 threads, the pipeline with 2 "
+                             "single-threaded generators, the trainer mostly waits)")
     parser.add_argument("--workdir", default="runs/bench_async_vs_sync")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)
@@ -57,7 +62,7 @@ def bench_overrides(args) -> list[str]:
     return [*common, *args.overrides]
 
 
-def run_mode(name: str, config, workdir: Path) -> dict:
+def run_mode(name: str, config, workdir: Path, generators: int) -> dict:
     """Train in one mode; return its metrics rows and wall-clock seconds."""
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
@@ -68,9 +73,18 @@ def run_mode(name: str, config, workdir: Path) -> dict:
     shutil.rmtree(run_dir, ignore_errors=True)
     started = time.perf_counter()
     if MODES[name] is None:
-        train(config, run_dir, show_progress=False)
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1 if name == "sync-1thread" else threads)
+        try:
+            train(config, run_dir, show_progress=False)
+        finally:
+            torch.set_num_threads(threads)
     else:
-        pipeline = PipelineConfig(**MODES[name], num_cpus=os.cpu_count() or 2)
+        cpus = os.cpu_count() or 2
+        pipeline = PipelineConfig(**MODES[name], num_cpus=cpus, num_generators=generators,
+                                  generator_cpus=max(0.1, (cpus - 1) / generators))
         run_pipeline(config, pipeline, run_dir, log=lambda line: print(f"  [{name}] {line}"))
     wall_seconds = time.perf_counter() - started
     return {"rows": read_rows(run_dir / "metrics.jsonl"), "wall_seconds": wall_seconds}
@@ -171,14 +185,15 @@ def main(argv=None) -> int:
     results = {}
     for name in [m for m in args.modes.split(",") if m]:
         print(f"running {name} ...", flush=True)
-        results[name] = summarise(name, run_mode(name, config, workdir))
+        results[name] = summarise(name, run_mode(name, config, workdir, args.generators))
         print(f"  {name}: {results[name]['tokens_per_second']:.0f} generated tokens/s, "
               f"train {results[name]['train_seconds']:.0f} s", flush=True)
     compare_with_sync(results)
     print_table(results)
     report = {
         "benchmark": "async_vs_sync", "quick": args.quick, "preset": "scalerl",
-        "overrides": overrides, "x_axis": "device_hours", "machine": {
+        "overrides": overrides, "x_axis": "device_hours", "generators": args.generators,
+        "machine": {
             "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": sys.version.split()[0],
             "load_average_before": load_before, "load_average_after": os.getloadavg()},

@@ -1,4 +1,4 @@
-"""Weight snapshots (what the trainer publishes) and the PPO-off-policy-k schedule."""
+"""Weight snapshots (what the trainer publishes) and the PPO-off-policy-k round slicing."""
 import numpy as np
 import pytest
 import torch
@@ -23,3 +23,32 @@ def test_snapshot_round_trip_is_bit_exact_and_in_place(dtype):
         assert a.dtype == b.dtype and torch.equal(a, b), name
     # same tensor objects: a generator's modules (and KV cache) survive the swap
     assert all(p is q for p, q in zip(target_tensors, target.parameters()))
+
+
+def _rollout(group_index, prompt_index, versions=(0,)):
+    from scalerl.train.rollout import Rollout
+
+    return Rollout(prompt_index=prompt_index, group_index=group_index, prompt_token_ids=(1,),
+                   completion_token_ids=(2,) * len(versions), generator_logprobs=(0.0,) * len(versions),
+                   token_policy_versions=tuple(versions), reward=1.0, truncated=False,
+                   interrupted=False, completion_text="x")
+
+
+def test_split_groups_keeps_order_and_balances():
+    from scalerl.distributed.offpolicy import split_groups
+
+    assert split_groups([5, 6, 7, 8, 9], 2) == [[5, 6, 7], [8, 9]]
+    assert split_groups([5, 6], 4) == [[5], [6]]
+    assert split_groups([1, 2, 3], 1) == [[1, 2, 3]]
+
+
+def test_slice_rounds_cuts_whole_prompt_groups_and_renumbers_them():
+    from scalerl.distributed.offpolicy import slice_rounds
+
+    # 4 prompt groups of 2 generations (group ids as a round of two batches tags them)
+    rollouts = [_rollout(g, 10 + g) for g in (100, 100, 101, 101, 200, 200, 201, 201)]
+    slices = slice_rounds(rollouts, prompts_per_step=2)
+    assert len(slices) == 2
+    assert [r.group_index for r in slices[0]] == [0, 0, 1, 1]
+    assert [r.prompt_index for r in slices[1]] == [210, 210, 211, 211]
+    assert [r.group_index for r in slices[1]] == [0, 0, 1, 1]

@@ -66,3 +66,18 @@ def test_batch_lag_stats_by_hand():
 def test_oldest_version_falls_back_to_the_start_version():
     assert oldest_version([(4, 5), (2,)], fallback=9) == 2
     assert oldest_version([()], fallback=9) == 9
+
+
+def test_idle_fraction_by_hand():
+    from scalerl.distributed.observability import BusyLedger, idle_fraction, BusyInterval
+
+    # window [10, 20] with 2 workers: busy 3 s (one interval partly outside) + 5 s = 8 of 20 s
+    intervals = [BusyInterval(8.0, 13.0), BusyInterval(15.0, 20.0)]
+    assert idle_fraction(intervals, 10.0, 20.0, num_workers=2) == pytest.approx(1 - 8 / 20)
+    assert idle_fraction([], 10.0, 20.0, num_workers=1) == 1.0
+    assert idle_fraction([BusyInterval(0.0, 30.0)], 10.0, 20.0, num_workers=1) == 0.0
+    ledger = BusyLedger(num_workers=1)
+    ledger.add(10.0, 12.0)
+    # work still running since t = 18 counts as busy up to the end of the window
+    assert ledger.idle_fraction(10.0, 20.0, in_progress_since=[18.0]) == pytest.approx(0.6)
+    assert ledger.idle_fraction(20.0, 30.0) == 1.0  # the old interval was pruned
