@@ -1,0 +1,226 @@
+"""One pipeline run's actors and driver-side state, shared by the async and off-policy loops.
+
+Creates the weight registry, the trainer actor and the generator actors; books every optimiser
+step like the synchronous trainer (rows, validation, checkpoints, in step order); keeps the
+generator failure accounting. The loops (pipeline.py, offpolicy.py) decide what runs when.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+from typing import Callable
+
+from scalerl.distributed import run_parts
+from scalerl.distributed.actors import (
+    GenerationRequest,
+    GeneratorWorker,
+    TrainerWorker,
+    remote_class,
+)
+from scalerl.distributed.observability import BusyLedger, pipeline_columns
+from scalerl.distributed.settings import PipelineConfig
+from scalerl.distributed.staleness import batch_lag_stats
+from scalerl.distributed.weights import WeightRegistry
+from scalerl.errors import ScaleRLError
+
+
+class PipelineSession:
+    """The actors of one run and the driver-side state shared by the async and off-policy loops."""
+
+    def __init__(self, config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
+                 log: Callable[[str], None] = print) -> None:
+        self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
+        self.log_lines: list[str] = []
+        self._log = log
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.books = run_parts.RunBooks.start(config, self.run_dir, resume=resume)
+        self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
+        trainer_class = remote_class(TrainerWorker, num_cpus=pipeline.trainer_cpus,
+                                     num_gpus=pipeline.trainer_gpus)
+        self.trainer = trainer_class.remote(config, self.registry,
+                                            torch_threads=pipeline.torch_threads,
+                                            resume_checkpoint=self.books.trainer_resume_state())
+        generator_class = remote_class(GeneratorWorker, num_cpus=pipeline.generator_cpus,
+                                       num_gpus=pipeline.generator_gpus,
+                                       max_restarts=pipeline.max_generator_restarts)
+        self.generators = [
+            generator_class.remote(config, index, self.registry, torch_threads=pipeline.torch_threads,
+                                   poll_interval_seconds=pipeline.weight_poll_seconds,
+                                   backend=pipeline.backend)
+            for index in range(pipeline.num_generators)]
+        self.alive = [True] * len(self.generators)
+        self.failures = [0] * len(self.generators)
+        self.generator_busy = BusyLedger(len(self.generators))
+        self.trainer_busy = BusyLedger(1)
+        self.steps_committed = self.books.step  # optimiser steps handed to the trainer
+        self.published_version = self.books.step  # newest version a train result reported
+        self.dropped_batches = 0
+        self.window_start = time.time()
+        self._model_shape = None
+        self.pending: collections.deque = collections.deque()  # [row, validation ref or None]
+        self.validation_seconds = 0.0
+
+    def busy_generators(self) -> list[int]:
+        """Indices of the generators still working on a batch right now (tests, progress)."""
+        import ray
+
+        generating = getattr(getattr(self, "loop", None), "generating", {})
+        if not generating:
+            return []
+        _, running = ray.wait(list(generating), num_returns=len(generating), timeout=0)
+        return sorted({generating[ref][0] for ref in running})
+
+    def log(self, message: str) -> None:
+        self.log_lines.append(message)
+        self._log(message)
+
+    def generator_failed(self, index: int, error: Exception) -> None:
+        """A generator's batch failed because the actor died: count it and say so in the log.
+
+        Ray restarts the actor (up to max_generator_restarts); the batch is generated again.
+        """
+        self.failures[index] += 1
+        self.log(f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
+                 f"(failure {self.failures[index]}, max_restarts "
+                 f"{self.pipeline.max_generator_restarts}); its batch is generated again, the run "
+                 "goes on with the other generators")
+
+    def generator_lost(self, index: int) -> None:
+        """Ray gave up restarting a generator: continue without it (or stop if none is left)."""
+        self.alive[index] = False
+        self.log(f"warning: generator {index} is gone for good; continuing with "
+                 f"{sum(self.alive)} generator(s)")
+        if not any(self.alive):
+            raise ScaleRLError("every generator actor died; the run cannot continue")
+
+    def probe(self, index: int):
+        """A cheap call that returns once generator `index` is back up."""
+        return self.generators[index].pid.remote()
+
+    def probe_result(self, index: int, probe_ref) -> bool | None:
+        """True: the generator is back; None: still restarting; False: gone for good."""
+        import ray
+
+        try:
+            pid = ray.get(probe_ref)
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(0.1)
+            return None
+        except ray.exceptions.RayActorError:
+            self.generator_lost(index)
+            return False
+        self.log(f"generator {index} is back (pid {pid})")
+        return True
+
+    def wait_until_back(self, index: int) -> bool:
+        """Block until generator `index` answers again (True) or is gone for good (False)."""
+        while True:
+            state = self.probe_result(index, self.probe(index))
+            if state is not None:
+                return state
+
+    def request(self, step: int, prompt_indices, *, in_flight: bool) -> GenerationRequest:
+        """A request for the next batch; continues the run's sampling stream when it is free."""
+        return GenerationRequest(step=step, prompt_indices=tuple(prompt_indices),
+                                 seed=run_parts.generation_seed(self.config, step),
+                                 min_version=self.published_version, in_flight=in_flight,
+                                 rng_state=self.books.take_chained_rng_state())
+
+    def batch_finished(self, batch, dispatched_at: float) -> None:
+        self.generator_busy.add(max(dispatched_at, batch.started_at), batch.finished_at)
+        if batch.rng_state_after is not None:
+            self.books.chain_rng_state(batch.rng_state_after)
+        else:
+            self.books.in_flight -= 1
+
+    def complete_step(self, result, batch, dropped=(), running_since=()) -> None:
+        """Book one optimiser step like the synchronous trainer, plus the pipeline columns.
+
+        The row waits in `pending` for its validation (submitted now, so that it runs on this
+        step's weights before any later step) and is appended by `flush`.
+        """
+        self.published_version = max(self.published_version, result.version)
+        self.trainer_busy.add(result.started_at, result.finished_at)
+        now = time.time()
+        generator_idle = self.generator_busy.idle_fraction(self.window_start, now, running_since)
+        trainer_idle = self.trainer_busy.idle_fraction(self.window_start, now)
+        self.window_start = now
+        versions = [r.token_policy_versions for r in batch.rollouts if r.token_policy_versions]
+        lag = batch_lag_stats(versions or [[batch.start_version]], result.version - 1)
+        extras = pipeline_columns(lag, generator_idle, trainer_idle,
+                                  result.publish_seconds + batch.weight_sync_seconds)
+        row = self.books.step_row(result.version, batch.rollouts, result.stats, extras,
+                                  model_shape=self.model_shape(),
+                                  dropped=[b.rollouts for b in dropped],
+                                  excluded_seconds=self.validation_seconds)
+        self.validation_seconds = 0.0
+        due = self.books.validation_due(row["step"])
+        self.pending.append([row, self.trainer.validate.remote() if due else None])
+
+    def checkpoint_pending(self) -> bool:
+        """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
+        return any(self.books.checkpoint_due(row["step"]) for row, _ in self.pending)
+
+    def pending_refs(self) -> list:
+        return [ref for _, ref in self.pending if ref is not None]
+
+    def flush(self, *, block: bool = False) -> list[dict]:
+        """Append the pending rows whose validation is done, in step order; checkpoint on cadence.
+
+        Like the synchronous trainer, device_hours count training time: a validation's duration
+        is subtracted from the wall time of the step during which it ran.
+        """
+        import ray
+
+        written = []
+        while self.pending:
+            row, ref = self.pending[0]
+            if ref is not None:
+                if not block and not ray.wait([ref], timeout=0)[0]:
+                    break
+                pass_rate, started, finished = ray.get(ref)
+                self.trainer_busy.add(started, finished)
+                self.validation_seconds += finished - started
+                row["val_pass_rate"] = pass_rate
+            self.pending.popleft()
+            self.books.append(row)
+            if self.books.checkpoint_due(row["step"]):
+                self.checkpoint()
+            written.append(row)
+        return written
+
+    def initial_validation(self) -> None:
+        """Step 0's row (R0), as the synchronous trainer writes it."""
+        self.pending.append([self.books.initial_row(), self.trainer.validate.remote()])
+        self.flush(block=True)
+        self.validation_seconds = 0.0
+
+    def checkpoint(self) -> None:
+        """The synchronous trainer's checkpoint of the last written step (trainer idle here)."""
+        import ray
+
+        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), self.books.step,
+                                                    self.books.driver_state()))
+
+    def model_shape(self):
+        import ray
+
+        if self._model_shape is None:
+            self._model_shape = ray.get(self.trainer.model_shape.remote())
+        return self._model_shape
+
+    def final_weights(self):
+        import ray
+
+        return ray.get(self.trainer.weights.remote())
+
+    def shutdown(self) -> None:
+        import ray
+
+        for actor in [self.trainer, self.registry, *self.generators]:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - an actor that is already gone is fine
+                pass
+        self.books.close()
