@@ -349,3 +349,15 @@ def _register_training_commands() -> None:
 
 
 _register_training_commands()
+
+
+def _register_study_command() -> None:
+    """Add `study` from scalerl.cli_study when that module exists (it imports torch lazily)."""
+    if importlib.util.find_spec("scalerl.cli_study") is None:
+        return
+    from scalerl.cli_study import register
+
+    register(app)
+
+
+_register_study_command()
