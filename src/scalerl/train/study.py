@@ -1,0 +1,280 @@
+"""A recipe study in one command: plan the variants (base + leave-one-out ablations or named
+recipes), train each into its own directory (skipping finished runs, resuming interrupted ones),
+then hand the runs to scalerl.train.study_report.
+
+Orchestration only. Importing this module is cheap (no torch): the trainer is imported when a
+variant is trained. The plan is written to DIR/study_plan.json so `--report-only` finds the runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from scalerl.errors import ConfigError, InputError
+from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
+from scalerl.train.metrics_log import METRICS_FILE_NAME, read_rows
+from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
+from scalerl.train.study_report import ReportRun
+
+PLAN_FILE_NAME = "study_plan.json"
+# Fields a finished or interrupted run may differ in from the study's config and still be reused.
+REUSABLE_DIFFERENCES = ("max_steps", "tensorboard")
+
+
+@dataclass(frozen=True)
+class StudyVariant:
+    """One run of the study: a preset plus its own overrides; `knob` names what it flips."""
+
+    slug: str
+    name: str
+    preset: str
+    overrides: tuple[str, ...]
+    knob: str | None
+    is_base: bool = False
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """The variants (base first) and the settings shared by all of them."""
+
+    variants: tuple[StudyVariant, ...]
+    common_overrides: tuple[str, ...] = ()
+    seeds: int = 1
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"variants": [asdict(v) for v in self.variants], "common_overrides": list(self.common_overrides),
+                "seeds": self.seeds, "notes": list(self.notes)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "StudyPlan":
+        variants = tuple(StudyVariant(**{**v, "overrides": tuple(v["overrides"])}) for v in values["variants"])
+        return cls(variants, tuple(values["common_overrides"]), int(values["seeds"]), tuple(values["notes"]))
+
+
+def assignment_slug(assignment: str) -> str:
+    """'rl.loss=dapo' -> 'loss-dapo': the field's leaf name and the value, safe as a directory name."""
+    key, _, value = assignment.partition("=")
+    text = f"{key.strip().rsplit('.', 1)[-1]}-{value.strip()}"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "variant"
+
+
+def _leave_one_out_variants(preset: str, base_config: TrainConfig) -> tuple[list[StudyVariant], list[str]]:
+    variants, notes = [], []
+    for name, assignment in LEAVE_ONE_OUT.items():
+        if preset_config(preset, [assignment]) == base_config:
+            notes.append(f"{name} ({assignment}) left out: the {preset} preset already has it")
+            continue
+        variants.append(StudyVariant(assignment_slug(assignment), name, preset, (assignment,), assignment))
+    return variants, notes
+
+
+def _recipe_variants(preset: str, recipes: Sequence[str]) -> list[StudyVariant]:
+    unknown = [name for name in recipes if name not in PRESETS]
+    if unknown:
+        raise ConfigError(f"--recipes: unknown preset {unknown[0]!r}; choose from {', '.join(PRESETS)}")
+    names = [name for name in dict.fromkeys(recipes) if name != preset]
+    return [StudyVariant(name, PRESETS[name].description, name, (), f"preset {name}") for name in names]
+
+
+def _keep_only(variants: list[StudyVariant], only: Sequence[str]) -> list[StudyVariant]:
+    """Keep the variants named in `only` (slug or name, case-insensitive); the base always stays."""
+    wanted = {name.strip().lower() for entry in only for name in entry.split(",") if name.strip()}
+    known = {v.slug.lower() for v in variants} | {v.name.lower() for v in variants}
+    unknown = sorted(wanted - known)
+    if unknown:
+        raise ConfigError(f"--only: unknown variant {unknown[0]!r}; choose from "
+                          f"{', '.join(v.slug for v in variants)}")
+    return [v for v in variants if v.is_base or v.slug.lower() in wanted or v.name.lower() in wanted]
+
+
+def plan_study(preset: str = "scalerl", *, leave_one_out: bool = False, recipes: Sequence[str] = (),
+               only: Sequence[str] = (), common_overrides: Sequence[str] = (), seeds: int = 1) -> StudyPlan:
+    """Base preset first, then each leave-one-out ablation (one knob flipped) or each named recipe.
+
+    Every variant's config is built here, so a bad `--set` fails before anything trains."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    if leave_one_out == bool(recipes):
+        raise ConfigError("choose one kind of study: --leave-one-out or --recipes NAME,NAME,...")
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+    base = StudyVariant(preset, f"{preset} (base)", preset, (), None, is_base=True)
+    notes: list[str] = []
+    if leave_one_out:
+        others, notes = _leave_one_out_variants(preset, preset_config(preset))
+    else:
+        others = _recipe_variants(preset, recipes)
+    variants = _keep_only([base, *others], only) if only else [base, *others]
+    slugs = [v.slug for v in variants]
+    if len(set(slugs)) != len(slugs):
+        raise ConfigError(f"two variants share a directory name: {', '.join(slugs)}")
+    plan = StudyPlan(tuple(variants), tuple(common_overrides), int(seeds), tuple(notes))
+    for variant in plan.variants:
+        variant_config(plan, variant, 0)
+    return plan
+
+
+def variant_config(plan: StudyPlan, variant: StudyVariant, seed_index: int) -> TrainConfig:
+    """Preset, then the variant's knob, then the study's `--set`s; seed k adds k to the seed."""
+    config = preset_config(variant.preset, [*variant.overrides, *plan.common_overrides])
+    return config.with_overrides([f"seed={config.seed + seed_index}"]) if seed_index else config
+
+
+def variant_run_dirs(out_dir: str | Path, plan: StudyPlan, variant: StudyVariant) -> list[Path]:
+    """DIR/<slug>/ for one seed; DIR/<slug>/seed-<k>/ for k = 0..seeds-1 otherwise."""
+    root = Path(out_dir) / variant.slug
+    return [root] if plan.seeds == 1 else [root / f"seed-{k}" for k in range(plan.seeds)]
+
+
+def config_differences(saved: TrainConfig, wanted: TrainConfig) -> list[str]:
+    """Top-level config fields that differ, except those a reused run may differ in."""
+    saved_values, wanted_values = saved.to_dict(), wanted.to_dict()
+    return [key for key in wanted_values
+            if key not in REUSABLE_DIFFERENCES and saved_values.get(key) != wanted_values[key]]
+
+
+def run_status(run_dir: str | Path, config: TrainConfig) -> str:
+    """'absent' (no config.json), 'finished' (metrics reached max_steps, or the pool emptied) or
+    'partial' (to resume). A run trained with another config is refused, not silently reused."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG_FILE_NAME).exists():
+        return "absent"
+    changed = config_differences(load_config(run_dir), config)
+    if changed:
+        raise ConfigError(f"{run_dir} holds a run with a different config ({', '.join(changed)}): "
+                          "use another --out or the same --set as before")
+    rows = read_rows(run_dir / METRICS_FILE_NAME)
+    if rows and (rows[-1]["step"] >= config.max_steps or rows[-1].get("pool_size") == 0):
+        return "finished"
+    return "partial"
+
+
+def write_plan(plan: StudyPlan, out_dir: str | Path) -> Path:
+    """DIR/study_plan.json, written atomically."""
+    path = Path(out_dir) / PLAN_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp_path = path.with_suffix(".json.tmp")
+    temp_path.write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    os.replace(temp_path, path)
+    return path
+
+
+def read_plan(out_dir: str | Path) -> StudyPlan:
+    path = Path(out_dir) / PLAN_FILE_NAME
+    if not path.is_file():
+        raise InputError(f"no study in {out_dir}: {PLAN_FILE_NAME} is missing (run `scalerl study --out "
+                         f"{out_dir} --leave-one-out` first)")
+    try:
+        return StudyPlan.from_dict(json.loads(path.read_text()))
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise InputError(f"{path} is not a study plan: {error}") from None
+
+
+def report_runs(plan: StudyPlan, out_dir: str | Path) -> list[ReportRun]:
+    """The plan's variants as the report reads them (one metrics.jsonl per seed)."""
+    return [ReportRun(v.slug, v.name, v.knob, v.is_base,
+                      tuple(d / METRICS_FILE_NAME for d in variant_run_dirs(out_dir, plan, v)))
+            for v in plan.variants]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One training run of the study: a variant, a seed, its directory, config and status."""
+
+    variant: StudyVariant
+    seed_index: int
+    run_dir: Path
+    config: TrainConfig
+    status: str
+
+
+def plan_jobs(plan: StudyPlan, out_dir: str | Path) -> list[Job]:
+    """Every (variant, seed) with its status, decided before anything trains."""
+    jobs = []
+    for variant in plan.variants:
+        for seed_index, run_dir in enumerate(variant_run_dirs(out_dir, plan, variant)):
+            config = variant_config(plan, variant, seed_index)
+            jobs.append(Job(variant, seed_index, run_dir, config, run_status(run_dir, config)))
+    return jobs
+
+
+TrainFunction = Callable[..., object]
+
+
+class StudyProgress:
+    """Rich progress on stderr: one line for the study (variant k of n) and one for the steps of
+    the variant being trained (last train reward and validation pass rate)."""
+
+    def __init__(self, total_jobs: int, *, enabled: bool = True):
+        self._enabled, self._total = enabled, total_jobs
+        self._progress = self._study_task = self._steps_task = None
+        self._last_val: float | None = None
+
+    def __enter__(self) -> "StudyProgress":
+        if self._enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("{task.description}"), MofNCompleteColumn(), BarColumn(),
+                                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
+                                      console=Console(stderr=True))
+            self._progress.start()
+            self._study_task = self._progress.add_task("study", total=self._total, info="")
+        return self
+
+    def start_job(self, number: int, label: str, status: str, max_steps: int) -> None:
+        action = {"finished": "finished, skipped", "partial": "resuming", "absent": "training"}[status]
+        self._last_val = None
+        if self._progress is None:
+            return
+        self._progress.update(self._study_task, description=f"variant {number} of {self._total}",
+                              info=f"{label} ({action})")
+        if self._steps_task is not None:
+            self._progress.remove_task(self._steps_task)
+        self._steps_task = self._progress.add_task(f"  {label} step", total=max_steps,
+                                                   completed=max_steps if status == "finished" else 0, info="")
+
+    def row(self, row: dict) -> None:
+        """Trainer callback: one metrics row was logged."""
+        if row.get("val_pass_rate") is not None:
+            self._last_val = row["val_pass_rate"]
+        if self._progress is None:
+            return
+        parts = [] if row.get("train_reward") is None else [f"reward {row['train_reward']:+.3f}"]
+        parts += [] if self._last_val is None else [f"val pass rate {self._last_val:.3f}"]
+        self._progress.update(self._steps_task, completed=row["step"], info="  ".join(parts))
+
+    def finish_job(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._study_task)
+
+    def __exit__(self, *exc_info) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = True,
+              train_fn: TrainFunction | None = None) -> list[Job]:
+    """Train every job in order: finished ones skipped, partial ones resumed, absent ones started.
+
+    `train_fn(config, run_dir, resume=, show_progress=, on_row=)` defaults to the trainer's
+    `train`. Returns the jobs with the status each had before this call."""
+    if train_fn is None:
+        from scalerl.train.trainer import train as train_fn
+    write_plan(plan, out_dir)
+    jobs = plan_jobs(plan, out_dir)
+    with StudyProgress(len(jobs), enabled=show_progress) as progress:
+        for number, job in enumerate(jobs, start=1):
+            label = job.variant.slug if plan.seeds == 1 else f"{job.variant.slug} seed {job.seed_index}"
+            progress.start_job(number, label, job.status, job.config.max_steps)
+            if job.status != "finished":
+                train_fn(job.config, job.run_dir, resume=job.status == "partial", show_progress=False,
+                         on_row=progress.row)
+            progress.finish_job()
+    return jobs
