@@ -71,28 +71,14 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
         raise ConfigError("pipeline.mode: 'sync' runs the synchronous trainer, not the Ray pipeline")
     started_ray = init_ray(pipeline)
     started = time.time()
-    session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log)
-    interrupted = False
+    session = None
     try:
-        if session.books.step == 0:
-            session.initial_validation()
-        if pipeline.mode == "async":
-            _AsyncLoop(session, on_row).run()
-        else:
-            from scalerl.distributed.offpolicy import OffPolicyLoop
-
-            OffPolicyLoop(session, on_row).run()
-    except KeyboardInterrupt:
-        interrupted = True
-        loop = getattr(session, "loop", None)
-        if loop is not None:
-            loop.drain()  # the trainer's weights must be those of the step we checkpoint
-        session.log(f"interrupted: writing a resumable checkpoint at step {session.books.step}")
-        session.checkpoint()
-    try:
+        session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log)
+        interrupted = _run_loop(session, on_row)
         weights = session.final_weights() if keep_weights else None
     finally:
-        session.shutdown()
+        if session is not None:
+            session.shutdown()
         if started_ray:
             import ray
 
@@ -102,6 +88,27 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
                           generator_failures=sum(session.failures),
                           wall_seconds=time.time() - started, interrupted=interrupted,
                           final_weights=weights, log_lines=session.log_lines)
+
+
+def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:
+    """Step 0's validation, then the mode's loop; True if stopped by Ctrl-C (checkpoint written)."""
+    try:
+        if session.books.step == 0:
+            session.initial_validation()
+        if session.pipeline.mode == "async":
+            _AsyncLoop(session, on_row).run()
+        else:
+            from scalerl.distributed.offpolicy import OffPolicyLoop
+
+            OffPolicyLoop(session, on_row).run()
+    except KeyboardInterrupt:
+        loop = getattr(session, "loop", None)
+        if loop is not None:
+            loop.drain()  # the trainer's weights must be those of the step we checkpoint
+        session.log(f"interrupted: writing a resumable checkpoint at step {session.books.step}")
+        session.checkpoint()
+        return True
+    return False
 
 
 class _AsyncLoop:

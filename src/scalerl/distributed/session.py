@@ -49,6 +49,9 @@ class PipelineSession:
                                    poll_interval_seconds=pipeline.weight_poll_seconds,
                                    backend=pipeline.backend)
             for index in range(pipeline.num_generators)]
+        _check_started(self.trainer, "trainer")
+        for index, generator in enumerate(self.generators):
+            _check_started(generator, f"generator {index}")
         self.alive = [True] * len(self.generators)
         self.failures = [0] * len(self.generators)
         self.generator_busy = BusyLedger(len(self.generators))
@@ -224,3 +227,15 @@ class PipelineSession:
             except Exception:  # noqa: BLE001 - an actor that is already gone is fine
                 pass
         self.books.close()
+
+
+def _check_started(actor, role: str) -> None:
+    """Wait for an actor's constructor; a failure there becomes one clear ScaleRLError."""
+    import ray
+
+    try:
+        ray.get(actor.pid.remote())
+    except ray.exceptions.RayActorError as error:
+        cause = getattr(error, "cause", None) or error
+        last_line = str(cause).strip().splitlines()[-1] if str(cause).strip() else repr(cause)
+        raise ScaleRLError(f"the {role} actor failed to start: {last_line}") from None
