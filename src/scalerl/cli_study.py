@@ -12,10 +12,12 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from scalerl.cli_errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
 
+REPORT_WIDTH = 160  # columns of the table when the output is not a terminal (file, pipe)
 SET_HELP = "Override one config field of every variant: key=value (repeatable), e.g. max_steps=40."
 
 
@@ -33,21 +35,19 @@ def study_overrides(assignments: List[str], max_steps: Optional[int]) -> list[st
 
 def report_study(out: Path, *, x: str, y: str, margin: float, level: float) -> None:
     """Fit and compare the runs of the study in `out`; print the table; write study.json/.md/.png."""
-    from scalerl.forecast.report import stdout_console
     from scalerl.train.study import read_plan, report_runs
-    from scalerl.train.study_report import build_study_report, study_table, write_study_outputs
+    from scalerl.train.study_report import build_study_report, report_notes, study_table, write_study_outputs
 
     runs = report_runs(read_plan(out), out)
     with Console(stderr=True).status(f"fitting {len(runs)} variants ..."):
         report = build_study_report(runs, x=x, y=y, margin=margin, level=level)
         written = write_study_outputs(report, out)
-    console = stdout_console()
+    console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
     console.print(study_table(report))
-    for item in report.fits:
-        if item.fit is not None:
-            for warning in item.fit.warnings:
-                console.print(f"[yellow]warning ({item.run.slug}): {warning}[/yellow]", highlight=False,
-                              soft_wrap=True)
+    if any(versus.note and versus.decided_by for versus in report.versus_base.values()):
+        console.print("* a ceiling of the pair is not identified: the comparison of A is uncertain", highlight=False)
+    for note in report_notes(report):
+        console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     console.print(f"written: {', '.join(str(path) for path in written)}", highlight=False, soft_wrap=True)
 
 

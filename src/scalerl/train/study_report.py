@@ -185,38 +185,61 @@ def report_payload(report: StudyReport) -> dict:
             "level": report.level, "variants": variants}
 
 
+def short_verdict(item: VariantFit, versus: VersusBase | None) -> str:
+    """The verdict cell: 'base', 'higher ceiling', ..., 'fit failed', 'no data' (details in notes);
+    '*' marks a comparison whose ceilings are not both identified."""
+    if item.error is not None:
+        return item.error.split(":", 1)[0] if not item.run.is_base else f"base, {item.error.split(':', 1)[0]}"
+    if item.run.is_base:
+        return "base"
+    return versus.verdict + (" *" if versus.note and versus.decided_by else "")
+
+
 def _row_cells(item: VariantFit, versus: VersusBase | None, level: float) -> list[str]:
     """Cells: variant, knob, A [interval], B, C_mid, ceiling identified, verdict, decided by, paper."""
     knob = item.run.knob or ("base" if item.run.is_base else "-")
-    if item.fit is None:
-        fit_cells = ["-", "-", "-", "-"]
-    else:
+    fit_cells = ["-", "-", "-", "-"]
+    if item.fit is not None:
         fit = item.fit
-        a_cell = f"{format_number(fit.a, 3)} {format_interval(fit.conf_int(level)['A'], 3)}"
-        fit_cells = [a_cell, format_number(fit.b, 3), format_number(fit.c_mid, 3),
+        a_lo, a_hi = fit.conf_int(level)["A"]
+        fit_cells = [f"{fit.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]", f"{fit.b:.2f}", f"{fit.c_mid:.3g}",
                      "yes" if fit.ceiling_identified else "no"]
-    if item.run.is_base:
-        verdict, decided = ("base" if item.error is None else f"base, {item.error}"), ""
-    else:
-        verdict = versus.verdict if versus.note is None else f"{versus.verdict} ({versus.note})"
-        decided = versus.decided_by or ""
-    return [item.run.slug, knob, *fit_cells, verdict, decided, paper_axis(item.run.knob) or "-"]
+    decided = "" if versus is None else versus.decided_by or ""
+    return [item.run.slug, knob, *fit_cells, short_verdict(item, versus), decided,
+            paper_axis(item.run.knob) or "-"]
+
+
+def report_notes(report: StudyReport) -> list[str]:
+    """Why a variant has no fit or no comparison, and fit warnings, one line each."""
+    notes = []
+    for item in report.fits:
+        versus = report.versus_base.get(item.run.slug)
+        if item.error is not None:
+            notes.append(f"{item.run.slug}: {item.error}")
+        elif versus is not None and versus.note:
+            notes.append(f"{item.run.slug}: {versus.note}")
+        if item.fit is not None:
+            notes += [f"{item.run.slug}: {warning}" for warning in item.fit.warnings]
+    return notes
 
 
 TABLE_COLUMNS = ("variant", "knob", "A [interval]", "B", "C_mid", "ceiling identified", "verdict vs base",
                  "decided by", "paper: moves")
+NO_WRAP_COLUMNS = ("A [interval]", "B", "C_mid", "verdict vs base", "decided by")
 
 
 def study_table(report: StudyReport):
     """The rich table of the study (one row per variant, base first as planned)."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"study: {report.y_name} vs {report.x_name}, margin {report.margin:g}, "
                         f"{report.level:.0%} intervals", title_justify="left")
     for column in TABLE_COLUMNS:
-        table.add_column(column, overflow="fold")
+        table.add_column(escape(column), no_wrap=column in NO_WRAP_COLUMNS, overflow="fold")
     for item in report.fits:
-        table.add_row(*_row_cells(item, report.versus_base.get(item.run.slug), report.level))
+        cells = _row_cells(item, report.versus_base.get(item.run.slug), report.level)
+        table.add_row(*(escape(cell) for cell in cells))
     return table
 
 
@@ -249,7 +272,16 @@ def markdown_text(report: StudyReport) -> str:
     for item in report.fits:
         if not item.run.is_base:
             lines.append(f"- {knob_sentence(item, report.versus_base[item.run.slug], report.base)}")
+    notes = report_notes(report)
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
+
+
+def points_not_fitted(item: VariantFit) -> tuple[np.ndarray, np.ndarray]:
+    """The curve's points the fit left out (the R0 point, points after a collapse), for the figure."""
+    unused = ~np.isin(item.compute, item.fit.compute)
+    return item.compute[unused], item.reward[unused]
 
 
 def write_study_outputs(report: StudyReport, out_dir: str | Path) -> list[Path]:
@@ -260,9 +292,11 @@ def write_study_outputs(report: StudyReport, out_dir: str | Path) -> list[Path]:
     written[1].write_text(markdown_text(report))
     fitted = {item.run.slug: item.fit for item in report.fits if item.fit is not None}
     if fitted:
-        from scalerl.forecast.plotting import plot_comparison
+        from scalerl.forecast.plotting import RunPoints, plot_comparison
 
-        written.append(plot_comparison(fitted, out_dir / STUDY_FIGURE, level=report.level,
+        points = {item.run.slug: RunPoints(not_fitted=points_not_fitted(item)) for item in report.fits
+                  if item.fit is not None}
+        written.append(plot_comparison(fitted, out_dir / STUDY_FIGURE, points=points, level=report.level,
                                        x_label=report.x_name, y_label=report.y_name,
                                        title=f"study vs base {report.base}"))
     return written

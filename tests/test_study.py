@@ -1,0 +1,261 @@
+"""`scalerl study`: the plan, skip/resume decisions, the report's verdicts on synthetic curves with
+known A and B, and one tiny end-to-end study."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from scalerl.cli import app
+from scalerl.errors import ConfigError, InputError
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.train.config import save_config
+from scalerl.train.metrics_log import append_row
+from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
+from scalerl.train.study import (
+    assignment_slug,
+    plan_study,
+    read_plan,
+    report_runs,
+    run_status,
+    run_study,
+    variant_config,
+    variant_run_dirs,
+    write_plan,
+)
+from scalerl.train.study_report import build_study_report, markdown_text, paper_axis, report_payload
+
+runner = CliRunner()
+
+# --------------------------------------------------------------------------------------- the plan
+
+
+def test_leave_one_out_plan_is_the_base_then_each_ablation_with_its_one_override():
+    plan = plan_study("scalerl", leave_one_out=True)
+    base, *ablations = plan.variants
+    assert base.is_base and base.slug == "scalerl" and base.overrides == () and base.knob is None
+    assert [v.overrides for v in ablations] == [(a,) for a in LEAVE_ONE_OUT.values()]
+    assert [v.name for v in ablations] == list(LEAVE_ONE_OUT)
+    assert [v.slug for v in ablations][:3] == ["loss-dapo", "loss-gspo", "aggregation-sample"]
+    assert "fp32_head-false" in [v.slug for v in ablations]
+    assert len({v.slug for v in plan.variants}) == len(plan.variants)
+    loss_dapo = variant_config(plan, ablations[0], 0)
+    assert loss_dapo == preset_config("scalerl", ["rl.loss=dapo"])
+    assert loss_dapo.rl.loss == "dapo" and loss_dapo.rl.aggregation == "prompt"  # exactly one knob flipped
+
+
+def test_common_overrides_and_seeds_apply_to_every_variant():
+    plan = plan_study(leave_one_out=True, common_overrides=["max_steps=7", "seed=3"], seeds=2)
+    configs = [variant_config(plan, v, 1) for v in plan.variants]
+    assert all(c.max_steps == 7 and c.seed == 4 for c in configs)
+    assert variant_config(plan, plan.variants[0], 0).seed == 3
+    dirs = variant_run_dirs("out", plan, plan.variants[1])
+    assert [str(d) for d in dirs] == ["out/loss-dapo/seed-0", "out/loss-dapo/seed-1"]
+
+
+def test_only_filters_by_slug_or_name_and_keeps_the_base():
+    plan = plan_study(leave_one_out=True, only=["loss-dapo", "No FP32 LM head"])
+    assert [v.slug for v in plan.variants] == ["scalerl", "loss-dapo", "fp32_head-false"]
+    assert [v.slug for v in plan_study(leave_one_out=True, only=["npr-false,loss-gspo"]).variants] == [
+        "scalerl", "loss-gspo", "npr-false"]
+    with pytest.raises(ConfigError, match="--only: unknown variant 'nope'.*loss-dapo"):
+        plan_study(leave_one_out=True, only=["nope"])
+
+
+def test_recipes_plan_and_plan_errors():
+    plan = plan_study("scalerl", recipes=["grpo", "scalerl", "dapo", "grpo"])
+    assert [v.slug for v in plan.variants] == ["scalerl", "grpo", "dapo"]
+    assert variant_config(plan, plan.variants[1], 0) == preset_config("grpo")
+    with pytest.raises(ConfigError, match="unknown preset 'ppo'"):
+        plan_study(recipes=["ppo"])
+    with pytest.raises(ConfigError, match="--leave-one-out or --recipes"):
+        plan_study(leave_one_out=True, recipes=["grpo"])
+    with pytest.raises(ConfigError, match="--leave-one-out or --recipes"):
+        plan_study()
+    with pytest.raises(ConfigError, match="unknown config key 'max_step'"):
+        plan_study(leave_one_out=True, common_overrides=["max_step=3"])
+
+
+def test_an_ablation_the_base_preset_already_has_is_left_out_with_a_note():
+    plan = plan_study("grpo", leave_one_out=True)
+    slugs = [v.slug for v in plan.variants]
+    assert slugs[0] == "grpo" and "npr-false" not in slugs and "fp32_head-false" not in slugs
+    assert "loss-dapo" in slugs
+    assert any("npr=false" in note for note in plan.notes)
+
+
+def test_assignment_slug_and_plan_round_trip(tmp_path):
+    assert assignment_slug("sampling.length_control=penalty") == "length_control-penalty"
+    assert assignment_slug("optim.lr=1e-3") == "lr-1e-3"
+    plan = plan_study(leave_one_out=True, only=["loss-dapo"], common_overrides=["max_steps=5"], seeds=2)
+    write_plan(plan, tmp_path)
+    assert read_plan(tmp_path) == plan
+    with pytest.raises(InputError, match="study_plan.json is missing"):
+        read_plan(tmp_path / "elsewhere")
+
+
+# ----------------------------------------------------------------------------- skip / resume logic
+
+
+def _write_run(run_dir, config, last_step, pool_size=10):
+    save_config(config, run_dir)
+    for step in range(last_step + 1):
+        append_row(run_dir / "metrics.jsonl", {"step": step, "flops": float(step), "pool_size": pool_size})
+
+
+def test_run_status_finished_partial_absent(tmp_path):
+    config = preset_config("scalerl", ["max_steps=4"])
+    assert run_status(tmp_path / "absent", config) == "absent"
+    _write_run(tmp_path / "partial", config, last_step=2)
+    assert run_status(tmp_path / "partial", config) == "partial"
+    _write_run(tmp_path / "finished", config, last_step=4)
+    assert run_status(tmp_path / "finished", config) == "finished"
+    # a longer study resumes the finished run; a pool emptied early counts as finished
+    assert run_status(tmp_path / "finished", config.with_overrides(["max_steps=6"])) == "partial"
+    _write_run(tmp_path / "emptied", config, last_step=2, pool_size=0)
+    assert run_status(tmp_path / "emptied", config) == "finished"
+    save_config(config, tmp_path / "crashed_before_any_row")
+    assert run_status(tmp_path / "crashed_before_any_row", config) == "partial"
+    with pytest.raises(ConfigError, match="different config \\(rl\\)"):
+        run_status(tmp_path / "partial", config.with_overrides(["rl.loss=dapo"]))
+
+
+def test_run_study_skips_finished_resumes_partial_starts_absent(tmp_path):
+    plan = plan_study(leave_one_out=True, only=["loss-dapo", "npr-false"], common_overrides=["max_steps=3"])
+    base, dapo, npr = plan.variants
+    _write_run(tmp_path / base.slug, variant_config(plan, base, 0), last_step=3)
+    _write_run(tmp_path / dapo.slug, variant_config(plan, dapo, 0), last_step=1)
+    calls = []
+
+    def fake_train(config, run_dir, *, resume, show_progress, on_row):
+        calls.append((run_dir.name, resume, config.rl.loss, config.rl.npr))
+        on_row({"step": 3, "train_reward": 0.1, "val_pass_rate": 0.2})
+
+    jobs = run_study(plan, tmp_path, show_progress=False, train_fn=fake_train)
+    assert [job.status for job in jobs] == ["finished", "partial", "absent"]
+    assert calls == [("loss-dapo", True, "dapo", True), ("npr-false", False, "cispo", False)]
+    assert read_plan(tmp_path) == plan
+
+
+# ------------------------------------------------------------------ report on known synthetic curves
+
+BASE = {"a": 0.6, "b": 1.5, "c_mid": 1e13, "r0": 0.1}
+FLOPS = np.concatenate([[0.0], np.geomspace(1e12, 3e14, 24)])
+
+
+def _write_curve(run_dir, rewards):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for step, (flops, reward) in enumerate(zip(FLOPS, rewards)):
+        append_row(run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "train_reward": 0.0})
+        append_row(run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "val_pass_rate": float(reward)})
+
+
+def _sigmoid_rewards(seed, **changes):
+    params = {**BASE, **changes}
+    noise = np.random.default_rng(seed).normal(0.0, 0.004, FLOPS.size)
+    noise[0] = 0.0
+    return sigmoid_reward(FLOPS, params["a"], params["b"], params["c_mid"], params["r0"]) + noise
+
+
+@pytest.fixture(scope="module")
+def synthetic_study(tmp_path_factory):
+    """Base A=0.6, B=1.5; fp32_head-false: A + 0.1; aggregation-sample: same A, B = 3; npr-false flat."""
+    out = tmp_path_factory.mktemp("study")
+    plan = plan_study(leave_one_out=True, only=["fp32_head-false", "aggregation-sample", "npr-false"])
+    write_plan(plan, out)
+    _write_curve(out / "scalerl", _sigmoid_rewards(0))
+    _write_curve(out / "fp32_head-false", _sigmoid_rewards(1, a=0.7))
+    _write_curve(out / "aggregation-sample", _sigmoid_rewards(2, b=3.0))
+    flat = 0.1 + np.random.default_rng(3).normal(0.0, 0.004, FLOPS.size)
+    flat[0] = 0.1
+    _write_curve(out / "npr-false", flat)
+    return out, build_study_report(report_runs(plan, out))
+
+
+def test_report_recovers_the_known_ceilings_and_verdicts(synthetic_study):
+    _, report = synthetic_study
+    fits = {item.run.slug: item for item in report.fits}
+    assert fits["scalerl"].fit.a == pytest.approx(0.6, abs=0.01)
+    assert fits["scalerl"].fit.b == pytest.approx(1.5, rel=0.15)
+    assert fits["fp32_head-false"].fit.a == pytest.approx(0.7, abs=0.01)
+    versus = report.versus_base
+    assert versus["fp32_head-false"].verdict == "higher ceiling"
+    assert versus["fp32_head-false"].decided_by == "ceiling"
+    assert versus["fp32_head-false"].delta_a == pytest.approx(0.1, abs=0.015)
+    assert versus["aggregation-sample"].verdict == "more efficient"
+    assert versus["aggregation-sample"].decided_by == "efficiency"
+    b_variant, b_base = versus["aggregation-sample"].b_at_shared_a
+    assert b_variant == pytest.approx(3.0, rel=0.2) and b_base == pytest.approx(1.5, rel=0.15)
+    assert versus["aggregation-sample"].shared_a == pytest.approx(0.6, abs=0.01)
+    assert fits["npr-false"].fit is None and fits["npr-false"].error.startswith("fit failed: flat run")
+    assert versus["npr-false"].verdict == "not compared" and versus["npr-false"].decided_by is None
+
+
+def test_report_outputs_json_markdown_and_cli(synthetic_study):
+    out, report = synthetic_study
+    payload = report_payload(report)
+    by_slug = {v["slug"]: v for v in payload["variants"]}
+    assert payload["base"] == "scalerl" and payload["x"] == "flops" and payload["margin"] == 0.02
+    assert by_slug["fp32_head-false"]["versus_base"]["verdict"] == "higher ceiling"
+    assert by_slug["fp32_head-false"]["paper_moves"] == "A"
+    assert by_slug["aggregation-sample"]["paper_moves"] == "B"
+    assert by_slug["npr-false"]["fit"] is None and "flat run" in by_slug["npr-false"]["error"]
+    text = markdown_text(report)
+    assert re.search(r"`model.fp32_head=false` raised the ceiling A by 0\.(09|10|11)\d vs scalerl", text)
+    assert "raised the efficiency B from 1." in text
+
+    result = runner.invoke(app, ["study", "--out", str(out), "--report-only"])
+    assert result.exit_code == 0, result.output
+    assert "higher ceiling" in result.output and "more efficient" in result.output
+    assert "fit failed" in result.output
+    saved = json.loads((out / "study.json").read_text())
+    assert [v["slug"] for v in saved["variants"]] == ["scalerl", "aggregation-sample", "npr-false",
+                                                      "fp32_head-false"]
+    assert (out / "study.md").read_text().startswith("# Study: val_pass_rate vs flops")
+    assert (out / "study.png").stat().st_size > 10_000
+
+
+def test_paper_axis_and_report_errors(tmp_path):
+    assert paper_axis("rl.loss=dapo") == "A" and paper_axis("model.fp32_head=false") == "A"
+    assert paper_axis("rl.advantage_norm=none") == "B" and paper_axis("sampling.length_control=penalty") is None
+    assert paper_axis(None) is None
+    plan = plan_study(leave_one_out=True, only=["loss-dapo"])
+    report = build_study_report(report_runs(plan, tmp_path))  # nothing trained yet
+    assert all(item.error.startswith("no data: file not found") for item in report.fits)
+    assert report.versus_base["loss-dapo"].verdict == "not compared"
+    result = runner.invoke(app, ["study", "--out", str(tmp_path / "none"), "--report-only"])
+    assert result.exit_code == 2 and "study_plan.json is missing" in result.output
+    result = runner.invoke(app, ["study", "--out", str(tmp_path), "--leave-one-out", "--only", "nope"])
+    assert result.exit_code == 2 and "--only: unknown variant 'nope'" in result.output
+
+
+# ----------------------------------------------------------------------------- tiny end-to-end study
+
+TINY_RUN = [
+    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
+    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3", "generations_per_prompt=3",
+    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
+    "num_train_prompts=50", "eval_every=1", "checkpoint_every=1",
+]
+
+
+@pytest.mark.slow
+def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tmp_path):
+    command = ["study", "--out", str(tmp_path), "--leave-one-out", "--only", "loss-dapo", "--max-steps", "2",
+               "--no-progress", *[arg for item in TINY_RUN for arg in ("--set", item)]]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 0, result.output
+    for slug in ("scalerl", "loss-dapo"):
+        rows = [json.loads(line) for line in (tmp_path / slug / "metrics.jsonl").read_text().splitlines()]
+        assert [row["step"] for row in rows] == [0, 1, 2]
+        assert (tmp_path / slug / "config.json").is_file() and (tmp_path / slug / "checkpoints").is_dir()
+    assert json.loads((tmp_path / "loss-dapo" / "config.json").read_text())["rl"]["loss"] == "dapo"
+    saved = json.loads((tmp_path / "study.json").read_text())
+    assert [v["slug"] for v in saved["variants"]] == ["scalerl", "loss-dapo"]
+    assert all((v["fit"] is None) != (v["error"] is None) for v in saved["variants"])
+    before = (tmp_path / "scalerl" / "metrics.jsonl").read_bytes()
+    again = runner.invoke(app, command)  # finished variants are skipped, not retrained
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "scalerl" / "metrics.jsonl").read_bytes() == before
