@@ -25,7 +25,13 @@ from scalerl.train.study import (
     variant_run_dirs,
     write_plan,
 )
-from scalerl.train.study_report import build_study_report, markdown_text, paper_axis, report_payload
+from scalerl.train.study_report import (
+    build_study_report,
+    markdown_text,
+    paper_axis,
+    report_payload,
+    seed_mean_curve,
+)
 
 runner = CliRunner()
 
@@ -215,6 +221,14 @@ def test_report_outputs_json_markdown_and_cli(synthetic_study):
                                                       "fp32_head-false"]
     assert (out / "study.md").read_text().startswith("# Study: val_pass_rate vs flops")
     assert (out / "study.png").stat().st_size > 10_000
+
+
+def test_seed_mean_curve_averages_the_ith_evaluations_and_cuts_to_the_shortest_seed(tmp_path):
+    for seed, (rewards, flops) in enumerate([([0.1, 0.3, 0.5], [0, 10, 20]), ([0.2, 0.5], [0, 12])]):
+        for step, (reward, compute) in enumerate(zip(rewards, flops)):
+            append_row(tmp_path / f"{seed}.jsonl", {"step": step, "flops": compute, "val_pass_rate": reward})
+    compute, reward = seed_mean_curve([tmp_path / "0.jsonl", tmp_path / "1.jsonl"], "flops", "val_pass_rate")
+    assert compute.tolist() == [0.0, 11.0] and reward.tolist() == pytest.approx([0.15, 0.4])
 
 
 def test_paper_axis_and_report_errors(tmp_path):
