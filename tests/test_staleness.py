@@ -81,3 +81,58 @@ def test_idle_fraction_by_hand():
     # work still running since t = 18 counts as busy up to the end of the window
     assert ledger.idle_fraction(10.0, 20.0, in_progress_since=[18.0]) == pytest.approx(0.6)
     assert ledger.idle_fraction(20.0, 30.0) == 1.0  # the old interval was pruned
+
+
+class _FakeTrainerMethod:
+    def __init__(self):
+        self.calls = []
+
+    def remote(self, rollouts):
+        self.calls.append(rollouts)
+        return f"train-ref-{len(self.calls)}"
+
+
+def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        pipeline=SimpleNamespace(max_lag=max_lag, on_stale=on_stale),
+        config=SimpleNamespace(max_steps=max_steps),
+        books=SimpleNamespace(step=committed, pool=SimpleNamespace(active_count=10),
+                              update_pool=lambda rollouts: None),
+        generators=[object(), object()], alive=[True, True],
+        steps_committed=committed, published_version=published, dropped_batches=0,
+        trainer=SimpleNamespace(train=_FakeTrainerMethod()), log=lambda message: None,
+        checkpoint_pending=lambda: False)
+
+
+def _batch(oldest_version):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(oldest_policy_version=oldest_version, rollouts=("r",))
+
+
+def test_async_loop_dispatch_gate_asks_with_the_latest_consumer_version():
+    from scalerl.distributed.pipeline import _AsyncLoop
+
+    loop = _AsyncLoop(_fake_session(max_lag=0, on_stale="wait", committed=3, published=3), None)
+    assert loop.may_dispatch()  # nothing in flight, weights of every committed step published
+    loop.generating["ref"] = (0, None, 0.0)
+    assert not loop.may_dispatch()  # k = 0: one batch at a time
+    loop = _AsyncLoop(_fake_session(max_lag=2, on_stale="wait", committed=4, published=3), None)
+    loop.generating["ref"] = (0, None, 0.0)
+    assert loop.may_dispatch()  # consumed at version <= 4 + 1 = 5, lag <= 2
+    loop.ready.append(_batch(3))
+    assert not loop.may_dispatch()  # would be consumed at version <= 6: lag 3 > 2
+
+
+def test_async_loop_drops_stale_batches_under_drop_and_trains_fresh_ones():
+    from scalerl.distributed.pipeline import _AsyncLoop
+
+    session = _fake_session(max_lag=2, on_stale="drop", committed=5, published=5)
+    loop = _AsyncLoop(session, None)
+    loop.ready.extend([_batch(2), _batch(3)])  # lag 3 (dropped), lag 2 (trained)
+    loop.feed_trainer()
+    loop.feed_trainer()  # one optimiser step at a time: nothing more is queued
+    assert session.dropped_batches == 1 and len(session.trainer.train.calls) == 1
+    assert session.steps_committed == 6 and not loop.ready
