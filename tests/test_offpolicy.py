@@ -52,3 +52,11 @@ def test_slice_rounds_cuts_whole_prompt_groups_and_renumbers_them():
     assert [r.group_index for r in slices[0]] == [0, 0, 1, 1]
     assert [r.prompt_index for r in slices[1]] == [210, 210, 211, 211]
     assert [r.group_index for r in slices[1]] == [0, 0, 1, 1]
+
+
+def test_actor_gpus_share_one_gpu_unless_told_otherwise():
+    from scalerl.distributed.settings import PipelineConfig, actor_gpus
+
+    assert actor_gpus("cpu", PipelineConfig(num_generators=2)) == (0.0, 0.0)
+    assert actor_gpus("cuda", PipelineConfig(num_generators=2)) == (0.5, 0.25)
+    assert actor_gpus("cuda:0", PipelineConfig(trainer_gpus=1, generator_gpus=1)) == (1.0, 1.0)

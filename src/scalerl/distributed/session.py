@@ -19,7 +19,7 @@ from scalerl.distributed.actors import (
     remote_class,
 )
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
-from scalerl.distributed.settings import PipelineConfig
+from scalerl.distributed.settings import PipelineConfig, actor_gpus
 from scalerl.distributed.staleness import batch_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
@@ -36,13 +36,14 @@ class PipelineSession:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.books = run_parts.RunBooks.start(config, self.run_dir, resume=resume)
         self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
+        trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
         trainer_class = remote_class(TrainerWorker, num_cpus=pipeline.trainer_cpus,
-                                     num_gpus=pipeline.trainer_gpus)
+                                     num_gpus=trainer_gpus)
         self.trainer = trainer_class.remote(config, self.registry,
                                             torch_threads=pipeline.torch_threads,
                                             resume_checkpoint=self.books.trainer_resume_state())
         generator_class = remote_class(GeneratorWorker, num_cpus=pipeline.generator_cpus,
-                                       num_gpus=pipeline.generator_gpus,
+                                       num_gpus=generator_gpus,
                                        max_restarts=pipeline.max_generator_restarts)
         self.generators = [
             generator_class.remote(config, index, self.registry, torch_threads=pipeline.torch_threads,

@@ -92,3 +92,17 @@ class PipelineConfig:
 def _check(ok: bool, field_path: str, message: str) -> None:
     if not ok:
         raise ConfigError(f"{field_path}: {message}")
+
+
+def actor_gpus(device: str, pipeline) -> tuple[float, float]:
+    """(GPUs per trainer actor, GPUs per generator actor) that the actors request from Ray.
+
+    Explicit pipeline.trainer_gpus / generator_gpus win. Otherwise a CUDA run (device "cuda...")
+    shares one GPU: half for the trainer, the other half split between the generators; a CPU
+    run requests none.
+    """
+    if pipeline.trainer_gpus > 0 or pipeline.generator_gpus > 0:
+        return float(pipeline.trainer_gpus), float(pipeline.generator_gpus)
+    if str(device).startswith("cuda"):
+        return 0.5, 0.5 / pipeline.num_generators
+    return 0.0, 0.0
