@@ -121,7 +121,7 @@ class _AsyncLoop:
         self.on_stale = session.pipeline.on_stale
         self.generating: dict = {}  # ObjectRef -> (generator index, request, dispatched at)
         self.ready: collections.deque = collections.deque()  # finished batches, arrival order
-        self.training: collections.deque = collections.deque()  # (ObjectRef, batch, dropped)
+        self.training: collections.deque = collections.deque()  # (train ObjectRef, batch)
         self.dropped_since_row: list = []  # stale batches: their generation is booked anyway
         self.probing: dict = {}  # probe ObjectRef -> index of a generator being restarted
         self.retry: collections.deque = collections.deque()  # requests of failed batches
