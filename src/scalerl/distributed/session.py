@@ -62,7 +62,7 @@ class PipelineSession:
         self.dropped_batches = 0
         self.window_start = time.time()
         self._model_shape = None
-        self.pending: collections.deque = collections.deque()  # [row, validation ref or None]
+        self.pending: collections.deque = collections.deque()  # [row, validation ref, ckpt state]
         self.validation_seconds = 0.0
 
     def busy_generators(self) -> list[int]:
@@ -160,14 +160,17 @@ class PipelineSession:
                                   excluded_seconds=self.validation_seconds)
         self.validation_seconds = 0.0
         due = self.books.validation_due(row["step"])
-        self.pending.append([row, self.trainer.validate.remote() if due else None])
+        # the run state of a checkpoint is taken now, before later batches are dispatched, so a
+        # resumed k = 0 run samples exactly what the uninterrupted one does
+        state = self.books.driver_state() if self.books.checkpoint_due(row["step"]) else None
+        self.pending.append([row, self.trainer.validate.remote() if due else None, state])
 
     def checkpoint_pending(self) -> bool:
         """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
-        return any(self.books.checkpoint_due(row["step"]) for row, _ in self.pending)
+        return any(state is not None for _, _, state in self.pending)
 
     def pending_refs(self) -> list:
-        return [ref for _, ref in self.pending if ref is not None]
+        return [ref for _, ref, _ in self.pending if ref is not None]
 
     def flush(self, *, block: bool = False) -> list[dict]:
         """Append the pending rows whose validation is done, in step order; checkpoint on cadence.
@@ -179,7 +182,7 @@ class PipelineSession:
 
         written = []
         while self.pending:
-            row, ref = self.pending[0]
+            row, ref, state = self.pending[0]
             if ref is not None:
                 if not block and not ray.wait([ref], timeout=0)[0]:
                     break
@@ -189,23 +192,25 @@ class PipelineSession:
                 row["val_pass_rate"] = pass_rate
             self.pending.popleft()
             self.books.append(row)
-            if self.books.checkpoint_due(row["step"]):
-                self.checkpoint()
+            if state is not None:
+                self.checkpoint(state, step=row["step"])
             written.append(row)
         return written
 
     def initial_validation(self) -> None:
         """Step 0's row (R0), as the synchronous trainer writes it."""
-        self.pending.append([self.books.initial_row(), self.trainer.validate.remote()])
+        self.pending.append([self.books.initial_row(), self.trainer.validate.remote(), None])
         self.flush(block=True)
         self.validation_seconds = 0.0
 
-    def checkpoint(self) -> None:
-        """The synchronous trainer's checkpoint of the last written step (trainer idle here)."""
+    def checkpoint(self, state: dict | None = None, step: int | None = None) -> None:
+        """The synchronous trainer's checkpoint of the last booked step (the trainer holds its
+        weights: no later step was handed to it). `state`: the driver's run state to save."""
         import ray
 
-        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), self.books.step,
-                                                    self.books.driver_state()))
+        state = self.books.driver_state() if state is None else state
+        step = self.books.step if step is None else step
+        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), step, state))
 
     def model_shape(self):
         import ray
