@@ -122,7 +122,7 @@ def test_async_loop_dispatch_gate_asks_with_the_latest_consumer_version():
     loop = _AsyncLoop(_fake_session(max_lag=2, on_stale="wait", committed=4, published=3), None)
     loop.generating["ref"] = (0, None, 0.0)
     assert loop.may_dispatch()  # consumed at version <= 4 + 1 = 5, lag <= 2
-    loop.ready.append(_batch(3))
+    loop.ready[7] = _batch(3)
     assert not loop.may_dispatch()  # would be consumed at version <= 6: lag 3 > 2
 
 
@@ -131,7 +131,8 @@ def test_async_loop_drops_stale_batches_under_drop_and_trains_fresh_ones():
 
     session = _fake_session(max_lag=2, on_stale="drop", committed=5, published=5)
     loop = _AsyncLoop(session, None)
-    loop.ready.extend([_batch(2), _batch(3)])  # lag 3 (dropped), lag 2 (trained)
+    loop.ready.update({8: _batch(3), 7: _batch(2)})  # lag 3 (dropped), lag 2 (trained)
+    loop.order.extend([7, 8])  # dispatch order, not arrival order
     loop.feed_trainer()
     loop.feed_trainer()  # one optimiser step at a time: nothing more is queued
     assert session.dropped_batches == 1 and len(session.trainer.train.calls) == 1

@@ -120,7 +120,10 @@ class _AsyncLoop:
         self.k = session.pipeline.max_lag
         self.on_stale = session.pipeline.on_stale
         self.generating: dict = {}  # ObjectRef -> (generator index, request, dispatched at)
-        self.ready: collections.deque = collections.deque()  # finished batches, arrival order
+        self.ready: dict = {}  # request step -> finished batch
+        # batches reach the trainer in dispatch order, so the bound the dispatch gate computed
+        # (consumed after every batch already outstanding) holds with several generators too
+        self.order: collections.deque = collections.deque()  # request steps, dispatch order
         self.training: collections.deque = collections.deque()  # (train ObjectRef, batch)
         self.dropped_since_row: list = []  # stale batches: their generation is booked anyway
         self.probing: dict = {}  # probe ObjectRef -> index of a generator being restarted
@@ -148,13 +151,15 @@ class _AsyncLoop:
             request = self.s.request(self.next_request_step, self.s.books.sample_prompts(),
                                      in_flight=True)
             self.next_request_step += 1
+            self.order.append(request.step)
         ref = self.s.generators[index].generate.remote(request)
         self.generating[ref] = (index, request, time.time())
 
     def feed_trainer(self) -> None:
-        """Admit (or drop) finished batches in arrival order and queue them on the trainer."""
-        while self.ready and not self.training and not self.s.checkpoint_pending():
-            batch = self.ready.popleft()
+        """Admit (or drop) finished batches in dispatch order and hand them to the trainer."""
+        while (self.order and self.order[0] in self.ready and not self.training
+               and not self.s.checkpoint_pending()):
+            batch = self.ready.pop(self.order.popleft())
             decision = admit_batch(batch.oldest_policy_version, self.s.steps_committed, self.k,
                                    self.on_stale)
             if decision is not Admission.ADMIT:
@@ -222,7 +227,7 @@ class _AsyncLoop:
                 self.probing[self.s.probe(index)] = index
                 return
             self.s.batch_finished(batch, dispatched_at)
-            self.ready.append(batch)
+            self.ready[request.step] = batch
             return
         if self.training and ref == self.training[0][0]:
             train_ref, batch = self.training.popleft()
