@@ -60,8 +60,8 @@ class ModelConfig:
     hidden_size: int = 128
     num_layers: int = 2
     num_heads: int = 4
-    warmstart_steps: int = 400
-    warmstart_stop_pass_rate: float = 0.05
+    warmstart_steps: int = 800
+    warmstart_stop_pass_rate: float = 0.1
     warmstart_probe_every: int = 25
     warmstart_cache_dir: str = ""
 
@@ -106,8 +106,8 @@ class TaskConfig:
 class SamplingConfig:
     """Rollout generation: batch shape, sampling, and length control (ScaleRL section 4)."""
 
-    prompts_per_step: int = 16
-    generations_per_prompt: int = 8
+    prompts_per_step: int = 32
+    generations_per_prompt: int = 16
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
@@ -164,8 +164,8 @@ class RLConfig:
 class OptimConfig:
     """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
 
-    lr: float = 1e-3
-    warmup_steps: int = 5
+    lr: float = 1e-4
+    warmup_steps: int = 10
     weight_decay: float = 0.01
     adam_eps: float = 1e-15
     adam_beta1: float = 0.9

@@ -24,8 +24,8 @@ from scalerl.train.presets import preset_config
 # The ScaleRL preset at the scale of the demo: sized so that, on 2 CPU cores, the built-in model
 # (warm-started to a low pass rate) shows a slow start, a rise and a plateau in 10-15 minutes.
 DEMO_OVERRIDES: tuple[str, ...] = (
-    "max_steps=120",
-    "eval_every=6",
+    "max_steps=300",
+    "eval_every=10",
     "eval_prompts=64",
     "eval_samples_per_prompt=4",
     "checkpoint_every=20",

@@ -1,0 +1,125 @@
+"""`scalerl train` / `demo` / `presets`: error handling, a tiny real run, the demo's forecast check."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from scalerl.cli import app
+
+runner = CliRunner()
+
+TINY = [
+    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
+    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=2", "generations_per_prompt=2",
+    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
+    "num_train_prompts=20",
+]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(arg) for arg in args])
+
+
+def tiny_sets(*extra):
+    return [token for assignment in [*TINY, *extra] for token in ("--set", assignment)]
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragments"),
+    [
+        (["--set", "rl.loss=ppo"], ["rl.loss", "cispo, dapo, grpo, gspo"]),
+        (["--set", "rl.los=cispo"], ["unknown config key", "rl.loss"]),
+        (["--set", "npr=maybe"], ["rl.npr", "boolean"]),
+        (["--set", "max_steps"], ["key=value"]),
+        (["--preset", "ppo"], ["unknown preset", "scalerl"]),
+        (["--model", "/no/such/model"], ["model.path"]),
+        (["--task", "/no/such/task.jsonl"], ["task.name"]),
+        (["--resume"], ["no run to resume"]),
+        (["--max-steps", "0"], ["max_steps"]),
+    ],
+)
+def test_bad_train_arguments_give_one_error_line(tmp_path, arguments, fragments):
+    out = tmp_path / "run"
+    result = invoke("train", "--out", out, *arguments)
+    assert_one_line_error(result, *fragments)
+    assert not (out / "config.json").exists()  # nothing written for a rejected config
+
+
+def test_bad_jsonl_task_names_the_line(tmp_path):
+    task = tmp_path / "task.jsonl"
+    task.write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2="\n')
+    result = invoke("train", "--out", tmp_path / "run", "--task", task, *tiny_sets("max_steps=1"))
+    assert_one_line_error(result, "line 2")
+
+
+def test_tiny_train_run_then_resume_and_rerun_errors(tmp_path):
+    out = tmp_path / "run"
+    result = invoke("train", "--out", out, "--no-progress", *tiny_sets("max_steps=1", "eval_every=1"))
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1]
+    assert json.loads((out / "config.json").read_text())["max_steps"] == 1
+    again = invoke("train", "--out", out, *tiny_sets("max_steps=1"))
+    assert_one_line_error(again, "already holds a run", "--resume")
+    resumed = invoke("train", "--out", out, "--resume", "--max-steps", "2", "--no-progress")
+    assert resumed.exit_code == 0, resumed.output
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [0, 1, 2]
+    changed = invoke("train", "--out", out, "--resume", "--set", "optim.lr=0.5")
+    assert_one_line_error(changed, "only max_steps may change")
+
+
+def test_presets_command_lists_recipes_and_ablations():
+    result = invoke("presets")
+    assert result.exit_code == 0
+    for name in ("scalerl", "grpo", "dapo", "gspo", "minimax", "magistral", "rl.loss=dapo"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(("option", "value"), [("--fit-fraction", "1.5"), ("--level", "0")])
+def test_demo_rejects_bad_options(tmp_path, option, value):
+    assert_one_line_error(invoke("demo", "--out", tmp_path, option, value), option)
+
+
+def _synthetic_metrics(path, a=0.8, b=2.0, c_mid=4e12, r0=0.1):
+    """A run whose validation pass rate follows a known sigmoid in FLOPs (with train rows between)."""
+    from scalerl.forecast.curves import sigmoid_reward
+
+    rows = []
+    for step in range(0, 61):
+        flops = step * 2e11
+        row = {"step": step, "flops": flops, "train_reward": 0.0}
+        if step % 4 == 0:
+            row["val_pass_rate"] = float(sigmoid_reward(flops, a, b, c_mid, r0))
+        rows.append(row)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_demo_forecast_fits_the_first_half_and_checks_the_rest(tmp_path):
+    from scalerl.train.demo import forecast_from_metrics, report_to_dict, write_outputs
+
+    metrics = tmp_path / "metrics.jsonl"
+    _synthetic_metrics(metrics)
+    report = forecast_from_metrics(metrics, fit_fraction=0.5)
+    assert report.fit_until_flops == pytest.approx(6e12)
+    assert report.fit.r0 == pytest.approx(0.1)
+    assert report.fit.a == pytest.approx(0.8, abs=0.02) and report.fit.b == pytest.approx(2.0, rel=0.1)
+    assert [p.flops for p in report.held_out] == pytest.approx([6.4e12 + 8e11 * i for i in range(8)])
+    assert report.max_abs_error < 0.02 and report.band_coverage == 1.0
+    json_path, plot_path = write_outputs(report, tmp_path)
+    payload = json.loads(json_path.read_text())
+    assert payload["fit"]["params"]["A"] == pytest.approx(report.fit.a)
+    assert len(payload["held_out"]) == 8 and payload == report_to_dict(report)
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert np.isfinite(payload["mean_abs_error"])
