@@ -123,3 +123,14 @@ def test_demo_forecast_fits_the_first_half_and_checks_the_rest(tmp_path):
     assert len(payload["held_out"]) == 8 and payload == report_to_dict(report)
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.isfinite(payload["mean_abs_error"])
+
+
+def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    _synthetic_metrics(metrics)
+    result = invoke("fit", metrics, "--x", "flops", "--y", "val_pass_rate", "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n_points"] == 15  # 16 evaluations, the step-0 one sets R0
+    assert payload["params"]["R0"] == pytest.approx(0.1)
+    assert payload["params"]["A"] == pytest.approx(0.8, abs=0.01)
