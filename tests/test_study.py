@@ -92,6 +92,13 @@ def test_an_ablation_the_base_preset_already_has_is_left_out_with_a_note():
     assert any("npr=false" in note for note in plan.notes)
 
 
+def test_a_fp32_head_ablation_in_float32_is_flagged_as_repeating_the_base():
+    plan = plan_study(leave_one_out=True, only=["fp32_head-false"])
+    assert any(note.startswith("fp32_head-false: dtype is float32") for note in plan.notes)
+    plan = plan_study(leave_one_out=True, only=["fp32_head-false"], common_overrides=["dtype=bfloat16"])
+    assert not plan.notes
+
+
 def test_assignment_slug_and_plan_round_trip(tmp_path):
     assert assignment_slug("sampling.length_control=penalty") == "length_control-penalty"
     assert assignment_slug("optim.lr=1e-3") == "lr-1e-3"

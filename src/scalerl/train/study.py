@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -115,9 +115,18 @@ def plan_study(preset: str = "scalerl", *, leave_one_out: bool = False, recipes:
     if len(set(slugs)) != len(slugs):
         raise ConfigError(f"two variants share a directory name: {', '.join(slugs)}")
     plan = StudyPlan(tuple(variants), tuple(common_overrides), int(seeds), tuple(notes))
-    for variant in plan.variants:
-        variant_config(plan, variant, 0)
-    return plan
+    configs = {variant.slug: variant_config(plan, variant, 0) for variant in plan.variants}
+    return replace(plan, notes=(*plan.notes, *no_op_notes(plan, configs)))
+
+
+def no_op_notes(plan: StudyPlan, configs: dict[str, TrainConfig]) -> list[str]:
+    """Warn about a knob that cannot change anything with the study's settings: without an FP32
+    LM head the logits are in the model's dtype, so in float32 the head is FP32 either way."""
+    return [f"{v.slug}: dtype is float32, so the LM head computes in FP32 either way and this variant "
+            "repeats the base; add --set dtype=bfloat16 for the FP32-head ablation to matter"
+            for v in plan.variants
+            if not configs[v.slug].model.fp32_head and configs[v.slug].dtype == "float32"
+            and configs[plan.variants[0].slug].model.fp32_head]
 
 
 def variant_config(plan: StudyPlan, variant: StudyVariant, seed_index: int) -> TrainConfig:
