@@ -90,6 +90,9 @@ def test_an_ablation_the_base_preset_already_has_is_left_out_with_a_note():
     assert slugs[0] == "grpo" and "npr-false" not in slugs and "fp32_head-false" not in slugs
     assert "loss-dapo" in slugs
     assert any("npr=false" in note for note in plan.notes)
+    same_loss = plan_study(leave_one_out=True, common_overrides=["rl.loss=dapo"])
+    assert "loss-dapo" not in [v.slug for v in same_loss.variants]
+    assert not any("dtype is float32" in note for note in plan_study("grpo", recipes=["dapo"]).notes)
 
 
 def test_a_fp32_head_ablation_in_float32_is_flagged_as_repeating_the_base():

@@ -64,11 +64,13 @@ def assignment_slug(assignment: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "variant"
 
 
-def _leave_one_out_variants(preset: str, base_config: TrainConfig) -> tuple[list[StudyVariant], list[str]]:
+def _leave_one_out_variants(preset: str, common_overrides: Sequence[str]) -> tuple[list[StudyVariant], list[str]]:
+    """Each ablation that changes the base's config (the study's --set applied to both)."""
+    base_config = preset_config(preset, common_overrides)
     variants, notes = [], []
     for name, assignment in LEAVE_ONE_OUT.items():
-        if preset_config(preset, [assignment]) == base_config:
-            notes.append(f"{name} ({assignment}) left out: the {preset} preset already has it")
+        if preset_config(preset, [assignment, *common_overrides]) == base_config:
+            notes.append(f"{name} ({assignment}) left out: the base ({preset} with the --set) already has it")
             continue
         variants.append(StudyVariant(assignment_slug(assignment), name, preset, (assignment,), assignment))
     return variants, notes
@@ -107,7 +109,7 @@ def plan_study(preset: str = "scalerl", *, leave_one_out: bool = False, recipes:
     base = StudyVariant(preset, f"{preset} (base)", preset, (), None, is_base=True)
     notes: list[str] = []
     if leave_one_out:
-        others, notes = _leave_one_out_variants(preset, preset_config(preset))
+        others, notes = _leave_one_out_variants(preset, common_overrides)
     else:
         others = _recipe_variants(preset, recipes)
     variants = _keep_only([base, *others], only) if only else [base, *others]
@@ -120,13 +122,12 @@ def plan_study(preset: str = "scalerl", *, leave_one_out: bool = False, recipes:
 
 
 def no_op_notes(plan: StudyPlan, configs: dict[str, TrainConfig]) -> list[str]:
-    """Warn about a knob that cannot change anything with the study's settings: without an FP32
-    LM head the logits are in the model's dtype, so in float32 the head is FP32 either way."""
+    """Warn about an ablation that cannot change anything with the study's settings: without an
+    FP32 LM head the logits are in the model's dtype, so in float32 the head is FP32 either way."""
     return [f"{v.slug}: dtype is float32, so the LM head computes in FP32 either way and this variant "
             "repeats the base; add --set dtype=bfloat16 for the FP32-head ablation to matter"
             for v in plan.variants
-            if not configs[v.slug].model.fp32_head and configs[v.slug].dtype == "float32"
-            and configs[plan.variants[0].slug].model.fp32_head]
+            if v.knob == "model.fp32_head=false" and configs[v.slug].dtype == "float32"]
 
 
 def variant_config(plan: StudyPlan, variant: StudyVariant, seed_index: int) -> TrainConfig:
