@@ -165,7 +165,8 @@ def _write_curve(run_dir, rewards):
     run_dir.mkdir(parents=True, exist_ok=True)
     for step, (flops, reward) in enumerate(zip(FLOPS, rewards)):
         append_row(run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "train_reward": 0.0})
-        append_row(run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "val_pass_rate": float(reward)})
+        append_row(run_dir / "metrics.jsonl",
+                   {"step": step * 10, "flops": float(flops), "val_pass_rate": float(reward)})
 
 
 def _sigmoid_rewards(seed, **changes):

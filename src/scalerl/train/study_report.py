@@ -19,7 +19,7 @@ from scalerl.errors import FitError, InputError
 from scalerl.forecast.compare import Comparison, compare_runs
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import read_curve
-from scalerl.forecast.report import format_interval, format_number, json_text
+from scalerl.forecast.report import json_text
 from scalerl.forecast.result import FitResult
 
 STUDY_JSON, STUDY_MARKDOWN, STUDY_FIGURE = "study.json", "study.md", "study.png"
