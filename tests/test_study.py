@@ -26,6 +26,7 @@ from scalerl.train.study import (
     write_plan,
 )
 from scalerl.train.study_report import (
+    ReportRun,
     build_study_report,
     markdown_text,
     paper_axis,
@@ -208,6 +209,20 @@ def test_report_recovers_the_known_ceilings_and_verdicts(synthetic_study):
     assert versus["aggregation-sample"].shared_a == pytest.approx(0.6, abs=0.01)
     assert fits["npr-false"].fit is None and fits["npr-false"].error.startswith("fit failed: flat run")
     assert versus["npr-false"].verdict == "not compared" and versus["npr-false"].decided_by is None
+
+
+def test_report_directions_reverse_when_base_and_variant_swap(synthetic_study):
+    out, _ = synthetic_study
+    runs = [ReportRun("high", "A 0.7", None, True, (out / "fp32_head-false" / "metrics.jsonl",)),
+            ReportRun("low", "A 0.6", "model.fp32_head=true", False, (out / "scalerl" / "metrics.jsonl",))]
+    versus = build_study_report(runs).versus_base["low"]
+    assert (versus.verdict, versus.decided_by) == ("lower ceiling", "ceiling")
+    assert versus.delta_a == pytest.approx(-0.1, abs=0.015)
+    runs = [ReportRun("fast", "B 3", None, True, (out / "aggregation-sample" / "metrics.jsonl",)),
+            ReportRun("slow", "B 1.5", "rl.aggregation=prompt", False, (out / "scalerl" / "metrics.jsonl",))]
+    versus = build_study_report(runs).versus_base["slow"]
+    assert (versus.verdict, versus.decided_by) == ("less efficient", "efficiency")
+    assert versus.b_at_shared_a[0] < versus.b_at_shared_a[1]
 
 
 def test_report_outputs_json_markdown_and_cli(synthetic_study):
