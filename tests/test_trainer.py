@@ -201,3 +201,31 @@ def test_run_directory_errors(tmp_path):
         train(_config("max_steps=1"), tmp_path, show_progress=False)
     with pytest.raises(ConfigError, match="differs from the saved run's in optim"):
         train(_config("max_steps=1", "optim.lr=0.5"), tmp_path, resume=True, show_progress=False)
+
+
+@pytest.mark.slow
+def test_resume_after_kill_9_of_a_real_process(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = _config("max_steps=12", "eval_every=3", "checkpoint_every=2")
+    train(config, tmp_path / "whole", show_progress=False)
+    killed = tmp_path / "killed"
+    sets = [token for assignment in [*TINY_RUN, "max_steps=12", "eval_every=3", "checkpoint_every=2"]
+            for token in ("--set", assignment)]
+    process = subprocess.Popen([sys.executable, "-c", "from scalerl.cli import main; main()", "train", "--out", str(killed),
+                                "--no-progress", *sets], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(read_rows(killed / "metrics.jsonl")) < 6:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert len(read_rows(killed / "metrics.jsonl")) < 13  # really interrupted
+    train(config, killed, resume=True, show_progress=False)
+    assert _comparable(read_rows(killed / "metrics.jsonl")) == _comparable(
+        read_rows(tmp_path / "whole" / "metrics.jsonl"))
+    whole_weights, resumed_weights = _final_weights(tmp_path / "whole"), _final_weights(killed)
+    assert all(torch.equal(whole_weights[name], resumed_weights[name]) for name in whole_weights)
