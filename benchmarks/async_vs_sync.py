@@ -43,10 +43,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="extra TrainConfig override key=value (repeatable)")
-    parser.add_argument("--generators", type=int, default=2,
-                        help="generator actors of the Ray modes (2 on a 2-core machine: the "
-                             "synchronous trainer generates with 2 threads, the pipeline with 2 "
-                             "single-threaded generators, the trainer mostly waits)")
+    parser.add_argument("--generators", type=int, default=1,
+                        help="generator actors of the Ray modes (1 on a 2-core machine: one "
+                             "single-threaded generator and one single-threaded trainer)")
     parser.add_argument("--workdir", default="runs/bench_async_vs_sync")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)

@@ -95,6 +95,7 @@ def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:
     try:
         if session.books.step == 0:
             session.initial_validation()
+        session.start_clock()
         if session.pipeline.mode == "async":
             _AsyncLoop(session, on_row).run()
         else:

@@ -201,7 +201,13 @@ class PipelineSession:
         """Step 0's row (R0), as the synchronous trainer writes it."""
         self.pending.append([self.books.initial_row(), self.trainer.validate.remote(), None])
         self.flush(block=True)
+
+    def start_clock(self) -> None:
+        """Training time starts now: Ray and actor start-up and step 0's validation are not
+        training compute (the synchronous trainer's clock also starts with its first step)."""
         self.validation_seconds = 0.0
+        self.books.last_row_time = time.perf_counter()
+        self.window_start = time.time()
 
     def checkpoint(self, state: dict | None = None, step: int | None = None) -> None:
         """The synchronous trainer's checkpoint of the last booked step (the trainer holds its
