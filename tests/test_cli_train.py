@@ -12,7 +12,8 @@ runner = CliRunner()
 
 TINY = [
     "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=2", "generations_per_prompt=2",
+    "eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "prompts_per_step=2",
+    "generations_per_prompt=2",
     "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
     "num_train_prompts=20",
 ]

@@ -85,6 +85,7 @@ class TaskConfig:
     max_digits: int = 2
     operations: str = "+"
     num_train_prompts: int = 4000
+    num_val_prompts: int = 64
     answer_check: str = "exact"
     val_fraction: float = 0.1
     seed: int = 0
@@ -97,6 +98,7 @@ class TaskConfig:
         _require(bool(self.operations) and not bad_ops, "task.operations",
                  f"{self.operations!r} must be made of the characters + - *")
         _require_positive(self.num_train_prompts, "task.num_train_prompts")
+        _require_positive(self.num_val_prompts, "task.num_val_prompts")
         _require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
         _require(0 < self.val_fraction < 1, "task.val_fraction",
                  f"must be in (0, 1), got {self.val_fraction!r}")
@@ -214,6 +216,9 @@ class TrainConfig:
         _require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
                  f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
+        _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
+                 "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
+                 f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable)."""

@@ -93,11 +93,15 @@ def check_paths(config: TrainConfig) -> None:
 
 
 def build_task(config: TrainConfig):
-    """The built-in arithmetic task at the configured difficulty, or a JSONL task."""
+    """The built-in arithmetic task at the configured difficulty, or a JSONL task.
+
+    The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
+    evaluation uses must not change the training prompts or the warm-start cache key."""
     task = config.task
     settings = ArithmeticSettings(
         num_operands=task.num_operands, max_digits=task.max_digits, operations=task.operations,
-        num_train_prompts=task.num_train_prompts, num_val_prompts=config.eval_prompts, seed=task.seed)
+        num_train_prompts=task.num_train_prompts, num_val_prompts=task.num_val_prompts,
+        seed=task.seed)
     return load_task(task.name, settings=settings, answer_check=task.answer_check,
                      val_fraction=task.val_fraction)
 
