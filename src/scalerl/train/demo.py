@@ -127,8 +127,7 @@ def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
     held_out = (np.array([p.flops for p in report.held_out]),
                 np.array([p.observed for p in report.held_out]))
     plot_path = plot_fit(report.fit, run_dir / PLOT_FILE_NAME, held_out=held_out, level=report.level,
-                         x_label="training FLOPs", y_label="validation pass rate",
-                         title="scalerl demo: fit on the first half, later points held out")
+                         x_label="training FLOPs", y_label="validation pass rate")
     return json_path, plot_path
 
 
