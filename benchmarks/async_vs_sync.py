@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--generators", type=int, default=1,
                         help="generator actors of the Ray modes (1 on a 2-core machine: one "
                              "single-threaded generator and one single-threaded trainer)")
+    parser.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
+                        help="also run ROUNDS rounds of short throughput-only runs of sync, "
+                             "sync-1thread and async-k8 in alternation (fairer under a drifting "
+                             "shared load); with --modes '' they are added to the existing JSON")
+    parser.add_argument("--interleave-steps", type=int, default=15)
     parser.add_argument("--workdir", default="runs/bench_async_vs_sync")
     parser.add_argument("--out", default=str(RESULTS))
     return parser.parse_args(argv)
@@ -184,6 +190,27 @@ def benchmark_config(overrides: list[str]):
     return demo_config(overrides)
 
 
+def interleaved_throughput(config, workdir: Path, generators: int, rounds: int, steps: int) -> dict:
+    """Tokens per second of sync, sync-1thread and async-k8 in alternation, `rounds` times."""
+    short = config.with_overrides([f"max_steps={steps}", f"eval_every={steps}",
+                                   f"checkpoint_every={steps}"])
+    names = ("sync", "sync-1thread", "async-k8")
+    measured: dict[str, list] = {name: [] for name in names}
+    for round_index in range(rounds):
+        for name in names:
+            outcome = run_mode(name, short, workdir / f"interleaved{round_index}", generators)
+            last = outcome["rows"][-1]
+            measured[name].append({"tokens_per_second": last["tokens_generated"] / (last["device_hours"] * 3600.0),
+                                   "load_average": os.getloadavg()[0]})
+            print(f"  round {round_index} {name}: {measured[name][-1]['tokens_per_second']:.0f} tokens/s",
+                  flush=True)
+    medians = {name: statistics.median(m["tokens_per_second"] for m in runs)
+               for name, runs in measured.items()}
+    return {"steps": steps, "rounds": rounds, "runs": measured, "median_tokens_per_second": medians,
+            "async_k8_vs_sync": medians["async-k8"] / medians["sync"],
+            "async_k8_vs_sync_1thread": medians["async-k8"] / medians["sync-1thread"]}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     overrides = bench_overrides(args)
@@ -196,6 +223,14 @@ def main(argv=None) -> int:
         results[name] = summarise(name, run_mode(name, config, workdir, args.generators))
         print(f"  {name}: {results[name]['tokens_per_second']:.0f} generated tokens/s, "
               f"train {results[name]['train_seconds']:.0f} s", flush=True)
+    out = Path(args.out)
+    if not results and args.interleave:
+        report = json.loads(out.read_text())
+        report["interleaved"] = interleaved_throughput(config, workdir, args.generators,
+                                                       args.interleave, args.interleave_steps)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"added interleaved throughput to {out}: {report['interleaved']['median_tokens_per_second']}")
+        return 0
     compare_with_sync(results)
     print_table(results)
     report = {
@@ -207,7 +242,9 @@ def main(argv=None) -> int:
             "load_average_before": load_before, "load_average_after": os.getloadavg()},
         "results": results, "targets": targets(results),
     }
-    out = Path(args.out)
+    if args.interleave:
+        report["interleaved"] = interleaved_throughput(config, workdir, args.generators,
+                                                       args.interleave, args.interleave_steps)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out}")
