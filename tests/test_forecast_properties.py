@@ -1,0 +1,275 @@
+"""Property-based tests of the forecaster: messy curves and log files give a result or a clear
+error (a ScaleRLError, or `error:` and exit code 2 from the CLI), never a traceback; plus
+known answers for early-stopped curves and the seed form R0 = 0."""
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from scalerl.cli import app
+from scalerl.errors import ScaleRLError
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.readers import read_curve
+
+N_BOOTSTRAP = 20
+SLOW_FIT_SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    derandomize=True,
+)
+
+# --- strategies ----------------------------------------------------------------------------------
+
+special_floats = st.sampled_from([0.0, -1.0, math.nan, math.inf, -math.inf, 1e-300, 1e300])
+
+
+@st.composite
+def messy_curves(draw):
+    """(compute, reward, reward_range): a sigmoid-ish curve at a random scale, then damaged."""
+    n_points = draw(st.integers(0, 40))
+    scale = 10.0 ** draw(st.floats(-3.0, 20.0))
+    compute = np.sort(draw(st.lists(st.floats(0.0, 50.0), min_size=n_points, max_size=n_points))) * scale
+    a = draw(st.floats(0.0, 1.0))
+    r0 = draw(st.floats(0.0, 1.0))
+    b = draw(st.floats(0.1, 8.0))
+    shape = draw(st.sampled_from(["sigmoid", "constant", "collapse", "noise"]))
+    safe = np.maximum(compute, 1e-300)
+    reward = np.asarray(sigmoid_reward(safe, a, b, 5.0 * scale, r0), dtype=float)
+    if shape == "constant":
+        reward = np.full(n_points, r0)
+    elif shape == "collapse" and n_points > 2:
+        reward[2 * n_points // 3:] = r0 * 0.1
+    noise_sd = draw(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3]))
+    reward = reward + np.random.default_rng(draw(st.integers(0, 2**16))).normal(0.0, noise_sd, n_points)
+    if draw(st.booleans()):
+        reward = np.clip(reward, 0.0, 1.0)
+    if draw(st.integers(0, 2)) == 0:
+        compute, reward = _damage(draw, compute, reward)
+    reward_range = draw(st.sampled_from([(0.0, 1.0), (0.0, 1.0), None, (-1.0, 50.0)]))
+    return compute, reward, reward_range
+
+
+def _damage(draw, compute, reward):
+    """Apply a few random defects: duplicates, a shuffle, negatives, NaN / inf, zeros, reversed scale."""
+    compute, reward = compute.copy(), reward.copy()
+    n_points = compute.size
+    for defect in draw(st.lists(st.sampled_from(["dup", "shuffle", "special", "zeros", "out_of_range"]), min_size=1, max_size=2)):
+        if n_points == 0:
+            break
+        index = draw(st.integers(0, n_points - 1))
+        if defect == "dup":
+            compute[index] = compute[max(index - 1, 0)]
+        elif defect == "shuffle":
+            order = np.random.default_rng(index).permutation(n_points)
+            compute = compute[order]
+        elif defect == "special":
+            target = compute if draw(st.booleans()) else reward
+            target[index] = draw(special_floats)
+        elif defect == "zeros":
+            compute[: index + 1] = 0.0
+        else:
+            reward[index] = draw(st.sampled_from([-0.5, 1.5, 40.0]))
+    return compute, reward
+
+
+def check_fit_result(fit, reward_range):
+    """Everything a successful fit promises."""
+    params = fit.params()
+    assert all(math.isfinite(value) for value in params.values()), params
+    assert fit.b > 0 and fit.c_mid > 0
+    if reward_range is not None:
+        assert reward_range[0] - 1e-9 <= fit.a <= reward_range[1] + 1e-9
+    for name, (lo, hi) in fit.conf_int(0.8).items():
+        assert lo <= params[name] <= hi, (name, lo, params[name], hi)
+    last_compute = float(fit.compute.max())
+    for compute in (last_compute * 0.5, last_compute, last_compute * 4.0):
+        predicted = float(fit.predict(compute))
+        lo, hi = fit.interval(compute, 0.8)
+        assert math.isfinite(predicted)
+        assert lo <= predicted + 1e-12 and predicted - 1e-12 <= hi
+        if reward_range is not None:
+            assert reward_range[0] - 1e-9 <= predicted <= reward_range[1] + 1e-9
+    json.dumps(fit.to_dict(0.8, predict_at=(last_compute * 4.0,), target=0.5), allow_nan=False)
+
+
+@given(curve=messy_curves(), r0_seed_form=st.booleans())
+@SLOW_FIT_SETTINGS
+def test_fit_sigmoid_gives_a_valid_result_or_a_scalerl_error(curve, r0_seed_form):
+    compute, reward, reward_range = curve
+    try:
+        fit = fit_sigmoid(compute, reward, r0=0.0 if r0_seed_form else None, reward_range=reward_range,
+                          n_bootstrap=N_BOOTSTRAP, n_starts=2)
+    except ScaleRLError as error:
+        assert str(error)
+        event(f"error: {type(error).__name__}")
+        return
+    event("fitted")
+    check_fit_result(fit, reward_range)
+
+
+# --- random log files ----------------------------------------------------------------------------
+
+column_names = st.sampled_from(["gpu_hours", "compute", "flops", "step", "val_pass_rate", "reward", "loss", "", "x y"])
+cell_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.integers(-5, 10**6),
+    st.sampled_from(["", "nan", "inf", "abc", "1e400", "-0", "null", '"', "{", "1,2"]),
+)
+
+
+@st.composite
+def csv_texts(draw):
+    header = draw(st.lists(column_names, min_size=0, max_size=4))
+    rows = draw(st.lists(st.lists(cell_values, min_size=0, max_size=5), max_size=15))
+    lines = [",".join(header)] + [",".join(str(cell) for cell in row) for row in rows]
+    if draw(st.booleans()):
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.text(max_size=20)))
+    return "\n".join(lines)
+
+
+@st.composite
+def plausible_csv_texts(draw):
+    """A gpu_hours / val_pass_rate log with now and then a bad cell, a gap or a garbage line."""
+    n_rows = draw(st.integers(0, 20))
+    numbers = st.floats(-1.0, 1e6, allow_nan=False)
+    rows = [[draw(numbers), draw(st.floats(0.0, 1.0))] for _ in range(n_rows)]
+    lines = ["gpu_hours,val_pass_rate"] + [f"{hours!r},{reward!r}" for hours, reward in rows]
+    for _ in range(draw(st.integers(0, 2))):
+        lines.insert(draw(st.integers(1, len(lines))), draw(st.sampled_from(["", "5,", ",0.3", "x,y", "7,nan", "1,2,3"])))
+    return "\n".join(lines)
+
+
+@st.composite
+def jsonl_texts(draw):
+    keys = st.sampled_from(["gpu_hours", "step", "val_pass_rate", "reward", "tokens", "other"])
+    values = st.one_of(st.floats(width=32), st.integers(-3, 10**9), st.none(), st.text(max_size=4), st.booleans())
+    lines = [json.dumps(row) for row in draw(st.lists(st.dictionaries(keys, values, max_size=4), max_size=15))]
+    for garbage in draw(st.lists(st.sampled_from(["{", "[1, 2]", "not json", "", "NaN", '"text"', "{}"]), max_size=3)):
+        lines.insert(draw(st.integers(0, len(lines))), garbage)
+    return "\n".join(lines)
+
+
+log_files = st.one_of(
+    st.tuples(st.just(".csv"), csv_texts()),
+    st.tuples(st.sampled_from([".csv", ".tsv"]), plausible_csv_texts()),
+    st.tuples(st.just(".jsonl"), jsonl_texts()),
+    st.tuples(st.sampled_from([".csv", ".jsonl", ".txt", ".tsv"]), st.text(max_size=60)),
+)
+
+
+def write_log(suffix, text):
+    directory = Path(tempfile.mkdtemp(prefix="scalerl_prop_"))
+    path = directory / f"run{suffix}"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    return path
+
+
+@given(log=log_files)
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_read_curve_gives_a_clean_curve_or_a_scalerl_error(log):
+    suffix, text = log
+    assume("\x00" not in text)
+    try:
+        path = write_log(suffix, text)
+    except UnicodeEncodeError:
+        assume(False)
+    try:
+        curve = read_curve(path)
+    except ScaleRLError as error:
+        assert str(error)
+        event("error")
+        return
+    event("read")
+    assert curve.compute.size == curve.reward.size == len(curve)
+    assert np.all(np.isfinite(curve.compute)) and np.all(curve.compute >= 0)
+    assert np.all(np.diff(curve.compute) > 0)
+
+
+def curve_file_text(compute, reward):
+    rows = ["gpu_hours,val_pass_rate"] + [f"{c!r},{r!r}" for c, r in zip(compute.tolist(), reward.tolist())]
+    return "\n".join(rows) + "\n"
+
+
+cli_inputs = st.one_of(
+    messy_curves().map(lambda curve: (".csv", curve_file_text(curve[0], curve[1]))),
+    log_files,
+)
+
+
+@pytest.mark.slow
+@given(log=cli_inputs)
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_cli_fit_json_gives_one_object_or_one_error_line(log):
+    suffix, text = log
+    assume("\x00" not in text)
+    try:
+        path = write_log(suffix, text)
+    except UnicodeEncodeError:
+        assume(False)
+    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-bootstrap", str(N_BOOTSTRAP)])
+    assert "Traceback" not in result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    event(f"exit code {result.exit_code}")
+    if result.exit_code == 0:
+        assert result.stdout.count("\n") == 1
+        payload = json.loads(result.stdout, parse_constant=lambda token: pytest.fail(f"non-standard JSON {token}"))
+        assert set(payload) >= {"params", "intervals", "ceiling_identified", "n_points"}
+    else:
+        assert result.exit_code == 2, result.output
+        error_lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(error_lines) == 1 and error_lines[0].startswith("error: "), result.stderr
+
+
+# --- known answers -------------------------------------------------------------------------------
+
+TRUE_A, TRUE_B, TRUE_C_MID, TRUE_R0 = 0.61, 1.92, 2542.0, 0.1
+
+
+def noisy_paper_curve(max_compute, n_points=16, noise_sd=0.01, seed=5):
+    """The ScaleRL 8B curve sampled at n_points log-spaced computes up to max_compute, plus noise."""
+    compute = np.concatenate([[0.0], np.geomspace(max_compute / 50.0, max_compute, n_points - 1)])
+    reward = sigmoid_reward(np.maximum(compute, 1e-12), TRUE_A, TRUE_B, TRUE_C_MID, TRUE_R0)
+    reward[0] = TRUE_R0
+    reward[1:] += np.random.default_rng(seed).normal(0.0, noise_sd, n_points - 1)
+    return compute, np.clip(reward, 0.0, 1.0)
+
+
+def test_intervals_widen_when_data_stop_before_the_inflection():
+    early = fit_sigmoid(*noisy_paper_curve(0.6 * TRUE_C_MID), n_bootstrap=60)
+    full = fit_sigmoid(*noisy_paper_curve(10.0 * TRUE_C_MID), n_bootstrap=60)
+
+    def width(interval):
+        return interval[1] - interval[0]
+
+    assert not early.ceiling_identified and full.ceiling_identified
+    assert width(early.conf_int(0.8)["A"]) > 3.0 * width(full.conf_int(0.8)["A"])
+    early_band = early.interval(4.0 * early.compute.max(), 0.8)
+    full_band = full.interval(4.0 * full.compute.max(), 0.8)
+    assert width(early_band) > 2.0 * width(full_band)
+    assert any("ceiling not identified" in warning for warning in early.warnings)
+
+
+def test_noise_free_seed_form_recovers_parameters():
+    compute = np.geomspace(0.05, 40.0, 14) * 1e6
+    reward = sigmoid_reward(compute, 0.83, 2.7, 3.1e6, 0.0)
+    fit = fit_sigmoid(compute, reward, r0=0.0, n_bootstrap=N_BOOTSTRAP)
+    assert fit.r0 == 0.0 and fit.n_points == 14
+    assert fit.a == pytest.approx(0.83, rel=1e-3)
+    assert fit.b == pytest.approx(2.7, rel=1e-3)
+    assert fit.c_mid == pytest.approx(3.1e6, rel=1e-3)
+
+
+def test_compute_spanning_beyond_float_range_is_a_clear_error():
+    # 5e-324 / 2 underflows to 0 and its log to -inf: found by the property test above.
+    with pytest.raises(ScaleRLError, match="orders of magnitude"):
+        fit_sigmoid([0.0, 5e-324, 1.0, 2.0, 3.0], [0.0, 0.1, 0.3, 0.5, 0.6], n_bootstrap=N_BOOTSTRAP)
