@@ -1,0 +1,375 @@
+"""Benchmark: scalerl's synchronous trainer vs TRL's GRPOTrainer on the same tiny model and task.
+
+Both trainers start from the same weights (the built-in model warm-started as the demo does, or a
+fresh one with --fresh), saved once to a temporary directory; both see P prompts x G generations
+per optimiser step from the built-in arithmetic task, sample at temperature 1 up to the same
+number of new tokens, reward with the task's verifier (+1 / -1) and run the same number of steps
+on CPU with the same torch thread count. TRL runs with use_vllm=False, beta=0, no eval, no saving.
+Each trainer runs in its own subprocess (`--mode scalerl|trl`), so peak RSS is per trainer; the
+parent collects their JSON, prints a table and writes benchmarks/results/trainer_throughput.json
+(+ .md). Only the steps after the warm-up steps are timed. A script, not a test.
+
+    python benchmarks/trainer_throughput.py --quick      # smoke run (about a minute)
+    python benchmarks/trainer_throughput.py              # the measured run
+    python benchmarks/trainer_throughput.py --profile    # also cProfile a few scalerl steps
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+TOKENS_PER_SECOND_TARGET = 2.0  # scalerl / TRL generated tokens per second (issue 5)
+LEARNING_RATE = 1e-4
+WEIGHT_DECAY = 0.01
+GRAD_CLIP = 1.0
+
+# scalerl configured to do the same work as TRL's GRPOTrainer defaults (loss_type "dapo": token-level
+# aggregation, symmetric clip 0.2, group-std advantages, no filter, no curriculum, plain truncation).
+MATCHED_OVERRIDES = (
+    "rl.loss=grpo", "rl.grpo_eps=0.2", "rl.aggregation=token", "rl.advantage_norm=prompt",
+    "rl.zero_variance_filter=false", "rl.npr=false", "sampling.length_control=truncate",
+    f"optim.lr={LEARNING_RATE}", f"optim.weight_decay={WEIGHT_DECAY}", "optim.warmup_steps=0",
+    f"optim.grad_clip={GRAD_CLIP}",
+)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("compare", "scalerl", "trl", "profile"), default="compare",
+                        help="compare: run both as subprocesses (default); the others are the children")
+    parser.add_argument("--steps", type=int, default=None, help="timed optimiser steps per trainer")
+    parser.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before the timed ones")
+    parser.add_argument("--prompts", type=int, default=16, help="prompts per optimiser step (P)")
+    parser.add_argument("--generations", type=int, default=8, help="generations per prompt (G)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of each trainer")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start both from the freshly initialised model instead of the warm start")
+    parser.add_argument("--recipe", choices=("matched", "scalerl"), default="matched",
+                        help="scalerl's config: 'matched' does TRL's work (no filter, truncation); "
+                             "'scalerl' is the ScaleRL preset (zero-variance filter may skip updates)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: few steps")
+    parser.add_argument("--profile", action="store_true", help="also cProfile scalerl's steps")
+    parser.add_argument("--model-dir", default=None, help="(children) the shared starting model")
+    parser.add_argument("--child-out", default=None, help="(children) where to write the JSON")
+    parser.add_argument("--out-dir", default=str(RESULTS_DIR))
+    args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = 5 if args.quick else 40
+    return args
+
+
+def scalerl_config(args, model_path: str):
+    """The benchmark's TrainConfig: P x G, max new tokens, model path, the chosen recipe."""
+    from scalerl.train.config import TrainConfig
+
+    overrides = [f"model.path={model_path}", f"sampling.prompts_per_step={args.prompts}",
+                 f"sampling.generations_per_prompt={args.generations}",
+                 f"sampling.max_new_tokens={args.max_new_tokens}",
+                 f"max_steps={args.warmup_steps + args.steps}",
+                 f"eval_every={args.warmup_steps + args.steps}",
+                 f"checkpoint_every={args.warmup_steps + args.steps}"]
+    if args.recipe == "matched":
+        overrides += list(MATCHED_OVERRIDES)
+    budget_max = min(48, args.max_new_tokens - 1)
+    overrides += [f"sampling.thinking_budget_max={budget_max}",
+                  f"sampling.thinking_budget_min={min(40, budget_max)}",
+                  f"sampling.penalty_cache_tokens={min(16, args.max_new_tokens)}"]
+    return TrainConfig().with_overrides(overrides)
+
+
+def save_starting_model(args, directory: Path) -> dict:
+    """Build the starting policy once (warm-started unless --fresh) and save it for both trainers."""
+    import torch
+
+    from scalerl.train.models import save_model
+    from scalerl.train.trainer import build_policy, build_task, fresh_policy
+
+    torch.set_num_threads(args.threads)
+    config = scalerl_config(args, "builtin")
+    task = build_task(config)
+    model, tokenizer = fresh_policy(config) if args.fresh else build_policy(config, task)
+    save_model(model, tokenizer, directory)
+    return {"start": "fresh" if args.fresh else "warm-started (cached demo warm start)",
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (Linux ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def throughput(step_end_times: list[float], step_tokens: list[int], warmup_steps: int,
+               sequences_per_step: int) -> dict:
+    """Steps/s and generated tokens/s over the steps after the warm-up.
+
+    The window runs from the end of the last warm-up step to the end of the last step, so it holds
+    every timed step's generation, reward, update and the trainer's own overhead between steps."""
+    timed_tokens = sum(step_tokens[warmup_steps:])
+    timed_steps = len(step_end_times) - warmup_steps
+    wall_seconds = step_end_times[-1] - step_end_times[warmup_steps - 1]
+    return {"timed_steps": timed_steps, "wall_seconds": wall_seconds,
+            "steps_per_second": timed_steps / wall_seconds,
+            "generated_tokens": timed_tokens,
+            "generated_tokens_per_second": timed_tokens / wall_seconds,
+            "mean_completion_tokens": timed_tokens / (timed_steps * sequences_per_step)}
+
+
+def run_scalerl(args) -> dict:
+    """scalerl's trainer loop (open_run + run_one_step: no validation, no checkpoint) timed per step."""
+    import torch
+
+    from scalerl.train.trainer import open_run, run_one_step
+
+    torch.set_num_threads(args.threads)
+    config = scalerl_config(args, args.model_dir)
+    with tempfile.TemporaryDirectory(prefix="bench_scalerl_") as run_dir:
+        run = open_run(config, Path(run_dir), resume=False)
+        started = time.perf_counter()
+        end_times, tokens, rewards = [started], [0], []
+        for _ in range(args.warmup_steps + args.steps):
+            before = run.counters.tokens_generated
+            row = run_one_step(run)
+            end_times.append(time.perf_counter())
+            tokens.append(run.counters.tokens_generated - before)
+            rewards.append(row["train_reward"])
+        run.log.close()
+    result = throughput(end_times[1:], tokens[1:], args.warmup_steps, args.prompts * args.generations)
+    result.update(trainer="scalerl", recipe=args.recipe, mean_train_reward=sum(rewards) / len(rewards),
+                  torch_threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
+    return result
+
+
+def trl_dataset(args):
+    """The task's training prompts as a datasets.Dataset of {"prompt", "answer"}."""
+    from datasets import Dataset
+
+    from scalerl.train.trainer import build_task
+
+    task = build_task(scalerl_config(args, "builtin"))
+    return task, Dataset.from_dict({"prompt": [e.prompt for e in task.train],
+                                    "answer": [e.answer for e in task.train]})
+
+
+def run_trl(args) -> dict:
+    """TRL's GRPOTrainer (transformers generate, no vLLM) on the same model, prompts and batch."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from scalerl.train.tasks import TaskExample
+
+    torch.set_num_threads(args.threads)
+    task, dataset = trl_dataset(args)
+    step_tokens: list[int] = []
+    end_times: list[float] = []
+    rewards_seen: list[float] = []
+
+    def verifier_reward(prompts, completions, completion_ids, answer, **_):
+        step_tokens.append(sum(len(ids) for ids in completion_ids))
+        rewards = [task.reward(text, TaskExample(prompt=p, answer=a))
+                   for p, text, a in zip(prompts, completions, answer)]
+        rewards_seen.extend(rewards)
+        return rewards
+
+    class StepClock(TrainerCallback):
+        def on_step_end(self, *_, **__):
+            end_times.append(time.perf_counter())
+
+    batch_size = args.prompts * args.generations
+    with tempfile.TemporaryDirectory(prefix="bench_trl_") as output_dir:
+        grpo_args = GRPOConfig(
+            output_dir=output_dir, max_steps=args.warmup_steps + args.steps,
+            per_device_train_batch_size=batch_size, num_generations=args.generations,
+            generation_batch_size=batch_size, gradient_accumulation_steps=1,
+            max_completion_length=args.max_new_tokens, temperature=1.0, top_p=1.0, beta=0.0,
+            num_iterations=1, epsilon=0.2, loss_type="dapo", scale_rewards="group",
+            learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=GRAD_CLIP,
+            lr_scheduler_type="constant", warmup_steps=0, use_vllm=False, use_cpu=True,
+            bf16=False, fp16=False, report_to=[], save_strategy="no", eval_strategy="no",
+            logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0)
+        model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+        tokenizer.padding_side = "left"
+        trainer = GRPOTrainer(model=model, reward_funcs=[verifier_reward], args=grpo_args,
+                              train_dataset=dataset, processing_class=tokenizer,
+                              callbacks=[StepClock()])
+        trainer.train()
+    result = throughput(end_times, step_tokens, args.warmup_steps, batch_size)
+    result.update(trainer="trl", trl_version=_version("trl"),
+                  mean_train_reward=sum(rewards_seen) / max(1, len(rewards_seen)),
+                  torch_threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
+    return result
+
+
+def run_profile(args, top: int = 25) -> dict:
+    """cProfile of scalerl's steps after the warm-up: the functions with the most own time."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    from scalerl.train.trainer import open_run, run_one_step
+
+    torch.set_num_threads(args.threads)
+    config = scalerl_config(args, args.model_dir)
+    profiler = cProfile.Profile()
+    with tempfile.TemporaryDirectory(prefix="bench_profile_") as run_dir:
+        run = open_run(config, Path(run_dir), resume=False)
+        for _ in range(args.warmup_steps):
+            run_one_step(run)
+        profiler.enable()
+        for _ in range(args.steps):
+            run_one_step(run)
+        profiler.disable()
+        run.log.close()
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    hot = [{"function": f"{Path(file).name}:{line}({name})", "calls": calls,
+            "own_seconds": own, "cumulative_seconds": cumulative, "own_fraction": own / total}
+           for (file, line, name), (_, calls, own, cumulative, _) in rows]
+    by_cumulative = sorted(stats.stats.items(), key=lambda item: item[1][3], reverse=True)
+    phases = {name: next((cum for (f, _, n), (_, _, _, cum, _) in by_cumulative if n == name), 0.0)
+              for name in ("_generate", "_decode", "train_step", "policy_forward", "_record_token",
+                           "sample_next_tokens", "_to_rollout", "backward", "step")}
+    return {"profiled_steps": args.steps, "total_seconds": total, "phase_cumulative_seconds": phases,
+            "hot_spots_by_own_time": hot}
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+# ---------------------------------------------------------------- parent: orchestration, report
+
+
+def child_command(args, mode: str, model_dir: Path, out_path: Path) -> list[str]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--mode", mode,
+               "--model-dir", str(model_dir), "--child-out", str(out_path),
+               "--steps", str(args.steps if mode != "profile" else min(args.steps, 10)),
+               "--warmup-steps", str(args.warmup_steps), "--prompts", str(args.prompts),
+               "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
+               "--threads", str(args.threads), "--recipe", args.recipe]
+    return command + (["--fresh"] if args.fresh else [])
+
+
+def run_child(args, mode: str, model_dir: Path, workdir: Path) -> dict:
+    """One trainer in its own process (equal thread settings); its JSON plus the load around it."""
+    out_path = workdir / f"{mode}.json"
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
+               TOKENIZERS_PARALLELISM="false", WANDB_DISABLED="true", HF_HUB_OFFLINE="1")
+    load_before = os.getloadavg()
+    started = time.perf_counter()
+    completed = subprocess.run(child_command(args, mode, model_dir, out_path), env=env,
+                               capture_output=True, text=True)
+    if completed.returncode != 0:
+        sys.stderr.write(completed.stdout[-4000:] + completed.stderr[-4000:])
+        raise SystemExit(f"error: the {mode} child failed with exit code {completed.returncode}")
+    result = json.loads(out_path.read_text())
+    result.update(process_seconds=time.perf_counter() - started,
+                  load_average_before=list(load_before), load_average_after=list(os.getloadavg()))
+    return result
+
+
+def markdown_table(results: dict) -> str:
+    lines = ["| trainer | steps/s | generated tokens/s | mean tokens/step | peak RSS (MiB) | "
+             "mean train reward |", "|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['steps_per_second']:.2f} | {r['generated_tokens_per_second']:.0f} | "
+                     f"{r['generated_tokens'] / r['timed_steps']:.0f} | {r['peak_rss_mib']:.0f} | "
+                     f"{r['mean_train_reward']:+.3f} |")
+    return "\n".join(lines)
+
+
+def hot_spots_markdown(profile: dict, top: int = 12) -> str:
+    lines = [f"cProfile of {profile['profiled_steps']} scalerl steps ({profile['total_seconds']:.2f} s):",
+             "", "| phase | cumulative s |", "|---|---|"]
+    lines += [f"| {name} | {seconds:.2f} |" for name, seconds in profile["phase_cumulative_seconds"].items()]
+    lines += ["", "| function | calls | own s | share |", "|---|---|---|---|"]
+    lines += [f"| `{h['function']}` | {h['calls']} | {h['own_seconds']:.2f} | {h['own_fraction']:.0%} |"
+              for h in profile["hot_spots_by_own_time"][:top]]
+    return "\n".join(lines)
+
+
+def report_markdown(report: dict) -> str:
+    setup = report["setup"]
+    parts = [
+        "# Trainer throughput: scalerl vs TRL GRPOTrainer", "",
+        f"{setup['prompts']} prompts x {setup['generations']} generations per step, max "
+        f"{setup['max_new_tokens']} new tokens, {setup['timed_steps']} timed steps after "
+        f"{setup['warmup_steps']} warm-up steps, {setup['threads']} torch thread(s), CPU, "
+        f"start: {setup['start']}, scalerl recipe: {setup['recipe']}.", "",
+        markdown_table(report["results"]), "",
+        f"**scalerl / TRL generated tokens per second: {report['tokens_per_second_ratio']:.2f}x** "
+        f"(target >= {TOKENS_PER_SECOND_TARGET:.0f}x: "
+        f"{'met' if report['target_met'] else 'not met'}); steps per second: "
+        f"{report['steps_per_second_ratio']:.2f}x.", "",
+        f"Load average (1, 5, 15 min) before: {report['machine']['load_average_before']}, after: "
+        f"{report['machine']['load_average_after']} on {report['machine']['cpus']} CPUs (shared).",
+    ]
+    if report.get("scalerl_profile"):
+        parts += ["", hot_spots_markdown(report["scalerl_profile"])]
+    return "\n".join(parts) + "\n"
+
+
+def compare(args) -> dict:
+    """Save the shared starting model, run each trainer in a subprocess, build the report."""
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench_trainer_throughput_") as workdir:
+        model_dir = Path(workdir) / "start_model"
+        model_info = save_starting_model(args, model_dir)
+        results = {mode: run_child(args, mode, model_dir, Path(workdir)) for mode in ("scalerl", "trl")}
+        profile = run_child(args, "profile", model_dir, Path(workdir)) if args.profile else None
+    ratio = results["scalerl"]["generated_tokens_per_second"] / results["trl"]["generated_tokens_per_second"]
+    return {
+        "benchmark": "trainer_throughput", "quick": args.quick,
+        "setup": {"prompts": args.prompts, "generations": args.generations,
+                  "max_new_tokens": args.max_new_tokens, "timed_steps": args.steps,
+                  "warmup_steps": args.warmup_steps, "threads": args.threads, "recipe": args.recipe,
+                  "scalerl_overrides": list(MATCHED_OVERRIDES) if args.recipe == "matched" else [],
+                  "learning_rate": LEARNING_RATE, "temperature": 1.0, "device": "cpu",
+                  "dtype": "float32", **model_info},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "python": platform.python_version(), "torch": _version("torch"),
+                    "transformers": _version("transformers"), "trl": _version("trl"),
+                    "load_average_before": list(load_before), "load_average_after": list(os.getloadavg())},
+        "results": results,
+        "tokens_per_second_ratio": ratio,
+        "steps_per_second_ratio": results["scalerl"]["steps_per_second"] / results["trl"]["steps_per_second"],
+        "target_tokens_per_second_ratio": TOKENS_PER_SECOND_TARGET,
+        "target_met": ratio >= TOKENS_PER_SECOND_TARGET,
+        "scalerl_profile": profile,
+    }
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.mode != "compare":
+        runner = {"scalerl": run_scalerl, "trl": run_trl, "profile": run_profile}[args.mode]
+        Path(args.child_out).write_text(json.dumps(runner(args), indent=1))
+        return
+    report = compare(args)
+    markdown = report_markdown(report)
+    print(markdown)
+    if args.quick:  # a smoke run never overwrites the measured results
+        return
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "trainer_throughput.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out_dir / "trainer_throughput.md").write_text(markdown)
+
+
+if __name__ == "__main__":
+    main()
