@@ -110,7 +110,13 @@ def _require_points(n_points, n_params, collapse_cut):
 def build_problem(fit_compute, fit_reward, r0, reward_range, loss, f_scale, fixed_a):
     """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
     compute_ref = float(fit_compute.max())
-    log_compute = np.log(fit_compute / compute_ref)
+    with np.errstate(divide="ignore"):
+        log_compute = np.log(fit_compute / compute_ref)
+    if not np.all(np.isfinite(log_compute)):
+        raise InputError(
+            f"compute spans too many orders of magnitude ({fit_compute.min():.3g} to {compute_ref:.3g}): "
+            "the ratio underflows; express compute in a coarser unit or drop the tiny values"
+        )
     lower, upper = parameter_bounds(log_compute, fit_reward, r0, reward_range)
     if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
         raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
