@@ -11,7 +11,7 @@ parent collects their JSON, prints a table and writes benchmarks/results/trainer
 
     python benchmarks/trainer_throughput.py --quick      # smoke run (about a minute)
     python benchmarks/trainer_throughput.py              # the measured run
-    python benchmarks/trainer_throughput.py --profile    # also cProfile a few scalerl steps
+    python benchmarks/trainer_throughput.py --profile    # also cProfile a few steps of each
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ MATCHED_OVERRIDES = (
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("compare", "scalerl", "trl", "profile"), default="compare",
+    parser.add_argument("--mode", default="compare",
+                        choices=("compare", "scalerl", "trl", "profile-scalerl", "profile-trl"),
                         help="compare: run both as subprocesses (default); the others are the children")
     parser.add_argument("--steps", type=int, default=None, help="timed optimiser steps per trainer")
     parser.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before the timed ones")
@@ -54,17 +55,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each trainer")
     parser.add_argument("--fresh", action="store_true",
                         help="start both from the freshly initialised model instead of the warm start")
-    parser.add_argument("--recipe", choices=("matched", "scalerl"), default="matched",
-                        help="scalerl's config: 'matched' does TRL's work (no filter, truncation); "
-                             "'scalerl' is the ScaleRL preset (zero-variance filter may skip updates)")
+    parser.add_argument("--recipe", choices=("matched", "scalerl", "both"), default="both",
+                        help="scalerl's config: 'matched' does TRL's work (no filter, truncation; the "
+                             "ratio uses it); 'scalerl' is the ScaleRL preset (its zero-variance "
+                             "filter skips the update of constant-reward groups); 'both' runs each")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="runs of each trainer, alternating order; the median is reported")
     parser.add_argument("--quick", action="store_true", help="smoke run: few steps")
-    parser.add_argument("--profile", action="store_true", help="also cProfile scalerl's steps")
+    parser.add_argument("--profile", action="store_true",
+                        help="also cProfile a few steps of each trainer (separate runs, untimed)")
     parser.add_argument("--model-dir", default=None, help="(children) the shared starting model")
     parser.add_argument("--child-out", default=None, help="(children) where to write the JSON")
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 5 if args.quick else 40
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    if min(args.warmup_steps, args.steps, args.rounds) < 1:
+        parser.error("--warmup-steps, --steps and --rounds must be >= 1")
     return args
 
 
@@ -160,7 +169,7 @@ def trl_dataset(args):
                                     "answer": [e.answer for e in task.train]})
 
 
-def run_trl(args) -> dict:
+def run_trl(args, profiler=None) -> dict:
     """TRL's GRPOTrainer (transformers generate, no vLLM) on the same model, prompts and batch."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -184,6 +193,8 @@ def run_trl(args) -> dict:
     class StepClock(TrainerCallback):
         def on_step_end(self, *_, **__):
             end_times.append(time.perf_counter())
+            if profiler is not None and len(end_times) == args.warmup_steps:
+                profiler.enable()
 
     batch_size = args.prompts * args.generations
     with tempfile.TemporaryDirectory(prefix="bench_trl_") as output_dir:
@@ -204,6 +215,8 @@ def run_trl(args) -> dict:
                               train_dataset=dataset, processing_class=tokenizer,
                               callbacks=[StepClock()])
         trainer.train()
+        if profiler is not None:
+            profiler.disable()
     result = throughput(end_times, step_tokens, args.warmup_steps, batch_size)
     result.update(trainer="trl", trl_version=_version("trl"),
                   mean_train_reward=sum(rewards_seen) / max(1, len(rewards_seen)),
@@ -211,20 +224,42 @@ def run_trl(args) -> dict:
     return result
 
 
-def run_profile(args, top: int = 25) -> dict:
-    """cProfile of scalerl's steps after the warm-up: the functions with the most own time."""
-    import cProfile
+SCALERL_PHASES = ("_generate", "_decode", "policy_forward", "sample_next_tokens", "_record_token",
+                  "_to_rollout", "train_step", "run_backward")
+TRL_PHASES = ("_generate", "generate", "_calculate_rewards", "compute_loss",
+              "_get_per_token_logps_and_entropies", "run_backward")
+
+
+def profile_summary(profiler, steps: int, phase_names: tuple[str, ...], top: int = 25) -> dict:
+    """Cumulative seconds of the named phases and the functions with the most own time."""
     import pstats
+
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt
+    by_own = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    by_cumulative = sorted(stats.stats.items(), key=lambda item: item[1][3], reverse=True)
+    phases = {name: next((cum for (_, _, n), (_, _, _, cum, _) in by_cumulative
+                          if n == name or f"'{name}'" in n), 0.0)  # builtins: "<method 'name' ...>"
+              for name in phase_names}
+    hot = [{"function": f"{Path(file).name}:{line}({name})", "calls": calls,
+            "own_seconds": own, "cumulative_seconds": cumulative, "own_fraction": own / total}
+           for (file, line, name), (_, calls, own, cumulative, _) in by_own]
+    return {"profiled_steps": steps, "total_seconds": total, "phase_cumulative_seconds": phases,
+            "hot_spots_by_own_time": hot}
+
+
+def profile_scalerl(args) -> dict:
+    """cProfile of scalerl's steps after the warm-up."""
+    import cProfile
 
     import torch
 
     from scalerl.train.trainer import open_run, run_one_step
 
     torch.set_num_threads(args.threads)
-    config = scalerl_config(args, args.model_dir)
     profiler = cProfile.Profile()
     with tempfile.TemporaryDirectory(prefix="bench_profile_") as run_dir:
-        run = open_run(config, Path(run_dir), resume=False)
+        run = open_run(scalerl_config(args, args.model_dir), Path(run_dir), resume=False)
         for _ in range(args.warmup_steps):
             run_one_step(run)
         profiler.enable()
@@ -232,18 +267,16 @@ def run_profile(args, top: int = 25) -> dict:
             run_one_step(run)
         profiler.disable()
         run.log.close()
-    stats = pstats.Stats(profiler)
-    total = stats.total_tt
-    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
-    hot = [{"function": f"{Path(file).name}:{line}({name})", "calls": calls,
-            "own_seconds": own, "cumulative_seconds": cumulative, "own_fraction": own / total}
-           for (file, line, name), (_, calls, own, cumulative, _) in rows]
-    by_cumulative = sorted(stats.stats.items(), key=lambda item: item[1][3], reverse=True)
-    phases = {name: next((cum for (f, _, n), (_, _, _, cum, _) in by_cumulative if n == name), 0.0)
-              for name in ("_generate", "_decode", "train_step", "policy_forward", "_record_token",
-                           "sample_next_tokens", "_to_rollout", "backward", "step")}
-    return {"profiled_steps": args.steps, "total_seconds": total, "phase_cumulative_seconds": phases,
-            "hot_spots_by_own_time": hot}
+    return profile_summary(profiler, args.steps, SCALERL_PHASES)
+
+
+def profile_trl(args) -> dict:
+    """cProfile of TRL's steps after the warm-up (switched on by the step callback)."""
+    import cProfile
+
+    profiler = cProfile.Profile()
+    result = run_trl(args, profiler=profiler)
+    return {**profile_summary(profiler, args.steps, TRL_PHASES), "wall_seconds": result["wall_seconds"]}
 
 
 def _version(package: str) -> str:
@@ -255,24 +288,24 @@ def _version(package: str) -> str:
 # ---------------------------------------------------------------- parent: orchestration, report
 
 
-def child_command(args, mode: str, model_dir: Path, out_path: Path) -> list[str]:
+def child_command(args, mode: str, model_dir: Path, out_path: Path, recipe: str) -> list[str]:
     command = [sys.executable, str(Path(__file__).resolve()), "--mode", mode,
                "--model-dir", str(model_dir), "--child-out", str(out_path),
-               "--steps", str(args.steps if mode != "profile" else min(args.steps, 10)),
+               "--steps", str(min(args.steps, 10) if mode.startswith("profile") else args.steps),
                "--warmup-steps", str(args.warmup_steps), "--prompts", str(args.prompts),
                "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
-               "--threads", str(args.threads), "--recipe", args.recipe]
+               "--threads", str(args.threads), "--recipe", recipe]
     return command + (["--fresh"] if args.fresh else [])
 
 
-def run_child(args, mode: str, model_dir: Path, workdir: Path) -> dict:
+def run_child(args, mode: str, model_dir: Path, workdir: Path, recipe: str = "matched") -> dict:
     """One trainer in its own process (equal thread settings); its JSON plus the load around it."""
-    out_path = workdir / f"{mode}.json"
+    out_path = workdir / f"{mode}-{recipe}.json"
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                TOKENIZERS_PARALLELISM="false", WANDB_DISABLED="true", HF_HUB_OFFLINE="1")
     load_before = os.getloadavg()
     started = time.perf_counter()
-    completed = subprocess.run(child_command(args, mode, model_dir, out_path), env=env,
+    completed = subprocess.run(child_command(args, mode, model_dir, out_path, recipe), env=env,
                                capture_output=True, text=True)
     if completed.returncode != 0:
         sys.stderr.write(completed.stdout[-4000:] + completed.stderr[-4000:])
@@ -293,8 +326,8 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def hot_spots_markdown(profile: dict, top: int = 12) -> str:
-    lines = [f"cProfile of {profile['profiled_steps']} scalerl steps ({profile['total_seconds']:.2f} s):",
+def hot_spots_markdown(trainer: str, profile: dict, top: int = 12) -> str:
+    lines = [f"cProfile of {profile['profiled_steps']} {trainer} steps ({profile['total_seconds']:.2f} s):",
              "", "| phase | cumulative s |", "|---|---|"]
     lines += [f"| {name} | {seconds:.2f} |" for name, seconds in profile["phase_cumulative_seconds"].items()]
     lines += ["", "| function | calls | own s | share |", "|---|---|---|---|"]
@@ -310,7 +343,8 @@ def report_markdown(report: dict) -> str:
         f"{setup['prompts']} prompts x {setup['generations']} generations per step, max "
         f"{setup['max_new_tokens']} new tokens, {setup['timed_steps']} timed steps after "
         f"{setup['warmup_steps']} warm-up steps, {setup['threads']} torch thread(s), CPU, "
-        f"start: {setup['start']}, scalerl recipe: {setup['recipe']}.", "",
+        f"start: {setup['start']}, scalerl recipe: {setup['recipe']}; each trainer in its own "
+        f"process, {setup['rounds']} round(s) in alternating order, the median round shown.", "",
         markdown_table(report["results"]), "",
         f"**scalerl / TRL generated tokens per second: {report['tokens_per_second_ratio']:.2f}x** "
         f"(target >= {TOKENS_PER_SECOND_TARGET:.0f}x: "
@@ -319,9 +353,40 @@ def report_markdown(report: dict) -> str:
         f"Load average (1, 5, 15 min) before: {report['machine']['load_average_before']}, after: "
         f"{report['machine']['load_average_after']} on {report['machine']['cpus']} CPUs (shared).",
     ]
-    if report.get("scalerl_profile"):
-        parts += ["", hot_spots_markdown(report["scalerl_profile"])]
+    for trainer, profile in report["profiles"].items():
+        parts += ["", f"## Where {trainer}'s time goes", "", hot_spots_markdown(trainer, profile)]
     return "\n".join(parts) + "\n"
+
+
+def trainer_runs(recipe: str) -> dict[str, tuple[str, str]]:
+    """Result name -> (child mode, scalerl recipe) of the trainers to compare."""
+    runs = {"scalerl": ("scalerl", "scalerl" if recipe == "scalerl" else "matched"),
+            "trl": ("trl", "matched")}
+    if recipe == "both":
+        runs["scalerl (ScaleRL recipe)"] = ("scalerl", "scalerl")
+    return runs
+
+
+def median_round(rounds: list[dict]) -> dict:
+    """The round with the median generated tokens/s, plus every round's tokens/s."""
+    ordered = sorted(rounds, key=lambda r: r["generated_tokens_per_second"])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["rounds_generated_tokens_per_second"] = [r["generated_tokens_per_second"] for r in rounds]
+    chosen["rounds_steps_per_second"] = [r["steps_per_second"] for r in rounds]
+    return chosen
+
+
+def run_rounds(args, model_dir: Path, workdir: Path) -> dict:
+    """Each trainer once per round, the order reversed every other round (a drifting shared load
+    then hits both alike); each trainer's median round is reported."""
+    runs = trainer_runs(args.recipe)
+    rounds: dict[str, list[dict]] = {name: [] for name in runs}
+    for round_index in range(args.rounds):
+        names = list(runs) if round_index % 2 == 0 else list(reversed(runs))
+        for name in names:
+            mode, recipe = runs[name]
+            rounds[name].append(run_child(args, mode, model_dir, workdir, recipe=recipe))
+    return {name: median_round(results) for name, results in rounds.items()}
 
 
 def compare(args) -> dict:
@@ -330,15 +395,17 @@ def compare(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench_trainer_throughput_") as workdir:
         model_dir = Path(workdir) / "start_model"
         model_info = save_starting_model(args, model_dir)
-        results = {mode: run_child(args, mode, model_dir, Path(workdir)) for mode in ("scalerl", "trl")}
-        profile = run_child(args, "profile", model_dir, Path(workdir)) if args.profile else None
+        results = run_rounds(args, model_dir, Path(workdir))
+        profiles = {trainer: run_child(args, f"profile-{trainer}", model_dir, Path(workdir))
+                    for trainer in (("scalerl", "trl") if args.profile else ())}
     ratio = results["scalerl"]["generated_tokens_per_second"] / results["trl"]["generated_tokens_per_second"]
     return {
         "benchmark": "trainer_throughput", "quick": args.quick,
         "setup": {"prompts": args.prompts, "generations": args.generations,
                   "max_new_tokens": args.max_new_tokens, "timed_steps": args.steps,
                   "warmup_steps": args.warmup_steps, "threads": args.threads, "recipe": args.recipe,
-                  "scalerl_overrides": list(MATCHED_OVERRIDES) if args.recipe == "matched" else [],
+                  "rounds": args.rounds,
+                  "matched_scalerl_overrides": list(MATCHED_OVERRIDES),
                   "learning_rate": LEARNING_RATE, "temperature": 1.0, "device": "cpu",
                   "dtype": "float32", **model_info},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
@@ -350,14 +417,15 @@ def compare(args) -> dict:
         "steps_per_second_ratio": results["scalerl"]["steps_per_second"] / results["trl"]["steps_per_second"],
         "target_tokens_per_second_ratio": TOKENS_PER_SECOND_TARGET,
         "target_met": ratio >= TOKENS_PER_SECOND_TARGET,
-        "scalerl_profile": profile,
+        "profiles": profiles,
     }
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.mode != "compare":
-        runner = {"scalerl": run_scalerl, "trl": run_trl, "profile": run_profile}[args.mode]
+        runner = {"scalerl": run_scalerl, "trl": run_trl, "profile-scalerl": profile_scalerl,
+                  "profile-trl": profile_trl}[args.mode]
         Path(args.child_out).write_text(json.dumps(runner(args), indent=1))
         return
     report = compare(args)
