@@ -4,12 +4,10 @@ known answers for early-stopped curves and the seed form R0 = 0."""
 
 import json
 import math
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -34,22 +32,23 @@ special_floats = st.sampled_from([0.0, -1.0, math.nan, math.inf, -math.inf, 1e-3
 
 @st.composite
 def messy_curves(draw):
-    """(compute, reward, reward_range): a sigmoid-ish curve at a random scale, then damaged."""
+    """(compute, reward, reward_range): a sigmoid-ish curve at a random scale, then maybe damaged."""
     n_points = draw(st.integers(0, 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     scale = 10.0 ** draw(st.floats(-3.0, 20.0))
-    compute = np.sort(draw(st.lists(st.floats(0.0, 50.0), min_size=n_points, max_size=n_points))) * scale
-    a = draw(st.floats(0.0, 1.0))
-    r0 = draw(st.floats(0.0, 1.0))
-    b = draw(st.floats(0.1, 8.0))
-    shape = draw(st.sampled_from(["sigmoid", "constant", "collapse", "noise"]))
-    safe = np.maximum(compute, 1e-300)
-    reward = np.asarray(sigmoid_reward(safe, a, b, 5.0 * scale, r0), dtype=float)
+    decades = draw(st.floats(0.5, 4.0))
+    compute = scale * np.sort(10.0 ** rng.uniform(-decades, 0.0, n_points))
+    if n_points and draw(st.booleans()):
+        compute[0] = 0.0
+    r0, a = draw(st.floats(0.0, 0.5)), draw(st.floats(0.0, 1.0))
+    b, c_mid = draw(st.floats(0.3, 6.0)), scale * 10.0 ** draw(st.floats(-decades, 1.0))
+    reward = np.asarray(sigmoid_reward(np.maximum(compute, 1e-300), a, b, c_mid, r0), dtype=float)
+    shape = draw(st.sampled_from(["sigmoid", "sigmoid", "sigmoid", "constant", "collapse"]))
     if shape == "constant":
         reward = np.full(n_points, r0)
     elif shape == "collapse" and n_points > 2:
         reward[2 * n_points // 3:] = r0 * 0.1
-    noise_sd = draw(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3]))
-    reward = reward + np.random.default_rng(draw(st.integers(0, 2**16))).normal(0.0, noise_sd, n_points)
+    reward = reward + rng.normal(0.0, draw(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3])), n_points)
     if draw(st.booleans()):
         reward = np.clip(reward, 0.0, 1.0)
     if draw(st.integers(0, 2)) == 0:
@@ -59,7 +58,7 @@ def messy_curves(draw):
 
 
 def _damage(draw, compute, reward):
-    """Apply a few random defects: duplicates, a shuffle, negatives, NaN / inf, zeros, reversed scale."""
+    """Apply a few random defects: duplicates, a shuffle, negatives, NaN / inf, zeros, out-of-range rewards."""
     compute, reward = compute.copy(), reward.copy()
     n_points = compute.size
     for defect in draw(st.lists(st.sampled_from(["dup", "shuffle", "special", "zeros", "out_of_range"]), min_size=1, max_size=2)):
@@ -110,7 +109,7 @@ def test_fit_sigmoid_gives_a_valid_result_or_a_scalerl_error(curve, r0_seed_form
                           n_bootstrap=N_BOOTSTRAP, n_starts=2)
     except ScaleRLError as error:
         assert str(error)
-        event(f"error: {type(error).__name__}")
+        event(f"error: {type(error).__name__}: {str(error)[:40]}")
         return
     event("fitted")
     check_fit_result(fit, reward_range)
@@ -140,12 +139,20 @@ def csv_texts(draw):
 def plausible_csv_texts(draw):
     """A gpu_hours / val_pass_rate log with now and then a bad cell, a gap or a garbage line."""
     n_rows = draw(st.integers(0, 20))
-    numbers = st.floats(-1.0, 1e6, allow_nan=False)
+    numbers = st.floats(0.0, 1e6, allow_nan=False)
     rows = [[draw(numbers), draw(st.floats(0.0, 1.0))] for _ in range(n_rows)]
     lines = ["gpu_hours,val_pass_rate"] + [f"{hours!r},{reward!r}" for hours, reward in rows]
     for _ in range(draw(st.integers(0, 2))):
-        lines.insert(draw(st.integers(1, len(lines))), draw(st.sampled_from(["", "5,", ",0.3", "x,y", "7,nan", "1,2,3"])))
+        lines.insert(draw(st.integers(1, len(lines))), draw(st.sampled_from(["", "5,", ",0.3", "x,y", "7,nan", "1,2,3", "-3,0.2", "1e400,0.5"])))
     return "\n".join(lines)
+
+
+# Numbers past the float range or past Python's int-string limit, and nesting past the recursion limit.
+HOSTILE_JSON_LINES = (
+    '{"gpu_hours": 1' + "0" * 400 + ', "reward": 0.5}',
+    '{"gpu_hours": 1' + "0" * 5000 + ', "reward": 0.5}',
+    '{"a": ' * 5000 + "1" + "}" * 5000,
+)
 
 
 @st.composite
@@ -153,12 +160,13 @@ def jsonl_texts(draw):
     keys = st.sampled_from(["gpu_hours", "step", "val_pass_rate", "reward", "tokens", "other"])
     values = st.one_of(st.floats(width=32), st.integers(-3, 10**9), st.none(), st.text(max_size=4), st.booleans())
     lines = [json.dumps(row) for row in draw(st.lists(st.dictionaries(keys, values, max_size=4), max_size=15))]
-    for garbage in draw(st.lists(st.sampled_from(["{", "[1, 2]", "not json", "", "NaN", '"text"', "{}"]), max_size=3)):
+    for garbage in draw(st.lists(st.sampled_from(["{", "[1, 2]", "not json", "", "NaN", '"text"', "{}", *HOSTILE_JSON_LINES]), max_size=3)):
         lines.insert(draw(st.integers(0, len(lines))), garbage)
     return "\n".join(lines)
 
 
 log_files = st.one_of(
+    st.tuples(st.sampled_from([".jsonl", ".json"]), st.sampled_from(HOSTILE_JSON_LINES + ("[" * 5000,))),
     st.tuples(st.just(".csv"), csv_texts()),
     st.tuples(st.sampled_from([".csv", ".tsv"]), plausible_csv_texts()),
     st.tuples(st.just(".jsonl"), jsonl_texts()),
@@ -166,32 +174,39 @@ log_files = st.one_of(
 )
 
 
-def write_log(suffix, text):
-    directory = Path(tempfile.mkdtemp(prefix="scalerl_prop_"))
+@pytest.fixture(scope="module")
+def log_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("logs")
+
+
+def write_log(directory, suffix, text):
     path = directory / f"run{suffix}"
-    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    path.write_text(text, encoding="utf-8")
     return path
 
 
 @given(log=log_files)
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-def test_read_curve_gives_a_clean_curve_or_a_scalerl_error(log):
-    suffix, text = log
-    assume("\x00" not in text)
-    try:
-        path = write_log(suffix, text)
-    except UnicodeEncodeError:
-        assume(False)
+def test_read_curve_gives_a_clean_curve_or_a_scalerl_error(log_dir, log):
+    path = write_log(log_dir, *log)
     try:
         curve = read_curve(path)
     except ScaleRLError as error:
         assert str(error)
-        event("error")
+        event(f"error: {str(error)[:50]}")
         return
     event("read")
     assert curve.compute.size == curve.reward.size == len(curve)
     assert np.all(np.isfinite(curve.compute)) and np.all(curve.compute >= 0)
     assert np.all(np.diff(curve.compute) > 0)
+
+
+@pytest.mark.parametrize("text", HOSTILE_JSON_LINES + ("[" * 5000,))
+def test_hostile_json_numbers_and_nesting_are_input_errors(log_dir, text):
+    # Found by the property test: float() of a 400-digit int overflows, json rejects a 5000-digit
+    # one with a plain ValueError, deep nesting raises RecursionError.
+    with pytest.raises(ScaleRLError):
+        read_curve(write_log(log_dir, ".jsonl", text))
 
 
 def curve_file_text(compute, reward):
@@ -205,16 +220,10 @@ cli_inputs = st.one_of(
 )
 
 
-@pytest.mark.slow
 @given(log=cli_inputs)
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-def test_cli_fit_json_gives_one_object_or_one_error_line(log):
-    suffix, text = log
-    assume("\x00" not in text)
-    try:
-        path = write_log(suffix, text)
-    except UnicodeEncodeError:
-        assume(False)
+def test_cli_fit_json_gives_one_object_or_one_error_line(log_dir, log):
+    path = write_log(log_dir, *log)
     result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-bootstrap", str(N_BOOTSTRAP)])
     assert "Traceback" not in result.output
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -244,9 +253,10 @@ def noisy_paper_curve(max_compute, n_points=16, noise_sd=0.01, seed=5):
     return compute, np.clip(reward, 0.0, 1.0)
 
 
-def test_intervals_widen_when_data_stop_before_the_inflection():
-    early = fit_sigmoid(*noisy_paper_curve(0.6 * TRUE_C_MID), n_bootstrap=60)
-    full = fit_sigmoid(*noisy_paper_curve(10.0 * TRUE_C_MID), n_bootstrap=60)
+@pytest.mark.parametrize("noise_seed", [4, 5])
+def test_intervals_widen_when_data_stop_before_the_inflection(noise_seed):
+    early = fit_sigmoid(*noisy_paper_curve(0.6 * TRUE_C_MID, seed=noise_seed), n_bootstrap=60)
+    full = fit_sigmoid(*noisy_paper_curve(10.0 * TRUE_C_MID, seed=noise_seed), n_bootstrap=60)
 
     def width(interval):
         return interval[1] - interval[0]
@@ -257,6 +267,7 @@ def test_intervals_widen_when_data_stop_before_the_inflection():
     full_band = full.interval(4.0 * full.compute.max(), 0.8)
     assert width(early_band) > 2.0 * width(full_band)
     assert any("ceiling not identified" in warning for warning in early.warnings)
+    assert full.conf_int(0.8)["A"][0] - 0.01 < TRUE_A < full.conf_int(0.8)["A"][1] + 0.01
 
 
 def test_noise_free_seed_form_recovers_parameters():
