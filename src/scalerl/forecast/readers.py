@@ -125,6 +125,8 @@ def parse_json_table(text: str, path: Path) -> RawTable:
             records = json.loads(stripped)
         except json.JSONDecodeError as error:
             raise InputError(f"{path} is not valid JSON: {error.msg} at line {error.lineno}") from None
+        except (ValueError, RecursionError) as error:  # a number past the int-string limit, deep nesting
+            raise InputError(f"{path} is not usable JSON: {_short(error)}") from None
         numbered = list(enumerate(records, start=1))
     else:
         numbered = []
@@ -135,7 +137,13 @@ def parse_json_table(text: str, path: Path) -> RawTable:
                 numbered.append((line_number, json.loads(line)))
             except json.JSONDecodeError as error:
                 raise InputError(f"line {line_number} of {path} is not valid JSON: {error.msg}") from None
+            except (ValueError, RecursionError) as error:  # a number past the int-string limit, deep nesting
+                raise InputError(f"line {line_number} of {path} is not usable JSON: {_short(error)}") from None
     return _records_to_table(numbered, path)
+
+
+def _short(error: Exception) -> str:
+    return str(error).split(";")[0]
 
 
 def _records_to_table(numbered_records, path: Path) -> RawTable:
@@ -194,6 +202,8 @@ def cell_to_float(cell, column: str, row_number: int, source: str) -> float | No
         raise InputError(
             f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}"
         ) from None
+    except OverflowError:  # a JSON integer beyond the float range
+        value = math.inf
     if not math.isfinite(value):
         raise InputError(f"column '{column}' has a non-finite value ({cell}) at row {row_number} of {source}")
     return value
