@@ -31,7 +31,7 @@ special_floats = st.sampled_from([0.0, -1.0, math.nan, math.inf, -math.inf, 1e-3
 
 
 @st.composite
-def messy_curves(draw):
+def messy_curves(draw, damaged=True):
     """(compute, reward, reward_range): a sigmoid-ish curve at a random scale, then maybe damaged."""
     n_points = draw(st.integers(0, 40))
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
@@ -51,7 +51,7 @@ def messy_curves(draw):
     reward = reward + rng.normal(0.0, draw(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3])), n_points)
     if draw(st.booleans()):
         reward = np.clip(reward, 0.0, 1.0)
-    if draw(st.integers(0, 2)) == 0:
+    if damaged and draw(st.integers(0, 2)) == 0:
         compute, reward = _damage(draw, compute, reward)
     reward_range = draw(st.sampled_from([(0.0, 1.0), (0.0, 1.0), None, (-1.0, 50.0)]))
     return compute, reward, reward_range
@@ -113,6 +113,65 @@ def test_fit_sigmoid_gives_a_valid_result_or_a_scalerl_error(curve, r0_seed_form
         return
     event("fitted")
     check_fit_result(fit, reward_range)
+
+
+odd_numbers = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 0.5, 1.0, -1.0]))
+
+
+def mostly(valid, odd):
+    """`valid` three times in four, else `odd`."""
+    return st.integers(0, 3).flatmap(lambda pick: odd if pick == 0 else valid)
+
+
+@given(
+    curve=messy_curves(),
+    r0=mostly(st.sampled_from([None, 0.0]), odd_numbers),
+    min_compute=mostly(st.none(), odd_numbers),
+    fixed_a=mostly(st.none(), odd_numbers),
+    loss=mostly(st.sampled_from(["linear", "soft_l1", "huber", "cauchy", "arctan"]), st.sampled_from(["l2", ""])),
+    level=mostly(st.sampled_from([0.5, 0.8, 0.95]), st.floats(allow_nan=True)),
+    n_bootstrap=mostly(st.sampled_from([20, 30]), st.sampled_from([0, 19])),
+)
+@SLOW_FIT_SETTINGS
+def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(curve, r0, min_compute, fixed_a, loss, level, n_bootstrap):
+    compute, reward, reward_range = curve
+    try:
+        fit = fit_sigmoid(compute, reward, r0=r0, min_compute=min_compute, fixed_a=fixed_a, loss=loss, level=level,
+                          reward_range=reward_range, n_bootstrap=n_bootstrap, n_starts=2)
+    except ScaleRLError as error:
+        assert str(error)
+        event(f"error: {type(error).__name__}: {str(error)[:40]}")
+        return
+    event("fitted")
+    check_fit_result(fit, reward_range)
+
+
+@given(curve=messy_curves(damaged=False), target=odd_numbers, at=odd_numbers,
+       level=mostly(st.sampled_from([0.5, 0.8, 0.95]), st.floats(allow_nan=True)),
+       kind=st.sampled_from(["observation", "mean", "other"]))
+@SLOW_FIT_SETTINGS
+def test_fit_result_queries_give_numbers_or_a_scalerl_error(curve, target, at, level, kind):
+    compute, reward, reward_range = curve
+    try:
+        fit = fit_sigmoid(compute, reward, reward_range=reward_range, n_bootstrap=N_BOOTSTRAP, n_starts=2)
+    except ScaleRLError:
+        return
+    event("fitted")
+    for query in (lambda: fit.interval(at, level, kind), lambda: fit.compute_to_reach(target, level),
+                  lambda: fit.to_dict(level, predict_at=(at,), target=target), lambda: fit.conf_int(level)):
+        try:
+            answer = query()
+        except ScaleRLError as error:
+            assert str(error)
+            continue
+        except TypeError:
+            if at is None or target is None:  # None is not a number: a caller's programming error
+                continue
+            raise
+        if isinstance(answer, dict):
+            json.dumps(answer, allow_nan=False)
+        else:
+            event(f"answered {type(answer).__name__}")
 
 
 # --- random log files ----------------------------------------------------------------------------
@@ -284,3 +343,12 @@ def test_compute_spanning_beyond_float_range_is_a_clear_error():
     # 5e-324 / 2 underflows to 0 and its log to -inf: found by the property test above.
     with pytest.raises(ScaleRLError, match="orders of magnitude"):
         fit_sigmoid([0.0, 5e-324, 1.0, 2.0, 3.0], [0.0, 0.1, 0.3, 0.5, 0.6], n_bootstrap=N_BOOTSTRAP)
+
+
+def test_to_dict_writes_null_for_an_infinite_prediction_compute():
+    # Found by the query property: predict_at=(inf,) put a bare Infinity in the "x" field.
+    compute = np.geomspace(10, 1e4, 10)
+    fit = fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=0.0, n_bootstrap=N_BOOTSTRAP)
+    prediction = fit.to_dict(0.8, predict_at=(math.inf,))["predictions"][0]
+    json.dumps(prediction, allow_nan=False)
+    assert prediction["x"] is None and prediction["reward"] == pytest.approx(0.7)
