@@ -169,7 +169,8 @@ class FitResult:
         for x in predict_at:
             lo, hi = self.interval(float(x), level)
             predictions.append(
-                {"x": float(x), "reward": _json_number(self.predict(float(x))), "lo": _json_number(lo), "hi": _json_number(hi)}
+                {"x": _json_number(float(x)), "reward": _json_number(self.predict(float(x))),
+                 "lo": _json_number(lo), "hi": _json_number(hi)}
             )
         compute_to_target = None
         if target is not None:
