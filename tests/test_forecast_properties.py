@@ -352,3 +352,11 @@ def test_to_dict_writes_null_for_an_infinite_prediction_compute():
     prediction = fit.to_dict(0.8, predict_at=(math.inf,))["predictions"][0]
     json.dumps(prediction, allow_nan=False)
     assert prediction["x"] is None and prediction["reward"] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("r0", [1.5, -0.2, math.nan, math.inf])
+def test_r0_outside_the_reward_range_is_a_clear_error(r0):
+    # Found by the options property: r0 = 16777216 reached scipy as inconsistent bounds.
+    compute = np.geomspace(10, 1e4, 10)
+    with pytest.raises(ScaleRLError, match="r0"):
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=r0, n_bootstrap=N_BOOTSTRAP)
