@@ -67,6 +67,16 @@ def _check_options(loss, level, n_bootstrap, min_compute):
         raise ConfigError(f"min_compute must be >= 0, got {min_compute}")
 
 
+def _check_r0(r0, reward_range):
+    """A given R0 must be a finite reward inside `reward_range` (it is the curve's start)."""
+    if r0 is None:
+        return
+    if not np.isfinite(r0):
+        raise ConfigError(f"r0 must be a finite reward, got {r0}")
+    if reward_range is not None and not reward_range[0] <= r0 <= reward_range[1]:
+        raise ConfigError(f"r0 = {r0} is outside reward_range [{reward_range[0]}, {reward_range[1]}]")
+
+
 def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor):
     """R0 and the points used in least squares, plus warnings and the collapse report.
 
@@ -162,6 +172,7 @@ def fit_sigmoid(
     """
     _check_options(loss, level, n_bootstrap, min_compute)
     compute, reward = validate_curve(compute, reward, reward_range)
+    _check_r0(r0, reward_range)
     r0, keep, collapse, warnings = select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor)
     fit_compute, fit_reward = compute[keep], reward[keep]
     n_params = 3 if fixed_a is None else 2
