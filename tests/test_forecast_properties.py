@@ -4,6 +4,7 @@ known answers for early-stopped curves and the seed form R0 = 0."""
 
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli import app, main
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
@@ -298,6 +299,57 @@ def test_cli_fit_json_gives_one_object_or_one_error_line(log_dir, log):
         assert len(error_lines) == 1 and error_lines[0].startswith("error: "), result.stderr
 
 
+option_values = st.one_of(
+    st.floats(-1e30, 1e30, allow_nan=False).map(repr),
+    st.sampled_from(["0", "0.5", "1", "2", "1e4", "-1", "nan", "inf", "-inf", "abc", "", "1e400", "3,4"]),
+)
+fit_options = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["--r0", "--min-x", "--fit-until", "--fit-fraction", "--predict-at", "--target",
+                                   "--level", "--n-bootstrap"]), option_values),
+        st.tuples(st.just("--reward-range"), option_values, option_values),
+        st.tuples(st.sampled_from(["--loss", "--x", "--y"]),
+                  st.sampled_from(["linear", "huber", "l3", "gpu_hours", "val_pass_rate", "missing"])),
+        st.tuples(st.sampled_from(["--power-law", "--fit-through-collapse", "--bogus"])),
+    ),
+    max_size=4,
+)
+
+
+def run_main(capsys, argv):
+    """Run the `scalerl` entry point on argv; return (exit code, stdout, stderr)."""
+    saved_argv = sys.argv
+    sys.argv = ["scalerl", *argv]
+    try:
+        main()
+        exit_code = 0
+    except SystemExit as exit_signal:
+        exit_code = exit_signal.code
+    finally:
+        sys.argv = saved_argv
+    captured = capsys.readouterr()
+    return exit_code, captured.out, captured.err
+
+
+@given(curve=messy_curves(damaged=False), options=fit_options)
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+def test_cli_fit_options_give_one_object_or_one_error_line(log_dir, capsys, curve, options):
+    path = write_log(log_dir, ".csv", curve_file_text(curve[0], np.clip(curve[1], 0.0, 1.0)))
+    argv = ["fit", str(path), "--json"] + [str(part) for option in options for part in option]
+    if "--n-bootstrap" not in argv:
+        argv += ["--n-bootstrap", str(N_BOOTSTRAP)]
+    exit_code, stdout, stderr = run_main(capsys, argv)
+    event(f"exit code {exit_code}")
+    assert "Traceback" not in stdout + stderr
+    if exit_code == 0:
+        assert stdout.count("\n") == 1
+        json.loads(stdout, parse_constant=lambda token: pytest.fail(f"non-standard JSON {token}"))
+    else:
+        assert exit_code == 2, (exit_code, stderr)
+        error_lines = [line for line in stderr.splitlines() if line.strip()]
+        assert len(error_lines) == 1 and error_lines[0].startswith("error: "), stderr
+
+
 # --- known answers -------------------------------------------------------------------------------
 
 TRUE_A, TRUE_B, TRUE_C_MID, TRUE_R0 = 0.61, 1.92, 2542.0, 0.1
@@ -360,3 +412,12 @@ def test_r0_outside_the_reward_range_is_a_clear_error(r0):
     compute = np.geomspace(10, 1e4, 10)
     with pytest.raises(ScaleRLError, match="r0"):
         fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=r0, n_bootstrap=N_BOOTSTRAP)
+
+
+@pytest.mark.parametrize("reward_range", [(0.0, math.inf), (-math.inf, 1.0), (0.0, math.nan), (1.0, 0.0)])
+def test_non_finite_or_empty_reward_range_is_a_clear_error(reward_range):
+    # Found by the CLI options property: --reward-range 0 1e400 reached scipy as an infinite bound.
+    compute = np.geomspace(10, 1e4, 10)
+    with pytest.raises(ScaleRLError, match="reward_range"):
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), reward_range=reward_range,
+                    n_bootstrap=N_BOOTSTRAP)
