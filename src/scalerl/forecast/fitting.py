@@ -49,6 +49,8 @@ def validate_curve(compute, reward, reward_range):
         raise InputError("compute must be non-decreasing (sort the points by compute)")
     if reward_range is not None:
         low, high = reward_range
+        if not (np.isfinite(low) and np.isfinite(high) and low < high):
+            raise ConfigError(f"reward_range must be two finite numbers LOW < HIGH, got [{low}, {high}]")
         if np.any(reward < low) or np.any(reward > high):
             raise InputError(
                 f"reward outside reward_range [{low}, {high}]; pass reward_range=None for unbounded rewards"
