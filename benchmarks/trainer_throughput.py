@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -352,7 +353,12 @@ def recipe_ratio_sentence(report: dict) -> str:
     ratio = report.get("recipe_tokens_per_second_ratio")
     if ratio is None:
         return ""
-    return f" With the ScaleRL recipe (zero-variance filter): **{ratio:.2f}x** generated tokens per second."
+    return (f" With the ScaleRL recipe (zero-variance filter): **{ratio:.2f}x** generated tokens per "
+            f"second (per round: {_rounded(report['rounds_recipe_tokens_per_second_ratio'])}).")
+
+
+def _rounded(values: list[float]) -> str:
+    return ", ".join(f"{value:.2f}" for value in values)
 
 
 def report_markdown(report: dict) -> str:
@@ -366,9 +372,10 @@ def report_markdown(report: dict) -> str:
         f"process, {setup['rounds']} round(s) in alternating order, the median round shown.", "",
         markdown_table(report["results"]), "",
         f"**scalerl / TRL generated tokens per second: {report['tokens_per_second_ratio']:.2f}x** "
-        f"(target >= {TOKENS_PER_SECOND_TARGET:.0f}x: "
-        f"{'met' if report['target_met'] else 'not met'}); steps per second: "
-        f"{report['steps_per_second_ratio']:.2f}x." + recipe_ratio_sentence(report), "",
+        f"(median of the per-round ratios {_rounded(report['rounds_tokens_per_second_ratio'])}; "
+        f"target >= {TOKENS_PER_SECOND_TARGET:.0f}x: {'met' if report['target_met'] else 'not met'}); "
+        f"ratio of the median rounds: {report['ratio_of_median_rounds']:.2f}x tokens/s, "
+        f"{report['steps_per_second_ratio']:.2f}x steps/s." + recipe_ratio_sentence(report), "",
         f"Load average (1, 5, 15 min) before: {report['machine']['load_average_before']}, after: "
         f"{report['machine']['load_average_after']} on {report['machine']['cpus']} CPUs (shared).",
     ]
@@ -409,6 +416,13 @@ def run_rounds(args, model_dir: Path, workdir: Path) -> dict:
     return {name: median_round(results) for name, results in rounds.items()}
 
 
+def paired_ratios(results: dict, name: str) -> list[float]:
+    """Round-by-round tokens/s of `name` over TRL's in the same round (adjacent runs: a drifting
+    load cancels out better than in the ratio of the two medians)."""
+    return [ours / theirs for ours, theirs in zip(results[name]["rounds_generated_tokens_per_second"],
+                                                  results["trl"]["rounds_generated_tokens_per_second"])]
+
+
 def compare(args) -> dict:
     """Save the shared starting model, run each trainer in a subprocess, build the report."""
     load_before = os.getloadavg()
@@ -418,9 +432,10 @@ def compare(args) -> dict:
         results = run_rounds(args, model_dir, Path(workdir))
         profiles = {trainer: run_child(args, f"profile-{trainer}", model_dir, Path(workdir))
                     for trainer in (("scalerl", "trl") if args.profile else ())}
-    trl_rate = results["trl"]["generated_tokens_per_second"]
-    ratio = results["scalerl"]["generated_tokens_per_second"] / trl_rate
-    recipe_row = results.get("scalerl (ScaleRL recipe)")
+    ratios = paired_ratios(results, "scalerl")
+    recipe_name = "scalerl (ScaleRL recipe)"
+    recipe_ratios = paired_ratios(results, recipe_name) if recipe_name in results else None
+    ratio = statistics.median(ratios)
     return {
         "benchmark": "trainer_throughput", "quick": args.quick,
         "setup": {"prompts": args.prompts, "generations": args.generations,
@@ -435,10 +450,13 @@ def compare(args) -> dict:
                     "transformers": _version("transformers"), "trl": _version("trl"),
                     "load_average_before": list(load_before), "load_average_after": list(os.getloadavg())},
         "results": results,
-        "tokens_per_second_ratio": ratio,
+        "tokens_per_second_ratio": ratio,  # median over rounds of the paired ratios
+        "rounds_tokens_per_second_ratio": ratios,
+        "ratio_of_median_rounds": (results["scalerl"]["generated_tokens_per_second"]
+                                   / results["trl"]["generated_tokens_per_second"]),
         "steps_per_second_ratio": results["scalerl"]["steps_per_second"] / results["trl"]["steps_per_second"],
-        "recipe_tokens_per_second_ratio": (recipe_row["generated_tokens_per_second"] / trl_rate
-                                           if recipe_row else None),
+        "recipe_tokens_per_second_ratio": statistics.median(recipe_ratios) if recipe_ratios else None,
+        "rounds_recipe_tokens_per_second_ratio": recipe_ratios,
         "target_tokens_per_second_ratio": TOKENS_PER_SECOND_TARGET,
         "target_met": ratio >= TOKENS_PER_SECOND_TARGET,
         "profiles": profiles,
