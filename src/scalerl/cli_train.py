@@ -48,6 +48,29 @@ def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[
     return config
 
 
+def pipeline_assignments(mode: Optional[str], max_lag: Optional[int], generators: Optional[int],
+                         offpolicy_steps: Optional[int], ray_address: Optional[str]) -> List[str]:
+    """The --pipeline/--max-lag/... options as `pipeline.*` config overrides."""
+    values = {"mode": mode, "max_lag": max_lag, "num_generators": generators,
+              "offpolicy_steps": offpolicy_steps, "ray_address": ray_address}
+    return [f"pipeline.{key}={value}" for key, value in values.items() if value is not None]
+
+
+def run_on_ray(config, out: Path, resume: bool) -> None:
+    """`scalerl train --pipeline async|ppo-offpolicy`: the run on Ray (scalerl.distributed)."""
+    from scalerl.distributed.pipeline import run_pipeline
+
+    console = Console()
+    result = run_pipeline(config, config.pipeline, out, resume=resume,
+                          log=lambda line: console.print(line, markup=False))
+    rates = [r["val_pass_rate"] for r in result.rows if r.get("val_pass_rate") is not None]
+    last = f"{rates[-1]:.3f}" if rates else "n/a"
+    state = "interrupted at" if result.interrupted else "trained"
+    console.print(f"{state} step {result.steps_done} ({config.pipeline.mode}) into {out}; "
+                  f"last validation pass rate {last}")
+    console.print(f"fit it: scalerl fit {out / 'metrics.jsonl'} --x flops --y val_pass_rate")
+
+
 @exits_on_user_error
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/)."),
@@ -58,14 +81,27 @@ def train_command(
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Number of optimiser steps."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    pipeline: Optional[str] = typer.Option(
+        None, "--pipeline", help="sync (default) | async (PipelineRL on Ray) | ppo-offpolicy."),
+    max_lag: Optional[int] = typer.Option(
+        None, "--max-lag", help="async: most steps the trainer may be ahead of its data (k)."),
+    generators: Optional[int] = typer.Option(None, "--generators", help="Ray generator actors."),
+    offpolicy_steps: Optional[int] = typer.Option(
+        None, "--offpolicy-steps", help="ppo-offpolicy: optimiser steps per generated round (k)."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray-address", help="Join this Ray cluster ('auto' or host:port); default: local."),
 ) -> None:
     """Train a policy with a recipe preset; logs metrics.jsonl for `scalerl fit`."""
+    set_ = [*set_, *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address)]
     if resume:
         config = resumed_train_config(out, set_, max_steps)
         if preset != "scalerl" or model is not None or task is not None:
             raise ConfigError("--resume uses the saved config: drop --preset/--model/--task")
     else:
         config = build_train_config(preset, set_, model, task, max_steps)
+    if config.pipeline.mode != "sync":
+        run_on_ray(config, out, resume)
+        return
     from scalerl.train.trainer import train
 
     result = train(config, out, resume=resume, show_progress=progress)

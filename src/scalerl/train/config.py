@@ -185,6 +185,46 @@ class OptimConfig:
         _require_positive(self.grad_clip, "optim.grad_clip")
 
 
+PIPELINE_MODES = ("sync", "async", "ppo-offpolicy")
+STALE_BATCH_POLICIES = ("wait", "drop")
+GENERATOR_BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Where the run executes (scalerl.distributed, docs/distributed.md): "sync" (this package's
+    synchronous trainer), "async" (PipelineRL on Ray: the trainer at most max_lag steps ahead of
+    its data) or "ppo-offpolicy" (offpolicy_steps optimiser steps per generated round);
+    actors, their resources and the Ray cluster to join ("" starts a local one)."""
+
+    mode: str = "sync"
+    max_lag: int = 8
+    on_stale: str = "wait"
+    num_generators: int = 1
+    offpolicy_steps: int = 4
+    ray_address: str = ""
+    num_cpus: int = 0
+    generator_cpus: float = 1.0
+    trainer_cpus: float = 1.0
+    generator_gpus: float = 0.0
+    trainer_gpus: float = 0.0
+    torch_threads: int = 1
+    max_generator_restarts: int = 3
+    weight_poll_seconds: float = 0.0
+    backend: str = "hf"
+
+    def __post_init__(self) -> None:
+        _require_choice(self.mode, "pipeline.mode", PIPELINE_MODES)
+        _require_choice(self.on_stale, "pipeline.on_stale", STALE_BATCH_POLICIES)
+        _require_choice(self.backend, "pipeline.backend", GENERATOR_BACKENDS)
+        _require_non_negative(self.max_lag, "pipeline.max_lag")
+        for name in ("num_generators", "offpolicy_steps", "torch_threads"):
+            _require_positive(getattr(self, name), f"pipeline.{name}")
+        for name in ("num_cpus", "generator_cpus", "trainer_cpus", "generator_gpus",
+                     "trainer_gpus", "max_generator_restarts", "weight_poll_seconds"):
+            _require_non_negative(getattr(self, name), f"pipeline.{name}")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Every knob of a run. Invalid values raise ConfigError naming the field on construction."""
@@ -194,6 +234,7 @@ class TrainConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     max_steps: int = 100
     eval_every: int = 10
     eval_prompts: int = 64
@@ -240,7 +281,7 @@ class TrainConfig:
 
 _SECTION_TYPES: dict[str, type] = {
     "model": ModelConfig, "task": TaskConfig, "sampling": SamplingConfig,
-    "rl": RLConfig, "optim": OptimConfig,
+    "rl": RLConfig, "optim": OptimConfig, "pipeline": PipelineConfig,
 }
 
 
