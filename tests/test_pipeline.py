@@ -189,3 +189,26 @@ def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(ray_session, tmp_path):
     assert [r["samples"] for r in rows] == [0, 9, 18, 27, 36]
     # the second slice of a round waits for no generation: the generator sat idle
     assert rows[2]["generator_idle_fraction"] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from scalerl.cli import app
+
+    sets = [token for assignment in [*TINY_RUN, "eval_every=2"] for token in ("--set", assignment)]
+    runner = CliRunner()
+    result = runner.invoke(app, ["train", "--out", str(tmp_path / "run"), "--pipeline", "async",
+                                 "--max-lag", "1", "--generators", "1", "--max-steps", "2",
+                                 "--no-progress", *sets])
+    assert result.exit_code == 0, result.output
+    rows = read_rows(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    assert all(r["policy_lag_max"] <= 1 for r in rows[1:])
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["pipeline"]["mode"] == "async" and saved["pipeline"]["max_lag"] == 1
+    bad = runner.invoke(app, ["train", "--out", str(tmp_path / "bad"), "--pipeline", "fast", *sets])
+    assert bad.exit_code == 2 and "pipeline.mode" in bad.stderr

@@ -137,3 +137,10 @@ def test_async_loop_drops_stale_batches_under_drop_and_trains_fresh_ones():
     loop.feed_trainer()  # one optimiser step at a time: nothing more is queued
     assert session.dropped_batches == 1 and len(session.trainer.train.calls) == 1
     assert session.steps_committed == 6 and not loop.ready
+
+
+def test_the_config_offers_exactly_the_policies_admit_batch_knows():
+    from scalerl.distributed.staleness import STALENESS_POLICIES
+    from scalerl.train.config import STALE_BATCH_POLICIES
+
+    assert tuple(STALE_BATCH_POLICIES) == tuple(STALENESS_POLICIES)
