@@ -121,3 +121,14 @@ def test_each_leave_one_out_flips_exactly_one_field():
 def test_unknown_preset_lists_presets():
     with pytest.raises(ConfigError, match="scalerl, grpo"):
         preset_config("ppo")
+
+
+def test_torch_threads_knob_is_validated_and_round_trips(tmp_path):
+    from scalerl.errors import ConfigError
+    from scalerl.train.config import TrainConfig
+
+    config = TrainConfig().with_overrides(["torch_threads=1"])
+    assert config.torch_threads == 1
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ConfigError, match="torch_threads"):
+        TrainConfig().with_overrides(["torch_threads=-2"])

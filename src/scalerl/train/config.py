@@ -245,6 +245,7 @@ class TrainConfig:
     device: str = "cpu"
     dtype: str = "float32"
     num_devices: int = 1
+    torch_threads: int = 0  # 0: torch's default; 1 is much faster on a CPU shared with other jobs
     tensorboard: bool = False
 
     def __post_init__(self) -> None:
@@ -257,6 +258,7 @@ class TrainConfig:
         _require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
                  f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
+        _require_non_negative(self.torch_threads, "torch_threads")
         _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")

@@ -301,6 +301,8 @@ def _result(run: Run) -> TrainResult:
 def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
           show_progress: bool = True, on_row: RowCallback | None = None) -> TrainResult:
     """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged."""
+    if config.torch_threads > 0:
+        torch.set_num_threads(config.torch_threads)
     run = open_run(config, Path(run_dir), resume)
     progress = RunProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:
