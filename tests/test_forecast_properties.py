@@ -428,3 +428,9 @@ def test_non_finite_or_empty_reward_range_is_a_clear_error(reward_range):
     with pytest.raises(ScaleRLError, match="reward_range"):
         fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), reward_range=reward_range,
                     n_bootstrap=N_BOOTSTRAP)
+
+
+def test_huge_r0_above_every_reward_without_a_range_is_a_fit_error():
+    # Found by the options property: R0 = 33554432 over rewards of 0 gave A bounds lower == upper.
+    with pytest.raises(ScaleRLError):
+        fit_sigmoid([0.1, 0.2, 0.4], [0.0, 0.0, 0.0], r0=33554432.0, reward_range=None, n_bootstrap=N_BOOTSTRAP)
