@@ -130,6 +130,8 @@ def build_problem(fit_compute, fit_reward, r0, reward_range, loss, f_scale, fixe
             "the ratio underflows; express compute in a coarser unit or drop the tiny values"
         )
     lower, upper = parameter_bounds(log_compute, fit_reward, r0, reward_range)
+    if not np.all(lower < upper):  # no room for A above R0, e.g. R0 so large that R0 + gain rounds to R0
+        raise FitError(f"no room for a ceiling above R0 = {r0:.6g}: the rewards never rise measurably above it")
     if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
         raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
     return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a), compute_ref
