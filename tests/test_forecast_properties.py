@@ -434,3 +434,10 @@ def test_huge_r0_above_every_reward_without_a_range_is_a_fit_error():
     # Found by the options property: R0 = 33554432 over rewards of 0 gave A bounds lower == upper.
     with pytest.raises(ScaleRLError):
         fit_sigmoid([0.1, 0.2, 0.4], [0.0, 0.0, 0.0], r0=33554432.0, reward_range=None, n_bootstrap=N_BOOTSTRAP)
+
+
+def test_absurd_n_bootstrap_is_a_config_error_not_a_memory_error():
+    # Found by the CLI options property: --n-bootstrap 4326646508 tried to allocate 97 GiB.
+    compute = np.geomspace(10, 1e4, 10)
+    with pytest.raises(ScaleRLError, match="n_bootstrap"):
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), n_bootstrap=4_326_646_508)
