@@ -31,6 +31,7 @@ from scalerl.forecast.uncertainty import (
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 NOISE_DRAWS_PER_BOOTSTRAP = 16
+MAX_N_BOOTSTRAP = 100_000  # beyond this the draws alone take gigabytes; intervals stopped improving long before
 
 
 def validate_curve(compute, reward, reward_range):
@@ -63,8 +64,8 @@ def _check_options(loss, level, n_bootstrap, min_compute):
         raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
     if not 0.0 < level < 1.0:
         raise ConfigError(f"level must be in (0, 1), got {level}")
-    if int(n_bootstrap) < 20:
-        raise ConfigError(f"n_bootstrap must be at least 20, got {n_bootstrap}")
+    if not 20 <= int(n_bootstrap) <= MAX_N_BOOTSTRAP:
+        raise ConfigError(f"n_bootstrap must be between 20 and {MAX_N_BOOTSTRAP}, got {n_bootstrap}")
     if min_compute is not None and min_compute < 0:
         raise ConfigError(f"min_compute must be >= 0, got {min_compute}")
 
