@@ -287,6 +287,7 @@ cli_inputs = st.one_of(
 )
 
 
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")  # the hostile 5000-digit lines
 @given(log=cli_inputs)
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_cli_fit_json_gives_one_object_or_one_error_line(log_dir, log):
@@ -441,3 +442,9 @@ def test_absurd_n_bootstrap_is_a_config_error_not_a_memory_error():
     compute = np.geomspace(10, 1e4, 10)
     with pytest.raises(ScaleRLError, match="n_bootstrap"):
         fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), n_bootstrap=4_326_646_508)
+
+
+def test_reward_too_large_to_square_is_an_input_error():
+    # Found by the messy-curve property: a reward of 1e300 (no reward range) overflowed the residuals.
+    with pytest.raises(ScaleRLError, match="reward"):
+        fit_sigmoid([0.1, 0.11, 0.19, 0.43], [0.0, 1e300, 0.0, 0.0], reward_range=None, n_bootstrap=N_BOOTSTRAP)
