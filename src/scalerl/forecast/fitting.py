@@ -31,6 +31,7 @@ from scalerl.forecast.uncertainty import (
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 NOISE_DRAWS_PER_BOOTSTRAP = 16
+MAX_ABS_REWARD = 1e100  # squared residuals must stay finite
 MAX_N_BOOTSTRAP = 100_000  # beyond this the draws alone take gigabytes; intervals stopped improving long before
 
 
@@ -46,6 +47,8 @@ def validate_curve(compute, reward, reward_range):
         raise InputError("compute and reward must be finite (found NaN or infinity)")
     if np.any(compute < 0):
         raise InputError("compute must be >= 0")
+    if np.any(np.abs(reward) > MAX_ABS_REWARD):
+        raise InputError(f"rewards beyond +-{MAX_ABS_REWARD:g} overflow the least squares; rescale them")
     if np.any(np.diff(compute) < 0):
         raise InputError("compute must be non-decreasing (sort the points by compute)")
     if reward_range is not None:
