@@ -19,7 +19,7 @@ def test_removes_at_threshold_and_not_below():
     assert pool.active_indices().tolist() == [0, 3]
     # Removal is for good: a later low pass rate does not bring a prompt back.
     pool.update(1, 0.0)
-    assert 1 in pool.removed
+    assert pool.removed == frozenset({1, 2})
 
 
 def test_threshold_is_configurable_and_disabled_pool_never_removes():
