@@ -198,11 +198,11 @@ class RunBooks:
         self.step = int(step)
         view = self._view(model_shape)
         wall_seconds = max(0.0, now - self.last_row_time - excluded_seconds)
-        trainer._account(view, list(rollouts), stats, wall_seconds)
+        trainer.account_step(view, list(rollouts), stats, wall_seconds)
         for batch in dropped:
             book_generation_only(self.counters, model_shape, batch)
         self.last_row_time = now
-        return {**trainer._train_row(view, list(rollouts), stats), **extras}
+        return {**trainer.train_row(view, list(rollouts), stats), **extras}
 
     def validation_due(self, step: int) -> bool:
         last = step == self.config.max_steps or self.pool.active_count == 0

@@ -236,7 +236,7 @@ def training_rewards(rollouts: list[Rollout], config: TrainConfig) -> list[Rollo
     return [r.with_reward(r.reward + p) for r, p in zip(rollouts, penalties)]
 
 
-def _account(run: Run, rollouts: list[Rollout], stats: StepStats, wall_seconds: float) -> None:
+def account_step(run: Run, rollouts: list[Rollout], stats: StepStats, wall_seconds: float) -> None:
     """Add this step's samples, tokens, FLOPs and device-hours to the cumulative counters."""
     counters = run.counters
     generated = sum(r.num_completion_tokens for r in rollouts)
@@ -250,7 +250,7 @@ def _account(run: Run, rollouts: list[Rollout], stats: StepStats, wall_seconds: 
     counters.device_hours += flops.device_hours(wall_seconds, run.config.num_devices)
 
 
-def _train_row(run: Run, rollouts: list[Rollout], stats: StepStats) -> dict[str, Any]:
+def train_row(run: Run, rollouts: list[Rollout], stats: StepStats) -> dict[str, Any]:
     """The metrics row of one step (issue 5 columns first, then diagnostics)."""
     passed = [r.reward > 0 for r in rollouts]
     return {
@@ -275,8 +275,8 @@ def run_one_step(run: Run) -> dict[str, Any]:
     run.pool.update_many(pass_rates_by_prompt([r.prompt_index for r in rollouts],
                                               [r.reward for r in rollouts]))
     run.step += 1
-    _account(run, rollouts, stats, time.perf_counter() - started)
-    return _train_row(run, rollouts, stats)
+    account_step(run, rollouts, stats, time.perf_counter() - started)
+    return train_row(run, rollouts, stats)
 
 
 def _validate_into(run: Run, row: dict[str, Any]) -> None:
