@@ -1,9 +1,9 @@
 """The one configuration of a training run: every knob, validated on construction, saved as JSON.
 
-`TrainConfig` holds nested sections (model, task, sampling, rl, optim); `--set key=value`
-overrides address a field by its dotted path (`rl.loss=dapo`) or, when unambiguous, by its leaf
-name (`lr=1e-3`). Values are parsed with the field's declared type. Torch-free on purpose: the CLI
-validates a config before any heavy import.
+`TrainConfig` holds nested sections (model, task, sampling, rl, optim, pipeline, forecast);
+`--set key=value` overrides address a field by its dotted path (`rl.loss=dapo`) or, when
+unambiguous, by its leaf name (`lr=1e-3`). Values are parsed with the field's declared type.
+Torch-free on purpose: the CLI validates a config before any heavy import.
 """
 
 from __future__ import annotations
@@ -226,6 +226,20 @@ class PipelineConfig:
 
 
 @dataclass(frozen=True)
+class ForecastConfig:
+    """Live forecast at each validation (scalerl.forecast.live); budget_flops 0: projected to max_steps."""
+
+    enabled: bool = True
+    budget_flops: float = 0.0
+    n_bootstrap: int = 50
+
+    def __post_init__(self) -> None:
+        budget, n_bootstrap = self.budget_flops, self.n_bootstrap
+        _require(0 <= budget < float("inf"), "forecast.budget_flops", f"must be finite and >= 0, got {budget!r}")
+        _require(20 <= n_bootstrap <= 10_000, "forecast.n_bootstrap", f"must be in [20, 10000], got {n_bootstrap!r}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Every knob of a run. Invalid values raise ConfigError naming the field on construction."""
 
@@ -235,6 +249,7 @@ class TrainConfig:
     rl: RLConfig = field(default_factory=RLConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    forecast: ForecastConfig = field(default_factory=ForecastConfig)
     max_steps: int = 100
     eval_every: int = 10
     eval_prompts: int = 64
@@ -283,7 +298,7 @@ class TrainConfig:
 
 _SECTION_TYPES: dict[str, type] = {
     "model": ModelConfig, "task": TaskConfig, "sampling": SamplingConfig,
-    "rl": RLConfig, "optim": OptimConfig, "pipeline": PipelineConfig,
+    "rl": RLConfig, "optim": OptimConfig, "pipeline": PipelineConfig, "forecast": ForecastConfig,
 }
 
 

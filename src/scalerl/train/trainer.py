@@ -4,7 +4,8 @@
 Each step: sample P prompts from the curriculum pool -> G generations each (KV cache, generator
 log-probs recorded) -> rewards from the task's verifier (+ the length penalty in "penalty" mode)
 -> `train_step` -> update the no-positive-resampling pool -> one metrics row (+ validation every
-`eval_every` steps, at step 0 giving R0, and at the last step) -> checkpoint every
+`eval_every` steps, at step 0 giving R0, and at the last step, each followed by the live forecast
+of scalerl.forecast.live when forecast.enabled) -> checkpoint every
 `checkpoint_every` steps. `--resume` restarts from the last checkpoint, drops the metrics rows
 written after it and reproduces the uninterrupted run (RNG states are part of the checkpoint).
 """
@@ -22,6 +23,7 @@ import numpy as np
 import torch
 
 from scalerl.errors import ConfigError
+from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget, write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.train import flops
@@ -30,6 +32,7 @@ from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config, sav
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.metrics_log import MetricsLog, RunProgress, truncate_after_step
 from scalerl.train.models import BUILTIN_MODEL, TinyModelSpec, load_policy
+from scalerl.train.progress import ForecastProgress
 from scalerl.train.rollout import Rollout
 from scalerl.train.tasks import ArithmeticSettings, load_task
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler, train_step
@@ -68,6 +71,7 @@ class Run:
     counters: Counters
     step: int = 0
     last_val_pass_rate: float | None = None
+    val_curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (flops, val_pass_rate)
 
 
 @dataclass(frozen=True)
@@ -148,10 +152,10 @@ def build_policy(config: TrainConfig, task):
 def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
     saved = load_config(run_dir)
     changed = [key for key, value in config.to_dict().items()
-               if key not in ("max_steps", "tensorboard") and saved.to_dict()[key] != value]
+               if key not in ("max_steps", "tensorboard", "forecast") and saved.to_dict()[key] != value]
     if changed:
         raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
-                          "only max_steps may change")
+                          "only max_steps, tensorboard and the forecast section may change")
 
 
 def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
@@ -200,6 +204,8 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool) -> Run:
     run.counters = Counters(**state["counters"])
     run.last_val_pass_rate = state.get("last_val_pass_rate")
     truncate_after_step(run.log.path, step)
+    run.val_curve = [(float(row["flops"]), float(row["val_pass_rate"])) for row in run.log.rows()
+                     if row.get("val_pass_rate") is not None]
     return run
 
 
@@ -279,9 +285,33 @@ def run_one_step(run: Run) -> dict[str, Any]:
     return train_row(run, rollouts, stats)
 
 
-def _validate_into(run: Run, row: dict[str, Any]) -> None:
+def forecast_budget(config: TrainConfig, flops_so_far: float, step: int) -> float:
+    """forecast.budget_flops, or (when 0) the FLOPs at max_steps projected from the rate so far."""
+    if config.forecast.budget_flops > 0:
+        return config.forecast.budget_flops
+    return projected_budget(flops_so_far, step, config.max_steps)
+
+
+def _forecast_into(run: Run, row: dict[str, Any]) -> LiveForecast | None:
+    """Refit on the validation curve so far; add the forecast keys to `row` and redraw the live
+    plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live)."""
+    flops_axis, pass_rates = zip(*run.val_curve)
+    forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(run.config, row["flops"], run.step),
+                             n_bootstrap=run.config.forecast.n_bootstrap)
+    if forecast is not None:
+        row.update(forecast.row())
+        write_live_plot(forecast, flops_axis, pass_rates, run.run_dir / LIVE_PLOT_NAME)
+    return forecast
+
+
+def _validate_into(run: Run, row: dict[str, Any], progress: ForecastProgress) -> None:
     run.last_val_pass_rate = validation_pass_rate(run.model, run.tokenizer, run.task, run.config)
     row["val_pass_rate"] = run.last_val_pass_rate
+    run.val_curve.append((float(row["flops"]), run.last_val_pass_rate))
+    if run.config.forecast.enabled:
+        forecast = _forecast_into(run, row)
+        if forecast is not None:
+            progress.show_forecast(forecast.short_text())
 
 
 def _emit(run: Run, row: dict[str, Any], progress: RunProgress, on_row: RowCallback | None) -> None:
@@ -304,18 +334,18 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     run = open_run(config, Path(run_dir), resume)
-    progress = RunProgress(config.max_steps, enabled=show_progress, start_step=run.step)
+    progress = ForecastProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:
         with progress:
             if run.step == 0:
                 row = {"step": 0, **dataclasses.asdict(run.counters), "pool_size": run.pool.active_count}
-                _validate_into(run, row)
+                _validate_into(run, row, progress)
                 _emit(run, row, progress, on_row)
             while run.step < config.max_steps and run.pool.active_count > 0:
                 row = run_one_step(run)
                 last = run.step == config.max_steps or run.pool.active_count == 0
                 if run.step % config.eval_every == 0 or last:
-                    _validate_into(run, row)
+                    _validate_into(run, row, progress)
                 _emit(run, row, progress, on_row)
                 if run.step % config.checkpoint_every == 0 or last:
                     _checkpoint(run)

@@ -1,0 +1,119 @@
+"""Live forecast during a run: refit the ScaleRL sigmoid on the evaluations so far and turn the fit
+into the few numbers a training log carries (ceiling A, its interval, the reward at a budget).
+
+Torch-free: the synchronous trainer (scalerl.train.trainer) and the TRL callback
+(scalerl.integrations.trl_callback) both call `live_forecast`. The fit is exactly
+`fit_sigmoid(compute, reward, n_bootstrap=..., level=..., reward_range=...)`, i.e. what
+`scalerl fit LOG --json --n-bootstrap N --predict-at BUDGET` reports on the same points; only the
+bootstrap is smaller than the offline default so that refitting at every evaluation stays cheap.
+
+When no fit is possible yet (fewer than four evaluations: R0 plus three points for A, B, C_mid;
+or a run that has not moved from R0) the forecast is None and the log row gets no forecast keys.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from scalerl.errors import ConfigError, FitError, InputError
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.result import FitResult
+
+LIVE_N_BOOTSTRAP = 50  # offline fits use 200; 50 keeps a refit at ~0.1 s (benchmarks/live_forecast_overhead.py)
+LIVE_PLOT_NAME = "forecast_live.png"
+FORECAST_KEYS = ("forecast_A", "forecast_A_low", "forecast_A_high", "forecast_budget", "forecast_at_budget",
+                 "ceiling_identified")
+
+
+@dataclass(frozen=True)
+class LiveForecast:
+    """The forecast made at one evaluation: ceiling A with its interval, the reward predicted at
+    `budget` (same compute unit as the points), whether the ceiling is identified, and the fit."""
+
+    a: float
+    a_low: float
+    a_high: float
+    budget: float
+    at_budget: float
+    ceiling_identified: bool
+    n_points: int
+    fit: FitResult
+
+    def row(self) -> dict[str, Any]:
+        """The keys added to a validation row of metrics.jsonl (or to a TRL log)."""
+        return {"forecast_A": self.a, "forecast_A_low": self.a_low, "forecast_A_high": self.a_high,
+                "forecast_budget": self.budget, "forecast_at_budget": self.at_budget,
+                "ceiling_identified": self.ceiling_identified}
+
+    def short_text(self) -> str:
+        """`A 0.412 [0.380, 0.455]` (with `?` when the ceiling is not identified yet), for a progress bar."""
+        unsure = "" if self.ceiling_identified else "?"
+        return f"A{unsure} {self.a:.3f} [{self.a_low:.3f}, {self.a_high:.3f}]"
+
+
+def projected_budget(compute_so_far: float, steps_so_far: int, max_steps: int) -> float:
+    """Compute the run will have spent at `max_steps`, at the rate so far:
+    budget = compute_so_far / steps_so_far * max_steps (linear in steps: the cost of a step is
+    roughly constant once the batch shape is fixed). NaN before the first step."""
+    if steps_so_far <= 0 or compute_so_far <= 0:
+        return math.nan
+    return float(compute_so_far) / steps_so_far * max_steps
+
+
+def check_live_options(n_bootstrap: int, level: float, budget: float | None) -> None:
+    """ConfigError for a bootstrap below fit_sigmoid's minimum (20), a level outside (0, 1) or a
+    budget that is not a positive finite number."""
+    if int(n_bootstrap) < 20:
+        raise ConfigError(f"live forecast n_bootstrap must be >= 20, got {n_bootstrap}")
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"live forecast level must be in (0, 1), got {level}")
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise ConfigError(f"live forecast budget must be a positive number, got {budget}")
+
+
+def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: float,
+                  n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
+                  reward_range: tuple[float, float] | None = (0.0, 1.0), seed: int = 0) -> LiveForecast | None:
+    """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (arXiv 2510.13786) to the points so far;
+    None when they cannot be fitted yet (too few points, no learning, data the fitter rejects).
+
+    A and its interval are the fit's estimate and bootstrap percentile interval at `level`;
+    `at_budget` = R(budget) on the fitted curve (NaN when the budget is unknown)."""
+    compute = np.asarray(compute, dtype=float)
+    reward = np.asarray(reward, dtype=float)
+    try:
+        fit = fit_sigmoid(compute, reward, n_bootstrap=n_bootstrap, level=level,
+                          reward_range=reward_range, seed=seed)
+    except (FitError, InputError):
+        return None
+    a_low, a_high = fit.conf_int(level)["A"]
+    has_budget = budget is not None and math.isfinite(budget) and budget > 0
+    at_budget = float(fit.predict(float(budget))) if has_budget else math.nan
+    return LiveForecast(a=fit.a, a_low=a_low, a_high=a_high, budget=float(budget) if has_budget else math.nan,
+                        at_budget=at_budget, ceiling_identified=fit.ceiling_identified,
+                        n_points=fit.n_points, fit=fit)
+
+
+def write_live_plot(forecast: LiveForecast, compute: Sequence[float], reward: Sequence[float], path: str | Path,
+                    *, level: float = 0.8, x_label: str = "flops", y_label: str = "val_pass_rate") -> Path:
+    """Draw the live fit (points, curve, band, extrapolation to the budget) to a PNG, atomically:
+    written to a temporary file in the same directory, then renamed over `path`."""
+    from scalerl.forecast.plotting import fit_figure
+
+    path = Path(path)
+    compute = np.asarray(compute, dtype=float)
+    reward = np.asarray(reward, dtype=float)
+    unused = ~np.isin(compute, forecast.fit.compute)
+    target = forecast.budget if math.isfinite(forecast.budget) and forecast.budget > compute.max() else None
+    figure = fit_figure(forecast.fit, not_fitted=(compute[unused], reward[unused]), target_compute=target,
+                        level=level, x_label=x_label, y_label=y_label)
+    temp_path = path.with_name(f".{path.name}.tmp")
+    figure.savefig(temp_path, format="png", bbox_inches="tight")
+    os.replace(temp_path, path)
+    return path
