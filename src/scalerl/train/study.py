@@ -23,7 +23,7 @@ from scalerl.train.study_report import ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused.
-REUSABLE_DIFFERENCES = ("max_steps", "tensorboard")
+REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "torch_threads")
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,18 @@ class StudyPlan:
     common_overrides: tuple[str, ...] = ()
     seeds: int = 1
     notes: tuple[str, ...] = ()
+    kind: str = "study"  # "study" (scalerl study), "leave-one-out" or "sweep" (scalerl ablate)
+    sweep_knob: str | None = None  # the swept knob's name, for kind "sweep"
 
     def to_dict(self) -> dict:
         return {"variants": [asdict(v) for v in self.variants], "common_overrides": list(self.common_overrides),
-                "seeds": self.seeds, "notes": list(self.notes)}
+                "seeds": self.seeds, "notes": list(self.notes), "kind": self.kind, "sweep_knob": self.sweep_knob}
 
     @classmethod
     def from_dict(cls, values: dict) -> "StudyPlan":
         variants = tuple(StudyVariant(**{**v, "overrides": tuple(v["overrides"])}) for v in values["variants"])
-        return cls(variants, tuple(values["common_overrides"]), int(values["seeds"]), tuple(values["notes"]))
+        return cls(variants, tuple(values["common_overrides"]), int(values["seeds"]), tuple(values["notes"]),
+                   str(values.get("kind", "study")), values.get("sweep_knob"))
 
 
 def assignment_slug(assignment: str) -> str:
@@ -269,20 +272,49 @@ class StudyProgress:
             self._progress.stop()
 
 
+@dataclass(frozen=True)
+class RayOptions:
+    """`--parallel`: one Ray task per run with `cpus_per_run` CPUs; `address` joins a cluster
+    ("" starts a local Ray with `total_cpus` CPUs, 0 meaning all of this machine's)."""
+
+    cpus_per_run: float = 1.0
+    address: str = ""
+    total_cpus: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.cpus_per_run > 0:
+            raise ConfigError(f"--cpus-per-run must be > 0, got {self.cpus_per_run:g}")
+        if self.total_cpus < 0:
+            raise ConfigError(f"--ray-cpus must be >= 0, got {self.total_cpus}")
+
+
+def job_label(plan: StudyPlan, job: Job) -> str:
+    return job.variant.slug if plan.seeds == 1 else f"{job.variant.slug} seed {job.seed_index}"
+
+
 def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = True,
-              train_fn: TrainFunction | None = None) -> list[Job]:
-    """Train every job in order: finished ones skipped, partial ones resumed, absent ones started.
+              train_fn: TrainFunction | None = None, ray_options: RayOptions | None = None,
+              log: Callable[[str], None] = print) -> list[Job]:
+    """Train every job: finished ones skipped, partial ones resumed, absent ones started; in order
+    here, or all at once on Ray when `ray_options` is given (scalerl.distributed.study_ray).
 
     `train_fn(config, run_dir, resume=, show_progress=, on_row=)` defaults to the trainer's
     `train`. Returns the jobs with the status each had before this call."""
-    if train_fn is None:
-        from scalerl.train.trainer import train as train_fn
     write_plan(plan, out_dir)
     jobs = plan_jobs(plan, out_dir)
+    if ray_options is not None:
+        from scalerl.distributed.study_ray import run_jobs_on_ray
+
+        pending = [job for job in jobs if job.status != "finished"]
+        skipped = len(jobs) - len(pending)
+        log(f"{len(pending)} runs to train on Ray ({skipped} finished, skipped)")
+        run_jobs_on_ray(pending, [job_label(plan, job) for job in pending], ray_options, log=log, train_fn=train_fn)
+        return jobs
+    if train_fn is None:
+        from scalerl.train.trainer import train as train_fn
     with StudyProgress(len(jobs), enabled=show_progress) as progress:
         for number, job in enumerate(jobs, start=1):
-            label = job.variant.slug if plan.seeds == 1 else f"{job.variant.slug} seed {job.seed_index}"
-            progress.start_job(number, label, job.status, job.config.max_steps)
+            progress.start_job(number, job_label(plan, job), job.status, job.config.max_steps)
             if job.status != "finished":
                 train_fn(job.config, job.run_dir, resume=job.status == "partial", show_progress=False,
                          on_row=progress.row)
