@@ -361,3 +361,4 @@ def _register_study_command() -> None:
 
 
 _register_study_command()
+importlib.import_module("scalerl.cli_ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
