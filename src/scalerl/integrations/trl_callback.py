@@ -1,0 +1,165 @@
+"""Live ScaleRL forecast for TRL's trainers (GRPOTrainer, RLOOTrainer, ...) and any transformers
+Trainer: a `TrainerCallback` that refits R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
+(arXiv 2510.13786) at every evaluation and logs the forecast back through the trainer's loggers.
+
+    trainer = GRPOTrainer(model=..., args=GRPOConfig(..., eval_strategy="steps", eval_steps=50,
+                          eval_on_start=True), train_dataset=..., eval_dataset=...)
+    add_forecast_callback(trainer, metric="eval_reward", compute_axis="tokens")
+    trainer.train()   # logs forecast_A, forecast_A_low/high, forecast_at_budget, ceiling_identified
+
+How the forecast reaches the loggers: GRPOTrainer adds its eval reward to the logs inside
+`Trainer.log`, so the callback reads it in `on_log`; callbacks cannot call the trainer, so the
+forecast waits for `on_evaluate` (which `Trainer.evaluate` calls right after that log) and is then
+logged with `trainer.log(...)`: it lands in `state.log_history` and in every reporting integration
+(W&B, TensorBoard, ...) like any metric. A callback not attached to a trainer (plain
+`callbacks=[ScaleRLForecastCallback()]`) instead adds the keys to the evaluation's own log entry
+(`state.log_history` and the callbacks after it see them; integrations registered before it do not).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from scalerl.errors import ConfigError
+from scalerl.forecast.live import (
+    LIVE_N_BOOTSTRAP,
+    LIVE_PLOT_NAME,
+    LiveForecast,
+    check_live_options,
+    live_forecast,
+    projected_budget,
+    write_live_plot,
+)
+
+COMPUTE_AXES = ("steps", "tokens", "flops")
+TOKEN_LOG_KEYS = ("num_tokens", "eval_num_tokens")  # TRL's cumulative token count, train / eval logs
+DEFAULT_METRIC = "eval_reward"  # GRPOTrainer's mean evaluation reward
+
+
+def training_flops(n_parameters: int, tokens: float) -> float:
+    """Kaplan et al. (arXiv 2001.08361) training cost: C = 6 N D for N parameters and D tokens."""
+    return 6.0 * float(n_parameters) * float(tokens)
+
+
+def finite_items(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without NaN values (loggers such as JSON writers reject them)."""
+    return {key: value for key, value in record.items()
+            if not (isinstance(value, float) and not math.isfinite(value))}
+
+
+class ScaleRLForecastCallback(TrainerCallback):
+    """Refit the ScaleRL sigmoid on (compute, `metric`) at every log that carries `metric`.
+
+    metric: the logged evaluation reward (default GRPOTrainer's `eval_reward`).
+    compute_axis: "steps" (global step), "tokens" (TRL's `num_tokens`, else
+        `state.num_input_tokens_seen`) or "flops" (6 N x tokens, N the model's parameters).
+    budget: compute (same axis) at which to predict the reward; None projects the compute at
+        `max_steps` from the rate so far.
+    plot: keep `<output_dir>/forecast_live.png` up to date (written atomically).
+    reward_range: the rewards' range (bounds the ceiling); None for unbounded rewards.
+    """
+
+    def __init__(self, metric: str = DEFAULT_METRIC, compute_axis: str = "steps", *, budget: float | None = None,
+                 n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
+                 reward_range: tuple[float, float] | None = (0.0, 1.0), plot: bool = True, trainer: Any = None):
+        if compute_axis not in COMPUTE_AXES:
+            raise ConfigError(f"compute_axis must be one of {', '.join(COMPUTE_AXES)}, got {compute_axis!r}")
+        check_live_options(n_bootstrap, level, budget)
+        self.metric, self.compute_axis, self.budget = metric, compute_axis, budget
+        self.n_bootstrap, self.level, self.reward_range, self.plot = int(n_bootstrap), level, reward_range, plot
+        self.trainer = trainer
+        self.compute: list[float] = []
+        self.rewards: list[float] = []
+        self.steps: list[int] = []
+        self.last_forecast: LiveForecast | None = None
+        self._tokens_seen = 0.0
+        self._pending: dict[str, Any] | None = None
+
+    def attach(self, trainer: Any) -> "ScaleRLForecastCallback":
+        """Log forecasts through `trainer.log` (all its loggers); returns self."""
+        self.trainer = trainer
+        return self
+
+    # --- compute axis -------------------------------------------------------------------------
+
+    def _compute_now(self, state, model) -> float:
+        if self.compute_axis == "steps":
+            return float(state.global_step)
+        tokens = self._tokens_seen or float(getattr(state, "num_input_tokens_seen", 0) or 0)
+        if self.compute_axis == "tokens":
+            return tokens
+        n_parameters = sum(p.numel() for p in model.parameters()) if model is not None else 0
+        return training_flops(n_parameters, tokens)
+
+    def _budget(self, state, compute_now: float) -> float:
+        if self.budget is not None:
+            return float(self.budget)
+        return projected_budget(compute_now, state.global_step, state.max_steps)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
+        logs = logs if logs is not None else {}
+        for key in TOKEN_LOG_KEYS:
+            if isinstance(logs.get(key), (int, float)):
+                self._tokens_seen = max(self._tokens_seen, float(logs[key]))
+        value = logs.get(self.metric)
+        if not isinstance(value, (int, float)) or not state.is_world_process_zero:
+            return
+        record = self._add_point(args, state, model, float(value))
+        if record is None:
+            return
+        if self.trainer is not None:
+            self._pending = record
+        else:  # no trainer to log through: extend this evaluation's own log entry
+            logs.update(record)
+            if state.log_history and state.log_history[-1].get(self.metric) == value:
+                state.log_history[-1].update(record)
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._flush()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self._flush()  # a metric logged outside an evaluation
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._pending is not None and self.trainer is not None:
+            record, self._pending = self._pending, None
+            self.trainer.log(record)
+
+    def _add_point(self, args, state, model, value: float) -> dict[str, Any] | None:
+        """Record (compute, value), refit; the forecast's log keys, or None when not fittable yet."""
+        compute_now = self._compute_now(state, model)
+        if self.steps and self.steps[-1] == state.global_step:  # the same evaluation logged twice
+            self.compute[-1], self.rewards[-1] = compute_now, value
+        else:
+            self.steps.append(state.global_step)
+            self.compute.append(compute_now)
+            self.rewards.append(value)
+        if any(later < earlier for earlier, later in zip(self.compute, self.compute[1:])):
+            return None  # a compute axis that went backwards (e.g. a restarted counter): no fit
+        forecast = live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
+                                 n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self.reward_range)
+        if forecast is None:
+            return None
+        self.last_forecast = forecast
+        if self.plot and args is not None and getattr(args, "output_dir", None):
+            Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+            write_live_plot(forecast, self.compute, self.rewards, Path(args.output_dir) / LIVE_PLOT_NAME,
+                            level=self.level, x_label=self.compute_axis, y_label=self.metric)
+        return finite_items(forecast.row())
+
+
+def add_forecast_callback(trainer: Any, **options: Any) -> ScaleRLForecastCallback:
+    """Create the callback (options as ScaleRLForecastCallback), attach it to `trainer` and register
+    it with `trainer.add_callback`; returns it (its `last_forecast` holds the latest fit)."""
+    callback = ScaleRLForecastCallback(**options).attach(trainer)
+    trainer.add_callback(callback)
+    return callback
