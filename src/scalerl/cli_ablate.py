@@ -43,7 +43,12 @@ def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep:
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
     """Fit every seed of the study in `out`, classify each knob, print the table, write the outputs."""
     from scalerl.train.ablate_report import build_ablation_report
-    from scalerl.train.ablate_views import ablation_table, report_notes, write_ablation_outputs
+    from scalerl.train.ablate_views import (
+        ablation_table,
+        report_notes,
+        sweep_expectation_line,
+        write_ablation_outputs,
+    )
     from scalerl.train.study import read_plan, report_runs
 
     plan = read_plan(out)
@@ -55,6 +60,8 @@ def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level
         written = write_ablation_outputs(report, out)
     console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
     console.print(ablation_table(report))
+    if sweep_expectation_line(report):
+        console.print(sweep_expectation_line(report), highlight=False, soft_wrap=True)
     for note in report_notes(report):
         console.print(f"[yellow]{escape(note)}[/yellow]", highlight=False, soft_wrap=True)
     console.print(f"written: {', '.join(str(path) for path in written)}", highlight=False, soft_wrap=True)

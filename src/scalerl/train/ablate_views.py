@@ -25,17 +25,31 @@ SWEEP_EXPECTATIONS = {
                   "ceiling (14k -> 32k tokens: A 0.610 -> 0.645)",
     "model_size": "larger model: higher ceiling (8B dense A 0.610 vs 17Bx16 MoE A 0.710)",
 }
+SWEEP_EXPECTATIONS_SHORT = {
+    "batch_prompts": "higher A, slower start", "generations_fixed_batch": "same A",
+    "generations": "higher A (batch grows)", "gen_length": "higher A, slower start", "model_size": "higher A",
+}
 KNOB_EXPECTATIONS = {"A": "moves the ceiling A", "B": "mainly moves the efficiency B"}
+KNOB_EXPECTATIONS_SHORT = {"A": "moves A", "B": "moves B"}
 
 
-def expectation(report: AblationReport, item: VariantResult) -> str:
+def expectation(report: AblationReport, item: VariantResult, short: bool = False) -> str:
     """What the paper found for this variant's knob (leave-one-out) or the swept axis (sweep)."""
     if item.run.is_base:
         return "-"
     if report.kind == "sweep":
-        return SWEEP_EXPECTATIONS.get(report.sweep_knob or "", "-")
+        table = SWEEP_EXPECTATIONS_SHORT if short else SWEEP_EXPECTATIONS
+        return table.get(report.sweep_knob or "", "not studied")
     axis = paper_axis(item.run.knob)
-    return KNOB_EXPECTATIONS.get(axis, "not studied") if axis else "not studied"
+    table = KNOB_EXPECTATIONS_SHORT if short else KNOB_EXPECTATIONS
+    return table.get(axis, "not studied") if axis else "not studied"
+
+
+def sweep_expectation_line(report: AblationReport) -> str | None:
+    """`paper: <the finding for the swept axis>` for a sweep; None for a leave-one-out ablation."""
+    if report.kind != "sweep":
+        return None
+    return f"paper (arXiv 2510.13786): {SWEEP_EXPECTATIONS.get(report.sweep_knob or '', 'this axis is not studied')}"
 
 
 def _interval_text(item: VariantResult, name: str, fmt: str) -> str:
@@ -62,7 +76,8 @@ def row_cells(report: AblationReport, item: VariantResult) -> list[str]:
     delta_b = "-" if effect is None or effect.delta_b is None else f"{effect.delta_b:+.2f} (+-{effect.b_margin:.2f})"
     knob = item.run.knob or "-"
     return [item.run.slug, knob, seeds_text(item), _interval_text(item, "A", ".3f"), _interval_text(item, "B", ".2f"),
-            _interval_text(item, "C_mid", ".3g"), delta_a, delta_b, effect_text(item), expectation(report, item)]
+            _interval_text(item, "C_mid", ".3g"), delta_a, delta_b, effect_text(item),
+            expectation(report, item, short=True)]
 
 
 TABLE_COLUMNS = ("variant", "knob", "seeds fitted", "A [interval]", "B [interval]", "C_mid [interval]", "dA",
@@ -75,16 +90,23 @@ def title(report: AblationReport) -> str:
             f"{report.margin.describe()}, {report.level:.0%} intervals")
 
 
+TERMINAL_DROPPED = ("knob",)  # the variant's name says it; the markdown and JSON keep it
+
+
 def ablation_table(report: AblationReport):
-    """The rich table: one row per variant, base first."""
+    """The rich table: one row per variant, base first; C_mid without its interval to fit a terminal."""
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=escape(title(report)), title_justify="left")
-    for column in TABLE_COLUMNS:
-        table.add_column(escape(column), no_wrap=column in ("A [interval]", "B [interval]", "dA"), overflow="fold")
+    keep = [index for index, column in enumerate(TABLE_COLUMNS) if column not in TERMINAL_DROPPED]
+    for index in keep:
+        column = TABLE_COLUMNS[index].replace("C_mid [interval]", "C_mid")
+        table.add_column(escape(column), no_wrap=column != "paper", overflow="fold")
     for item in report.variants:
-        table.add_row(*(escape(cell) for cell in row_cells(report, item)))
+        cells = row_cells(report, item)
+        cells[TABLE_COLUMNS.index("C_mid [interval]")] = cells[TABLE_COLUMNS.index("C_mid [interval]")].split(" [")[0]
+        table.add_row(*(escape(cells[index]) for index in keep))
     return table
 
 
@@ -165,6 +187,7 @@ def markdown_text(report: AblationReport, command: str | None = None) -> str:
               "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for item in report.variants:
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row_cells(report, item)) + " |")
+    lines += [] if sweep_expectation_line(report) is None else ["", sweep_expectation_line(report) + "."]
     lines += ["", "## What each setting did", ""]
     lines += [f"- {knob_sentence(report, item)}" for item in report.variants if not item.run.is_base]
     notes = report_notes(report)
