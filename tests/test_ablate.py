@@ -224,12 +224,12 @@ def test_tiny_ablation_trains_then_skips_finished_runs(tmp_path):
 
 @pytest.mark.slow
 def test_parallel_ablation_on_ray_trains_each_run_once(tmp_path):
-    command = ["ablate", "--out", str(tmp_path), "--sweep", "generations=2,3", "--max-steps", "2", "--parallel",
+    command = ["ablate", "--out", str(tmp_path), "--sweep", "lr=1e-4,2e-4", "--max-steps", "2", "--parallel",
                "--ray-cpus", "2", "--no-progress", *[arg for item in TINY_RUN for arg in ("--set", item)]]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     assert "2 runs to train on Ray (0 finished, skipped)" in result.output
-    for run in ("generations-2", "generations-3"):
+    for run in ("lr-1e-4", "lr-2e-4"):
         rows = [json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
         assert [row["step"] for row in rows] == [0, 1, 2]
     again = runner.invoke(app, command)
