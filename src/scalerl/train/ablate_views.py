@@ -70,7 +70,7 @@ def seeds_text(item: VariantResult) -> str:
 
 
 def row_cells(report: AblationReport, item: VariantResult) -> list[str]:
-    """variant, knob, seeds fitted, A, B, C_mid (each mean [interval]), dA, dB at shared A, effect, paper."""
+    """variant, knob, seeds (fitted/trained), A, B, C_mid (each mean [interval]), dA, dB at shared A, effect, paper."""
     effect = item.effect
     delta_a = "-" if effect is None or effect.delta_a is None else f"{effect.delta_a:+.3f}"
     delta_b = "-" if effect is None or effect.delta_b is None else f"{effect.delta_b:+.2f} (+-{effect.b_margin:.2f})"
@@ -80,7 +80,7 @@ def row_cells(report: AblationReport, item: VariantResult) -> list[str]:
             expectation(report, item, short=True)]
 
 
-TABLE_COLUMNS = ("variant", "knob", "seeds fitted", "A [interval]", "B [interval]", "C_mid [interval]", "dA",
+TABLE_COLUMNS = ("variant", "knob", "seeds", "A [interval]", "B [interval]", "C_mid [interval]", "dA",
                  "dB at shared A", "effect vs base", "paper")
 
 
@@ -102,7 +102,7 @@ def ablation_table(report: AblationReport):
     keep = [index for index, column in enumerate(TABLE_COLUMNS) if column not in TERMINAL_DROPPED]
     for index in keep:
         column = TABLE_COLUMNS[index].replace("C_mid [interval]", "C_mid")
-        table.add_column(escape(column), no_wrap=column != "paper", overflow="fold")
+        table.add_column(escape(column), no_wrap=column != "paper", overflow="fold", min_width=10 if column == "paper" else None)
     for item in report.variants:
         cells = row_cells(report, item)
         cells[TABLE_COLUMNS.index("C_mid [interval]")] = cells[TABLE_COLUMNS.index("C_mid [interval]")].split(" [")[0]
