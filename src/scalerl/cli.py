@@ -362,3 +362,4 @@ def _register_study_command() -> None:
 
 _register_study_command()
 importlib.import_module("scalerl.cli_ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
+importlib.import_module("scalerl.cli_report").register(app)  # `scalerl report` (torch-free)

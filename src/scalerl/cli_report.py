@@ -1,0 +1,47 @@
+"""`scalerl report DIR... -o report.html`: one self-contained HTML page with every run's fit,
+band and extrapolation, the comparison of the runs and the tables of study directories.
+
+`register(app)` adds the command to the typer app of scalerl.cli. Torch-free
+(scalerl.forecast.html_report does the work).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from scalerl.cli_errors import exits_on_user_error
+
+
+@exits_on_user_error
+def report_command(
+    paths: List[Path] = typer.Argument(..., help="Run directories (metrics.jsonl), log files or study directories."),
+    output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
+    x: Optional[str] = typer.Option(None, "--x", help="Compute column (default: as `scalerl fit`)."),
+    y: Optional[str] = typer.Option(None, "--y", help="Reward column (default: as `scalerl fit`)."),
+    target_x: Optional[float] = typer.Option(None, "--target-x", help="Extrapolate to this compute (default: 2x each run's)."),
+    level: float = typer.Option(0.8, "--level", help="Level of the intervals and bands."),
+    margin: float = typer.Option(0.02, "--margin", help="Ceilings within this margin count as equal."),
+    n_bootstrap: Optional[int] = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
+) -> None:
+    """Write one self-contained HTML report of runs and studies (open it in any browser)."""
+    from scalerl.forecast.html_report import build_report, check_output_path, write_report
+
+    check_output_path(output)
+    with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):
+        report = build_report(paths, x=x, y=y, level=level, margin=margin, target_x=target_x,
+                              n_bootstrap=n_bootstrap, title=title)
+        written = write_report(report, output)
+    console = Console(stderr=True)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"report written to {written}", highlight=False, markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report` to the `scalerl` app."""
+    app.command("report")(report_command)

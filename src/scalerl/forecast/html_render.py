@@ -1,0 +1,149 @@
+"""Markup of the `scalerl report` page: one HTML document, inline CSS, figures as base64 PNG, no
+script and no external resource, so it opens from a file or an e-mail without a server.
+
+Tables: `runs` (each run's fit: A, B, C_mid with intervals, ceiling identified, predicted reward
+at the extrapolation target), `comparison` (the paper's ranking, when two or more runs were fitted)
+and `study-<name>` (a study directory's variants and verdicts, from its study.json). Numbers are
+printed with scalerl.forecast.report.format_number (4 significant digits).
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any, Iterable, Sequence
+
+from scalerl.forecast.report import comparison_payload, decision_sentence, format_number
+
+FORMULA = "R(C) = R0 + (A &minus; R0) / (1 + (C<sub>mid</sub> / C)<sup>B</sup>)"
+STYLE = """
+body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1100px; color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }
+th { background: #f3f3f5; } td:first-child, th:first-child { text-align: left; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; }
+.warnings li { color: #8a4b00; } .source { color: #666; font-size: 0.85em; }
+.error { color: #a00000; white-space: normal; }
+"""
+
+
+def number(value: Any) -> str:
+    return format_number(value)
+
+
+def interval(bounds: Sequence[Any]) -> str:
+    return f"[{number(bounds[0])}, {number(bounds[1])}]"
+
+
+def table(table_id: str, header: Sequence[str], rows: Iterable[Sequence[str]], caption: str = "") -> str:
+    """A <table> of already-escaped cells."""
+    head = "".join(f"<th>{cell}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    caption_html = f"<caption>{caption}</caption>" if caption else ""
+    return f'<table id="{escape(table_id)}">{caption_html}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def image(png_base64: str, alt: str) -> str:
+    return f'<p><img alt="{escape(alt)}" src="data:image/png;base64,{png_base64}"></p>'
+
+
+RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "ceiling identified",
+              "target compute", "reward at target", "reward interval")
+
+
+def run_rows(report) -> list[list[str]]:
+    """One row per run: the fit and its prediction at the target, or the reason it has none."""
+    rows = []
+    for run in report.runs:
+        if run.fit is None:
+            rows.append([escape(run.name), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+                         f'<span class="error">{escape(run.error or "")}</span>'])
+            continue
+        fit = run.fit
+        lo, hi = fit.interval(run.target_compute, report.level)
+        rows.append([escape(run.name), str(fit.n_points), number(fit.r0), number(fit.a),
+                     interval(fit.conf_int(report.level)["A"]), number(fit.b), number(fit.c_mid),
+                     "yes" if fit.ceiling_identified else "no", number(run.target_compute),
+                     number(float(fit.predict(run.target_compute))), interval((lo, hi))])
+    return rows
+
+
+COMPARISON_HEADER = ("rank", "run", "A", "A interval", "B", "C_mid", "B with A shared")
+
+
+def comparison_html(report) -> str:
+    if report.comparison is None:
+        return ""
+    payload = comparison_payload(report.comparison, report.level)
+    rows = []
+    for rank, name in enumerate(payload["ranking"], start=1):
+        run = payload["runs"][name]
+        fixed = run["fixed_ceiling"]
+        rows.append([str(rank), escape(name), number(run["params"]["A"]), interval(run["intervals"]["A"]),
+                     number(run["params"]["B"]), number(run["params"]["C_mid"]),
+                     "-" if fixed is None else number(fixed["B"])])
+    return ("<h2>Comparison</h2>" + table("comparison", COMPARISON_HEADER, rows)
+            + f"<p>{escape(decision_sentence(payload))}</p>")
+
+
+STUDY_HEADER = ("variant", "knob", "A", "A interval", "B", "C_mid", "ceiling identified", "verdict vs base",
+                "decided by", "paper: moves")
+
+
+def study_rows(payload: dict) -> list[list[str]]:
+    """One row per variant of study.json (missing fields shown as '-')."""
+    rows = []
+    for variant in payload.get("variants") or []:
+        fit = variant.get("fit") or {}
+        params, intervals = fit.get("params") or {}, fit.get("intervals") or {}
+        versus = variant.get("versus_base") or {}
+        verdict = "base" if variant.get("is_base") else versus.get("verdict") or "-"
+        if variant.get("error"):
+            verdict = f"{verdict} ({variant['error'].split(':', 1)[0]})"
+        identified = fit.get("ceiling_identified")
+        rows.append([escape(str(variant.get("slug", "?"))), escape(str(variant.get("knob") or "base")),
+                     number(params.get("A")), interval(intervals["A"]) if "A" in intervals else "-",
+                     number(params.get("B")), number(params.get("C_mid")),
+                     "-" if identified is None else ("yes" if identified else "no"), escape(verdict),
+                     escape(str(versus.get("decided_by") or "-")), escape(str(variant.get("paper_moves") or "-"))])
+    return rows
+
+
+def study_html(study) -> str:
+    payload = study.payload
+    settings = (f"base <b>{escape(str(payload.get('base', '?')))}</b>, {escape(str(payload.get('y', '?')))} vs "
+                f"{escape(str(payload.get('x', '?')))}, margin {number(payload.get('margin'))}")
+    figure = image(study.figure_png, f"study {study.name}") if study.figure_png else "<p>(no study.png)</p>"
+    return (f"<h2>Study: {escape(study.name)}</h2><p class=\"source\">{escape(study.source)}</p><p>{settings}</p>"
+            + table(f"study-{study.name}", STUDY_HEADER, study_rows(payload)) + figure)
+
+
+def run_html(run) -> str:
+    body = image(run.figure_png, f"fit of {run.name}") if run.figure_png else \
+        f'<p class="error">{escape(run.error or "")}</p>'
+    return f"<h2>Run: {escape(run.name)}</h2><p class=\"source\">{escape(run.source)}</p>{body}"
+
+
+def warnings_html(warnings: Sequence[str]) -> str:
+    if not warnings:
+        return "<h2>Warnings</h2><p>none</p>"
+    items = "".join(f"<li>{escape(w)}</li>" for w in warnings)
+    return f'<h2>Warnings</h2><ul class="warnings">{items}</ul>'
+
+
+def render_html(report) -> str:
+    """The whole page."""
+    parts = [f"<h1>{escape(report.title)}</h1>",
+             f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786), fitted by "
+             f"bounded least squares; intervals and bands at {report.level:.0%} from a residual bootstrap. "
+             "Solid line: fit over the data; dashed: extrapolation; shaded: band for a new evaluation.</p>"]
+    if report.runs:
+        parts.append("<h2>Runs</h2>" + table("runs", RUN_HEADER, run_rows(report)))
+    parts.append(comparison_html(report))
+    parts += [study_html(study) for study in report.studies]
+    parts += [run_html(run) for run in report.runs]
+    parts.append(warnings_html(report.warnings))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(report.title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(part for part in parts if part) + "\n</body></html>\n")

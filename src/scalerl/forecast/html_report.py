@@ -1,0 +1,215 @@
+"""`scalerl report`: gather runs and studies into one self-contained HTML page.
+
+Each input is a run directory (its metrics.jsonl), a metrics file (any format read_curve reads)
+or a study directory (study.json, as `scalerl study` writes it, read as JSON only). Runs are fitted
+with fit_sigmoid and drawn with scalerl.forecast.plotting (points, fit, band, extrapolation);
+two or more fitted runs are also compared with the paper's rule (compare_runs). A run that cannot
+be read or fitted becomes a warning on the page, not an error, so one bad run never hides the
+others. The markup lives in scalerl.forecast.html_render. Torch-free.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from scalerl.errors import FitError, InputError
+from scalerl.forecast.compare import Comparison, compare_runs
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.readers import Curve, read_curve
+from scalerl.forecast.result import FitResult
+
+METRICS_FILE = "metrics.jsonl"
+STUDY_FILE = "study.json"
+STUDY_FIGURE = "study.png"
+DEFAULT_EXTRAPOLATION = 2.0  # without --target-x, each run is extrapolated to twice its compute
+HTML_SUFFIXES = (".html", ".htm")
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """One run on the page: its curve, its fit (or why there is none) and its figure (PNG, base64)."""
+
+    name: str
+    source: str
+    curve: Curve | None
+    fit: FitResult | None
+    target_compute: float | None
+    figure_png: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class StudySection:
+    """A study directory: its study.json as read, and its study.png (base64) when present."""
+
+    name: str
+    source: str
+    payload: dict
+    figure_png: str | None
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    title: str
+    level: float
+    margin: float
+    runs: tuple[RunSection, ...]
+    studies: tuple[StudySection, ...]
+    comparison: Comparison | None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
+    """('study', dir) for a directory holding study.json, ('run', metrics file) for a run directory
+    or a log file; InputError for anything else."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / STUDY_FILE).is_file():
+            return "study", path
+        if (path / METRICS_FILE).is_file():
+            return "run", path / METRICS_FILE
+        if any(path.glob("events.out.tfevents.*")):
+            return "run", path
+        raise InputError(f"{path} is neither a run directory ({METRICS_FILE}) nor a study directory ({STUDY_FILE})")
+    if path.is_file():
+        return "run", path
+    raise InputError(f"no such file or directory: {path}")
+
+
+def section_names(paths: Sequence[Path]) -> list[str]:
+    """A short distinct name per input: the directory name for run/study directories and
+    metrics.jsonl files, the file stem otherwise; the full path when names collide."""
+    names = [(p.parent.name if p.name == METRICS_FILE else p.name if p.is_dir() else p.stem) or str(p)
+             for p in paths]
+    return names if len(set(names)) == len(names) else [str(p) for p in paths]
+
+
+def png_base64(figure) -> str:
+    """A matplotlib figure as base64 PNG text for an <img src="data:image/png;base64,...">."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def extrapolation_target(curve: Curve, target_x: float | None) -> float:
+    """--target-x, or DEFAULT_EXTRAPOLATION times the largest compute of the run."""
+    return float(target_x) if target_x is not None else DEFAULT_EXTRAPOLATION * float(curve.compute.max())
+
+
+def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x: float | None,
+                fit_options: dict) -> RunSection:
+    """Read and fit one run and draw its figure; a read or fit failure becomes `error`."""
+    from scalerl.forecast.plotting import fit_figure
+
+    try:
+        curve = read_curve(path, x=x, y=y)
+    except InputError as error:
+        return RunSection(name, str(path), None, None, None, None, f"not read: {error}")
+    try:
+        fit = fit_sigmoid(curve.compute, curve.reward, **fit_options)
+    except (FitError, InputError) as error:
+        return RunSection(name, str(path), curve, None, None, None, f"not fitted: {error}")
+    target = extrapolation_target(curve, target_x)
+    unused = ~np.isin(curve.compute, fit.compute)
+    figure = fit_figure(fit, not_fitted=(curve.compute[unused], curve.reward[unused]), target_compute=target,
+                        level=fit_options.get("level", 0.8), x_label=curve.x_name, y_label=curve.y_name)
+    return RunSection(name, str(path), curve, fit, target, png_base64(figure))
+
+
+def read_study(name: str, directory: Path) -> StudySection:
+    """study.json (InputError when it is not a JSON object) and study.png when present."""
+    try:
+        payload = json.loads((directory / STUDY_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise InputError(f"{directory / STUDY_FILE}: not readable as JSON ({error})") from None
+    if not isinstance(payload, dict):
+        raise InputError(f"{directory / STUDY_FILE}: expected a JSON object")
+    figure_path = directory / STUDY_FIGURE
+    figure = base64.b64encode(figure_path.read_bytes()).decode("ascii") if figure_path.is_file() else None
+    return StudySection(name, str(directory), payload, figure)
+
+
+def study_warnings(study: StudySection) -> list[str]:
+    """Errors, comparison notes and fit warnings of a study's variants, one line each."""
+    warnings = []
+    for variant in study.payload.get("variants") or []:
+        slug = f"{study.name}/{variant.get('slug', '?')}"
+        if variant.get("error"):
+            warnings.append(f"{slug}: {variant['error']}")
+        versus = variant.get("versus_base") or {}
+        if versus.get("note") and versus.get("note") != variant.get("error"):
+            warnings.append(f"{slug}: {versus['note']}")
+        warnings += [f"{slug}: {w}" for w in ((variant.get("fit") or {}).get("warnings") or [])]
+    return warnings
+
+
+def compare_fitted(runs: Sequence[RunSection], margin: float, fit_options: dict) -> tuple[Comparison | None, list]:
+    """The paper's comparison of the fitted runs (two or more); a failure becomes a warning."""
+    fitted = {run.name: (run.curve.compute, run.curve.reward) for run in runs if run.fit is not None}
+    if len(fitted) < 2:
+        return None, []
+    try:
+        return compare_runs(fitted, margin=margin, **fit_options), []
+    except (FitError, InputError) as error:
+        return None, [f"comparison not made: {error}"]
+
+
+def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
+                 level: float = 0.8, margin: float = 0.02, target_x: float | None = None,
+                 n_bootstrap: int | None = None, title: str | None = None) -> HtmlReport:
+    """Read, fit and compare every input; see the module docstring."""
+    if not paths:
+        raise InputError("report needs at least one run or study directory")
+    if not 0.0 < level < 1.0:
+        raise InputError(f"--level must be in (0, 1), got {level:g}")
+    if not 0.0 <= margin < 1.0:
+        raise InputError(f"--margin must be in [0, 1), got {margin:g}")
+    if target_x is not None and not (math.isfinite(target_x) and target_x > 0):
+        raise InputError(f"--target-x must be a positive compute value, got {target_x:g}")
+    kinds = [classify_input(path) for path in paths]
+    names = section_names([Path(p) for p in paths])
+    fit_options: dict[str, Any] = {"level": level, **({"n_bootstrap": n_bootstrap} if n_bootstrap else {})}
+    runs, studies = [], []
+    for name, (kind, path) in zip(names, kinds):
+        if kind == "study":
+            studies.append(read_study(name, path))
+        else:
+            runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options))
+    comparison, warnings = compare_fitted(runs, margin, fit_options)
+    warnings += [f"{run.name}: {run.error}" for run in runs if run.error]
+    warnings += [f"{run.name}: {w}" for run in runs if run.fit is not None for w in run.fit.warnings]
+    warnings += list(comparison.warnings) if comparison is not None else []
+    for study in studies:
+        warnings += study_warnings(study)
+    return HtmlReport(title or "scalerl report: " + ", ".join(names), level, margin, tuple(runs),
+                      tuple(studies), comparison, tuple(warnings))
+
+
+def check_output_path(path: str | os.PathLike) -> Path:
+    """The output must be an .html / .htm file in an existing directory."""
+    path = Path(path)
+    if path.suffix.lower() not in HTML_SUFFIXES:
+        raise InputError(f"cannot write the report to {path}: the name must end in .html")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write the report to {path}: no directory {path.parent}")
+    return path
+
+
+def write_report(report: HtmlReport, path: str | os.PathLike) -> Path:
+    """Render and write the page atomically (temporary file in the same directory, then rename)."""
+    from scalerl.forecast.html_render import render_html
+
+    path = check_output_path(path)
+    temp_path = path.with_name(f".{path.name}.tmp")
+    temp_path.write_text(render_html(report), encoding="utf-8")
+    os.replace(temp_path, path)
+    return path

@@ -1,0 +1,216 @@
+"""`scalerl report`: the self-contained HTML page parses, every embedded image decodes, the tables
+hold the fitted numbers; bad inputs are one-line errors; a headless browser renders it (slow)."""
+
+import base64
+import io
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from scalerl.cli import app
+from scalerl.forecast.compare import compare_runs
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.report import format_number
+
+FLOPS = np.array([0, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500.0])
+RUNS = {"run_a": (0.61, 1.9), "run_b": (0.50, 1.5)}  # true A, B; C_mid 2542, R0 0.1
+N_BOOTSTRAP = ["--n-bootstrap", "40"]
+runner = CliRunner()
+
+
+class PageParser(HTMLParser):
+    """Tables (id -> rows of cell texts, header row first), image sources, list items, tags seen."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self.list_items, self.tags, self.links = {}, [], [], set(), []
+        self._table = self._row = self._cell = self._item = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.add(tag)
+        self.links += [value for key, value in attrs.items() if key in ("href", "src") and value]
+        if tag == "table":
+            self._table = self.tables.setdefault(attrs.get("id", f"table{len(self.tables)}"), [])
+        elif tag == "tr" and self._table is not None:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+        elif tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "li":
+            self._item = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self._table.append(self._row)
+            self._row = None
+        elif tag == "table":
+            self._table = None
+        elif tag == "li" and self._item is not None:
+            self.list_items.append("".join(self._item).strip())
+            self._item = None
+
+    def handle_data(self, data):
+        for sink in (self._cell, self._item):
+            if sink is not None:
+                sink.append(data)
+
+
+def rows_by_first_cell(table):
+    header, *rows = table
+    return {row[0]: dict(zip(header, row)) for row in rows}
+
+
+def write_run(directory: Path, a: float, b: float, seed: int) -> Path:
+    reward = sigmoid_reward(FLOPS, a, b, 2542.0, 0.1) + np.random.default_rng(seed).normal(0, 0.004, FLOPS.size)
+    reward[0] = 0.1
+    directory.mkdir(parents=True)
+    (directory / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)}) + "\n"
+        for i, (c, r) in enumerate(zip(FLOPS, reward))))
+    return directory
+
+
+def read_points(directory: Path) -> tuple[list, list]:
+    rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    return [row["flops"] for row in rows], [row["val_pass_rate"] for row in rows]
+
+
+def write_study(directory: Path) -> dict:
+    """A study directory as `scalerl study` leaves it: study.json (its documented shape) and study.png."""
+    directory.mkdir()
+    payload = {"base": "scalerl", "x": "flops", "y": "val_pass_rate", "margin": 0.02, "level": 0.8, "variants": [
+        {"slug": "scalerl", "name": "scalerl (base)", "knob": None, "is_base": True, "metrics": [], "error": None,
+         "fit": {"params": {"A": 0.6123, "B": 1.91, "C_mid": 2500.0, "R0": 0.1},
+                 "intervals": {"A": [0.6, 0.625], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
+                 "ceiling_identified": True, "n_points": 11, "warnings": []},
+         "paper_moves": None, "versus_base": None},
+        {"slug": "loss-dapo", "name": "DAPO loss", "knob": "rl.loss=dapo", "is_base": False, "metrics": [],
+         "fit": {"params": {"A": 0.5511, "B": 1.5, "C_mid": 2600.0, "R0": 0.1},
+                 "intervals": {"A": [0.54, 0.56], "B": [1.3, 1.7], "C_mid": [2400.0, 2800.0]},
+                 "ceiling_identified": False, "n_points": 11, "warnings": ["ceiling not identified yet"]},
+         "error": None, "paper_moves": "A",
+         "versus_base": {"verdict": "lower ceiling", "decided_by": "ceiling", "delta_A": -0.0612,
+                         "B_at_shared_A": None, "shared_A": None, "note": None}}]}
+    (directory / "study.json").write_text(json.dumps(payload))
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 32), (200, 30, 30)).save(buffer, format="PNG")
+    (directory / "study.png").write_bytes(buffer.getvalue())
+    return payload
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    runs = [write_run(tmp_path / name, a, b, seed) for seed, (name, (a, b)) in enumerate(RUNS.items())]
+    flat = tmp_path / "flat.csv"
+    flat.write_text("flops,val_pass_rate\n" + "".join(f"{c},0.2\n" for c in FLOPS))
+    study = tmp_path / "study"
+    return runs, flat, study, write_study(study)
+
+
+def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, inputs):
+    runs, flat, study, _ = inputs
+    output = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", *map(str, runs), str(flat), str(study), "-o", str(output), *N_BOOTSTRAP])
+    assert result.exit_code == 0, result.output
+    page = PageParser()
+    page.feed(output.read_text())
+
+    assert "script" not in page.tags
+    assert all(link.startswith("data:image/png;base64,") for link in page.links)  # nothing external
+    assert len(page.images) == 3  # run_a, run_b, the study's figure (the flat run has none)
+    for source in page.images:
+        with Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))) as image:
+            image.verify()
+            assert image.format == "PNG" and image.size[0] >= 64
+
+    table = rows_by_first_cell(page.tables["runs"])
+    points = {name: read_points(tmp_path / name) for name in RUNS}
+    for name in RUNS:
+        fit = fit_sigmoid(*points[name], n_bootstrap=40)
+        assert table[name]["A"] == format_number(fit.a) and table[name]["B"] == format_number(fit.b)
+        assert table[name]["A interval"] == "[{}, {}]".format(*map(format_number, fit.conf_int(0.8)["A"]))
+        assert table[name]["target compute"] == format_number(2 * FLOPS.max())
+        assert table[name]["reward at target"] == format_number(float(fit.predict(2 * FLOPS.max())))
+        assert float(table[name]["A"]) == pytest.approx(RUNS[name][0], abs=0.02)
+    assert table["flat"]["A"] == "-" and "flat run" in table["flat"]["reward interval"]
+
+    comparison = rows_by_first_cell(page.tables["comparison"])
+    assert comparison["1"]["run"] == "run_a" and comparison["2"]["run"] == "run_b"
+    expected = compare_runs(points, n_bootstrap=40)
+    assert comparison["1"]["A"] == format_number(expected.fits["run_a"].a)
+    assert "decided by: ceiling" in output.read_text()
+
+    variants = rows_by_first_cell(page.tables["study-study"])
+    assert variants["scalerl"]["A"] == "0.6123" and variants["scalerl"]["verdict vs base"] == "base"
+    assert variants["loss-dapo"]["A interval"] == "[0.54, 0.56]"
+    assert variants["loss-dapo"]["verdict vs base"] == "lower ceiling"
+    assert variants["loss-dapo"]["ceiling identified"] == "no" and variants["loss-dapo"]["paper: moves"] == "A"
+    assert any(item.startswith("flat: not fitted: flat run") for item in page.list_items)
+    assert "study/loss-dapo: ceiling not identified yet" in page.list_items
+
+
+def test_a_single_run_directory_needs_no_comparison(tmp_path, inputs):
+    runs, *_ = inputs
+    output = tmp_path / "one.html"
+    assert runner.invoke(app, ["report", str(runs[0]), "-o", str(output), "--target-x", "20000",
+                               *N_BOOTSTRAP]).exit_code == 0
+    page = PageParser()
+    page.feed(output.read_text())
+    assert "comparison" not in page.tables and len(page.images) == 1
+    assert rows_by_first_cell(page.tables["runs"])["run_a"]["target compute"] == "20000"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["report", "missing_dir", "-o", "r.html"], "no such file or directory"),
+    (["report", "{empty}", "-o", "r.html"], "neither a run directory"),
+    (["report", "{run}", "-o", "r.txt"], "must end in .html"),
+    (["report", "{run}", "-o", "r.html", "--level", "1.5"], "--level"),
+    (["report", "{run}", "-o", "r.html", "--target-x", "-3"], "--target-x"),
+])
+def test_bad_input_is_one_error_line(tmp_path, inputs, monkeypatch, arguments, message):
+    runs, *_ = inputs
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path)
+    arguments = [a.format(empty=tmp_path / "empty", run=runs[0]) for a in arguments]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+
+
+def _render_script():
+    return Path(__file__).resolve().parent.parent / "benchmarks" / "report_render.py"
+
+
+@pytest.mark.slow
+def test_headless_browser_renders_the_page(tmp_path, inputs):
+    if not any(shutil.which(name) for name in ("chromium-headless-shell", "chromium", "chromium-browser",
+                                               "google-chrome")):
+        pytest.skip("no headless browser installed")
+    runs, *_ = inputs
+    page = tmp_path / "report.html"
+    assert runner.invoke(app, ["report", *map(str, runs), "-o", str(page), *N_BOOTSTRAP]).exit_code == 0
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>")
+    fractions = {}
+    for html in (page, blank):
+        shot = tmp_path / f"{html.stem}.png"
+        done = subprocess.run([sys.executable, str(_render_script()), str(html), "-o", str(shot)],
+                              capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        fractions[html.stem] = float(done.stdout.rsplit("px, ", 1)[1].split("%")[0]) / 100
+    assert fractions["blank"] < 0.001 < 0.01 < fractions["report"]
