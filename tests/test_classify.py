@@ -152,3 +152,15 @@ def test_a_given_margin_overrides_the_seed_spread(synthetic_report):
     assert report.margin.source == "given" and report.margin.value == 0.2
     low = report.variants[1].effect
     assert low.effect != CEILING  # 0.1 apart is inside a 0.2 margin: tier 2 decides
+
+
+def test_one_seed_uses_the_papers_margin_and_the_fits_own_intervals(synthetic_report):
+    runs = [item.run for item in synthetic_report.variants]
+    single = [type(run)(run.slug, run.name, run.knob, run.is_base, run.metrics_paths[:1]) for run in runs]
+    report = build_ablation_report(single, seeds=1)
+    assert (report.margin.source, report.margin.value) == ("paper default", 0.02)
+    by_slug = {item.run.slug: item for item in report.variants}
+    assert by_slug["low-ceiling"].effect.label() == "moves the ceiling (down)"
+    assert by_slug["faster"].effect.label() == "efficiency only (up)"
+    base_a = by_slug["base"].params["A"]
+    assert base_a.n == 1 and (base_a.lo, base_a.hi) == by_slug["base"].fitted[0].conf_int(0.8)["A"]
