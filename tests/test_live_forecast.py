@@ -109,19 +109,20 @@ def test_progress_bar_text_carries_the_forecast():
 
 # ---------------------------------------------------------------- the trainer writes the forecast
 
-def _rising_validation(monkeypatch):
-    """Validation pass rates that rise like a sigmoid in the number of evaluations (the tiny
-    untrained model of the trainer tests stays at 0, which no sigmoid can be fitted to)."""
+def _rising_validation(monkeypatch, *run_dirs):
+    """Validation pass rates that rise like a sigmoid in the number of evaluations already logged
+    in the run's metrics.jsonl (so a resumed run sees the same sequence); the tiny untrained model
+    of the trainer tests stays at 0, which no sigmoid can be fitted to."""
     import scalerl.train.trainer as trainer_module
-
-    calls = []
+    from scalerl.train.metrics_log import read_rows
 
     def fake_pass_rate(*_args):
-        calls.append(1)
-        evaluations = len(calls) - 1
+        evaluations = sum("val_pass_rate" in row for row in read_rows(current[0] / "metrics.jsonl"))
         return float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05)) + 0.003 * (evaluations % 2)
 
+    current = [run_dirs[0]]  # the run being trained; the caller switches it
     monkeypatch.setattr(trainer_module, "validation_pass_rate", fake_pass_rate)
+    return current
 
 
 def test_trainer_writes_forecast_keys_and_live_plot(tmp_path, monkeypatch):
@@ -130,7 +131,7 @@ def test_trainer_writes_forecast_keys_and_live_plot(tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
-    _rising_validation(monkeypatch)
+    _rising_validation(monkeypatch, tmp_path)
     config = _config("max_steps=10", "eval_every=2", "checkpoint_every=10", "torch_threads=1")
     train(config, tmp_path, show_progress=False)
     val_rows = [row for row in read_rows(tmp_path / "metrics.jsonl") if "val_pass_rate" in row]
@@ -153,7 +154,7 @@ def test_trainer_without_live_forecast_writes_no_keys(tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
-    _rising_validation(monkeypatch)
+    _rising_validation(monkeypatch, tmp_path)
     train(_config("max_steps=8", "eval_every=2", "forecast.enabled=false", "torch_threads=1"), tmp_path,
           show_progress=False)
     assert not any("forecast_A" in row for row in read_rows(tmp_path / "metrics.jsonl"))
@@ -166,8 +167,40 @@ def test_fixed_budget_is_used_as_given(tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
-    _rising_validation(monkeypatch)
+    _rising_validation(monkeypatch, tmp_path)
     train(_config("max_steps=8", "eval_every=2", "budget_flops=1e12", "torch_threads=1"), tmp_path,
           show_progress=False)
     last = read_rows(tmp_path / "metrics.jsonl")[-1]
     assert last["forecast_budget"] == 1e12
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_resumed_run_forecasts_from_the_curve_before_the_crash(tmp_path, monkeypatch):
+    from test_trainer import _config
+
+    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.trainer import train
+
+    whole, crashed = tmp_path / "whole", tmp_path / "crashed"
+    current = _rising_validation(monkeypatch, whole, crashed)
+    config = _config("max_steps=10", "eval_every=2", "checkpoint_every=4", "torch_threads=1")
+    train(config, whole, show_progress=False)
+
+    def crash_at_step_7(row):
+        if row["step"] == 7:
+            raise _Crash
+
+    current[0] = crashed
+    with pytest.raises(_Crash):
+        train(config, crashed, show_progress=False, on_row=crash_at_step_7)
+    train(config, crashed, resume=True, show_progress=False)  # from the step-4 checkpoint
+
+    def comparable(rows):
+        return [{k: v for k, v in row.items() if k != "device_hours"} for row in rows]
+
+    resumed_rows = read_rows(crashed / "metrics.jsonl")
+    assert any("forecast_A" in row for row in resumed_rows if row["step"] > 4)
+    assert comparable(resumed_rows) == comparable(read_rows(whole / "metrics.jsonl"))

@@ -155,7 +155,7 @@ def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
                if key not in ("max_steps", "tensorboard", "forecast") and saved.to_dict()[key] != value]
     if changed:
         raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
-                          "only max_steps, tensorboard and the forecast section may change")
+                          "only max_steps may change (and tensorboard, forecast.*)")
 
 
 def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
