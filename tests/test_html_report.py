@@ -192,6 +192,50 @@ def test_bad_input_is_one_error_line(tmp_path, inputs, monkeypatch, arguments, m
     assert message in result.output and "Traceback" not in result.output
 
 
+def ablation_payload(kind: str) -> dict:
+    """ablation.json / sweep.json in the shape `scalerl ablate` writes (seed-mean params, effects)."""
+    def stats(mean, lo, hi):
+        return {"mean": mean, "lo": lo, "hi": hi, "n": 2}
+
+    def seed(a, error=None):
+        return {"metrics": "m.jsonl", "params": None if error else {"A": a}, "ceiling_identified": True,
+                "error": error}
+
+    return {"kind": kind, "sweep_knob": "batch_prompts" if kind == "sweep" else None, "base": "scalerl",
+            "x": "flops", "y": "val_pass_rate", "level": 0.8, "seeds": 2,
+            "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01, "dof": 2},
+            "variants": [
+                {"slug": "scalerl", "name": "base", "knob": None, "is_base": True, "seeds": [seed(0.6), seed(0.62)],
+                 "params": {"A": stats(0.61, 0.6, 0.62), "B": stats(1.9, 1.8, 2.0), "C_mid": stats(2500.0, 2400, 2600)},
+                 "effect": None, "shared_A": None, "B_at_shared_A": None, "paper": "-"},
+                {"slug": "loss-dapo", "name": "dapo", "knob": "rl.loss=dapo", "is_base": False,
+                 "seeds": [seed(0.5), seed(None, "fit failed: flat run")],
+                 "params": {"A": stats(0.5, 0.5, 0.5), "B": stats(1.5, 1.5, 1.5), "C_mid": stats(2600.0, 2600, 2600)},
+                 "effect": {"effect": "moves the ceiling", "direction": "down", "delta_A": -0.11, "margin": 0.031,
+                            "delta_B": None, "B_margin": None, "reason": "|dA| > margin"},
+                 "shared_A": None, "B_at_shared_A": None, "paper": "moves the ceiling A"}]}
+
+
+def test_ablation_and_sweep_summaries_become_tables(tmp_path):
+    study = tmp_path / "loo"
+    study.mkdir()
+    (study / "ablation.json").write_text(json.dumps(ablation_payload("leave-one-out")))
+    (study / "sweep.json").write_text(json.dumps(ablation_payload("sweep")))
+    output = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", str(study), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    page = PageParser()
+    page.feed(output.read_text())
+    assert {"study-loo-ablation", "study-loo-sweep"} <= set(page.tables) and "runs" not in page.tables
+    rows = rows_by_first_cell(page.tables["study-loo-ablation"])
+    assert rows["scalerl"]["A"] == "0.61" and rows["scalerl"]["A interval"] == "[0.6, 0.62]"
+    assert rows["scalerl"]["effect"] == "base" and rows["scalerl"]["seeds fitted"] == "2/2"
+    assert rows["loss-dapo"]["effect"] == "moves the ceiling" and rows["loss-dapo"]["direction"] == "down"
+    assert rows["loss-dapo"]["delta A"] == "-0.11" and rows["loss-dapo"]["seeds fitted"] == "1/2"
+    assert "margin 0.031 (seed spread)" in output.read_text() and "sweep of batch_prompts" in output.read_text()
+    assert "loo (ablation)/loss-dapo (m.jsonl): fit failed: flat run" in page.list_items
+
+
 def _render_script():
     return Path(__file__).resolve().parent.parent / "benchmarks" / "report_render.py"
 

@@ -3,12 +3,14 @@ script and no external resource, so it opens from a file or an e-mail without a 
 
 Tables: `runs` (each run's fit: A, B, C_mid with intervals, ceiling identified, predicted reward
 at the extrapolation target), `comparison` (the paper's ranking, when two or more runs were fitted)
-and `study-<name>` (a study directory's variants and verdicts, from its study.json). Numbers are
-printed with scalerl.forecast.report.format_number (4 significant digits).
+and `study-<name>` (a study directory's variants and verdicts, from its study.json, or the
+seed-mean parameters and effects of an ablation.json / sweep.json). Numbers are printed with
+scalerl.forecast.report.format_number (4 significant digits).
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
 from typing import Any, Iterable, Sequence
 
@@ -110,13 +112,52 @@ def study_rows(payload: dict) -> list[list[str]]:
     return rows
 
 
+ABLATION_HEADER = ("variant", "knob", "seeds fitted", "A", "A interval", "B", "B interval", "C_mid", "effect",
+                   "direction", "delta A", "paper")
+
+
+def ablation_rows(payload: dict) -> list[list[str]]:
+    """One row per variant of ablation.json / sweep.json: seed-mean A, B, C_mid with their
+    intervals over seeds, the effect verdict vs the base and the paper's expectation."""
+    rows = []
+    for variant in payload.get("variants") or []:
+        params = variant.get("params") or {}
+        stats = {name: params.get(name) or {} for name in ("A", "B", "C_mid")}
+        effect = variant.get("effect") or {}
+        seeds = variant.get("seeds") or []
+        fitted = sum(1 for seed in seeds if isinstance(seed, dict) and seed.get("params"))
+        rows.append([escape(str(variant.get("slug", "?"))), escape(str(variant.get("knob") or "base")),
+                     f"{fitted}/{len(seeds)}", number(stats["A"].get("mean")),
+                     interval((stats["A"].get("lo"), stats["A"].get("hi"))), number(stats["B"].get("mean")),
+                     interval((stats["B"].get("lo"), stats["B"].get("hi"))), number(stats["C_mid"].get("mean")),
+                     escape(str("base" if variant.get("is_base") else effect.get("effect") or "-")),
+                     escape(str(effect.get("direction") or "-")), number(effect.get("delta_A")),
+                     escape(str(variant.get("paper") or "-"))])
+    return rows
+
+
+def summary_settings(payload: dict) -> str:
+    """`base scalerl, val_pass_rate vs flops, margin 0.02` (the margin may be a number or an object)."""
+    margin = payload.get("margin")
+    margin_text = number(margin.get("value")) + f" ({escape(str(margin.get('source', '')))})" \
+        if isinstance(margin, dict) else number(margin)
+    sweep = f", sweep of {escape(str(payload['sweep_knob']))}" if payload.get("sweep_knob") else ""
+    return (f"base <b>{escape(str(payload.get('base', '?')))}</b>{sweep}, {escape(str(payload.get('y', '?')))} vs "
+            f"{escape(str(payload.get('x', '?')))}, margin {margin_text}")
+
+
 def study_html(study) -> str:
     payload = study.payload
-    settings = (f"base <b>{escape(str(payload.get('base', '?')))}</b>, {escape(str(payload.get('y', '?')))} vs "
-                f"{escape(str(payload.get('x', '?')))}, margin {number(payload.get('margin'))}")
-    figure = image(study.figure_png, f"study {study.name}") if study.figure_png else "<p>(no study.png)</p>"
-    return (f"<h2>Study: {escape(study.name)}</h2><p class=\"source\">{escape(study.source)}</p><p>{settings}</p>"
-            + table(f"study-{study.name}", STUDY_HEADER, study_rows(payload)) + figure)
+    header, rows = (STUDY_HEADER, study_rows(payload)) if study.kind == "study" else \
+        (ABLATION_HEADER, ablation_rows(payload))
+    figure = image(study.figure_png, f"study {study.name}") if study.figure_png else "<p>(no figure)</p>"
+    return (f"<h2>Study: {escape(study.name)}</h2><p class=\"source\">{escape(study.source)}</p>"
+            f"<p>{summary_settings(payload)}</p>" + table(element_id("study", study.name), header, rows) + figure)
+
+
+def element_id(prefix: str, name: str) -> str:
+    """`study-loo-ablation` for ("study", "loo (ablation)"): letters, digits, _ and - only."""
+    return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_]+", "-", name).strip("-")
 
 
 def run_html(run) -> str:

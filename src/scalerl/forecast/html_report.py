@@ -1,7 +1,8 @@
 """`scalerl report`: gather runs and studies into one self-contained HTML page.
 
 Each input is a run directory (its metrics.jsonl), a metrics file (any format read_curve reads)
-or a study directory (study.json, as `scalerl study` writes it, read as JSON only). Runs are fitted
+or a study directory: study.json (`scalerl study`) and/or ablation.json / sweep.json
+(`scalerl ablate`), read as JSON only, with the PNG of the same name when present. Runs are fitted
 with fit_sigmoid and drawn with scalerl.forecast.plotting (points, fit, band, extrapolation);
 two or more fitted runs are also compared with the paper's rule (compare_runs). A run that cannot
 be read or fitted becomes a warning on the page, not an error, so one bad run never hides the
@@ -28,8 +29,7 @@ from scalerl.forecast.readers import Curve, read_curve
 from scalerl.forecast.result import FitResult
 
 METRICS_FILE = "metrics.jsonl"
-STUDY_FILE = "study.json"
-STUDY_FIGURE = "study.png"
+SUMMARY_KINDS = {"study.json": "study", "ablation.json": "ablation", "sweep.json": "ablation"}
 DEFAULT_EXTRAPOLATION = 2.0  # without --target-x, each run is extrapolated to twice its compute
 HTML_SUFFIXES = (".html", ".htm")
 
@@ -49,10 +49,12 @@ class RunSection:
 
 @dataclass(frozen=True)
 class StudySection:
-    """A study directory: its study.json as read, and its study.png (base64) when present."""
+    """One summary of a study directory: its JSON as read ("study": study.json; "ablation":
+    ablation.json or sweep.json) and the PNG of the same name (base64) when present."""
 
     name: str
     source: str
+    kind: str
     payload: dict
     figure_png: str | None
 
@@ -68,18 +70,24 @@ class HtmlReport:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
+def summary_files(directory: Path) -> list[Path]:
+    """The study summaries (study.json, ablation.json, sweep.json) a directory holds."""
+    return [directory / name for name in SUMMARY_KINDS if (directory / name).is_file()]
+
+
 def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
-    """('study', dir) for a directory holding study.json, ('run', metrics file) for a run directory
-    or a log file; InputError for anything else."""
+    """('study', dir) for a directory holding a study summary, ('run', metrics file) for a run
+    directory or a log file; InputError for anything else."""
     path = Path(path)
     if path.is_dir():
-        if (path / STUDY_FILE).is_file():
+        if summary_files(path):
             return "study", path
         if (path / METRICS_FILE).is_file():
             return "run", path / METRICS_FILE
         if any(path.glob("events.out.tfevents.*")):
             return "run", path
-        raise InputError(f"{path} is neither a run directory ({METRICS_FILE}) nor a study directory ({STUDY_FILE})")
+        raise InputError(f"{path} is neither a run directory ({METRICS_FILE}) nor a study directory "
+                         f"({', '.join(SUMMARY_KINDS)})")
     if path.is_file():
         return "run", path
     raise InputError(f"no such file or directory: {path}")
@@ -125,17 +133,18 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
     return RunSection(name, str(path), curve, fit, target, png_base64(figure))
 
 
-def read_study(name: str, directory: Path) -> StudySection:
-    """study.json (InputError when it is not a JSON object) and study.png when present."""
+def read_summary(name: str, path: Path) -> StudySection:
+    """A summary JSON (InputError when it is not a JSON object) and its PNG when present."""
     try:
-        payload = json.loads((directory / STUDY_FILE).read_text())
+        payload = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{directory / STUDY_FILE}: not readable as JSON ({error})") from None
+        raise InputError(f"{path}: not readable as JSON ({error})") from None
     if not isinstance(payload, dict):
-        raise InputError(f"{directory / STUDY_FILE}: expected a JSON object")
-    figure_path = directory / STUDY_FIGURE
+        raise InputError(f"{path}: expected a JSON object")
+    figure_path = path.with_suffix(".png")
     figure = base64.b64encode(figure_path.read_bytes()).decode("ascii") if figure_path.is_file() else None
-    return StudySection(name, str(directory), payload, figure)
+    label = name if path.name == "study.json" else f"{name} ({path.stem})"
+    return StudySection(label, str(path), SUMMARY_KINDS[path.name], payload, figure)
 
 
 def study_warnings(study: StudySection) -> list[str]:
@@ -143,6 +152,9 @@ def study_warnings(study: StudySection) -> list[str]:
     warnings = []
     for variant in study.payload.get("variants") or []:
         slug = f"{study.name}/{variant.get('slug', '?')}"
+        for seed in variant.get("seeds") or []:  # ablation.json: one entry per seed
+            if isinstance(seed, dict) and seed.get("error"):
+                warnings.append(f"{slug} ({seed.get('metrics', 'a seed')}): {seed['error']}")
         if variant.get("error"):
             warnings.append(f"{slug}: {variant['error']}")
         versus = variant.get("versus_base") or {}
@@ -181,7 +193,7 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
     runs, studies = [], []
     for name, (kind, path) in zip(names, kinds):
         if kind == "study":
-            studies.append(read_study(name, path))
+            studies += [read_summary(name, summary) for summary in summary_files(path)]
         else:
             runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options))
     comparison, warnings = compare_fitted(runs, margin, fit_options)
