@@ -2,14 +2,17 @@
 model and task, with seeds, classified by the two-tier rule (moves the ceiling A / efficiency only /
 no measurable effect; margins from the seed spread). A script, not a test.
 
-    python benchmarks/ablation_tiny.py            # the full study: about 1-1.5 h on 2 free CPU cores
+    python benchmarks/ablation_tiny.py            # the full study: about 1.5 h on 2 free CPU cores
     python benchmarks/ablation_tiny.py --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
 
-Budget of the full study (measured: ~0.47 s per step at 16 prompts x 8 generations, one thread):
-7 leave-one-out variants x 3 seeds + 3 batch sizes x 3 seeds = 30 runs of 400 steps, about 31.5
-base-run equivalents (batch 8 costs half a run, batch 32 two) = ~6,000 s of single-thread training,
-run two at a time on Ray (1 CPU each), plus warm starts and evaluations every 25 steps (17 points
-per curve). Writes docs/ablation_tiny.{md,png}, docs/ablation_tiny_sweep.{md,png} and
+Batch: the demo's 32 prompts x 16 generations (a pilot at 16 x 8 did not rise above the evaluation
+noise in 200 steps; the demo's batch rises from ~0.08 to ~0.18 by step 300). Budget: the base and 5
+leave-one-out variants x 3 seeds = 18 runs, plus batch sizes 8 and 16 x 3 seeds (batch 32 is the
+base's runs, linked, not retrained) = 6 runs costing a quarter and a half of a base run: about 20
+base-run equivalents of 360 steps at ~1.2 s per single-thread step (the demo measured 0.85 s with
+two threads on free cores) = ~8,700 s of training, run two at a time on Ray (1 CPU each): ~75 min,
+plus warm starts and 15 evaluations per run (every 24 steps: 16 points per curve with R0).
+Writes docs/ablation_tiny.{md,png}, docs/ablation_tiny_sweep.{md,png} and
 benchmarks/results/ablation_tiny.json (--quick: only the JSON, as ablation_tiny_quick.json).
 Finished runs under --workdir are reused: rerun the same command to continue after a stop.
 """
@@ -31,20 +34,20 @@ DOCS_DIR = ROOT / "docs"
 # The paper's leave-one-out knobs (issue 7). model.fp32_head=false is left out: in float32 it
 # repeats the base exactly, and bfloat16 on a CPU is several times slower.
 KNOBS = ("loss=dapo", "aggregation=sample", "adv_norm=none", "zero_var_filter=false",
-         "no_positive_resampling=false", "length_control=penalty")
+         "no_positive_resampling=false")
 QUICK_KNOBS = ("loss=dapo", "adv_norm=none")
 SWEEP = "batch_prompts=8,16,32"
-BATCH = ("sampling.prompts_per_step=16", "sampling.generations_per_prompt=8")
+QUICK_SWEEP = "batch_prompts=8,32"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 knobs, 2 batch sizes, a few steps")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 400; quick 12)")
-    parser.add_argument("--eval-every", type=int, default=None, help="default 25 (quick 3)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 360; quick 12)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default 24 (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
-    parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick batch_prompts=8,16)")
+    parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP})")
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_ablation_tiny (quick: ..._quick)")
@@ -56,22 +59,38 @@ def settings(args) -> dict:
     quick = args.quick
     return {
         "quick": quick,
-        "steps": args.steps or (12 if quick else 400),
-        "eval_every": args.eval_every or (3 if quick else 25),
+        "steps": args.steps or (12 if quick else 360),
+        "eval_every": args.eval_every or (3 if quick else 24),
         "seeds": args.seeds or (1 if quick else 3),
         "knobs": tuple(args.knobs.split(",")) if args.knobs else (QUICK_KNOBS if quick else KNOBS),
-        "sweep": args.sweep or ("batch_prompts=8,16" if quick else SWEEP),
+        "sweep": args.sweep or (QUICK_SWEEP if quick else SWEEP),
         "parallel_runs": 0 if args.sequential else args.parallel_runs,
         "workdir": Path(args.workdir or ("runs/bench_ablation_tiny_quick" if quick else "runs/bench_ablation_tiny")),
     }
 
 
-def common_overrides(config: dict, with_batch: bool) -> list[str]:
-    """Shared by every run: steps, evaluation schedule, one torch thread, checkpoints; the batch
-    (16 x 8) except in the batch sweep, whose swept field it would override."""
+def common_overrides(config: dict) -> list[str]:
+    """Shared by every run: steps, evaluation schedule, checkpoints, one torch thread."""
     every = config["eval_every"]
-    return [*(BATCH if with_batch else BATCH[1:]), f"max_steps={config['steps']}", f"eval_every={every}",
-            f"checkpoint_every={max(every, 2 * every if config['steps'] >= 100 else every)}", "torch_threads=1"]
+    return [f"max_steps={config['steps']}", f"eval_every={every}", f"checkpoint_every={2 * every}", "torch_threads=1"]
+
+
+def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
+    """A sweep setting whose config is the leave-one-out base's (batch 32 = the default) is not
+    trained again: workdir/sweep/<setting> becomes a link to workdir/loo/<base>."""
+    from scalerl.train.study import variant_config
+
+    base = loo_plan.variants[0]
+    linked = []
+    for variant in sweep_plan.variants:
+        link = workdir / "sweep" / variant.slug
+        same = all(variant_config(sweep_plan, variant, k) == variant_config(loo_plan, base, k)
+                   for k in range(sweep_plan.seeds))
+        if same and not link.exists() and sweep_plan.seeds == loo_plan.seeds:
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(Path("..") / "loo" / base.slug, target_is_directory=True)
+            linked.append(variant.slug)
+    return linked
 
 
 def run_and_report(plan, out_dir: Path, config: dict, command: str):
@@ -120,13 +139,15 @@ def main(argv=None) -> int:
     config = settings(args)
     command = "python benchmarks/ablation_tiny.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     workdir = config["workdir"]
-    loo_plan = plan_leave_one_out("scalerl", config["knobs"], common_overrides=common_overrides(config, True),
+    loo_plan = plan_leave_one_out("scalerl", config["knobs"], common_overrides=common_overrides(config),
                                   seeds=config["seeds"])
-    sweep_plan = plan_sweep("scalerl", config["sweep"], common_overrides=common_overrides(config, False),
+    sweep_plan = plan_sweep("scalerl", config["sweep"], common_overrides=common_overrides(config),
                             seeds=config["seeds"])
     print(f"leave-one-out: {len(loo_plan.variants)} variants x {config['seeds']} seeds; sweep {config['sweep']}: "
           f"{len(sweep_plan.variants)} settings x {config['seeds']} seeds; {config['steps']} steps each", flush=True)
     loo, loo_md, loo_written, loo_seconds = run_and_report(loo_plan, workdir / "loo", config, command.strip())
+    for slug in link_reused_runs(sweep_plan, loo_plan, workdir):
+        print(f"sweep setting {slug} is the leave-one-out base: its runs are reused", flush=True)
     sweep, sweep_md, sweep_written, sweep_seconds = run_and_report(sweep_plan, workdir / "sweep", config,
                                                                    command.strip())
     print(loo_md, "\n", sweep_md, flush=True)

@@ -22,8 +22,9 @@ from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 from scalerl.train.study_report import ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
-# Fields a finished or interrupted run may differ in from the study's config and still be reused.
-REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "torch_threads")
+# Fields a finished or interrupted run may differ in from the study's config and still be reused:
+# none of them changes what the run learns (thread count, logging, live forecast, length).
+REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "torch_threads", "forecast")
 
 
 @dataclass(frozen=True)
