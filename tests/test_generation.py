@@ -8,8 +8,12 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
+from scalerl.train import generation
 from scalerl.train.generation import (
     evaluate_pass_rate,
+    gumbel_noise,
+    sample_with_noise,
+    should_compact,
     generate_rollouts,
     left_pad,
     top_p_filter,
@@ -279,3 +283,48 @@ def test_sampling_and_length_settings_are_validated():
         LengthControl(thinking_budget_min=10, thinking_budget_max=5)
     with pytest.raises(ConfigError, match="must end with"):
         LengthControl(interruption_phrase="stop now")
+
+
+def test_gumbel_max_sampling_follows_the_softmax():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    generator = torch.Generator().manual_seed(3)
+    draws = 20000
+    noise = gumbel_noise(draws, 4, generator)
+    tokens = sample_with_noise(logits.expand(draws, 4), SamplingSettings(), noise)
+    frequencies = torch.bincount(tokens, minlength=4).double() / draws
+    expected = torch.softmax(logits[0].double(), dim=-1)
+    # 4 standard errors of a binomial proportion at 20k draws is < 0.014
+    assert torch.allclose(frequencies, expected, atol=0.014)
+    top_p = sample_with_noise(logits.expand(draws, 4), SamplingSettings(top_p=0.5), noise)
+    assert set(top_p.tolist()) == {0}
+
+
+def test_should_compact_waits_for_an_eighth_of_the_batch():
+    assert not should_compact(0, 64)
+    assert not should_compact(7, 64)
+    assert should_compact(8, 64)
+    assert should_compact(1, 3)
+
+
+def test_finished_rows_leave_the_batch_without_changing_the_rollouts(policy, monkeypatch):
+    _, tokenizer = policy
+    model = _constant_logits_model(tokenizer, {"<eos>": 3.0})  # sequences stop at scattered steps
+    batch_sizes = []
+    real_forward = generation.policy_forward
+
+    def recording_forward(model, input_ids, *args, **kwargs):
+        batch_sizes.append(input_ids.shape[0])
+        return real_forward(model, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(generation, "policy_forward", recording_forward)
+    compacted = _generate(model, tokenizer, max_new_tokens=12, num_generations=8)
+    shrinking = list(batch_sizes)
+    monkeypatch.setattr(generation, "should_compact", lambda finished, decoding: False)
+    batch_sizes.clear()
+    full = _generate(model, tokenizer, max_new_tokens=12, num_generations=8)
+    assert set(batch_sizes) == {24}
+    assert shrinking[0] == 24 and shrinking[-1] < 24 and shrinking == sorted(shrinking, reverse=True)
+    for a, b in zip(compacted, full):
+        assert a.completion_token_ids == b.completion_token_ids
+        assert a.truncated == b.truncated
+        assert a.generator_logprobs == pytest.approx(b.generator_logprobs, abs=1e-5)

@@ -14,10 +14,12 @@ load and 0.5 s with one thread).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from scalerl.errors import InputError
 from scalerl.rl.length_control import sample_interruption_budget
@@ -40,13 +42,34 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+def gumbel_noise(num_rows: int, vocab_size: int, generator: torch.Generator,
+                 device: torch.device | str = "cpu") -> torch.Tensor:
+    """Standard Gumbel noise g = -log(-log u), u ~ U[0, 1) i.i.d., shape [num_rows, vocab_size].
+
+    u = 0 gives g = -inf (that token is never picked): an event of probability 2^-24 per entry.
+    Drawn for every row of the decoding batch, finished or not, so that which rows are still
+    decoding never changes what the others sample."""
+    uniform = torch.rand(num_rows, vocab_size, generator=generator, device=device)
+    return -torch.log(-torch.log(uniform))
+
+
+def sample_with_noise(logits: torch.Tensor, sampling: SamplingSettings, noise: torch.Tensor) -> torch.Tensor:
+    """One token per row from softmax(top_p(logits / temperature)), by the Gumbel-max trick:
+    argmax_v (l_v + g_v) with g_v i.i.d. standard Gumbel is distributed as softmax(l)
+    (Gumbel 1954; Maddison, Tarlow & Minka 2014). logits, noise [N, V] -> ids [N].
+
+    On a CPU this is ~5x faster than torch.multinomial (whose exponential draws dominate a
+    decoding step of the built-in model)."""
+    scaled = top_p_filter(logits.float() / sampling.temperature, sampling.top_p)
+    return torch.argmax(scaled + noise, dim=-1)
+
+
 def sample_next_tokens(
     logits: torch.Tensor, sampling: SamplingSettings, generator: torch.Generator
 ) -> torch.Tensor:
     """One token per row from softmax(top_p(logits / temperature)); logits [N, V] -> ids [N]."""
-    scaled = top_p_filter(logits.float() / sampling.temperature, sampling.top_p)
-    probs = torch.softmax(scaled, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    noise = gumbel_noise(logits.shape[0], logits.shape[-1], generator, logits.device)
+    return sample_with_noise(logits, sampling, noise)
 
 
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,43 +193,76 @@ def generate_rollouts(
     ]
 
 
+def decode_attention_backend(device: torch.device, query_length: int):
+    """The SDPA kernel for a forward of `query_length` new tokens per row on `device`.
+
+    On a CPU a one-token decoding step is ~2.5x faster with the plain "math" kernel than with
+    the default flash kernel (measured on the built-in model: 0.40 vs 1.07 ms per attention
+    call at 128 rows); prefill, training and GPUs keep torch's default choice."""
+    if device.type == "cpu" and query_length == 1:
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
+def should_compact(num_finished: int, num_decoding: int) -> bool:
+    """Drop finished rows from the decoding batch once they are >= 1/8 of it: a compaction copies
+    the KV cache once, so waiting for a fraction bounds the copies while no step carries more
+    than ~1/8 dead rows."""
+    return num_finished > 0 and num_finished * 8 >= num_decoding
+
+
 def _decode(
     model, sequences, states, sampling, generator, version, hook, eos_ids, think_end_ids,
     length_control, phrase_ids, pad_id,
 ) -> None:
-    """The decoding loop: prefill, then one forward per new token, until all stop or the limit."""
+    """The decoding loop: prefill, then one forward per new token, until all stop or the limit.
+
+    `rows` maps the decoding batch to `states`: finished sequences leave the batch (KV cache,
+    mask and positions are index-selected) so later steps only pay for live ones."""
     input_ids, attention_mask = left_pad(sequences, pad_id if pad_id is not None else 0)
     device = next(model.parameters()).device
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     positions = positions_from_mask(attention_mask)
     next_positions = positions[:, -1:] + 1
+    rows = list(range(len(states)))
     cache = None
     for step in range(sampling.max_new_tokens):
         if step > 0 and hook is not None:
             new_version = hook()
             version = version if new_version is None else int(new_version)
-        output = policy_forward(
-            model, input_ids, attention_mask, position_ids=positions,
-            past_key_values=cache, use_cache=True, fp32_head=sampling.fp32_head,
-        )
+        with decode_attention_backend(device, input_ids.shape[1]):
+            output = policy_forward(
+                model, input_ids, attention_mask, position_ids=positions,
+                past_key_values=cache, use_cache=True, fp32_head=sampling.fp32_head,
+            )
         cache = output.past_key_values
         logits = output.logits[:, -1, :]
-        tokens = sample_next_tokens(logits, sampling, generator).tolist()
-        is_forced = [bool(state.forced) and not state.finished for state in states]
-        tokens = [state.forced.pop(0) if forced else token
-                  for state, token, forced in zip(states, tokens, is_forced)]
+        noise = gumbel_noise(len(states), logits.shape[-1], generator, logits.device)
+        if len(rows) < len(states):
+            noise = noise[torch.tensor(rows, device=noise.device)]
+        live = [states[row] for row in rows]
+        tokens = sample_with_noise(logits, sampling, noise).tolist()
+        is_forced = [bool(state.forced) and not state.finished for state in live]
+        tokens = [state.forced.pop(0) if forced else token for state, token, forced in zip(live, tokens, is_forced)]
         token_ids = torch.tensor(tokens, dtype=torch.long, device=logits.device)
         chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])
-        for state, token, logprob, forced in zip(states, tokens, chosen_logprobs[:, 0].tolist(), is_forced):
+        for state, token, logprob, forced in zip(live, tokens, chosen_logprobs[:, 0].tolist(), is_forced):
             if not state.finished:
                 _record_token(state, token, logprob, version, forced,
                               eos_ids, think_end_ids, length_control, phrase_ids)
-        if all(state.finished for state in states):
+        still_decoding = [index for index, state in enumerate(live) if not state.finished]
+        if not still_decoding:
             return
         input_ids = token_ids.unsqueeze(-1)
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(states), 1))], dim=1)
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=1)
         positions = next_positions
         next_positions = next_positions + 1
+        if should_compact(len(rows) - len(still_decoding), len(rows)) and hasattr(cache, "batch_select_indices"):
+            keep = torch.tensor(still_decoding, device=input_ids.device)
+            cache.batch_select_indices(keep)
+            input_ids, attention_mask = input_ids[keep], attention_mask[keep]
+            positions, next_positions = positions[keep], next_positions[keep]
+            rows = [rows[index] for index in still_decoding]
 
 
 def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:

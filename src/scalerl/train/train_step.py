@@ -11,10 +11,12 @@ ScaleRL, arXiv 2510.13786, section 4).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from scalerl.errors import InputError
@@ -93,15 +95,17 @@ def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torc
 
 def _padded(rows: Sequence[Sequence[float]], width: int, fill: float, *, left: bool,
             dtype: torch.dtype) -> torch.Tensor:
-    out = torch.full((len(rows), width), fill, dtype=dtype)
-    for index, row in enumerate(rows):
-        if row:
-            values = torch.tensor(row, dtype=dtype)
-            if left:
-                out[index, width - len(row):] = values
-            else:
-                out[index, : len(row)] = values
-    return out
+    """[len(rows), width] tensor: each row's values right-aligned (`left` padding) or
+    left-aligned, `fill` elsewhere. Filled through one flat numpy scatter (no per-row tensors)."""
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    out = np.full((len(rows), width), fill, dtype=np.float64 if dtype.is_floating_point else np.int64)
+    if lengths.sum():
+        row_index = np.repeat(np.arange(len(rows)), lengths)
+        offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        column = offsets + np.repeat(width - lengths, lengths) if left else offsets
+        out[row_index, column] = np.fromiter(itertools.chain.from_iterable(rows), dtype=out.dtype,
+                                             count=int(lengths.sum()))
+    return torch.from_numpy(out).to(dtype)
 
 
 def build_batch(rollouts: Sequence[Rollout], pad_token_id: int = 0) -> RolloutBatch:
