@@ -164,3 +164,13 @@ def test_one_seed_uses_the_papers_margin_and_the_fits_own_intervals(synthetic_re
     assert by_slug["faster"].effect.label() == "efficiency only (up)"
     base_a = by_slug["base"].params["A"]
     assert base_a.n == 1 and (base_a.lo, base_a.hi) == by_slug["base"].fitted[0].conf_int(0.8)["A"]
+
+
+def test_the_rule_and_the_ablation_report_import_without_torch_or_ray():
+    import subprocess
+    import sys
+
+    code = ("import sys; import scalerl.forecast.classify, scalerl.train.ablate_report, scalerl.train.ablate_views, "
+            "scalerl.train.ablate_plan, scalerl.cli; print('torch' in sys.modules, 'ray' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "False"]
