@@ -234,3 +234,25 @@ def test_parallel_ablation_on_ray_trains_each_run_once(tmp_path):
         assert [row["step"] for row in rows] == [0, 1, 2]
     again = runner.invoke(app, command)
     assert again.exit_code == 0 and "0 runs to train on Ray (2 finished, skipped)" in again.output
+
+
+@pytest.mark.slow
+def test_a_failed_ray_run_is_named_in_one_error_and_the_others_finish(tmp_path):
+    from scalerl.distributed.study_ray import RunsFailedError, run_jobs_on_ray
+    from scalerl.train.study import RayOptions, plan_jobs
+
+    plan = plan_leave_one_out("scalerl", ["loss=dapo"], common_overrides=["max_steps=1"])
+    jobs = plan_jobs(plan, tmp_path)
+
+    def train_or_fail(config, run_dir, *, resume, show_progress, on_row):
+        if config.rl.loss == "dapo":
+            raise RuntimeError("out of memory")
+        (run_dir / "done").parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / "done").write_text("ok")
+
+    lines = []
+    with pytest.raises(RunsFailedError, match=r"1 run\(s\) failed: loss-dapo \(.*out of memory.*run the same command"):
+        run_jobs_on_ray(jobs, ["scalerl", "loss-dapo"], RayOptions(1.0, "", 2), log=lines.append,
+                        train_fn=train_or_fail)
+    assert (tmp_path / "scalerl" / "done").read_text() == "ok"
+    assert "run loss-dapo failed" in lines and any(line.startswith("run scalerl finished") for line in lines)
