@@ -61,8 +61,8 @@ class ModelConfig:
     num_layers: int = 2
     num_heads: int = 4
     warmstart_steps: int = 800
-    warmstart_stop_pass_rate: float = 0.1
-    warmstart_probe_every: int = 25
+    warmstart_stop_pass_rate: float = 0.12
+    warmstart_probe_every: int = 5
     warmstart_cache_dir: str = ""
 
     def __post_init__(self) -> None:
@@ -81,8 +81,8 @@ class TaskConfig:
     """The verifiable task: 'builtin' (multi-step arithmetic) or a JSONL file, and its difficulty."""
 
     name: str = "builtin"
-    num_operands: int = 3
-    max_digits: int = 2
+    num_operands: int = 4
+    max_digits: int = 1
     operations: str = "+"
     num_train_prompts: int = 4000
     num_val_prompts: int = 64

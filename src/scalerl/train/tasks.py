@@ -45,8 +45,8 @@ class ArithmeticSettings:
     """Difficulty and size of the built-in task. Operands are uniform in 0 .. 10**max_digits - 1;
     operators are drawn uniformly from `operations` (a subset of "+-*")."""
 
-    num_operands: int = 3
-    max_digits: int = 2
+    num_operands: int = 4
+    max_digits: int = 1
     operations: str = "+"
     num_train_prompts: int = 4000
     num_val_prompts: int = 256
