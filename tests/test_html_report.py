@@ -192,6 +192,36 @@ def test_bad_input_is_one_error_line(tmp_path, inputs, monkeypatch, arguments, m
     assert message in result.output and "Traceback" not in result.output
 
 
+def test_a_run_with_live_forecasts_gets_their_history_figure(tmp_path, inputs):
+    runs, *_ = inputs
+    metrics = runs[0] / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    for index, row in enumerate(rows[4:], start=4):  # what the trainer logs from the 4th validation on
+        row.update(forecast_A=0.5 + 0.01 * index, forecast_A_low=0.45, forecast_A_high=0.7,
+                   ceiling_identified=index > 6)
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    output = tmp_path / "report.html"
+    assert runner.invoke(app, ["report", str(runs[0]), "-o", str(output), *N_BOOTSTRAP]).exit_code == 0
+    page = PageParser()
+    page.feed(output.read_text())
+    assert len(page.images) == 2 and 'alt="live forecast history of run_a"' in output.read_text()
+    with Image.open(io.BytesIO(base64.b64decode(page.images[1].split(",", 1)[1]))) as image:
+        assert image.format == "PNG"
+
+
+def test_forecast_history_reads_the_logged_forecasts():
+    from scalerl.forecast.live import forecast_history
+
+    history = forecast_history([{"step": 0, "flops": 0.0, "val_pass_rate": 0.1},
+                                {"step": 10, "flops": 5.0, "forecast_A": 0.4, "forecast_A_low": 0.3,
+                                 "forecast_A_high": 0.6, "ceiling_identified": False},
+                                {"step": 20, "flops": 9.0, "forecast_A": 0.45, "forecast_A_low": 0.42,
+                                 "forecast_A_high": 0.5, "ceiling_identified": True}])
+    assert history["flops"].tolist() == [5.0, 9.0] and history["A"].tolist() == [0.4, 0.45]
+    assert history["A_low"].tolist() == [0.3, 0.42] and history["identified"].tolist() == [False, True]
+    assert forecast_history([{"step": 0, "flops": 0.0}]) is None
+
+
 def ablation_payload(kind: str) -> dict:
     """ablation.json / sweep.json in the shape `scalerl ablate` writes (seed-mean params, effects)."""
     def stats(mean, lo, hi):

@@ -19,9 +19,9 @@ from scalerl.forecast.report import comparison_payload, decision_sentence, forma
 FORMULA = "R(C) = R0 + (A &minus; R0) / (1 + (C<sub>mid</sub> / C)<sup>B</sup>)"
 STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1100px; color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
+       max-width: 1300px; color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
 h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.85em; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-space: nowrap; }
 th { background: #f3f3f5; } td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
@@ -163,6 +163,8 @@ def element_id(prefix: str, name: str) -> str:
 def run_html(run) -> str:
     body = image(run.figure_png, f"fit of {run.name}") if run.figure_png else \
         f'<p class="error">{escape(run.error or "")}</p>'
+    if run.history_png:
+        body += image(run.history_png, f"live forecast history of {run.name}")
     return f"<h2>Run: {escape(run.name)}</h2><p class=\"source\">{escape(run.source)}</p>{body}"
 
 

@@ -45,6 +45,7 @@ class RunSection:
     target_compute: float | None
     figure_png: str | None
     error: str | None = None
+    history_png: str | None = None  # the live forecast of A during the run (metrics.jsonl with forecast_A)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,24 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
     unused = ~np.isin(curve.compute, fit.compute)
     figure = fit_figure(fit, not_fitted=(curve.compute[unused], curve.reward[unused]), target_compute=target,
                         level=fit_options.get("level", 0.8), x_label=curve.x_name, y_label=curve.y_name)
-    return RunSection(name, str(path), curve, fit, target, png_base64(figure))
+    return RunSection(name, str(path), curve, fit, target, png_base64(figure),
+                      history_png=live_history_png(path, fit.a))
+
+
+def live_history_png(path: Path, final_a: float) -> str | None:
+    """The figure of the live forecasts logged in a metrics.jsonl (base64 PNG), or None."""
+    from scalerl.forecast.live import forecast_history, forecast_history_figure
+
+    if path.name != METRICS_FILE:
+        return None
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a torn last line of a running or killed run
+            continue
+    history = forecast_history([row for row in rows if isinstance(row, dict)])
+    return None if history is None else png_base64(forecast_history_figure(history, final_a=final_a))
 
 
 def read_summary(name: str, path: Path) -> StudySection:

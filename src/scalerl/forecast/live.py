@@ -122,3 +122,44 @@ def write_live_plot(forecast: LiveForecast, compute: Sequence[float], reward: Se
     figure.savefig(temp_path, format="png")
     os.replace(temp_path, path)
     return path
+
+
+def forecast_history(rows: Sequence[dict]) -> dict[str, np.ndarray] | None:
+    """The live forecasts logged in metrics rows, as arrays: compute (flops), A, A_low, A_high and
+    ceiling_identified, in row order; None when no row has a forecast."""
+    logged = [row for row in rows if row.get("forecast_A") is not None and row.get("flops") is not None]
+    if not logged:
+        return None
+    return {"flops": np.array([row["flops"] for row in logged], dtype=float),
+            "A": np.array([row["forecast_A"] for row in logged], dtype=float),
+            "A_low": np.array([row.get("forecast_A_low", row["forecast_A"]) for row in logged], dtype=float),
+            "A_high": np.array([row.get("forecast_A_high", row["forecast_A"]) for row in logged], dtype=float),
+            "identified": np.array([bool(row.get("ceiling_identified")) for row in logged])}
+
+
+def forecast_history_figure(history: dict[str, np.ndarray], *, final_a: float | None = None):
+    """How the live forecast of A moved during the run: A with its interval against compute,
+    filled markers where the ceiling was identified; `final_a` (the fit on the whole run) dashed."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.5, 3.2), dpi=110)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.fill_between(history["flops"], history["A_low"], history["A_high"], color="#1f77b4", alpha=0.18,
+                      linewidth=0, label="80% interval of A")
+    axes.plot(history["flops"], history["A"], color="#1f77b4", linewidth=1.2)
+    identified = history["identified"]
+    axes.scatter(history["flops"][identified], history["A"][identified], color="#1f77b4", s=18, zorder=3,
+                 label="A (ceiling identified)")
+    axes.scatter(history["flops"][~identified], history["A"][~identified], facecolors="none",
+                 edgecolors="#1f77b4", s=18, zorder=3, label="A (not identified yet)")
+    if final_a is not None:
+        axes.axhline(final_a, color="0.3", linestyle="--", linewidth=0.9, label=f"A on the whole run = {final_a:.3f}")
+    axes.set_xscale("log")
+    axes.set_xlabel("flops at the forecast (log scale)")
+    axes.set_ylabel("forecast A")
+    axes.set_title("live forecast of the ceiling during the run", fontsize=10)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="best")
+    return figure
