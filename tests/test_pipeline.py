@@ -212,3 +212,26 @@ def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
     assert saved["pipeline"]["mode"] == "async" and saved["pipeline"]["max_lag"] == 1
     bad = runner.invoke(app, ["train", "--out", str(tmp_path / "bad"), "--pipeline", "fast", *sets])
     assert bad.exit_code == 2 and "pipeline.mode" in bad.stderr
+
+
+def test_async_driver_rows_carry_the_live_forecast_of_the_synchronous_trainer(tmp_path):
+    """RunBooks (the async driver) adds the same forecast keys as the synchronous trainer, from the
+    validation curve so far, and reloads that curve on resume."""
+    from scalerl.distributed.run_parts import RunBooks
+    from scalerl.forecast.curves import sigmoid_reward
+    from scalerl.train.trainer import add_live_forecast
+
+    config = _config("max_steps=20")
+    books = RunBooks(config, tmp_path, checkpoint=None)
+    flops = [0.0] + [1e9 * step for step in range(2, 21, 2)]
+    rewards = [0.1] + [float(sigmoid_reward(c, 0.7, 2.0, 8e9, 0.1)) for c in flops[1:]]
+    for step, (c, r) in enumerate(zip(flops, rewards)):
+        books.append({"step": 2 * step, "flops": c, "val_pass_rate": r})
+    last = books.rows[-1]
+    assert last["forecast_A"] == pytest.approx(0.7, abs=0.02)
+    expected = {"step": 20, "flops": flops[-1], "val_pass_rate": rewards[-1]}
+    (tmp_path / "sync").mkdir()
+    add_live_forecast(config, tmp_path / "sync", list(zip(flops, rewards)), expected, 20)
+    assert {key: last[key] for key in expected} == expected
+    assert "forecast_A" not in books.rows[2]  # three points: nothing to fit yet
+    books.close()

@@ -136,12 +136,16 @@ class RunBooks:
         self.step = 0
         self.last_val_pass_rate = None
         self.rows: list[dict] = []
+        self.val_curve: list[tuple[float, float]] = []  # (flops, val_pass_rate) for the live forecast
         self.in_flight = 0
         self.last_row_time = time.perf_counter()
         self.log = MetricsLog(run_dir, tensorboard=config.tensorboard)
         if checkpoint is not None:
             self._restore(checkpoint)
         truncate_after_step(self.log.path, self.step if checkpoint is not None else -1)
+        if checkpoint is not None:
+            self.val_curve = [(float(row["flops"]), float(row["val_pass_rate"])) for row in self.log.rows()
+                              if row.get("val_pass_rate") is not None]
 
     @classmethod
     def start(cls, config, run_dir: Path, *, resume: bool) -> "RunBooks":
@@ -216,8 +220,13 @@ class RunBooks:
         return {"step": 0, **dataclasses.asdict(self.counters), "pool_size": self.pool.active_count}
 
     def append(self, row: dict) -> None:
+        """Write one row; a validation row first gets the live forecast (as in the synchronous
+        trainer: scalerl.forecast.live, on the driver while the actors keep working)."""
         if row.get("val_pass_rate") is not None:
             self.last_val_pass_rate = row["val_pass_rate"]
+            self.val_curve.append((float(row["flops"]), float(row["val_pass_rate"])))
+            if self.config.forecast.enabled:
+                trainer.add_live_forecast(self.config, self.run_dir, self.val_curve, row, row["step"])
         self.log.append(row)
         self.rows.append(row)
 

@@ -292,15 +292,17 @@ def forecast_budget(config: TrainConfig, flops_so_far: float, step: int) -> floa
     return projected_budget(flops_so_far, step, config.max_steps)
 
 
-def _forecast_into(run: Run, row: dict[str, Any]) -> LiveForecast | None:
+def add_live_forecast(config: TrainConfig, run_dir: Path, val_curve, row: dict[str, Any],
+                      step: int) -> LiveForecast | None:
     """Refit on the validation curve so far; add the forecast keys to `row` and redraw the live
-    plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live)."""
-    flops_axis, pass_rates = zip(*run.val_curve)
-    forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(run.config, row["flops"], run.step),
-                             n_bootstrap=run.config.forecast.n_bootstrap)
+    plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live). Shared with
+    the async pipeline's driver (scalerl.distributed.run_parts)."""
+    flops_axis, pass_rates = zip(*val_curve)
+    forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(config, row["flops"], step),
+                             n_bootstrap=config.forecast.n_bootstrap)
     if forecast is not None:
         row.update(forecast.row())
-        write_live_plot(forecast, flops_axis, pass_rates, run.run_dir / LIVE_PLOT_NAME)
+        write_live_plot(forecast, flops_axis, pass_rates, Path(run_dir) / LIVE_PLOT_NAME)
     return forecast
 
 
@@ -309,7 +311,7 @@ def _validate_into(run: Run, row: dict[str, Any], progress: ForecastProgress) ->
     row["val_pass_rate"] = run.last_val_pass_rate
     run.val_curve.append((float(row["flops"]), run.last_val_pass_rate))
     if run.config.forecast.enabled:
-        forecast = _forecast_into(run, row)
+        forecast = add_live_forecast(run.config, run.run_dir, run.val_curve, row, run.step)
         if forecast is not None:
             progress.show_forecast(forecast.short_text())
 
