@@ -1,13 +1,20 @@
 """Benchmark: synchronous trainer vs asynchronous PipelineRL (k = 1, 4, 8) vs PPO-off-policy-k.
 
-Same built-in model and task, the demo's ScaleRL run, same batch and the same number of optimiser
-steps (hence the same number of samples) in every mode, one after the other in one process.
-Reports generated tokens per second of training wall time, training wall time to the same number
-of samples, and the validation curve of each mode fitted with scalerl.forecast.fitting.fit_sigmoid
-(x = device-hours, the paper's GPU-hours axis; A and B per mode). Prints a table and writes
-benchmarks/results/async_vs_sync.json. A script, not a test: it asserts nothing about wall time.
+Same built-in model and task (the demo's ScaleRL run), same batch and the same number of
+optimiser steps (hence the same number of samples) in every mode, one after the other in one
+process. Reports generated tokens per second of training wall time, training wall time to the
+same number of samples, and the validation curve of each mode fitted with
+scalerl.forecast.fitting.fit_sigmoid (x = device-hours, the paper's GPU-hours axis; A and B per
+mode). Prints a table and writes benchmarks/results/async_vs_sync.json. A script, not a test: it
+asserts nothing about wall time.
 
-    python benchmarks/async_vs_sync.py            # full run (tens of minutes on 2 CPU cores)
+Batch: by default 8 prompts x 16 generations, where generation dominates a synchronous step on
+this CPU (a one-token decoding step of 128 rows is bound by per-operation overhead, while the
+trainer's forward/backward runs large matrix products); `--batch demo` uses the demo's 32 x 16,
+where training dominates. Before the modes run, the script measures the split of a synchronous
+step into generation and training (one thread, a few steps) and reports it.
+
+    python benchmarks/async_vs_sync.py            # full run (about 10 minutes on 2 CPU cores)
     python benchmarks/async_vs_sync.py --quick    # smoke run (a few minutes)
 """
 from __future__ import annotations
@@ -25,6 +32,10 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results" / "async_vs_sync.json"
 A_MARGIN = 0.02  # the paper's margin within which two ceilings count as the same
 THROUGHPUT_TARGET = 1.3  # async k = 8 vs sync, generated tokens per second
+BATCHES = {  # prompts x generations per step
+    "gen-dominated": ("sampling.prompts_per_step=8", "sampling.generations_per_prompt=16"),
+    "demo": (),
+}
 
 MODES = {
     "sync": None,
@@ -42,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps per mode")
     parser.add_argument("--eval-every", type=int, default=None)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
+    parser.add_argument("--batch", choices=sorted(BATCHES), default="gen-dominated",
+                        help="gen-dominated: 8 x 16 (default); demo: the demo's 32 x 16")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="extra TrainConfig override key=value (repeatable)")
     parser.add_argument("--generators", type=int, default=1,
@@ -59,12 +72,41 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def bench_overrides(args) -> list[str]:
     """The ScaleRL preset at benchmark scale; --quick shrinks steps and evaluation."""
-    steps = args.steps or (6 if args.quick else 60)
-    eval_every = args.eval_every or (3 if args.quick else 5)
-    common = [f"max_steps={steps}", f"eval_every={eval_every}", f"checkpoint_every={steps}",
+    steps = args.steps or (6 if args.quick else 120)
+    eval_every = args.eval_every or (3 if args.quick else 10)
+    common = [*BATCHES[args.batch], f"max_steps={steps}", f"eval_every={eval_every}",
+              f"checkpoint_every={steps}",
               "eval_prompts=32" if args.quick else "eval_prompts=64",
               "eval_samples_per_prompt=2" if args.quick else "eval_samples_per_prompt=4"]
     return [*common, *args.overrides]
+
+
+def step_split(config, workdir: Path, steps: int = 6) -> dict:
+    """Seconds of generation and of training per synchronous step (one torch thread, the
+    benchmark's config, after one untimed step): which side dominates."""
+    import torch
+
+    from scalerl.train.train_step import train_step
+    from scalerl.train.trainer import _generate, open_run, run_one_step, training_rewards
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        run = open_run(config.with_overrides([f"max_steps={steps + 1}"]), workdir / "split", resume=False)
+        run_one_step(run)
+        generate_seconds = train_seconds = 0.0
+        for _ in range(steps):
+            started = time.perf_counter()
+            rollouts = training_rewards(_generate(run), run.config)
+            generated = time.perf_counter()
+            train_step(run.model, run.optimizer, run.scheduler, rollouts, run.config)
+            generate_seconds += generated - started
+            train_seconds += time.perf_counter() - generated
+    finally:
+        torch.set_num_threads(threads)
+    return {"steps": steps, "generate_seconds_per_step": generate_seconds / steps,
+            "train_seconds_per_step": train_seconds / steps,
+            "generation_share": generate_seconds / (generate_seconds + train_seconds)}
 
 
 def run_mode(name: str, config, workdir: Path, generators: int) -> dict:
@@ -218,6 +260,11 @@ def main(argv=None) -> int:
     workdir = Path(args.workdir)
     load_before = os.getloadavg()
     results = {}
+    split = step_split(config, workdir) if args.modes else None
+    if split:
+        print(f"synchronous step, 1 thread: generation {split['generate_seconds_per_step']:.3f} s, "
+              f"training {split['train_seconds_per_step']:.3f} s "
+              f"(generation share {split['generation_share']:.0%})", flush=True)
     for name in [m for m in args.modes.split(",") if m]:
         print(f"running {name} ...", flush=True)
         results[name] = summarise(name, run_mode(name, config, workdir, args.generators))
@@ -235,7 +282,7 @@ def main(argv=None) -> int:
     print_table(results)
     report = {
         "benchmark": "async_vs_sync", "quick": args.quick, "preset": "scalerl (demo run)",
-        "overrides": overrides, "x_axis": "device_hours", "generators": args.generators,
+        "batch": args.batch, "overrides": overrides, "sync_step_split": split, "x_axis": "device_hours", "generators": args.generators,
         "machine": {
             "cpus": os.cpu_count(), "platform": platform.platform(),
             "python": sys.version.split()[0],

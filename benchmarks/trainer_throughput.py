@@ -226,7 +226,7 @@ def run_trl(args, profiler=None) -> dict:
     return result
 
 
-SCALERL_PHASES = ("_generate", "_decode", "policy_forward", "sample_next_tokens", "_record_token",
+SCALERL_PHASES = ("_generate", "_decode", "policy_forward", "sample_with_noise", "_record_token",
                   "_to_rollout", "train_step", "run_backward")
 TRL_PHASES = ("_generate", "generate", "_calculate_rewards", "compute_loss",
               "_get_per_token_logps_and_entropies", "run_backward")

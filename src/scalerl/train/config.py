@@ -210,7 +210,7 @@ class PipelineConfig:
     trainer_gpus: float = 0.0
     torch_threads: int = 1
     max_generator_restarts: int = 3
-    weight_poll_seconds: float = 0.0
+    weight_poll_seconds: float = 0.01  # ray.wait costs ~1-2 ms on a busy CPU: ask at most every 10 ms
     backend: str = "hf"
 
     def __post_init__(self) -> None:
