@@ -78,7 +78,7 @@ def common_overrides(config: dict) -> list[str]:
 def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
     """A sweep setting whose config is the leave-one-out base's (batch 32 = the default) is not
     trained again: workdir/sweep/<setting> becomes a link to workdir/loo/<base>."""
-    from scalerl.train.study import variant_config
+    from scalerl.study.study_runs import variant_config
 
     base = loo_plan.variants[0]
     linked = []
@@ -95,9 +95,9 @@ def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
 
 def run_and_report(plan, out_dir: Path, config: dict, command: str):
     """Train the plan's runs (skip finished, resume partial), then fit, classify and write outputs."""
-    from scalerl.train.ablate_report import build_ablation_report
-    from scalerl.train.ablate_views import markdown_text, write_ablation_outputs
-    from scalerl.train.study import RayOptions, report_runs, run_study
+    from scalerl.study.ablate_analysis import build_ablation_report
+    from scalerl.report.ablation_views import markdown_text, write_ablation_outputs
+    from scalerl.study.study_runs import RayOptions, report_runs, run_study
 
     ray_options = RayOptions(1.0, "", config["parallel_runs"]) if config["parallel_runs"] else None
     started = time.perf_counter()
@@ -131,9 +131,9 @@ def fix_figure_links(markdown_path: Path, figure_name: str) -> None:
 
 
 def main(argv=None) -> int:
-    from scalerl.forecast.report import json_text
-    from scalerl.train.ablate_plan import plan_leave_one_out, plan_sweep
-    from scalerl.train.ablate_views import report_payload
+    from scalerl.report.console import json_text
+    from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
+    from scalerl.report.ablation_views import report_payload
 
     args = parse_args(argv)
     config = settings(args)

@@ -55,7 +55,7 @@ def synthetic_report(folder: Path) -> Path:
     import numpy as np
 
     from scalerl.forecast.curves import sigmoid_reward
-    from scalerl.forecast.html_report import build_report, write_report
+    from scalerl.report.html_report import build_report, write_report
 
     flops = np.array([0, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500.0])
     rng = np.random.default_rng(0)

@@ -102,7 +102,7 @@ def save_starting_model(args, directory: Path) -> dict:
     """Build the starting policy once (warm-started unless --fresh) and save it for both trainers."""
     import torch
 
-    from scalerl.train.models import save_model
+    from scalerl.models.policy import save_model
     from scalerl.train.trainer import build_policy, build_task, fresh_policy
 
     torch.set_num_threads(args.threads)
@@ -177,7 +177,7 @@ def run_trl(args, profiler=None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from scalerl.train.tasks import TaskExample
+    from scalerl.tasks.arithmetic import TaskExample
 
     torch.set_num_threads(args.threads)
     task, dataset = trl_dataset(args)

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli.app import app
 from scalerl.errors import ConfigError
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.train.ablate_knobs import knob_assignments, resolve_knob, split_knob
-from scalerl.train.ablate_plan import parse_sweep, plan_leave_one_out, plan_sweep
+from scalerl.study.knobs import knob_assignments, resolve_knob, split_knob
+from scalerl.study.ablate_plan import parse_sweep, plan_leave_one_out, plan_sweep
 from scalerl.train.config import save_config
 from scalerl.train.metrics_log import append_row
-from scalerl.train.model_sizes import MODEL_SIZES, model_size_assignments
+from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
 from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
-from scalerl.train.study import read_plan, run_study, variant_config, variant_run_dirs, write_plan
+from scalerl.study.study_runs import read_plan, run_study, variant_config, variant_run_dirs, write_plan
 
 runner = CliRunner()
 DEFAULT = preset_config("scalerl")
@@ -239,7 +239,7 @@ def test_parallel_ablation_on_ray_trains_each_run_once(tmp_path):
 @pytest.mark.slow
 def test_a_failed_ray_run_is_named_in_one_error_and_the_others_finish(tmp_path):
     from scalerl.distributed.study_ray import RunsFailedError, run_jobs_on_ray
-    from scalerl.train.study import RayOptions, plan_jobs
+    from scalerl.study.study_runs import RayOptions, plan_jobs
 
     plan = plan_leave_one_out("scalerl", ["loss=dapo"], common_overrides=["max_steps=1"])
     jobs = plan_jobs(plan, tmp_path)

@@ -11,7 +11,7 @@ from scalerl.train.checkpoint import (
     save_checkpoint,
 )
 from scalerl.train.config import TrainConfig
-from scalerl.train.models import TinyModelSpec, build_tiny_model
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)

@@ -1,12 +1,12 @@
-"""The paper's two-tier classification of a knob (scalerl.forecast.classify): margins from the seed
+"""The paper's two-tier classification of a knob (scalerl.study.classify): margins from the seed
 spread, and verdicts on numbers with known answers; then end to end on synthetic seeded curves with
-known A and B through scalerl.train.ablate_report."""
+known A and B through scalerl.study.ablate_analysis."""
 
 import numpy as np
 import pytest
 
 from scalerl.errors import ConfigError
-from scalerl.forecast.classify import (
+from scalerl.study.classify import (
     CEILING,
     EFFICIENCY,
     NO_EFFECT,
@@ -19,9 +19,9 @@ from scalerl.forecast.classify import (
     shared_ceiling,
 )
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.train.ablate_report import build_ablation_report, summarise
+from scalerl.study.ablate_analysis import build_ablation_report, summarise
 from scalerl.train.metrics_log import append_row
-from scalerl.train.study_report import ReportRun
+from scalerl.study.study_analysis import ReportRun
 
 # ------------------------------------------------------------------------------- margins from spread
 
@@ -170,7 +170,7 @@ def test_the_rule_and_the_ablation_report_import_without_torch_or_ray():
     import subprocess
     import sys
 
-    code = ("import sys; import scalerl.forecast.classify, scalerl.train.ablate_report, scalerl.train.ablate_views, "
-            "scalerl.train.ablate_plan, scalerl.cli; print('torch' in sys.modules, 'ray' in sys.modules)")
+    code = ("import sys; import scalerl.study.classify, scalerl.study.ablate_analysis, scalerl.report.ablation_views, "
+            "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]

@@ -9,8 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scalerl.cli import app, extrapolation_target, fit_window_limit, main, parse_compute_values, run_labels
-from scalerl.cli_errors import exits_on_user_error
+from scalerl.cli.app import app, extrapolation_target, fit_window_limit, main, parse_compute_values, run_labels
+from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
 
@@ -348,6 +348,6 @@ def test_parse_compute_values_and_run_labels(tmp_path):
 
 
 def test_cli_imports_without_torch():
-    code = "import sys, scalerl.cli; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+    code = "import sys, scalerl.cli.app; assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert completed.stdout.strip() == "ok", completed.stderr

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli.app import app
 
 runner = CliRunner()
 

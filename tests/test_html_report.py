@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli.app import app
 from scalerl.forecast.compare import compare_runs
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.report import format_number
+from scalerl.report.console import format_number
 
 FLOPS = np.array([0, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500.0])
 RUNS = {"run_a": (0.61, 1.9), "run_b": (0.50, 1.5)}  # true A, B; C_mid 2542, R0 0.1

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli.app import app
 from scalerl.errors import ConfigError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.live import (

@@ -5,8 +5,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.char_tokenizer import build_char_tokenizer, char_vocabulary
-from scalerl.train.models import (
+from scalerl.models.char_tokenizer import build_char_tokenizer, char_vocabulary
+from scalerl.models.policy import (
     TinyModelSpec,
     build_tiny_model,
     count_parameters,

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from scalerl.distributed.weights import load_snapshot, snapshot_weights
-from scalerl.train.models import TinyModelSpec, build_tiny_model
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
 TINY = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
                      max_positions=64)
@@ -26,7 +26,7 @@ def test_snapshot_round_trip_is_bit_exact_and_in_place(dtype):
 
 
 def _rollout(group_index, prompt_index, versions=(0,)):
-    from scalerl.train.rollout import Rollout
+    from scalerl.tasks.rollout import Rollout
 
     return Rollout(prompt_index=prompt_index, group_index=group_index, prompt_token_ids=(1,),
                    completion_token_ids=(2,) * len(versions), generator_logprobs=(0.0,) * len(versions),

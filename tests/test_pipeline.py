@@ -197,7 +197,7 @@ def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
 
     from typer.testing import CliRunner
 
-    from scalerl.cli import app
+    from scalerl.cli.app import app
 
     sets = [token for assignment in [*TINY_RUN, "eval_every=2"] for token in ("--set", assignment)]
     runner = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.forecast.plotting import (
+from scalerl.report.plotting import (
     RunPoints,
     comparison_figure,
     fit_figure,

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from scalerl.cli import app
+from scalerl.cli.app import app
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.train.config import save_config
 from scalerl.train.metrics_log import append_row
 from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
-from scalerl.train.study import (
+from scalerl.study.study_runs import (
     assignment_slug,
     plan_study,
     read_plan,
@@ -25,7 +25,7 @@ from scalerl.train.study import (
     variant_run_dirs,
     write_plan,
 )
-from scalerl.train.study_report import (
+from scalerl.study.study_analysis import (
     ReportRun,
     build_study_report,
     markdown_text,

@@ -6,9 +6,9 @@ from fractions import Fraction
 import pytest
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.rollout import Rollout
-from scalerl.train.task_jsonl import JsonlTask
-from scalerl.train.tasks import (
+from scalerl.tasks.rollout import Rollout
+from scalerl.tasks.jsonl import JsonlTask
+from scalerl.tasks.arithmetic import (
     ArithmeticSettings,
     ArithmeticTask,
     TaskExample,
@@ -17,7 +17,7 @@ from scalerl.train.tasks import (
     load_task,
     solve_with_steps,
 )
-from scalerl.train.verifiers import (
+from scalerl.tasks.verifiers import (
     answer_reward,
     exact_match,
     extract_final_answer,

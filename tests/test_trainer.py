@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from scalerl.train.config import TrainConfig
-from scalerl.train.models import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
-from scalerl.train.rollout import Rollout
+from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.tasks.rollout import Rollout
 from scalerl.train.train_step import (
     build_batch,
     build_optimizer,
@@ -218,7 +218,7 @@ def test_resume_after_kill_9_of_a_real_process(tmp_path):
     killed = tmp_path / "killed"
     sets = [token for assignment in [*TINY_RUN, "max_steps=12", "eval_every=3", "checkpoint_every=2"]
             for token in ("--set", assignment)]
-    process = subprocess.Popen([sys.executable, "-c", "from scalerl.cli import main; main()", "train", "--out", str(killed),
+    process = subprocess.Popen([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(killed),
                                 "--no-progress", *sets], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(read_rows(killed / "metrics.jsonl")) < 6:

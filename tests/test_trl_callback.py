@@ -30,7 +30,7 @@ def _grpo_trainer(output_dir, max_steps, callbacks=()):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from scalerl.train.models import TinyModelSpec, build_tiny_model
+    from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
     torch.manual_seed(0)
     model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2,

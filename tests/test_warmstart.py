@@ -5,8 +5,8 @@ import torch
 
 import scalerl.train.warmstart as warmstart_module
 from scalerl.errors import ConfigError
-from scalerl.train.models import TinyModelSpec, build_tiny_model
-from scalerl.train.tasks import ArithmeticSettings, ArithmeticTask, TaskExample
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.tasks.arithmetic import ArithmeticSettings, ArithmeticTask, TaskExample
 from scalerl.train.warmstart import (
     WarmStartSettings,
     demonstration_ids,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scalerl.distributed import run_parts
 from scalerl.distributed.weights import WeightSubscriber, publish_weights
-from scalerl.train.rollout import Rollout
+from scalerl.tasks.rollout import Rollout
 
 
 def configure_torch_threads(num_threads: int) -> None:

@@ -23,7 +23,7 @@ from scalerl.train import flops, trainer
 from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.metrics_log import MetricsLog, truncate_after_step
-from scalerl.train.rollout import Rollout
+from scalerl.tasks.rollout import Rollout
 from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
 
 ROLLOUT_GENERATOR = "rollout"  # the synchronous trainer's name for its sampling generator

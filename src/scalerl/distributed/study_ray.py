@@ -46,7 +46,7 @@ def start_ray(cpus_per_run: float, address: str, total_cpus: int) -> bool:
 
 def run_jobs_on_ray(jobs: Sequence, labels: Sequence[str], options, *, log: Callable[[str], None] = print,
                     train_fn=None) -> list[str]:
-    """Train `jobs` (scalerl.train.study.Job) as Ray tasks of `options.cpus_per_run` CPUs each; log
+    """Train `jobs` (scalerl.study.study_runs.Job) as Ray tasks of `options.cpus_per_run` CPUs each; log
     each run as it ends. Returns the labels of the finished runs; raises RunsFailedError naming
     every run that failed (after the others have finished)."""
     if not jobs:

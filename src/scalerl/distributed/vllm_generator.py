@@ -20,7 +20,7 @@ import random
 from collections.abc import Sequence
 
 from scalerl.errors import ConfigError, ScaleRLError
-from scalerl.train.rollout import LengthControl, Rollout, SamplingSettings
+from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 
 
 def vllm_usable() -> bool:

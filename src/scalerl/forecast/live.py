@@ -107,7 +107,7 @@ def write_live_plot(forecast: LiveForecast, compute: Sequence[float], reward: Se
 
     Fixed margins instead of matplotlib's tight bounding box, which draws the figure twice: the
     plot is redrawn at every evaluation, so it should cost one render (about 0.1 s)."""
-    from scalerl.forecast.plotting import fit_figure
+    from scalerl.report.plotting import fit_figure
 
     path = Path(path)
     compute = np.asarray(compute, dtype=float)

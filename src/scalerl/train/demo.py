@@ -127,7 +127,7 @@ def _finite_or_none(value: float):
 
 def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
     """forecast.json and forecast.png in the run directory."""
-    from scalerl.forecast.plotting import plot_fit
+    from scalerl.report.plotting import plot_fit
 
     json_path = run_dir / FORECAST_FILE_NAME
     json_path.write_text(json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n")

@@ -21,9 +21,9 @@ import torch
 
 from scalerl.errors import InputError
 from scalerl.rl.length_control import sample_interruption_budget
-from scalerl.train.models import policy_forward, positions_from_mask
-from scalerl.train.rollout import LengthControl, Rollout, SamplingSettings
-from scalerl.train.tasks import Task, TaskExample
+from scalerl.models.policy import policy_forward, positions_from_mask
+from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
+from scalerl.tasks.arithmetic import Task, TaskExample
 
 WeightUpdateHook = Callable[[], "int | None"]
 

@@ -26,8 +26,8 @@ from scalerl.rl.registry import get_aggregation, get_loss, loss_kwargs
 from scalerl.rl.stats import token_entropy
 from scalerl.train.config import OptimConfig, RLConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.models import policy_logits, token_logprobs
-from scalerl.train.rollout import Rollout
+from scalerl.models.policy import policy_logits, token_logprobs
+from scalerl.tasks.rollout import Rollout
 
 
 @dataclass(frozen=True)

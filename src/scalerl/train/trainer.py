@@ -31,10 +31,10 @@ from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_ch
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config, save_config
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.metrics_log import MetricsLog, RunProgress, truncate_after_step
-from scalerl.train.models import BUILTIN_MODEL, TinyModelSpec, load_policy
+from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.train.progress import ForecastProgress
-from scalerl.train.rollout import Rollout
-from scalerl.train.tasks import ArithmeticSettings, load_task
+from scalerl.tasks.rollout import Rollout
+from scalerl.tasks.arithmetic import ArithmeticSettings, load_task
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler, train_step
 from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
 

@@ -19,9 +19,9 @@ import torch
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.generation import evaluate_pass_rate, left_pad
-from scalerl.train.models import load_policy, policy_logits, save_model, token_logprobs
-from scalerl.train.rollout import LengthControl, SamplingSettings
-from scalerl.train.tasks import Task, TaskExample
+from scalerl.models.policy import load_policy, policy_logits, save_model, token_logprobs
+from scalerl.tasks.rollout import LengthControl, SamplingSettings
+from scalerl.tasks.arithmetic import Task, TaskExample
 
 RESULT_FILE = "warmstart.json"
 

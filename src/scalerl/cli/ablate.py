@@ -3,7 +3,7 @@ one scaling axis, over several seeds, sequentially or on Ray; then the paper's t
 knob (moves the ceiling A / efficiency only / no measurable effect) with margins measured from the
 seeds (docs/study.md).
 
-`register(app)` adds the command to scalerl.cli's app; torch and ray are imported only when runs
+`register(app)` adds the command to scalerl.cli.app's app; torch and ray are imported only when runs
 train, so `--report-only` needs neither.
 """
 
@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from scalerl.cli_errors import exits_on_user_error
-from scalerl.cli_study import REPORT_WIDTH, study_overrides
+from scalerl.cli.errors import exits_on_user_error
+from scalerl.cli.study import REPORT_WIDTH, study_overrides
 from scalerl.errors import ConfigError, InputError
 
 KNOBS_HELP = ("With --leave-one-out: knob=value per variant, e.g. loss=dapo aggregation=sample adv_norm=none "
@@ -29,7 +29,7 @@ SWEEP_HELP = ("One scaling axis and its values, e.g. batch_prompts=8,16,32; also
 def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep: Optional[str],
                       overrides: list[str], seeds: int):
     """The leave-one-out or sweep plan the options ask for (exactly one of the two)."""
-    from scalerl.train.ablate_plan import plan_leave_one_out, plan_sweep
+    from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
 
     if leave_one_out == (sweep is not None):
         raise ConfigError("choose one: --leave-one-out [knob=value ...] or --sweep knob=v1,v2,...")
@@ -42,14 +42,14 @@ def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep:
 
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
     """Fit every seed of the study in `out`, classify each knob, print the table, write the outputs."""
-    from scalerl.train.ablate_report import build_ablation_report
-    from scalerl.train.ablate_views import (
+    from scalerl.study.ablate_analysis import build_ablation_report
+    from scalerl.report.ablation_views import (
         ablation_table,
         report_notes,
         sweep_expectation_line,
         write_ablation_outputs,
     )
-    from scalerl.train.study import read_plan, report_runs
+    from scalerl.study.study_runs import read_plan, report_runs
 
     plan = read_plan(out)
     kind = "sweep" if plan.kind == "sweep" else "leave-one-out"
@@ -94,7 +94,7 @@ def ablate_command(
     if not 0.0 < level < 1.0:
         raise InputError(f"--level must be in (0, 1), got {level:g}")
     if not report_only:
-        from scalerl.train.study import RayOptions, run_study
+        from scalerl.study.study_runs import RayOptions, run_study
 
         ray_options = RayOptions(cpus_per_run, ray_address, ray_cpus) if parallel else None
         plan = plan_from_options(preset, list(knobs or []), leave_one_out, sweep, study_overrides(set_, max_steps),

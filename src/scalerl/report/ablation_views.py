@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalerl.forecast.report import json_text
-from scalerl.train.ablate_report import AblationReport, VariantResult
-from scalerl.train.study_report import paper_axis, points_not_fitted
+from scalerl.report.console import json_text
+from scalerl.study.ablate_analysis import AblationReport, VariantResult
+from scalerl.study.study_analysis import paper_axis, points_not_fitted
 
 OUTPUT_STEMS = {"leave-one-out": "ablation", "sweep": "sweep"}
 
@@ -199,7 +199,7 @@ def markdown_text(report: AblationReport, command: str | None = None) -> str:
 def write_figure(report: AblationReport, path: Path) -> Path | None:
     """Every seed-mean curve on one compute axis with its fit (A and B in the legend) and, for a
     sweep, the paper's expectation under the axes; None when no curve could be fitted."""
-    from scalerl.forecast.plotting import RunPoints, comparison_figure, save_figure
+    from scalerl.report.plotting import RunPoints, comparison_figure, save_figure
 
     fitted = {item.run.slug: item.fit for item in report.mean_curve_fits if item.fit is not None}
     if not fitted:

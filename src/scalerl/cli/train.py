@@ -1,8 +1,8 @@
 """Training commands of the `scalerl` CLI: `train`, `demo` and `presets`.
 
-`register(app)` adds them to the typer app of scalerl.cli. Importing this module is cheap:
+`register(app)` adds them to the typer app of scalerl.cli.app. Importing this module is cheap:
 torch and the trainer are imported inside the command bodies only. Bad configs, paths or data
-end as one `error: ...` line with exit code 2 (scalerl.cli_errors).
+end as one `error: ...` line with exit code 2 (scalerl.cli.errors).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from scalerl.cli_errors import exits_on_user_error
+from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import ConfigError
 
 SET_HELP = "Override one config field: key=value (dotted path or unique leaf name), repeatable."

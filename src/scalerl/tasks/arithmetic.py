@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from scalerl.errors import ConfigError
-from scalerl.train.rollout import Rollout
-from scalerl.train.verifiers import answer_reward
+from scalerl.tasks.rollout import Rollout
+from scalerl.tasks.verifiers import answer_reward
 
 OPERATIONS = "+-*"
 
@@ -158,7 +158,7 @@ def load_task(
     """"builtin" -> the arithmetic task with `settings`; anything else is read as a JSONL file."""
     if name_or_path == "builtin":
         return ArithmeticTask(settings)
-    from scalerl.train.task_jsonl import JsonlTask
+    from scalerl.tasks.jsonl import JsonlTask
 
     return JsonlTask.from_file(
         name_or_path, answer_check=answer_check, val_fraction=val_fraction, seed=settings.seed

@@ -19,7 +19,7 @@ from scalerl.errors import FitError, InputError
 from scalerl.forecast.compare import Comparison, compare_runs
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import read_curve
-from scalerl.forecast.report import json_text
+from scalerl.report.console import json_text
 from scalerl.forecast.result import FitResult
 
 STUDY_JSON, STUDY_MARKDOWN, STUDY_FIGURE = "study.json", "study.md", "study.png"
@@ -292,7 +292,7 @@ def write_study_outputs(report: StudyReport, out_dir: str | Path) -> list[Path]:
     written[1].write_text(markdown_text(report))
     fitted = {item.run.slug: item.fit for item in report.fits if item.fit is not None}
     if fitted:
-        from scalerl.forecast.plotting import RunPoints, plot_comparison
+        from scalerl.report.plotting import RunPoints, plot_comparison
 
         points = {item.run.slug: RunPoints(not_fitted=points_not_fitted(item)) for item in report.fits
                   if item.fit is not None}

@@ -1,8 +1,8 @@
 """The `scalerl` command line: fit, compare and plot compute-performance curves from logs.
 
 Imports no torch: the training commands (`train`, `demo`) are registered at the end from
-scalerl.cli_train when that module is installed. Expected failures end as one `error: ...` line
-on stderr with exit code 2 (see scalerl.cli_errors).
+scalerl.cli.train when that module is installed. Expected failures end as one `error: ...` line
+on stderr with exit code 2 (see scalerl.cli.errors).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from scalerl.cli_errors import USER_ERROR_EXIT_CODE, exits_on_user_error
+from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.readers import Curve, read_curve
 
@@ -189,12 +189,12 @@ def fit(
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
 ) -> None:
     """Fit the ScaleRL sigmoid to one run and extrapolate it."""
-    from scalerl.forecast import report
+    from scalerl.report import console as report
 
     check_finite_options(r0=r0, min_x=min_x, fit_until=fit_until, fit_fraction=fit_fraction, target=target)
     predict_values = parse_compute_values(predict_at, "--predict-at")
     if plot is not None:
-        from scalerl.forecast.plotting import check_figure_path
+        from scalerl.report.plotting import check_figure_path
 
         check_figure_path(plot)
     curve = read_curve(path, x=x, y=y)
@@ -210,7 +210,7 @@ def fit(
         title = f"{curve.source}: {curve.y_name} vs {curve.x_name}"
         report.render_fit(report.stdout_console(), result, payload, title=title, target=target, power_law=power_law_view)
     if plot is not None:
-        from scalerl.forecast.plotting import plot_fit
+        from scalerl.report.plotting import plot_fit
 
         plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level,
                  target_compute=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
@@ -224,7 +224,7 @@ def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, paylo
 
     A power law that cannot be fitted is not an error of the sigmoid fit: it becomes a warning.
     """
-    from scalerl.forecast import report
+    from scalerl.report import console as report
     from scalerl.forecast.power_law import fit_power_law
 
     keep = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
@@ -258,10 +258,10 @@ def compare(
     if not 0.0 <= margin < 1.0:
         raise InputError(f"--margin must be in [0, 1), got {margin:g}")
     if plot is not None:
-        from scalerl.forecast.plotting import check_figure_path
+        from scalerl.report.plotting import check_figure_path
 
         check_figure_path(plot)
-    from scalerl.forecast import report
+    from scalerl.report import console as report
     from scalerl.forecast.compare import compare_runs
 
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
@@ -277,7 +277,7 @@ def compare(
     else:
         report.render_comparison(report.stdout_console(), payload)
     if plot is not None:
-        from scalerl.forecast.plotting import RunPoints, plot_comparison
+        from scalerl.report.plotting import RunPoints, plot_comparison
 
         first = next(iter(curves.values()))
         points = {name: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]))
@@ -301,7 +301,7 @@ def plot(
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
 ) -> None:
     """Fit each run (optionally on its early part) and draw the curves with their bands."""
-    from scalerl.forecast.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
+    from scalerl.report.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)
     curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
@@ -340,10 +340,10 @@ def main() -> None:
 
 
 def _register_training_commands() -> None:
-    """Add `train` and `demo` from scalerl.cli_train when that module exists (it imports torch lazily)."""
-    if importlib.util.find_spec("scalerl.cli_train") is None:
+    """Add `train` and `demo` from scalerl.cli.train when that module exists (it imports torch lazily)."""
+    if importlib.util.find_spec("scalerl.cli.train") is None:
         return
-    from scalerl.cli_train import register
+    from scalerl.cli.train import register
 
     register(app)
 
@@ -352,14 +352,14 @@ _register_training_commands()
 
 
 def _register_study_command() -> None:
-    """Add `study` from scalerl.cli_study when that module exists (it imports torch lazily)."""
-    if importlib.util.find_spec("scalerl.cli_study") is None:
+    """Add `study` from scalerl.cli.study when that module exists (it imports torch lazily)."""
+    if importlib.util.find_spec("scalerl.cli.study") is None:
         return
-    from scalerl.cli_study import register
+    from scalerl.cli.study import register
 
     register(app)
 
 
 _register_study_command()
-importlib.import_module("scalerl.cli_ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
-importlib.import_module("scalerl.cli_report").register(app)  # `scalerl report` (torch-free)
+importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
+importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)

@@ -1,7 +1,7 @@
 """Plans of `scalerl ablate`: a leave-one-out ablation from knob=value pairs (or the whole
 leave-one-out table of scalerl.train.presets), or a sweep of one scaling axis over several values.
 
-Both are scalerl.train.study.StudyPlan objects, so `scalerl ablate` shares the study's runner
+Both are scalerl.study.study_runs.StudyPlan objects, so `scalerl ablate` shares the study's runner
 (skip finished runs, resume partial ones) and run directories. Torch-free.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import replace
 from typing import Sequence
 
 from scalerl.errors import ConfigError
-from scalerl.train.ablate_knobs import knob_assignments, knob_label, resolve_knob, split_knob
+from scalerl.study.knobs import knob_assignments, knob_label, resolve_knob, split_knob
 from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
-from scalerl.train.study import StudyPlan, StudyVariant, assignment_slug, no_op_notes, plan_study, variant_config
+from scalerl.study.study_runs import StudyPlan, StudyVariant, assignment_slug, no_op_notes, plan_study, variant_config
 
 NAME_BY_ASSIGNMENT = {assignment: name for name, assignment in LEAVE_ONE_OUT.items()}
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.char_tokenizer import build_char_tokenizer
+from scalerl.models.char_tokenizer import build_char_tokenizer
 
 BUILTIN_MODEL = "builtin"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

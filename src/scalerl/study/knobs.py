@@ -4,7 +4,7 @@ mapped to TrainConfig fields (a full dotted path such as `rl.loss` works too).
 Most knobs are one field (`loss=dapo` -> `rl.loss=dapo`). Three scaling axes set several fields:
 `gen_length` (max_new_tokens with the thinking budgets and penalty cache scaled alike),
 `generations_fixed_batch` (generations per prompt at a fixed total batch: prompts = total / G)
-and `model_size` (a named size of the built-in model, scalerl.train.model_sizes).
+and `model_size` (a named size of the built-in model, scalerl.models.sizes).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 from scalerl.errors import ConfigError
 from scalerl.train.config import TrainConfig, all_field_paths, parse_assignment
-from scalerl.train.model_sizes import model_size_assignments
+from scalerl.models.sizes import model_size_assignments
 
 KNOB_FIELDS = MappingProxyType({
     "loss": "rl.loss",

@@ -1,8 +1,8 @@
 """`scalerl study`: train a base recipe and its leave-one-out ablations (or named recipes), then
 fit, compare and report which knob moved the ceiling A or the efficiency B.
 
-`register(app)` adds the command to the typer app of scalerl.cli. Torch is imported only when a
-variant trains (inside scalerl.train.study.run_study); `--report-only` needs no torch at all.
+`register(app)` adds the command to the typer app of scalerl.cli.app. Torch is imported only when a
+variant trains (inside scalerl.study.study_runs.run_study); `--report-only` needs no torch at all.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from scalerl.cli_errors import exits_on_user_error
+from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
 
 REPORT_WIDTH = 160  # columns of the table when the output is not a terminal (file, pipe)
@@ -35,8 +35,8 @@ def study_overrides(assignments: List[str], max_steps: Optional[int]) -> list[st
 
 def report_study(out: Path, *, x: str, y: str, margin: float, level: float) -> None:
     """Fit and compare the runs of the study in `out`; print the table; write study.json/.md/.png."""
-    from scalerl.train.study import read_plan, report_runs
-    from scalerl.train.study_report import build_study_report, report_notes, study_table, write_study_outputs
+    from scalerl.study.study_runs import read_plan, report_runs
+    from scalerl.study.study_analysis import build_study_report, report_notes, study_table, write_study_outputs
 
     runs = report_runs(read_plan(out), out)
     with Console(stderr=True).status(f"fitting {len(runs)} variants ..."):
@@ -74,7 +74,7 @@ def study_command(
     if not 0.0 < level < 1.0:
         raise InputError(f"--level must be in (0, 1), got {level:g}")
     if not report_only:
-        from scalerl.train.study import plan_study, run_study
+        from scalerl.study.study_runs import plan_study, run_study
 
         plan = plan_study(preset, leave_one_out=leave_one_out, recipes=recipe_names(recipes), only=only,
                           common_overrides=study_overrides(set_, max_steps), seeds=seeds)

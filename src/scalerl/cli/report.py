@@ -1,8 +1,8 @@
 """`scalerl report DIR... -o report.html`: one self-contained HTML page with every run's fit,
 band and extrapolation, the comparison of the runs and the tables of study directories.
 
-`register(app)` adds the command to the typer app of scalerl.cli. Torch-free
-(scalerl.forecast.html_report does the work).
+`register(app)` adds the command to the typer app of scalerl.cli.app. Torch-free
+(scalerl.report.html_report does the work).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from scalerl.cli_errors import exits_on_user_error
+from scalerl.cli.errors import exits_on_user_error
 
 
 @exits_on_user_error
@@ -30,7 +30,7 @@ def report_command(
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""
-    from scalerl.forecast.html_report import build_report, check_output_path, write_report
+    from scalerl.report.html_report import build_report, check_output_path, write_report
 
     check_output_path(output)
     with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):

@@ -1,5 +1,5 @@
 """Report of `scalerl ablate`: fit every seed of every variant, measure the seed-to-seed spread of
-A, and classify each knob with the paper's two-tier rule (scalerl.forecast.classify). Torch-free.
+A, and classify each knob with the paper's two-tier rule (scalerl.study.classify). Torch-free.
 
 Per variant the table gives A, B and C_mid averaged over the fitted seeds with an interval: for
 n >= 2 seeds the Student-t interval of the mean, mean +- t_{(1+level)/2, n-1} s / sqrt(n) (C_mid
@@ -17,7 +17,7 @@ import numpy as np
 from scipy import stats
 
 from scalerl.errors import FitError, InputError
-from scalerl.forecast.classify import (
+from scalerl.study.classify import (
     KnobEffect,
     Margin,
     ceiling_effect,
@@ -28,7 +28,7 @@ from scalerl.forecast.classify import (
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import read_curve
 from scalerl.forecast.result import FitResult
-from scalerl.train.study_report import ReportRun, VariantFit, fit_variant
+from scalerl.study.study_analysis import ReportRun, VariantFit, fit_variant
 
 PARAMETERS = ("A", "B", "C_mid")
 QUICK_BOOTSTRAP = 20  # shared-A refits of several seeds need only B itself, not its interval

@@ -12,8 +12,8 @@ import random
 from pathlib import Path
 
 from scalerl.errors import InputError
-from scalerl.train.tasks import TaskExample
-from scalerl.train.verifiers import answer_reward, get_answer_check
+from scalerl.tasks.arithmetic import TaskExample
+from scalerl.tasks.verifiers import answer_reward, get_answer_check
 
 TRAIN_SPLITS = ("train",)
 VALIDATION_SPLITS = ("validation", "val", "test", "eval")

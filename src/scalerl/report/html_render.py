@@ -5,7 +5,7 @@ Tables: `runs` (each run's fit: A, B, C_mid with intervals, ceiling identified, 
 at the extrapolation target), `comparison` (the paper's ranking, when two or more runs were fitted)
 and `study-<name>` (a study directory's variants and verdicts, from its study.json, or the
 seed-mean parameters and effects of an ablation.json / sweep.json). Numbers are printed with
-scalerl.forecast.report.format_number (4 significant digits).
+scalerl.report.console.format_number (4 significant digits).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from html import escape
 from typing import Any, Iterable, Sequence
 
-from scalerl.forecast.report import comparison_payload, decision_sentence, format_number
+from scalerl.report.console import comparison_payload, decision_sentence, format_number
 
 FORMULA = "R(C) = R0 + (A &minus; R0) / (1 + (C<sub>mid</sub> / C)<sup>B</sup>)"
 STYLE = """

@@ -3,10 +3,10 @@
 Each input is a run directory (its metrics.jsonl), a metrics file (any format read_curve reads)
 or a study directory: study.json (`scalerl study`) and/or ablation.json / sweep.json
 (`scalerl ablate`), read as JSON only, with the PNG of the same name when present. Runs are fitted
-with fit_sigmoid and drawn with scalerl.forecast.plotting (points, fit, band, extrapolation);
+with fit_sigmoid and drawn with scalerl.report.plotting (points, fit, band, extrapolation);
 two or more fitted runs are also compared with the paper's rule (compare_runs). A run that cannot
 be read or fitted becomes a warning on the page, not an error, so one bad run never hides the
-others. The markup lives in scalerl.forecast.html_render. Torch-free.
+others. The markup lives in scalerl.report.html_render. Torch-free.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def extrapolation_target(curve: Curve, target_x: float | None) -> float:
 def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x: float | None,
                 fit_options: dict) -> RunSection:
     """Read and fit one run and draw its figure; a read or fit failure becomes `error`."""
-    from scalerl.forecast.plotting import fit_figure
+    from scalerl.report.plotting import fit_figure
 
     try:
         curve = read_curve(path, x=x, y=y)
@@ -236,7 +236,7 @@ def check_output_path(path: str | os.PathLike) -> Path:
 
 def write_report(report: HtmlReport, path: str | os.PathLike) -> Path:
     """Render and write the page atomically (temporary file in the same directory, then rename)."""
-    from scalerl.forecast.html_render import render_html
+    from scalerl.report.html_render import render_html
 
     path = check_output_path(path)
     temp_path = path.with_name(f".{path.name}.tmp")

@@ -1,6 +1,6 @@
 """Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback.
 
-Every `scalerl` command (forecasting here, training in scalerl.cli_train) wraps its body with
+Every `scalerl` command (forecasting here, training in scalerl.cli.train) wraps its body with
 `user_errors()` or decorates itself with `@exits_on_user_error`.
 """
 

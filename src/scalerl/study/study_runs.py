@@ -1,6 +1,6 @@
 """A recipe study in one command: plan the variants (base + leave-one-out ablations or named
 recipes), train each into its own directory (skipping finished runs, resuming interrupted ones),
-then hand the runs to scalerl.train.study_report.
+then hand the runs to scalerl.study.study_analysis.
 
 Orchestration only. Importing this module is cheap (no torch): the trainer is imported when a
 variant is trained. The plan is written to DIR/study_plan.json so `--report-only` finds the runs.
@@ -19,7 +19,7 @@ from scalerl.errors import ConfigError, InputError
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.metrics_log import METRICS_FILE_NAME, read_rows
 from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
-from scalerl.train.study_report import ReportRun
+from scalerl.study.study_analysis import ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused:

@@ -1,0 +1,1 @@
+"""Rendering of forecasts and studies: console tables, figures and the HTML report (torch-free)."""

@@ -1,0 +1,4 @@
+"""Ablation and leave-one-out studies: knobs, plans, runs and their analysis.
+
+Importing this package is cheap and torch-free; the run engine imports the trainer when it runs.
+"""
