@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scalerl.distributed import run_parts
+from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, TrainResult
 from scalerl.distributed.weights import WeightSubscriber, publish_weights
 from scalerl.tasks.rollout import Rollout
 
@@ -25,53 +26,6 @@ def configure_torch_threads(num_threads: int) -> None:
     if num_threads > 0:
         torch.set_num_threads(int(num_threads))
         os.environ["OMP_NUM_THREADS"] = str(int(num_threads))
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """One batch to generate: the prompts of training step `step`, sampled by the driver.
-
-    `min_version`: the generator first loads weights of at least this version (the version the
-    dispatch decision was made with). `in_flight`: allow weight swaps between decoding steps.
-    """
-
-    step: int
-    prompt_indices: tuple[int, ...]
-    seed: int
-    min_version: int
-    in_flight: bool = True
-    rng_state: object | None = None  # torch uint8 state continuing the run's sampling stream
-
-
-@dataclass(frozen=True)
-class GeneratedBatch:
-    """Rollouts (rewards filled in) and how the generator spent its time on them."""
-
-    step: int
-    generator_id: int
-    rollouts: tuple[Rollout, ...]
-    start_version: int
-    started_at: float
-    finished_at: float
-    weight_sync_seconds: float
-    num_weight_swaps: int
-    rng_state_after: object | None = None
-
-    @property
-    def oldest_policy_version(self) -> int:
-        versions = [r.oldest_policy_version for r in self.rollouts if r.token_policy_versions]
-        return min(versions) if versions else self.start_version
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """One optimiser step done by the trainer worker, and the version it published."""
-
-    stats: object  # scalerl.train.train_step.StepStats
-    version: int
-    publish_seconds: float
-    started_at: float
-    finished_at: float
 
 
 class GeneratorWorker:
@@ -178,6 +132,20 @@ class TrainerWorker:
         from scalerl.distributed.weights import snapshot_weights
 
         return snapshot_weights(self.model, self.version)
+
+
+@dataclass(frozen=True)
+class WorkerClasses:
+    """The generator and trainer classes a pipeline run instantiates (the real ones by default).
+
+    Benchmarks and tests swap in other classes with the same constructor and methods, e.g.
+    scalerl.distributed.simulated_device's; the `*_kwargs` are added to each constructor call.
+    """
+
+    generator: type = GeneratorWorker
+    trainer: type = TrainerWorker
+    generator_kwargs: dict = field(default_factory=dict)
+    trainer_kwargs: dict = field(default_factory=dict)
 
 
 def remote_class(cls, *, num_cpus: float, num_gpus: float = 0.0, max_restarts: int = 0,

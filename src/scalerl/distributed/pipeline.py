@@ -15,13 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from scalerl.distributed.actors import GenerationRequest
+from scalerl.distributed.actors import WorkerClasses
+from scalerl.distributed.messages import GenerationRequest
 from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
+TRAINER_QUEUE = 2  # optimiser steps handed to the trainer actor ahead of their bookkeeping
+GENERATOR_QUEUE = 2  # requests handed to one generator actor (one running, one waiting)
 
 
 @dataclass
@@ -61,8 +64,12 @@ def init_ray(pipeline: PipelineConfig) -> bool:
 
 def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
                  on_row: RowCallback | None = None, keep_weights: bool = False,
-                 log: Callable[[str], None] = print) -> PipelineResult:
+                 log: Callable[[str], None] = print,
+                 workers: WorkerClasses | None = None) -> PipelineResult:
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
+
+    `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
+    scalerl.distributed.simulated_device's).
 
     Ctrl-C (KeyboardInterrupt) stops the run after writing a checkpoint of the last finished
     step, in the synchronous trainer's format, so `resume=True` continues it.
@@ -73,7 +80,8 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     started = time.time()
     session = None
     try:
-        session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log)
+        session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
+                                   workers=workers)
         interrupted = _run_loop(session, on_row)
         weights = session.final_weights() if keep_weights else None
     finally:
@@ -132,9 +140,21 @@ class _AsyncLoop:
         self.next_request_step = session.books.step
         session.loop = self
 
-    def idle_generators(self) -> list[int]:
-        busy = {index for index, _, _ in self.generating.values()} | set(self.probing.values())
-        return [i for i, alive in enumerate(self.s.alive) if alive and i not in busy]
+    def generator_slots(self) -> list[int]:
+        """Generators that can take one more request: idle ones first, then (while every live
+        generator is busy) those with a single request, so the next one is queued on the actor
+        and it never waits for the driver between two batches (GENERATOR_QUEUE)."""
+        load = collections.Counter(index for index, _, _ in self.generating.values())
+        live = [i for i, alive in enumerate(self.s.alive)
+                if alive and i not in self.probing.values()]
+        return [i for depth in range(GENERATOR_QUEUE) for i in live if load[i] == depth]
+
+    def running_since(self) -> list[float]:
+        """Dispatch time of the batch each busy generator works on (not of those queued)."""
+        first: dict[int, float] = {}
+        for index, _, dispatched in self.generating.values():
+            first[index] = min(dispatched, first.get(index, dispatched))
+        return list(first.values())
 
     def may_dispatch(self) -> bool:
         """The dispatch-time question to admit_batch ("wait"); a bounded queue under "drop"."""
@@ -156,9 +176,19 @@ class _AsyncLoop:
         ref = self.s.generators[index].generate.remote(request)
         self.generating[ref] = (index, request, time.time())
 
+    def trainer_has_room(self) -> bool:
+        """Up to TRAINER_QUEUE steps queued on the trainer, so that it never waits for the
+        driver's bookkeeping between two steps; never past a step whose validation or checkpoint
+        is due (they must see that step's weights)."""
+        if not self.training:
+            return True
+        last = self.s.steps_committed
+        return (len(self.training) < TRAINER_QUEUE and not self.s.books.validation_due(last)
+                and not self.s.books.checkpoint_due(last))
+
     def feed_trainer(self) -> None:
         """Admit (or drop) finished batches in dispatch order and hand them to the trainer."""
-        while (self.order and self.order[0] in self.ready and not self.training
+        while (self.order and self.order[0] in self.ready and self.trainer_has_room()
                and not self.s.checkpoint_pending()):
             batch = self.ready.pop(self.order.popleft())
             decision = admit_batch(batch.oldest_policy_version, self.s.steps_committed, self.k,
@@ -178,7 +208,7 @@ class _AsyncLoop:
         import ray
 
         while self.s.books.step < self.s.config.max_steps or self.training:
-            for index in self.idle_generators():
+            for index in self.generator_slots():
                 if self.retry:
                     self.dispatch(index, self.retry.popleft())
                 elif self.may_dispatch():
@@ -232,7 +262,7 @@ class _AsyncLoop:
             return
         if self.training and ref == self.training[0][0]:
             train_ref, batch = self.training.popleft()
-            running = [dispatched for _, _, dispatched in self.generating.values()]
-            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row, running)
+            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row,
+                                 self.running_since())
             self.dropped_since_row = []
         # otherwise a validation finished: the caller flushes the rows it completes

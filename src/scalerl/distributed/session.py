@@ -14,8 +14,7 @@ from typing import Callable
 from scalerl.distributed import run_parts
 from scalerl.distributed.actors import (
     GenerationRequest,
-    GeneratorWorker,
-    TrainerWorker,
+    WorkerClasses,
     remote_class,
 )
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
@@ -29,7 +28,8 @@ class PipelineSession:
     """The actors of one run and the driver-side state shared by the async and off-policy loops."""
 
     def __init__(self, config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
-                 log: Callable[[str], None] = print) -> None:
+                 log: Callable[[str], None] = print, workers: WorkerClasses | None = None) -> None:
+        workers = workers or WorkerClasses()
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
         self._log = log
@@ -37,18 +37,19 @@ class PipelineSession:
         self.books = run_parts.RunBooks.start(config, self.run_dir, resume=resume)
         self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
         trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
-        trainer_class = remote_class(TrainerWorker, num_cpus=pipeline.trainer_cpus,
+        trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus,
                                      num_gpus=trainer_gpus)
         self.trainer = trainer_class.remote(config, self.registry,
                                             torch_threads=pipeline.torch_threads,
-                                            resume_checkpoint=self.books.trainer_resume_state())
-        generator_class = remote_class(GeneratorWorker, num_cpus=pipeline.generator_cpus,
+                                            resume_checkpoint=self.books.trainer_resume_state(),
+                                            **workers.trainer_kwargs)
+        generator_class = remote_class(workers.generator, num_cpus=pipeline.generator_cpus,
                                        num_gpus=generator_gpus,
                                        max_restarts=pipeline.max_generator_restarts)
         self.generators = [
             generator_class.remote(config, index, self.registry, torch_threads=pipeline.torch_threads,
                                    poll_interval_seconds=pipeline.weight_poll_seconds,
-                                   backend=pipeline.backend)
+                                   backend=pipeline.backend, **workers.generator_kwargs)
             for index in range(pipeline.num_generators)]
         _check_started(self.trainer, "trainer")
         for index, generator in enumerate(self.generators):

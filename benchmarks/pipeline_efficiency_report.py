@@ -1,0 +1,262 @@
+"""Tables, figure and weight-publication measurements of benchmarks/pipeline_efficiency.py.
+
+`publication_costs` times snapshot + ray.put of a model's weights (and a fetch from another
+process on the same node) for the built-in model and synthetic bf16 models up to ~1 B parameters;
+`summarise` reduces the cells to the issue's targets; `write_outputs` writes the JSON (atomically),
+the markdown table next to it and the figure.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_EFFICIENCY = 0.90  # async k = 8 vs the overlap bound, up to trainer saturation
+TARGET_SPEEDUP = 1.8  # async k = 8 vs sync at 1:1 with one generator (bound 2x)
+TARGET_OVERHEAD = 0.05  # per-step overhead as a share of a step
+
+
+def _model(size: str):
+    """(torch module, label): the built-in model (TrainConfig's default or a named size) or a
+    synthetic bf16 model of `size` parameters (16 M-parameter matrices)."""
+    import torch
+
+    from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
+    from scalerl.train.config import TrainConfig
+    from scalerl.train.trainer import fresh_policy
+
+    if size == "builtin" or size in MODEL_SIZES:
+        extra = model_size_assignments(size) if size in MODEL_SIZES else ()
+        model, _ = fresh_policy(TrainConfig().with_overrides(["model.warmstart_steps=0", *extra]))
+        return model, f"built-in ({size}, fp32)" if size != "builtin" else "built-in (fp32)"
+    total = int(float(size))
+    chunk = 16 * 2**20
+    module = torch.nn.ParameterList()
+    while total > 0:
+        module.append(torch.nn.Parameter(torch.zeros(min(chunk, total), dtype=torch.bfloat16),
+                                         requires_grad=False))
+        total -= chunk
+    return module, f"synthetic {float(size) / 1e6:.0f} M (bf16)"
+
+
+def publication_costs(sizes, workdir: Path) -> list[dict]:
+    """Per size: parameters, bytes per version, seconds to snapshot + put, seconds for another
+    process on the node to fetch it, and the bytes one step moves with 1 and 8 generators."""
+    import ray
+
+    from scalerl.distributed.overlap_bounds import weight_bytes_per_step
+    from scalerl.distributed.weights import snapshot_weights
+
+    @ray.remote(num_cpus=0)
+    class Fetcher:
+        def fetch(self, wrapped) -> float:
+            started = time.perf_counter()
+            snapshot = ray.get(wrapped[0])
+            _ = [float(array.reshape(-1)[0]) for array in snapshot.arrays.values()]
+            return time.perf_counter() - started
+
+    fetcher = Fetcher.remote()
+    results = []
+    for size in sizes:
+        model, label = _model(size.strip())
+        params = sum(p.numel() for p in model.parameters())
+        repeats = 3 if params < 50e6 else 1
+        snap_s, put_s, fetch_s = [], [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            snapshot = snapshot_weights(model, 1)
+            snapped = time.perf_counter()
+            ref = ray.put(snapshot)
+            put = time.perf_counter()
+            del snapshot
+            fetch_s.append(ray.get(fetcher.fetch.remote([ref])))
+            snap_s.append(snapped - started)
+            put_s.append(put - snapped)
+            del ref
+        bytes_per_param = model.parameters().__next__().element_size()
+        results.append({
+            "model": label, "parameters": int(params),
+            "bytes_per_version": int(params * bytes_per_param),
+            "snapshot_ms": 1e3 * statistics.median(snap_s), "put_ms": 1e3 * statistics.median(put_s),
+            "fetch_ms_same_node": 1e3 * statistics.median(fetch_s),
+            "bytes_per_step_1_generator": weight_bytes_per_step(params, bytes_per_param, 1)["total"],
+            "bytes_per_step_8_generators": weight_bytes_per_step(params, bytes_per_param, 8)["total"],
+        })
+        print(f"publication {label}: {params / 1e6:.2f} M params, snapshot "
+              f"{results[-1]['snapshot_ms']:.1f} ms, put {results[-1]['put_ms']:.1f} ms, fetch "
+              f"{results[-1]['fetch_ms_same_node']:.1f} ms", flush=True)
+        del model
+    ray.kill(fetcher)
+    return results
+
+
+def _cell(cells, mode, k, ratio, n):
+    for cell in cells:
+        if (cell["mode"], cell["k"], cell["ratio"], cell["generators"]) == (mode, k, ratio, n):
+            return cell
+    return None
+
+
+def summarise(cells: list[dict], default_batch: dict) -> dict:
+    """The issue's targets, from the cells."""
+    from scalerl.distributed.overlap_bounds import generators_to_saturate
+
+    k8 = [c for c in cells if c["mode"] == "async" and c["k"] == 8]
+    up_to = [c for c in k8 if c["generators"] <= generators_to_saturate(c["generate_seconds"],
+                                                                        c["train_seconds"])]
+    sync, async_one = _cell(cells, "sync", 0, 1, 1), _cell(cells, "async", 8, 1, 1)
+    summary = {"k8_min_efficiency_up_to_saturation": min((c["efficiency"] for c in up_to),
+                                                         default=None),
+               "k8_min_efficiency_all": min((c["efficiency"] for c in k8), default=None),
+               "k8_cells_below_target": [f"{c['ratio']}:1 n={c['generators']}" for c in up_to
+                                         if c["efficiency"] < TARGET_EFFICIENCY]}
+    if sync and async_one:
+        summary["k8_vs_sync_1to1_one_generator"] = (sync["measured_step_seconds"]
+                                                    / async_one["measured_step_seconds"])
+        summary["k8_vs_sync_bound_1to1_one_generator"] = (sync["bound_step_seconds"]
+                                                          / async_one["measured_step_seconds"])
+        step_ms = 1e3 * async_one["measured_step_seconds"]
+        overhead_ms = async_one["publish_ms"]
+        summary["overhead"] = {
+            "step_ms": step_ms, "publish_ms": async_one["publish_ms"],
+            "generator_fetch_ms": async_one["generator_fetch_ms"],
+            "bookkeeping_ms_off_critical_path": async_one["bookkeeping_ms"],
+            "sync_step_overhead_ms": 1e3 * (sync["measured_step_seconds"]
+                                            - sync["bound_step_seconds"]),
+            "critical_path_ms": overhead_ms, "critical_path_share": overhead_ms / step_ms,
+            "default_batch": {key: default_batch[key] for key in (
+                "measured_step_seconds", "bound_step_seconds", "efficiency", "publish_ms",
+                "generator_fetch_ms", "bookkeeping_ms", "sequences_per_step")}}
+    summary["targets"] = {"efficiency": TARGET_EFFICIENCY, "speedup": TARGET_SPEEDUP,
+                          "overhead_share": TARGET_OVERHEAD}
+    return summary
+
+
+def markdown(payload: dict) -> str:
+    cells = payload["cells"]
+    lags = sorted({c["k"] for c in cells if c["mode"] == "async"})
+    offk = next((c["k"] for c in cells if c["mode"] == "ppo-offpolicy"), None)
+    head = ["G:T", "gens", "async bound ms/step", "sync", *[f"async k={k}" for k in lags],
+            f"PPO-off-policy-{offk}", "k=8 / sync", "k=8 lag mean", "k=8 lag max (steps: count)"]
+    lines = [f"Efficiency = measured step rate / bound (T = {payload['train_seconds'] * 1e3:.0f} ms "
+             "per optimiser step; sync bound G + T, async max(G/n, T), off-policy G/n + T).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for ratio in sorted({c["ratio"] for c in cells}):
+        sync = _cell(cells, "sync", 0, ratio, 1)
+        for n in sorted({c["generators"] for c in cells if c["mode"] != "sync"}):
+            k8 = _cell(cells, "async", 8, ratio, n)
+            ref = k8 or _cell(cells, "async", lags[-1], ratio, n)
+            if ref is None:
+                continue
+            effs = [_cell(cells, "async", k, ratio, n) for k in lags]
+            off = _cell(cells, "ppo-offpolicy", offk, ratio, n)
+            row = [f"{ratio}:1", str(n), f"{ref['bound_step_seconds'] * 1e3:.0f}",
+                   f"{sync['efficiency']:.2f}" if sync and n == 1 else "",
+                   *[f"{c['efficiency']:.2f}" if c else "" for c in effs],
+                   f"{off['efficiency']:.2f}" if off else "",
+                   f"{sync['measured_step_seconds'] / k8['measured_step_seconds']:.2f}x"
+                   if sync and k8 else "",
+                   f"{k8['policy_lag_mean']:.2f}" if k8 else "",
+                   ", ".join(f"{v}: {c}" for v, c in k8["policy_lag_max_counts"].items()) if k8 else ""]
+            lines.append("| " + " | ".join(row) + " |")
+    summary = payload["summary"]
+    over = summary.get("overhead", {})
+    lines += ["", "| publication (model) | parameters | bytes / version | snapshot ms | put ms | "
+              "fetch ms (same node) | bytes / step, 1 gen | bytes / step, 8 gens |",
+              "|---|---|---|---|---|---|---|---|"]
+    for p in payload["publication"]:
+        lines.append(f"| {p['model']} | {p['parameters']:,} | {_bytes(p['bytes_per_version'])} | "
+                     f"{p['snapshot_ms']:.1f} | {p['put_ms']:.1f} | {p['fetch_ms_same_node']:.1f} | "
+                     f"{_bytes(p['bytes_per_step_1_generator'])} | "
+                     f"{_bytes(p['bytes_per_step_8_generators'])} |")
+    if over:
+        lines += ["", f"Per-step overhead at 1:1, one generator, k = 8 (built-in model): "
+                  f"publication {over['publish_ms']:.1f} ms on the trainer's critical path = "
+                  f"{100 * over['critical_path_share']:.1f} % of a {over['step_ms']:.0f} ms step; "
+                  f"generator weight fetch {over['generator_fetch_ms']:.1f} ms; driver bookkeeping "
+                  f"{over['bookkeeping_ms_off_critical_path']:.1f} ms (off the critical path: two "
+                  f"steps are queued on the trainer); a synchronous step costs "
+                  f"{over['sync_step_overhead_ms']:.1f} ms over G + T (Ray round trips included)."]
+    return "\n".join(lines) + "\n"
+
+
+def _bytes(count: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
+        count /= 1000.0
+    return str(count)
+
+
+def figure(payload: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = payload["cells"]
+    ratios = sorted({c["ratio"] for c in cells})
+    gens = sorted({c["generators"] for c in cells})
+    series = sorted({(c["mode"], c["k"]) for c in cells if c["mode"] != "sync"})
+    fig, grid = plt.subplots(2, len(ratios), figsize=(4.2 * len(ratios), 6.6), sharex=True,
+                             squeeze=False)
+    for column, ratio in enumerate(ratios):
+        top, bottom = grid[0][column], grid[1][column]
+        sync = _cell(cells, "sync", 0, ratio, 1)
+        for mode, k in series:
+            chosen = sorted((c["generators"], c) for c in cells
+                            if (c["mode"], c["k"], c["ratio"]) == (mode, k, ratio))
+            label = f"async k={k}" if mode == "async" else f"PPO-off-policy-{k}"
+            style = "-" if mode == "async" else "--"
+            xs = [n for n, _ in chosen]
+            top.plot(xs, [c["efficiency"] for _, c in chosen], marker="o", label=label,
+                     linestyle=style)
+            if sync:  # throughput relative to the synchronous bound (G + T per step)
+                bottom.plot(xs, [sync["bound_step_seconds"] / c["measured_step_seconds"]
+                                 for _, c in chosen], marker="o", label=label, linestyle=style)
+        if sync:
+            top.plot([1], [sync["efficiency"]], marker="s", color="black", linestyle="none",
+                     label="sync (k = 0)")
+            bound = [sync["bound_step_seconds"] / max(sync["generate_seconds"] / n,
+                                                      sync["train_seconds"]) for n in gens]
+            bottom.plot(gens, bound, color="black", linestyle=":", label="async bound max(G/n, T)")
+            bottom.plot([1], [sync["bound_step_seconds"] / sync["measured_step_seconds"]],
+                        marker="s", color="black", linestyle="none", label="sync (k = 0)")
+        top.axhline(TARGET_EFFICIENCY, color="grey", linewidth=0.8, linestyle=":")
+        top.set_title(f"generation : training = {ratio}:1")
+        top.set_ylim(0.0, 1.1)
+        bottom.set_xscale("log", base=2)
+        bottom.set_xticks(gens, [str(n) for n in gens])
+        bottom.set_xlabel("generators")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    grid[0][0].set_ylabel("measured / own analytic bound")
+    grid[1][0].set_ylabel("steps/s over the sync bound (G + T)")
+    grid[0][-1].legend(fontsize=7, loc="lower right")
+    grid[1][-1].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Pipeline overlap on simulated devices "
+                 f"(T = {payload['train_seconds'] * 1e3:.0f} ms per optimiser step)", fontsize=11)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def write_outputs(payload: dict, out: Path, figure_path: Path) -> list[str]:
+    """Write JSON, markdown and figure; return the lines to print."""
+    table = markdown(payload)
+    _atomic_write(out, json.dumps(payload, indent=2) + "\n")
+    _atomic_write(out.with_suffix(".md"), table)
+    figure(payload, figure_path)
+    return [table, f"wrote {out}, {out.with_suffix('.md')} and {figure_path}"]

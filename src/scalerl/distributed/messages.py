@@ -1,0 +1,57 @@
+"""The messages between the pipeline's driver, generators and trainer (plain frozen dataclasses).
+
+Kept apart from the workers (actors.py) so that a process handling them needs no torch model
+code: the simulated-device backend's generators import only this and weights.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalerl.tasks.rollout import Rollout
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One batch to generate: the prompts of training step `step`, sampled by the driver.
+
+    `min_version`: the generator first loads weights of at least this version (the version the
+    dispatch decision was made with). `in_flight`: allow weight swaps between decoding steps.
+    """
+
+    step: int
+    prompt_indices: tuple[int, ...]
+    seed: int
+    min_version: int
+    in_flight: bool = True
+    rng_state: object | None = None  # torch uint8 state continuing the run's sampling stream
+
+
+@dataclass(frozen=True)
+class GeneratedBatch:
+    """Rollouts (rewards filled in) and how the generator spent its time on them."""
+
+    step: int
+    generator_id: int
+    rollouts: tuple[Rollout, ...]
+    start_version: int
+    started_at: float
+    finished_at: float
+    weight_sync_seconds: float
+    num_weight_swaps: int
+    rng_state_after: object | None = None
+
+    @property
+    def oldest_policy_version(self) -> int:
+        versions = [r.oldest_policy_version for r in self.rollouts if r.token_policy_versions]
+        return min(versions) if versions else self.start_version
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """One optimiser step done by the trainer worker, and the version it published."""
+
+    stats: object  # scalerl.train.train_step.StepStats
+    version: int
+    publish_seconds: float
+    started_at: float
+    finished_at: float

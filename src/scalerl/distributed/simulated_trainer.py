@@ -1,0 +1,57 @@
+"""BENCHMARK / TEST BACKEND, never used by default: the trainer of the simulated-device pipeline
+(see simulated_device.py): TrainerWorker with its optimiser step replaced by simulated device
+time; publication, checkpoints and the model shape are TrainerWorker's own.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from scalerl.distributed.actors import TrainerWorker, TrainResult
+from scalerl.distributed.simulated_device import DeviceCosts, sleep_until
+from scalerl.distributed.weights import publish_weights
+from scalerl.errors import InputError
+from scalerl.tasks.rollout import Rollout
+
+
+class SimulatedTrainer(TrainerWorker):
+    """A trainer whose optimiser step takes simulated device time, then publishes the real
+    weights of its (untrained) model exactly as TrainerWorker does."""
+
+    def __init__(self, config, registry, *, torch_threads: int = 1,
+                 resume_checkpoint: str | None = None, costs: DeviceCosts | None = None) -> None:
+        if costs is None:
+            raise InputError("SimulatedTrainer needs DeviceCosts")
+        self.costs = costs
+        self.publish_log: list[float] = []
+        super().__init__(config, registry, torch_threads=torch_threads,
+                         resume_checkpoint=resume_checkpoint)
+
+    def train(self, rollouts: Sequence[Rollout]) -> TrainResult:
+        from scalerl.train import flops
+        from scalerl.train.train_step import StepStats
+
+        started_at = time.time()
+        tokens = sum(r.num_completion_tokens for r in rollouts)
+        sleep_until(time.perf_counter() + self.costs.train_seconds(tokens))
+        self.version += 1
+        publish_seconds = publish_weights(self.registry, self.model, self.version)
+        self.publish_log.append(publish_seconds)
+        context = sum(flops.context_token_sum(len(r.prompt_token_ids), r.num_completion_tokens)
+                      for r in rollouts)
+        groups = len({r.group_index for r in rollouts})
+        stats = StepStats(loss=0.0, grad_norm=0.0, lr=0.0, entropy=0.0, mean_ratio=1.0,
+                          clipped_fraction=0.0, kept_prompts=groups, total_prompts=groups,
+                          kept_sequences=len(rollouts), tokens_trained=tokens,
+                          trained_context_sum=context, updated=True)
+        return TrainResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
+                           started_at=started_at, finished_at=time.time())
+
+    def validate(self) -> tuple[float, float, float]:
+        started_at = time.time()
+        sleep_until(time.perf_counter() + self.costs.validate_seconds)
+        return 0.5, started_at, time.time()
+
+    def publish_seconds_log(self) -> list[float]:
+        """Seconds of every publication so far (snapshot + ray.put + register)."""
+        return list(self.publish_log)

@@ -1,0 +1,112 @@
+"""The generator interface contract (scalerl.distributed.generator_contract) on CPU: a fake
+rollout backend with vLLM's interface passes it, broken outputs are caught, and the generator
+worker's vLLM path (backend swapped for the fake) answers a request within the contract."""
+import dataclasses
+
+import pytest
+
+from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
+from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
+from scalerl.errors import ScaleRLError
+from scalerl.tasks.rollout import Rollout
+
+
+class FakeRolloutBackend:
+    """VllmRolloutBackend's interface with deterministic output: prompts x G -> Rollouts whose
+    last two tokens are a forced phrase (log-prob 0, loss_mask 0), reward 0.0 (scored later)."""
+
+    def __init__(self, model_path="fake", sampling=None, length_control=None):
+        self.tokenizer = None
+        self.loaded_versions = []
+
+    def load_snapshot(self, snapshot):
+        self.loaded_versions.append(snapshot.version)
+
+    def generate(self, prompts, prompt_indices, *, num_generations, seed, policy_version):
+        rollouts = []
+        for group, (prompt, index) in enumerate(zip(prompts, prompt_indices)):
+            for j in range(num_generations):
+                sampled = 5 + (seed + j) % 2
+                rollouts.append(Rollout(
+                    prompt_index=int(index), group_index=group,
+                    prompt_token_ids=tuple(ord(c) % 50 for c in prompt) or (0,),
+                    completion_token_ids=(5,) * (sampled + 2),
+                    generator_logprobs=(-0.5,) * sampled + (0.0, 0.0),
+                    token_policy_versions=(policy_version,) * (sampled + 2), reward=0.0,
+                    truncated=False, interrupted=True, completion_text="4",
+                    loss_mask=(1,) * sampled + (0, 0)))
+        return rollouts
+
+
+def _fake_rollouts(version=3):
+    return FakeRolloutBackend().generate(["1+1=", "2+2=", "3+3="], [7, 2, 9], num_generations=2,
+                                         seed=0, policy_version=version)
+
+
+def test_fake_backend_meets_the_contract():
+    assert rollout_violations(_fake_rollouts(), [7, 2, 9], 2, min_version=3, max_version=3) == []
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda rs: rs[:-1], "expected 6 rollouts"),
+    (lambda rs: [rs[1], rs[0], *rs[2:]], None),  # still grouped: same group, same prompt
+    (lambda rs: [rs[2], rs[1], rs[0], *rs[3:]], "group/prompt"),
+    (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(0.5,) * 5 + (0.0, 0.0)), *rs[1:]],
+     "log-prob"),
+    (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(-0.5,) * 7), *rs[1:]], "forced"),
+    (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(3, 3, 3, 2, 3, 3, 3)), *rs[1:]],
+     "backwards"),
+    (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(4,) * 7), *rs[1:]], "outside"),
+    (lambda rs: [dataclasses.replace(rs[0], reward=float("nan")), *rs[1:]], "reward"),
+])
+def test_broken_outputs_are_caught(breakage, message):
+    problems = rollout_violations(breakage(_fake_rollouts()), [7, 2, 9], 2, min_version=3,
+                                  max_version=3)
+    if message is None:
+        assert problems == []
+    else:
+        assert problems and any(message in p for p in problems), problems
+        with pytest.raises(ScaleRLError, match="breaks the generator contract"):
+            check(problems)
+
+
+def test_batch_contract_checks_step_and_versions():
+    request = GenerationRequest(step=5, prompt_indices=(7, 2, 9), seed=0, min_version=3)
+    batch = GeneratedBatch(step=5, generator_id=0, rollouts=tuple(_fake_rollouts()), start_version=3,
+                           started_at=1.0, finished_at=2.0, weight_sync_seconds=0.01,
+                           num_weight_swaps=1)
+    assert batch_violations(batch, request, 2, published_version=4) == []
+    wrong = dataclasses.replace(batch, step=6, start_version=2)
+    problems = batch_violations(wrong, request, 2, published_version=4)
+    assert any("answers request step 5" in p for p in problems)
+    assert any("start version 2" in p for p in problems)
+
+
+@pytest.mark.slow
+def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(monkeypatch):
+    ray = pytest.importorskip("ray")
+    from scalerl.distributed import vllm_generator
+    from scalerl.distributed.actors import GeneratorWorker, remote_class
+    from scalerl.distributed.weights import WeightRegistry, publish_weights
+    from scalerl.train.config import TrainConfig
+    from scalerl.train.trainer import fresh_policy
+
+    monkeypatch.setattr(vllm_generator, "VllmRolloutBackend", FakeRolloutBackend)
+    config = TrainConfig().with_overrides(["model.num_layers=1", "model.hidden_size=32",
+                                           "model.num_heads=2", "generations_per_prompt=2"])
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=10).remote()
+        model, _ = fresh_policy(config)
+        publish_weights(registry, model, 2)
+        worker = GeneratorWorker(config, 0, registry, backend="vllm")
+        request = GenerationRequest(step=1, prompt_indices=(4, 0, 9), seed=11, min_version=2)
+        batch = worker.generate(request)
+    finally:
+        if started:
+            ray.shutdown()
+    assert batch_violations(batch, request, 2, published_version=2) == []
+    assert worker.vllm.loaded_versions == [2]  # the published weights reached the backend
+    assert {r.reward for r in batch.rollouts} <= {-1.0, 1.0}  # scored by the task's verifier
