@@ -98,7 +98,8 @@ def demo_like_curve(n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def timed_synthetic_refits(n_bootstrap: int, repeats: int) -> list[dict]:
     """Median seconds of live_forecast and of write_live_plot for each curve length."""
-    from scalerl.forecast.live import live_forecast, write_live_plot
+    from scalerl.forecast.live import live_forecast
+    from scalerl.report.live_plot import write_live_plot
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:

@@ -110,7 +110,8 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
     from scalerl.distributed import overlap_bounds as ob
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
-    from scalerl.distributed.simulated_device import DeviceCosts, simulated_workers
+    from scalerl.distributed.simulated_device import DeviceCosts
+    from scalerl.distributed.simulated_trainer import simulated_workers
     from scalerl.train.config import TrainConfig
 
     steps = args.steps if cell["mode"] != "ppo-offpolicy" else max(args.steps, 3 * cell["k"])

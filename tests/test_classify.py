@@ -170,7 +170,7 @@ def test_the_rule_and_the_ablation_report_import_without_torch_or_ray():
     import subprocess
     import sys
 
-    code = ("import sys; import scalerl.study.classify, scalerl.study.ablate_analysis, scalerl.report.ablation_views, "
+    code = ("import sys; import scalerl.study.classify, scalerl.study.ablate_analysis, scalerl.study.ablation_views, "
             "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]

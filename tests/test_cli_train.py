@@ -64,6 +64,7 @@ def test_bad_jsonl_task_names_the_line(tmp_path):
     assert_one_line_error(result, "line 2")
 
 
+@pytest.mark.slow  # a tiny run, its resume and two reruns: 5-11 s on 2 shared cores
 def test_tiny_train_run_then_resume_and_rerun_errors(tmp_path):
     out = tmp_path / "run"
     result = invoke("train", "--out", out, "--no-progress", *tiny_sets("max_steps=1", "eval_every=1"))

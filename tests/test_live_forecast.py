@@ -17,8 +17,8 @@ from scalerl.forecast.live import (
     check_live_options,
     live_forecast,
     projected_budget,
-    write_live_plot,
 )
+from scalerl.report.live_plot import write_live_plot
 
 FLOPS = np.array([0.0, 1e12, 2e12, 3e12, 4e12, 6e12, 8e12, 1e13, 1.3e13, 1.6e13])
 A, B, C_MID, R0 = 0.6, 1.8, 5e12, 0.1

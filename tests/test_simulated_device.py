@@ -33,7 +33,7 @@ def test_a_simulated_async_run_paces_near_its_bound(tmp_path):
     ray = pytest.importorskip("ray")
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
-    from scalerl.distributed.simulated_device import simulated_workers
+    from scalerl.distributed.simulated_trainer import simulated_workers
     from scalerl.train.config import TrainConfig
 
     steps, generate_seconds, train_seconds = 14, 0.4, 0.1

@@ -8,13 +8,13 @@ import pytest
 from scalerl.errors import ConfigError, InputError
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.jsonl import JsonlTask
+from scalerl.tasks.config import TaskConfig
+from scalerl.tasks.loading import load_task
 from scalerl.tasks.arithmetic import (
-    ArithmeticSettings,
     ArithmeticTask,
     TaskExample,
     arithmetic_example,
     assign_rewards,
-    load_task,
     solve_with_steps,
 )
 from scalerl.tasks.verifiers import (
@@ -26,7 +26,7 @@ from scalerl.tasks.verifiers import (
     parse_number,
 )
 
-SMALL_TASK = ArithmeticSettings(num_train_prompts=300, num_val_prompts=50, seed=0)
+SMALL_TASK = TaskConfig(num_train_prompts=300, num_val_prompts=50, seed=0)
 
 
 # --- built-in task ---------------------------------------------------------------------------
@@ -45,7 +45,7 @@ def test_steps_respect_precedence_and_left_to_right_order():
 
 
 def test_every_demonstration_earns_the_reward_and_matches_python_arithmetic():
-    task = ArithmeticTask(ArithmeticSettings(num_operands=4, operations="+-*", num_train_prompts=200,
+    task = ArithmeticTask(TaskConfig(num_operands=4, operations="+-*", num_train_prompts=200,
                                              num_val_prompts=20))
     for example in task.train:
         assert task.reward(example.demonstration, example) == 1.0
@@ -69,18 +69,18 @@ def test_train_and_validation_prompts_are_disjoint_unique_and_seeded():
     assert len(train) == 300 and len(validation) == 50
     assert not train & validation
     assert [e.prompt for e in ArithmeticTask(SMALL_TASK).train] == [e.prompt for e in task.train]
-    other_seed = ArithmeticTask(ArithmeticSettings(num_train_prompts=300, num_val_prompts=50, seed=1))
+    other_seed = ArithmeticTask(TaskConfig(num_train_prompts=300, num_val_prompts=50, seed=1))
     assert {e.prompt for e in other_seed.train} != train
 
 
 def test_validation_set_does_not_depend_on_the_training_pool_size():
     small = ArithmeticTask(SMALL_TASK)
-    large = ArithmeticTask(ArithmeticSettings(num_train_prompts=900, num_val_prompts=50, seed=0))
+    large = ArithmeticTask(TaskConfig(num_train_prompts=900, num_val_prompts=50, seed=0))
     assert small.validation == large.validation
 
 
 def test_difficulty_knobs_shape_the_prompts():
-    task = ArithmeticTask(ArithmeticSettings(num_operands=5, max_digits=1, operations="-",
+    task = ArithmeticTask(TaskConfig(num_operands=5, max_digits=1, operations="-",
                                              num_train_prompts=100, num_val_prompts=10))
     for example in task.train:
         operands = example.prompt[:-1].split("-")
@@ -90,11 +90,11 @@ def test_difficulty_knobs_shape_the_prompts():
 
 def test_bad_difficulty_settings_raise_config_error():
     with pytest.raises(ConfigError, match="num_operands"):
-        ArithmeticSettings(num_operands=1)
+        TaskConfig(num_operands=1)
     with pytest.raises(ConfigError, match="operations"):
-        ArithmeticSettings(operations="+/")
+        TaskConfig(operations="+/")
     with pytest.raises(ConfigError, match="distinct prompts"):
-        ArithmeticSettings(num_operands=2, max_digits=1, num_train_prompts=100, num_val_prompts=0)
+        ArithmeticTask(TaskConfig(num_operands=2, max_digits=1, num_train_prompts=100, num_val_prompts=1))
 
 
 def test_assign_rewards_uses_the_prompt_index_of_the_split():
@@ -200,8 +200,8 @@ def test_missing_or_empty_jsonl_files(tmp_path):
 
 
 def test_load_task_dispatches_on_the_name(tmp_path):
-    assert isinstance(load_task("builtin", settings=SMALL_TASK), ArithmeticTask)
+    assert isinstance(load_task(SMALL_TASK), ArithmeticTask)
     path = _write(tmp_path / "t.jsonl", [{"prompt": "q", "answer": "1"}, {"prompt": "r", "answer": "2"}])
-    task = load_task(str(path), answer_check="exact")
+    task = load_task(TaskConfig(name=str(path), answer_check="exact"))
     assert isinstance(task, JsonlTask) and task.answer_check == "exact"
     assert len(task.train) == 1 and len(task.validation) == 1

@@ -6,7 +6,8 @@ import torch
 import scalerl.train.warmstart as warmstart_module
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.tasks.arithmetic import ArithmeticSettings, ArithmeticTask, TaskExample
+from scalerl.tasks.arithmetic import ArithmeticTask, TaskExample
+from scalerl.tasks.config import TaskConfig
 from scalerl.train.warmstart import (
     WarmStartSettings,
     demonstration_ids,
@@ -16,7 +17,7 @@ from scalerl.train.warmstart import (
 )
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=64, num_heads=2, intermediate_size=128, max_positions=64)
-EASY = ArithmeticSettings(num_operands=2, max_digits=1, num_train_prompts=40, num_val_prompts=10)
+EASY = TaskConfig(num_operands=2, max_digits=1, num_train_prompts=40, num_val_prompts=10)
 QUICK = WarmStartSettings(batch_size=32, learning_rate=1e-2, probe_every=20, probe_prompts=10,
                           probe_samples=4, max_new_tokens=24, target_band=(0.05, 1.0))
 

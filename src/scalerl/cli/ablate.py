@@ -43,7 +43,7 @@ def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep:
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
     """Fit every seed of the study in `out`, classify each knob, print the table, write the outputs."""
     from scalerl.study.ablate_analysis import build_ablation_report
-    from scalerl.report.ablation_views import (
+    from scalerl.study.ablation_views import (
         ablation_table,
         report_notes,
         sweep_expectation_line,

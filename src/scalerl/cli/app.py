@@ -8,7 +8,7 @@ on stderr with exit code 2 (see scalerl.cli.errors).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -339,27 +339,8 @@ def main() -> None:
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
-def _register_training_commands() -> None:
-    """Add `train` and `demo` from scalerl.cli.train when that module exists (it imports torch lazily)."""
-    if importlib.util.find_spec("scalerl.cli.train") is None:
-        return
-    from scalerl.cli.train import register
-
-    register(app)
-
-
-_register_training_commands()
-
-
-def _register_study_command() -> None:
-    """Add `study` from scalerl.cli.study when that module exists (it imports torch lazily)."""
-    if importlib.util.find_spec("scalerl.cli.study") is None:
-        return
-    from scalerl.cli.study import register
-
-    register(app)
-
-
-_register_study_command()
+# Command groups that train register themselves here; each imports torch only inside its command bodies.
+importlib.import_module("scalerl.cli.train").register(app)  # `scalerl train`, `scalerl demo`
+importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`
 importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
 importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)

@@ -9,7 +9,7 @@ checkpoints. Only the device compute is replaced: a generation or training call 
 for its tokens x a per-token cost (`DeviceCosts`), and rollouts are produced cheaply (fixed
 lengths, half of each group rewarded), so the CPU stays idle and the actors never compete for
 cores the way two CPU processes do. Pass them with
-`run_pipeline(..., workers=simulated_workers(costs))` (benchmarks/pipeline_efficiency.py).
+`run_pipeline(..., workers=simulated_workers(costs))` (scalerl.distributed.simulated_trainer) (benchmarks/pipeline_efficiency.py).
 """
 from __future__ import annotations
 
@@ -134,13 +134,3 @@ class SimulatedGenerator:
 
     def fetched_bytes(self) -> int:
         return self.bytes_fetched
-
-
-def simulated_workers(costs: DeviceCosts):
-    """The WorkerClasses (scalerl.distributed.actors) that run a pipeline on simulated devices
-    with these costs."""
-    from scalerl.distributed.actors import WorkerClasses
-    from scalerl.distributed.simulated_trainer import SimulatedTrainer
-
-    return WorkerClasses(generator=SimulatedGenerator, trainer=SimulatedTrainer,
-                         generator_kwargs={"costs": costs}, trainer_kwargs={"costs": costs})

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from scalerl.distributed.actors import TrainerWorker, TrainResult
-from scalerl.distributed.simulated_device import DeviceCosts, sleep_until
+from scalerl.distributed.actors import TrainerWorker, TrainResult, WorkerClasses
+from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.distributed.weights import publish_weights
 from scalerl.errors import InputError
 from scalerl.tasks.rollout import Rollout
@@ -55,3 +55,10 @@ class SimulatedTrainer(TrainerWorker):
     def publish_seconds_log(self) -> list[float]:
         """Seconds of every publication so far (snapshot + ray.put + register)."""
         return list(self.publish_log)
+
+
+def simulated_workers(costs: DeviceCosts) -> WorkerClasses:
+    """The WorkerClasses (scalerl.distributed.actors) that run a pipeline on simulated devices
+    with these costs."""
+    return WorkerClasses(generator=SimulatedGenerator, trainer=SimulatedTrainer,
+                         generator_kwargs={"costs": costs}, trainer_kwargs={"costs": costs})

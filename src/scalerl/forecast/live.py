@@ -14,9 +14,7 @@ or a run that has not moved from R0) the forecast is None and the log row gets n
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -100,30 +98,6 @@ def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: 
                         n_points=fit.n_points, fit=fit)
 
 
-def write_live_plot(forecast: LiveForecast, compute: Sequence[float], reward: Sequence[float], path: str | Path,
-                    *, level: float = 0.8, x_label: str = "flops", y_label: str = "val_pass_rate") -> Path:
-    """Draw the live fit (points, curve, band, extrapolation to the budget) to a PNG, atomically:
-    written to a temporary file in the same directory, then renamed over `path`.
-
-    Fixed margins instead of matplotlib's tight bounding box, which draws the figure twice: the
-    plot is redrawn at every evaluation, so it should cost one render (about 0.1 s)."""
-    from scalerl.report.plotting import fit_figure
-
-    path = Path(path)
-    compute = np.asarray(compute, dtype=float)
-    reward = np.asarray(reward, dtype=float)
-    unused = ~np.isin(compute, forecast.fit.compute)
-    target = forecast.budget if math.isfinite(forecast.budget) and forecast.budget > compute.max() else None
-    title = f"live forecast, {compute.size} evaluations: {forecast.short_text()}, B = {forecast.fit.b:.2f}"
-    figure = fit_figure(forecast.fit, not_fitted=(compute[unused], reward[unused]), target_compute=target,
-                        level=level, x_label=x_label, y_label=y_label, title=title)
-    figure.subplots_adjust(left=0.09, right=0.64, bottom=0.12, top=0.92)  # room for the legend on the right
-    temp_path = path.with_name(f".{path.name}.tmp")
-    figure.savefig(temp_path, format="png")
-    os.replace(temp_path, path)
-    return path
-
-
 def forecast_history(rows: Sequence[dict]) -> dict[str, np.ndarray] | None:
     """The live forecasts logged in metrics rows, as arrays: compute (flops), A, A_low, A_high and
     ceiling_identified, in row order; None when no row has a forecast."""
@@ -135,31 +109,3 @@ def forecast_history(rows: Sequence[dict]) -> dict[str, np.ndarray] | None:
             "A_low": np.array([row.get("forecast_A_low", row["forecast_A"]) for row in logged], dtype=float),
             "A_high": np.array([row.get("forecast_A_high", row["forecast_A"]) for row in logged], dtype=float),
             "identified": np.array([bool(row.get("ceiling_identified")) for row in logged])}
-
-
-def forecast_history_figure(history: dict[str, np.ndarray], *, final_a: float | None = None):
-    """How the live forecast of A moved during the run: A with its interval against compute,
-    filled markers where the ceiling was identified; `final_a` (the fit on the whole run) dashed."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7.5, 3.2), dpi=110)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    axes.fill_between(history["flops"], history["A_low"], history["A_high"], color="#1f77b4", alpha=0.18,
-                      linewidth=0, label="80% interval of A")
-    axes.plot(history["flops"], history["A"], color="#1f77b4", linewidth=1.2)
-    identified = history["identified"]
-    axes.scatter(history["flops"][identified], history["A"][identified], color="#1f77b4", s=18, zorder=3,
-                 label="A (ceiling identified)")
-    axes.scatter(history["flops"][~identified], history["A"][~identified], facecolors="none",
-                 edgecolors="#1f77b4", s=18, zorder=3, label="A (not identified yet)")
-    if final_a is not None:
-        axes.axhline(final_a, color="0.3", linestyle="--", linewidth=0.9, label=f"A on the whole run = {final_a:.3f}")
-    axes.set_xscale("log")
-    axes.set_xlabel("flops at the forecast (log scale)")
-    axes.set_ylabel("forecast A")
-    axes.set_title("live forecast of the ceiling during the run", fontsize=10)
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="best")
-    return figure

@@ -32,8 +32,8 @@ from scalerl.forecast.live import (
     check_live_options,
     live_forecast,
     projected_budget,
-    write_live_plot,
 )
+from scalerl.report.live_plot import write_live_plot
 
 COMPUTE_AXES = ("steps", "tokens", "flops")
 TOKEN_LOG_KEYS = ("num_tokens", "eval_num_tokens")  # TRL's cumulative token count, train / eval logs

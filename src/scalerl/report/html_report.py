@@ -137,7 +137,8 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
 
 def live_history_png(path: Path, final_a: float) -> str | None:
     """The figure of the live forecasts logged in a metrics.jsonl (base64 PNG), or None."""
-    from scalerl.forecast.live import forecast_history, forecast_history_figure
+    from scalerl.forecast.live import forecast_history
+    from scalerl.report.live_plot import forecast_history_figure
 
     if path.name != METRICS_FILE:
         return None

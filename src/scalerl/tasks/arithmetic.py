@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from scalerl.errors import ConfigError
+from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.verifiers import answer_reward
 
@@ -38,37 +39,6 @@ class Task(Protocol):
     def reward(self, completion_text: str, example: TaskExample) -> float:
         """+1 for a correct final answer, -1 otherwise."""
         ...
-
-
-@dataclass(frozen=True)
-class ArithmeticSettings:
-    """Difficulty and size of the built-in task. Operands are uniform in 0 .. 10**max_digits - 1;
-    operators are drawn uniformly from `operations` (a subset of "+-*")."""
-
-    num_operands: int = 4
-    max_digits: int = 1
-    operations: str = "+"
-    num_train_prompts: int = 4000
-    num_val_prompts: int = 256
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.num_operands < 2:
-            raise ConfigError(f"num_operands must be >= 2, got {self.num_operands}")
-        if self.max_digits < 1:
-            raise ConfigError(f"max_digits must be >= 1, got {self.max_digits}")
-        if not self.operations or set(self.operations) - set(OPERATIONS):
-            raise ConfigError(f"operations must be made of {OPERATIONS!r}, got {self.operations!r}")
-        if self.num_train_prompts < 1 or self.num_val_prompts < 0:
-            raise ConfigError("num_train_prompts must be >= 1 and num_val_prompts >= 0")
-        distinct = (10**self.max_digits) ** self.num_operands * len(set(self.operations)) ** (
-            self.num_operands - 1
-        )
-        if 2 * (self.num_train_prompts + self.num_val_prompts) > distinct:
-            raise ConfigError(
-                f"only {distinct} distinct prompts exist at this difficulty; ask for at most "
-                f"{distinct // 2} train + validation prompts"
-            )
 
 
 def _apply(left: int, operation: str, right: int) -> int:
@@ -103,14 +73,14 @@ def arithmetic_example(operands: Sequence[int], operations: Sequence[str]) -> Ta
     return TaskExample(prompt=prompt, answer=str(value), demonstration=demonstration)
 
 
-def _random_example(settings: ArithmeticSettings, rng: random.Random) -> TaskExample:
+def _random_example(settings: TaskConfig, rng: random.Random) -> TaskExample:
     operands = [rng.randrange(10**settings.max_digits) for _ in range(settings.num_operands)]
     operations = [rng.choice(settings.operations) for _ in range(settings.num_operands - 1)]
     return arithmetic_example(operands, operations)
 
 
 def _unique_examples(
-    count: int, settings: ArithmeticSettings, rng: random.Random, exclude: set[str]
+    count: int, settings: TaskConfig, rng: random.Random, exclude: set[str]
 ) -> list[TaskExample]:
     examples: list[TaskExample] = []
     while len(examples) < count:
@@ -121,11 +91,25 @@ def _unique_examples(
     return examples
 
 
+def check_enough_prompts(settings: TaskConfig) -> None:
+    """ConfigError unless twice the train + validation prompts fit in the distinct prompts:
+    (10**max_digits)**num_operands * len(set(operations))**(num_operands - 1)."""
+    distinct = (10**settings.max_digits) ** settings.num_operands * len(set(settings.operations)) ** (
+        settings.num_operands - 1
+    )
+    if 2 * (settings.num_train_prompts + settings.num_val_prompts) > distinct:
+        raise ConfigError(
+            f"only {distinct} distinct prompts exist at this difficulty; ask for at most "
+            f"{distinct // 2} train + validation prompts"
+        )
+
+
 class ArithmeticTask:
     """The built-in task. Validation prompts are drawn first, so they do not depend on the size
     of the training pool; training prompts never repeat a validation prompt."""
 
-    def __init__(self, settings: ArithmeticSettings = ArithmeticSettings()) -> None:
+    def __init__(self, settings: TaskConfig = TaskConfig()) -> None:
+        check_enough_prompts(settings)
         self.settings = settings
         self.name = (
             f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}"
@@ -146,20 +130,3 @@ def assign_rewards(task: Task, rollouts: Sequence[Rollout], split: str = "train"
         rollout.with_reward(task.reward(rollout.completion_text, examples[rollout.prompt_index]))
         for rollout in rollouts
     ]
-
-
-def load_task(
-    name_or_path: str,
-    *,
-    settings: ArithmeticSettings = ArithmeticSettings(),
-    answer_check: str = "exact",
-    val_fraction: float = 0.1,
-) -> Task:
-    """"builtin" -> the arithmetic task with `settings`; anything else is read as a JSONL file."""
-    if name_or_path == "builtin":
-        return ArithmeticTask(settings)
-    from scalerl.tasks.jsonl import JsonlTask
-
-    return JsonlTask.from_file(
-        name_or_path, answer_check=answer_check, val_fraction=val_fraction, seed=settings.seed
-    )

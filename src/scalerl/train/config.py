@@ -17,91 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from scalerl.checks import require as _require
+from scalerl.checks import require_choice as _require_choice
+from scalerl.checks import require_fraction as _require_fraction
+from scalerl.checks import require_non_negative as _require_non_negative
+from scalerl.checks import require_positive as _require_positive
 from scalerl.errors import ConfigError
+from scalerl.models.config import ModelConfig
+from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
 
 LOSS_NAMES = ("cispo", "dapo", "grpo", "gspo")
 AGGREGATION_NAMES = ("prompt", "sample", "token")
 ADVANTAGE_NORMS = ("batch", "prompt", "none")
 LENGTH_CONTROL_MODES = ("interrupt", "penalty", "truncate")
 DTYPE_NAMES = ("float32", "bfloat16")
-ANSWER_CHECKS = ("exact", "math")
 CONFIG_FILE_NAME = "config.json"
-
-
-def _require(ok: bool, field_path: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"{field_path}: {message}")
-
-
-def _require_choice(value: str, field_path: str, choices: tuple[str, ...]) -> None:
-    _require(value in choices, field_path, f"{value!r} is not one of {', '.join(choices)}")
-
-
-def _require_positive(value: float, field_path: str) -> None:
-    _require(value > 0, field_path, f"must be > 0, got {value!r}")
-
-
-def _require_non_negative(value: float, field_path: str) -> None:
-    _require(value >= 0, field_path, f"must be >= 0, got {value!r}")
-
-
-def _require_fraction(value: float, field_path: str, *, open_low: bool = False) -> None:
-    low_ok = value > 0 if open_low else value >= 0
-    bounds = "(0, 1]" if open_low else "[0, 1]"
-    _require(low_ok and value <= 1, field_path, f"must be in {bounds}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """The policy: a local Hugging Face directory or the built-in tiny model (and its warm start)."""
-
-    path: str = "builtin"
-    fp32_head: bool = True
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
-    warmstart_steps: int = 800
-    warmstart_stop_pass_rate: float = 0.12
-    warmstart_probe_every: int = 5
-    warmstart_cache_dir: str = ""
-
-    def __post_init__(self) -> None:
-        _require(bool(self.path), "model.path", "must be 'builtin' or a model directory")
-        for name in ("hidden_size", "num_layers", "num_heads"):
-            _require_positive(getattr(self, name), f"model.{name}")
-        _require(self.hidden_size % self.num_heads == 0, "model.hidden_size",
-                 f"{self.hidden_size} is not divisible by model.num_heads={self.num_heads}")
-        _require_non_negative(self.warmstart_steps, "model.warmstart_steps")
-        _require_fraction(self.warmstart_stop_pass_rate, "model.warmstart_stop_pass_rate")
-        _require_positive(self.warmstart_probe_every, "model.warmstart_probe_every")
-
-
-@dataclass(frozen=True)
-class TaskConfig:
-    """The verifiable task: 'builtin' (multi-step arithmetic) or a JSONL file, and its difficulty."""
-
-    name: str = "builtin"
-    num_operands: int = 4
-    max_digits: int = 1
-    operations: str = "+"
-    num_train_prompts: int = 4000
-    num_val_prompts: int = 64
-    answer_check: str = "exact"
-    val_fraction: float = 0.1
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        _require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
-        _require(self.num_operands >= 2, "task.num_operands", f"must be >= 2, got {self.num_operands}")
-        _require_positive(self.max_digits, "task.max_digits")
-        bad_ops = sorted(set(self.operations) - set("+-*"))
-        _require(bool(self.operations) and not bad_ops, "task.operations",
-                 f"{self.operations!r} must be made of the characters + - *")
-        _require_positive(self.num_train_prompts, "task.num_train_prompts")
-        _require_positive(self.num_val_prompts, "task.num_val_prompts")
-        _require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
-        _require(0 < self.val_fraction < 1, "task.val_fraction",
-                 f"must be in (0, 1), got {self.val_fraction!r}")
 
 
 @dataclass(frozen=True)

@@ -62,14 +62,6 @@ def sample_with_noise(logits: torch.Tensor, sampling: SamplingSettings, noise: t
     return torch.argmax(scaled + noise, dim=-1)
 
 
-def sample_next_tokens(
-    logits: torch.Tensor, sampling: SamplingSettings, generator: torch.Generator
-) -> torch.Tensor:
-    """One token per row from softmax(top_p(logits / temperature)); logits [N, V] -> ids [N]."""
-    noise = gumbel_noise(logits.shape[0], logits.shape[-1], generator, logits.device)
-    return sample_with_noise(logits, sampling, noise)
-
-
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask), both [N, max_len], real tokens right-aligned."""
     width = max(len(sequence) for sequence in sequences)

@@ -12,7 +12,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from scalerl.errors import InputError
 
@@ -133,11 +133,6 @@ class MetricsLog:
     def close(self) -> None:
         if self._tensorboard is not None:
             self._tensorboard.close()
-
-
-def column_values(rows: Iterable[Mapping[str, Any]], column: str) -> list[Any]:
-    """Values of `column` in the rows that have it."""
-    return [row[column] for row in rows if row.get(column) is not None]
 
 
 class RunProgress:

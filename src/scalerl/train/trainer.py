@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from scalerl.errors import ConfigError
-from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget, write_live_plot
+from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget
+from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.train import flops
@@ -34,7 +35,8 @@ from scalerl.train.metrics_log import MetricsLog, RunProgress, truncate_after_st
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.train.progress import ForecastProgress
 from scalerl.tasks.rollout import Rollout
-from scalerl.tasks.arithmetic import ArithmeticSettings, load_task
+from scalerl.tasks.arithmetic import Task
+from scalerl.tasks.loading import load_task
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler, train_step
 from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
 
@@ -96,18 +98,12 @@ def check_paths(config: TrainConfig) -> None:
         raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
 
 
-def build_task(config: TrainConfig):
+def build_task(config: TrainConfig) -> Task:
     """The built-in arithmetic task at the configured difficulty, or a JSONL task.
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    task = config.task
-    settings = ArithmeticSettings(
-        num_operands=task.num_operands, max_digits=task.max_digits, operations=task.operations,
-        num_train_prompts=task.num_train_prompts, num_val_prompts=task.num_val_prompts,
-        seed=task.seed)
-    return load_task(task.name, settings=settings, answer_check=task.answer_check,
-                     val_fraction=task.val_fraction)
+    return load_task(config.task)
 
 
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
