@@ -92,7 +92,7 @@ class OffPolicyLoop:
             try:
                 batch = ray.get(done[0])
             except ray.exceptions.RayActorError as error:
-                self.s.generator_failed(index, error)
+                self.s.generator_failed(index, error, dispatched_at)
                 back = self.s.wait_until_back(index)
                 pending[part] = (index if back else self.s.alive.index(True), request)
                 continue

@@ -253,9 +253,10 @@ class _AsyncLoop:
             try:
                 batch = ray.get(ref)
             except ray.exceptions.RayActorError as error:
-                self.s.generator_failed(index, error)
+                self.s.generator_failed(index, error, dispatched_at)
                 self.retry.append(request)
-                self.probing[self.s.probe(index)] = index
+                if index not in self.probing.values():
+                    self.probing[self.s.probe(index)] = index
                 return
             self.s.batch_finished(batch, dispatched_at)
             self.ready[request.step] = batch

@@ -56,6 +56,7 @@ class PipelineSession:
             _check_started(generator, f"generator {index}")
         self.alive = [True] * len(self.generators)
         self.failures = [0] * len(self.generators)
+        self.death_seen_at = [float("-inf")] * len(self.generators)
         self.generator_busy = BusyLedger(len(self.generators))
         self.trainer_busy = BusyLedger(1)
         self.steps_committed = self.books.step  # optimiser steps handed to the trainer
@@ -80,16 +81,23 @@ class PipelineSession:
         self.log_lines.append(message)
         self._log(message)
 
-    def generator_failed(self, index: int, error: Exception) -> None:
-        """A generator's batch failed because the actor died: count it and say so in the log.
+    def generator_failed(self, index: int, error: Exception, dispatched_at: float) -> bool:
+        """A generator's batch failed because the actor died: count the death once and log it.
 
         Ray restarts the actor (up to max_generator_restarts); the batch is generated again.
+        Several requests can be queued on one actor, and each fails when it dies: a request
+        dispatched before the last death already seen is that same death, not a new one.
+        Returns True when this is a new death.
         """
+        if dispatched_at <= self.death_seen_at[index]:
+            return False
+        self.death_seen_at[index] = time.time()
         self.failures[index] += 1
         self.log(f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
                  f"(failure {self.failures[index]}, max_restarts "
                  f"{self.pipeline.max_generator_restarts}); its batch is generated again, the run "
                  "goes on with the other generators")
+        return True
 
     def generator_lost(self, index: int) -> None:
         """Ray gave up restarting a generator: continue without it (or stop if none is left)."""
