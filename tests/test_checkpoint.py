@@ -73,9 +73,10 @@ def test_round_trip_restores_weights_optimizer_scheduler_and_rng(tmp_path):
 def test_no_pickle_files_and_state_is_json(tmp_path):
     model, optimizer, scheduler = _trained_setup(seed=0)
     path = _save(tmp_path, 1, model, optimizer, scheduler, torch.Generator(), np.random.default_rng())
-    names = sorted(p.name for p in path.iterdir())
-    assert names == ["model.safetensors", "optimizer.safetensors", "rng.safetensors", "state.json"]
-    assert json.loads((path / "state.json").read_text())["step"] == 1
+    names = sorted(p.name for p in path.rglob("*") if p.is_file())
+    assert names == ["config.json", "generation_config.json", "model.safetensors", "optimizer.safetensors",
+                     "rng.safetensors", "state.json"]
+    assert json.loads((path / "training_state" / "state.json").read_text())["step"] == 1
 
 
 def test_keeps_last_k_and_ignores_partial_temporary_dirs(tmp_path):
@@ -94,7 +95,7 @@ def test_unreadable_checkpoint_is_an_input_error(tmp_path):
 
     model, optimizer, scheduler = _trained_setup(seed=0)
     path = _save(tmp_path, 1, model, optimizer, scheduler, torch.Generator(), np.random.default_rng())
-    (path / "state.json").write_text("{broken")
+    (path / "training_state" / "state.json").write_text("{broken")
     with pytest.raises(InputError, match="unreadable"):
         load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler,
                         torch_generators={}, numpy_rng=np.random.default_rng())

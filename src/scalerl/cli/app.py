@@ -344,3 +344,4 @@ importlib.import_module("scalerl.cli.train").register(app)  # `scalerl train`, `
 importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`
 importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
 importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)
+importlib.import_module("scalerl.cli.export").register(app)  # `scalerl export` (torch imported in the body)

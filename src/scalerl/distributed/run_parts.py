@@ -20,7 +20,7 @@ import torch
 
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.train import flops, trainer
-from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint, training_file
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.metrics_log import MetricsLog, truncate_after_step
 from scalerl.tasks.rollout import Rollout
@@ -116,7 +116,7 @@ def save_trainer_checkpoint(worker, run_dir: str, step: int, driver_state: dict)
     return save_checkpoint(
         run_dir, step, model=worker.model, optimizer=worker.optimizer, scheduler=worker.scheduler,
         torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
-        state=driver_state["run"], keep=worker.config.keep_checkpoints)
+        state=driver_state["run"], keep=worker.config.keep_checkpoints, tokenizer=worker.tokenizer)
 
 
 # ----------------------------------------------------------------------------- driver's side
@@ -158,10 +158,10 @@ class RunBooks:
 
         from safetensors.torch import load_file
 
-        state = json.loads((checkpoint / "state.json").read_text())
+        state = json.loads(training_file(checkpoint, "state.json").read_text())
         self.step = int(state["step"])
         self.numpy_rng.bit_generator.state = state["numpy_rng"]
-        self.rollout_rng = load_file(str(checkpoint / "rng.safetensors"))[f"generator/{ROLLOUT_GENERATOR}"]
+        self.rollout_rng = load_file(str(training_file(checkpoint, "rng.safetensors")))[f"generator/{ROLLOUT_GENERATOR}"]
         self.pool = PromptPool.from_state_dict(state["run"]["pool"])
         self.counters = trainer.Counters(**state["run"]["counters"])
         self.last_val_pass_rate = state["run"].get("last_val_pass_rate")

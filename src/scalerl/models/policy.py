@@ -22,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.char_tokenizer import build_char_tokenizer
+from scalerl.models.hf_folder import quiet_progress_bars, write_model_folder
 
 BUILTIN_MODEL = "builtin"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -94,8 +95,7 @@ def save_model(model: torch.nn.Module, tokenizer: object, directory: str | os.Pa
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        model.save_pretrained(staging, safe_serialization=True)
-        tokenizer.save_pretrained(staging)
+        write_model_folder(model, tokenizer, staging)
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
@@ -128,7 +128,8 @@ def load_policy(
             f"(no config.json); use {BUILTIN_MODEL!r} for the built-in tiny model"
         )
     body_dtype = resolve_dtype(dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=body_dtype)
+    with quiet_progress_bars():
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=body_dtype)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token_id is None:

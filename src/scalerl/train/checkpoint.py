@@ -1,11 +1,16 @@
 """Checkpoints without pickle: tensors in safetensors, everything else in JSON, written atomically.
 
-Layout of `RUN/checkpoints/step_000120/`:
-    model.safetensors       policy weights
-    optimizer.safetensors   optimiser state tensors, keyed "state/<param id>/<name>"
-    rng.safetensors         torch RNG states (global CPU state and the run's generators)
-    state.json              step, optimiser param groups and scalar state, LR-scheduler state,
+Every checkpoint is a Hugging Face model folder (`AutoModelForCausalLM.from_pretrained` and
+`AutoTokenizer.from_pretrained` load it, and so does vLLM); the training state sits in a
+subfolder where model loaders do not look. Layout of `RUN/checkpoints/step_00000120/`:
+    config.json, generation_config.json, model.safetensors (or shards + index),
+    tokenizer files         the policy, written by save_pretrained
+    training_state/
+      optimizer.safetensors optimiser state tensors, keyed "state/<param id>/<name>"
+      rng.safetensors       torch RNG states (global CPU state and the run's generators)
+      state.json            step, optimiser param groups and scalar state, LR-scheduler state,
                             numpy RNG state, curriculum pool state, cumulative counters
+Checkpoints written before this layout (the same files, flat) still load.
 A checkpoint is assembled in a hidden temporary directory, every file fsynced, then renamed into
 place (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
 partial one. Only the last `keep` checkpoints are kept.
@@ -21,17 +26,28 @@ from typing import Any, Mapping
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file
 
 from scalerl.errors import InputError
+from scalerl.models.hf_folder import load_weights_into, write_model_folder
 
 CHECKPOINTS_DIR_NAME = "checkpoints"
+TRAINING_STATE_DIR = "training_state"
 _PREFIX = "step_"
 _STATE_FILE = "state.json"
 
 
 def checkpoint_name(step: int) -> str:
     return f"{_PREFIX}{step:08d}"
+
+
+def training_file(checkpoint: str | os.PathLike, name: str) -> Path:
+    """Path of a training-state file (state.json, optimizer.safetensors, rng.safetensors) of a
+    checkpoint: in its training_state/ subfolder, or beside the weights in the older flat layout."""
+    checkpoint = Path(checkpoint)
+    nested = checkpoint / TRAINING_STATE_DIR / name
+    flat = checkpoint / name
+    return flat if not nested.exists() and flat.exists() else nested
 
 
 def _fsync_path(path: Path) -> None:
@@ -90,10 +106,12 @@ def save_checkpoint(
     numpy_rng: np.random.Generator,
     state: Mapping[str, Any],
     keep: int = 1,
+    tokenizer: Any = None,
 ) -> Path:
     """Write checkpoint `step` atomically, prune to the last `keep`, return its directory.
 
-    `state` holds the caller's JSON-serialisable run state (pool, counters, ...).
+    `state` holds the caller's JSON-serialisable run state (pool, counters, ...); `tokenizer`,
+    when given, is saved with the model so the folder loads on its own.
     """
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
     root.mkdir(parents=True, exist_ok=True)
@@ -102,10 +120,12 @@ def save_checkpoint(
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir()
-    save_model(model, str(staging / "model.safetensors"))
+    write_model_folder(model, tokenizer, staging)
+    state_dir = staging / TRAINING_STATE_DIR
+    state_dir.mkdir()
     optimizer_tensors, optimizer_rest = _split_optimizer_state(optimizer.state_dict())
-    save_file(optimizer_tensors, str(staging / "optimizer.safetensors"))
-    save_file(_rng_tensors(torch_generators), str(staging / "rng.safetensors"))
+    save_file(optimizer_tensors, str(state_dir / "optimizer.safetensors"))
+    save_file(_rng_tensors(torch_generators), str(state_dir / "rng.safetensors"))
     run_state = {
         "step": int(step),
         "optimizer": optimizer_rest,
@@ -113,9 +133,10 @@ def save_checkpoint(
         "numpy_rng": numpy_rng.bit_generator.state,
         "run": dict(state),
     }
-    (staging / _STATE_FILE).write_text(json.dumps(run_state, indent=1))
-    for path in staging.iterdir():
+    (state_dir / _STATE_FILE).write_text(json.dumps(run_state, indent=1))
+    for path in [*staging.iterdir(), *state_dir.iterdir()]:
         _fsync_path(path)
+    _fsync_path(state_dir)
     _fsync_path(staging)
     if final.exists():
         shutil.rmtree(final)
@@ -131,7 +152,7 @@ def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     if not root.is_dir():
         return []
     found = [path for path in root.iterdir()
-             if path.is_dir() and path.name.startswith(_PREFIX) and (path / _STATE_FILE).is_file()]
+             if path.is_dir() and path.name.startswith(_PREFIX) and training_file(path, _STATE_FILE).is_file()]
     return sorted(found, key=lambda path: int(path.name[len(_PREFIX):]))
 
 
@@ -162,14 +183,14 @@ def load_checkpoint(
     """Restore everything saved by `save_checkpoint` in place; return (step, caller's state)."""
     path = Path(path)
     try:
-        run_state = json.loads((path / _STATE_FILE).read_text())
+        run_state = json.loads(training_file(path, _STATE_FILE).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise InputError(f"checkpoint {path} is unreadable: {error}") from None
-    load_model(model, str(path / "model.safetensors"), strict=True)
-    optimizer_tensors = load_file(str(path / "optimizer.safetensors"))
+    load_weights_into(model, path)
+    optimizer_tensors = load_file(str(training_file(path, "optimizer.safetensors")))
     optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
     scheduler.load_state_dict(run_state["scheduler"])
-    rng = load_file(str(path / "rng.safetensors"))
+    rng = load_file(str(training_file(path, "rng.safetensors")))
     torch.set_rng_state(rng["global_cpu"])
     for name, generator in torch_generators.items():
         generator.set_state(rng[f"generator/{name}"])

@@ -211,7 +211,7 @@ def _checkpoint(run: Run) -> None:
         torch_generators={"rollout": run.rollout_generator}, numpy_rng=run.numpy_rng,
         state={"pool": run.pool.state_dict(), "counters": dataclasses.asdict(run.counters),
                "last_val_pass_rate": run.last_val_pass_rate},
-        keep=run.config.keep_checkpoints)
+        keep=run.config.keep_checkpoints, tokenizer=run.tokenizer)
 
 
 def _generate(run: Run) -> list[Rollout]:

@@ -1,0 +1,41 @@
+"""`scalerl export RUN OUT [--step N]`: a run's checkpoint as a Hugging Face model folder.
+
+`register(app)` adds the command; torch and transformers are imported inside its body only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from scalerl.cli.errors import exits_on_user_error
+from scalerl.errors import InputError
+
+
+@exits_on_user_error
+def export_command(
+    run: Path = typer.Argument(..., help="Run directory (holds checkpoints/step_*)."),
+    out: Optional[Path] = typer.Argument(None, help="Model folder to write (must not exist or be empty)."),
+    out_option: Optional[Path] = typer.Option(None, "-o", "--out", help="Same as OUT."),
+    step: Optional[int] = typer.Option(None, "--step", help="Checkpoint step (default: the newest)."),
+) -> None:
+    """Write a checkpoint as a model folder for from_pretrained / vLLM (no training state)."""
+    if out is not None and out_option is not None and out != out_option:
+        raise InputError(f"give the output folder once: OUT is {out}, -o is {out_option}")
+    target = out if out is not None else out_option
+    if target is None:
+        raise InputError("missing the output folder: scalerl export RUN OUT (or -o OUT)")
+    from scalerl.train.export import export_model
+
+    written = export_model(run, target, step=step)
+    Console(soft_wrap=True).print(
+        f"exported to {written}; load it with AutoModelForCausalLM.from_pretrained('{written}')",
+        markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `export` to the `scalerl` app."""
+    app.command("export")(export_command)
