@@ -100,3 +100,96 @@ def test_bad_settings_raise_config_error():
         WarmStartSettings(target_band=(0.3, 0.1))
     with pytest.raises(ConfigError, match="batch_size"):
         WarmStartSettings(batch_size=0)
+
+
+# --- one warm start per model/task configuration: its key and its record ------------------------
+
+TINY_RUN = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.warmstart_steps=2",
+            "model.warmstart_probe_every=50", "task.num_train_prompts=40", "task.num_val_prompts=8", "eval_prompts=8",
+            "sampling.max_new_tokens=16", "sampling.thinking_budget_min=8", "sampling.thinking_budget_max=12",
+            "sampling.penalty_cache_tokens=4"]
+
+
+def tiny_run_config(tmp_path, *extra):
+    from scalerl.train.config import TrainConfig
+
+    return TrainConfig().with_overrides([*TINY_RUN, f"model.warmstart_cache_dir={tmp_path}", *extra])
+
+
+def record_of(config):
+    from scalerl.train.trainer import build_task, fresh_policy
+    from scalerl.train.warmstart_config import warm_start_for_config
+
+    model, tokenizer = fresh_policy(config)
+    return warm_start_for_config(config, model, tokenizer, build_task(config))[2]
+
+
+def key_of(config) -> str:
+    """The warm-start cache key of a run config, without warm-starting."""
+    from scalerl.train.trainer import build_task, fresh_policy
+    from scalerl.train.warmstart import warm_start_cache_key
+    from scalerl.train.warmstart_config import warm_start_settings
+
+    model, _ = fresh_policy(config)
+    return warm_start_cache_key(model, build_task(config), config.model.warmstart_steps,
+                                warm_start_settings(config))
+
+
+def test_every_rl_seed_shares_one_warm_start_and_a_warm_start_setting_changes_the_key(tmp_path):
+    base = record_of(tiny_run_config(tmp_path))
+    other_rl_seed = record_of(tiny_run_config(tmp_path, "seed=7", "rl.loss=dapo"))
+    assert other_rl_seed == base  # same key, same weights (by digest)
+    assert len([p for p in tmp_path.iterdir() if not p.name.startswith(".")]) == 1
+    assert key_of(tiny_run_config(tmp_path, "seed=7")) == base.key
+    for setting in ("model.init_seed=1", "model.warmstart_stop_pass_rate=0.2", "task.num_train_prompts=41"):
+        assert key_of(tiny_run_config(tmp_path, setting)) != base.key, setting
+
+
+def test_the_built_policy_is_the_recorded_warm_start(tmp_path):
+    from scalerl.train.trainer import build_policy, build_task
+    from scalerl.train.warmstart import weights_digest
+
+    config = tiny_run_config(tmp_path, "seed=3")
+    model, _ = build_policy(config, build_task(config))
+    assert weights_digest(model) == record_of(tiny_run_config(tmp_path)).weights_sha256
+
+
+def test_the_warm_start_runs_on_one_thread_whatever_the_run_uses(tmp_path, monkeypatch):
+    seen = []
+    real = warmstart_module.warm_start
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(warmstart_module, "warm_start", recording)
+    torch.set_num_threads(2)
+    task = ArithmeticTask(EASY)
+    model, tokenizer = build_tiny_model(SPEC)
+    settings = WarmStartSettings(batch_size=8, probe_prompts=2, probe_samples=1, max_new_tokens=8)
+    warm_start_cached(tmp_path, model, tokenizer, task, 2, settings)
+    assert seen == [warmstart_module.WARM_START_THREADS] and torch.get_num_threads() == 2
+
+
+def test_code_digest_covers_the_warm_start_code_and_not_the_rl_losses(tmp_path, monkeypatch):
+    import shutil
+
+    copy = tmp_path / "scalerl"
+    shutil.copytree(warmstart_module.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(warmstart_module, "PACKAGE_ROOT", copy)
+
+    def digest():
+        warmstart_module.warm_start_code_digest.cache_clear()
+        return warmstart_module.warm_start_code_digest()
+
+    before = digest()
+    with open(copy / "rl" / "losses.py", "a") as handle:  # RL maths: not part of the warm start
+        handle.write("\n# edited\n")
+    assert digest() == before
+    for covered in ("train/generation.py", "models/policy.py", "tasks/arithmetic.py", "train/warmstart.py"):
+        with open(copy / covered, "a") as handle:
+            handle.write("\n# edited\n")
+        after = digest()
+        assert after != before, covered
+        before = after
+    warmstart_module.warm_start_code_digest.cache_clear()

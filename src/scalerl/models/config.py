@@ -19,6 +19,10 @@ class ModelConfig:
     warmstart_stop_pass_rate: float = 0.12
     warmstart_probe_every: int = 5
     warmstart_cache_dir: str = ""
+    # Seed of the built-in model's initial weights and of its warm start. Apart from the run's
+    # `seed` (prompt order and sampling noise of RL) so that every RL seed and every variant of a
+    # study starts from the same warm-started weights: one warm start per model/task configuration.
+    init_seed: int = 0
 
     def __post_init__(self) -> None:
         require(bool(self.path), "model.path", "must be 'builtin' or a model directory")
@@ -29,3 +33,4 @@ class ModelConfig:
         require_non_negative(self.warmstart_steps, "model.warmstart_steps")
         require_fraction(self.warmstart_stop_pass_rate, "model.warmstart_stop_pass_rate")
         require_positive(self.warmstart_probe_every, "model.warmstart_probe_every")
+        require_non_negative(self.init_seed, "model.init_seed")

@@ -13,7 +13,6 @@ written after it and reproduces the uninterrupted run (RNG states are part of th
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,17 +114,10 @@ def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
 
 
 def fresh_policy(config: TrainConfig):
-    """(model, tokenizer) as loaded from model.path, or a freshly initialised built-in model."""
+    """(model, tokenizer) as loaded from model.path, or a freshly initialised built-in model
+    (initial weights from model.init_seed, shared by every RL seed)."""
     return load_policy(config.model.path, dtype=config.dtype, device=config.device,
-                       tiny_spec=tiny_model_spec(config), seed=config.seed)
-
-
-def warmstart_cache_dir(config: TrainConfig) -> Path:
-    """model.warmstart_cache_dir, else $XDG_CACHE_HOME/scalerl/warmstart (~/.cache/...)."""
-    if config.model.warmstart_cache_dir:
-        return Path(config.model.warmstart_cache_dir)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "scalerl" / "warmstart"
+                       tiny_spec=tiny_model_spec(config), seed=config.model.init_seed)
 
 
 def build_policy(config: TrainConfig, task):
@@ -134,14 +126,9 @@ def build_policy(config: TrainConfig, task):
     model, tokenizer = fresh_policy(config)
     if config.model.path != BUILTIN_MODEL or config.model.warmstart_steps == 0:
         return model, tokenizer
-    from scalerl.train.warmstart import WarmStartSettings, warm_start_cached
+    from scalerl.train.warmstart_config import warm_start_for_config
 
-    settings = WarmStartSettings(
-        target_band=(config.model.warmstart_stop_pass_rate, 1.0),
-        probe_every=config.model.warmstart_probe_every,
-        max_new_tokens=config.sampling.max_new_tokens, seed=config.seed)
-    model, tokenizer, _ = warm_start_cached(warmstart_cache_dir(config), model, tokenizer, task,
-                                            config.model.warmstart_steps, settings)
+    model, tokenizer, _ = warm_start_for_config(config, model, tokenizer, task)
     return model, tokenizer
 
 

@@ -3,17 +3,25 @@ reaches a target band (the RL start point: low but not zero, about 5-15 %), with
 
 Why: RL from a random tiny model never gets a positive reward; from a model that already solves
 most prompts there is nothing left to climb. The demo wants the sigmoid in between.
+
+One warm start per model/task configuration, shared by every RL seed and every variant of a study:
+it depends on model.init_seed (not the run's seed), runs on one torch thread whatever the run's
+thread count, and its cache key covers everything it depends on, the code that produces it included.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -24,6 +32,10 @@ from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.tasks.arithmetic import Task, TaskExample
 
 RESULT_FILE = "warmstart.json"
+# Thread count of the supervised phase: CPU kernels may sum in another order with more threads, and
+# the warm start must not depend on the run's torch_threads (one warm start per configuration).
+WARM_START_THREADS = 1
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # src/scalerl
 
 
 @dataclass(frozen=True)
@@ -136,7 +148,8 @@ def warm_start(
     return WarmStartResult(steps_run, tuple(history), reached, loss_value)
 
 
-def _weights_digest(model: torch.nn.Module) -> str:
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 over the state dict: each tensor's name, then its values as float32 bytes (name order)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
@@ -144,17 +157,75 @@ def _weights_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
+def _module_file(module: str) -> Path | None:
+    """The source file of a `scalerl.*` module (package: its __init__.py); None if not a module."""
+    candidate = PACKAGE_ROOT.joinpath(*module.split(".")[1:])
+    if candidate.with_suffix(".py").is_file():
+        return candidate.with_suffix(".py")
+    return candidate / "__init__.py" if (candidate / "__init__.py").is_file() else None
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """`scalerl.*` modules a file imports (anywhere in it), with their parent packages."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    scalerl_names = {name for name in names if name == "scalerl" or name.startswith("scalerl.")}
+    return {".".join(name.split(".")[:end]) for name in scalerl_names for end in range(1, name.count(".") + 2)}
+
+
+@lru_cache(maxsize=None)
+def warm_start_code_digest(module: str = "scalerl.train.warmstart") -> str:
+    """sha256 over the source of `module` and every scalerl module it imports, transitively
+    (relative path and text of each file, in path order): the code that produces a warm start.
+    Any edit to it (the model, the tokenizer, the task, generation, this file) gives a new key.
+    Packages on the way are covered by their __init__.py text, without following its re-exports."""
+    seen: dict[str, Path] = {}
+    pending = [module]
+    while pending:
+        name = pending.pop()
+        path = _module_file(name)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        if path.name != "__init__.py":  # a package's re-exports are not what the warm start runs
+            pending.extend(_imported_modules(path) - set(seen))
+    digest = hashlib.sha256()
+    for path in sorted(set(seen.values())):
+        digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def warm_start_cache_key(model, task: Task, steps: int, settings: WarmStartSettings) -> str:
-    """A digest of everything the warm-started weights depend on: initial weights, task prompts
-    and demonstrations, steps and settings."""
+    """A digest of everything the warm-started weights depend on: initial weights (so the model's
+    shape, dtype and init seed), task prompts and demonstrations, steps and settings, the device
+    type, the torch version and the source of the code that runs it (`warm_start_code_digest`)."""
     task_digest = hashlib.sha256(
         json.dumps([(e.prompt, e.answer, e.demonstration) for e in task.train + task.validation]).encode()
     ).hexdigest()
+    parameter = next(model.parameters())
     description = json.dumps(
-        {"weights": _weights_digest(model), "task": task_digest, "steps": steps, "settings": asdict(settings)},
+        {"weights": weights_digest(model), "task": task_digest, "steps": steps, "settings": asdict(settings),
+         "dtype": str(parameter.dtype), "device": parameter.device.type, "torch": torch.__version__,
+         "code": warm_start_code_digest()},
         sort_keys=True,
     )
     return hashlib.sha256(description.encode()).hexdigest()[:20]
+
+
+@contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run the block with `count` intra-op threads, then restore the previous count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def warm_start_cached(
@@ -171,7 +242,8 @@ def warm_start_cached(
     if (entry / RESULT_FILE).is_file():
         cached_model, cached_tokenizer = load_policy(entry, dtype=model.dtype)
         return cached_model.to(next(model.parameters()).device), cached_tokenizer, _read_result(entry)
-    result = warm_start(model, tokenizer, task, steps, settings)
+    with torch_threads(WARM_START_THREADS):
+        result = warm_start(model, tokenizer, task, steps, settings)
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
     try:
@@ -190,3 +262,4 @@ def _read_result(entry: Path) -> WarmStartResult:
     raw = json.loads((entry / RESULT_FILE).read_text())
     history = tuple((int(step), float(rate)) for step, rate in raw["probe_history"])
     return WarmStartResult(int(raw["steps_run"]), history, bool(raw["reached_band"]), float(raw["final_loss"]))
+

@@ -1,0 +1,61 @@
+"""The warm start of a run's config: its settings, cache directory and the record of which
+warm-started weights a run starts from (cache key and weights digest), for the trainer and studies.
+
+Kept apart from scalerl.train.warmstart so that the code digest in the cache key (the source the
+warm start runs, `warm_start_code_digest`) does not cover the run config's other sections.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from scalerl.tasks.arithmetic import Task
+from scalerl.train.config import TrainConfig
+from scalerl.train.warmstart import WarmStartSettings, warm_start_cache_key, warm_start_cached, weights_digest
+
+
+@dataclass(frozen=True)
+class WarmStartRecord:
+    """Which warm start a run starts from: its cache key, the sha256 of its weights
+    (`weights_digest`), and what the supervised phase did."""
+
+    key: str
+    weights_sha256: str
+    steps_run: int
+    pass_rate: float
+    reached_band: bool
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def warmstart_cache_dir(config: TrainConfig) -> Path:
+    """model.warmstart_cache_dir, else $XDG_CACHE_HOME/scalerl/warmstart (~/.cache/...)."""
+    if config.model.warmstart_cache_dir:
+        return Path(config.model.warmstart_cache_dir)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "scalerl" / "warmstart"
+
+
+def warm_start_settings(config: TrainConfig) -> WarmStartSettings:
+    """The run config's warm-start settings: stop at model.warmstart_stop_pass_rate, seeded by
+    model.init_seed (never by the RL seed)."""
+    return WarmStartSettings(target_band=(config.model.warmstart_stop_pass_rate, 1.0),
+                             probe_every=config.model.warmstart_probe_every,
+                             max_new_tokens=config.sampling.max_new_tokens, seed=config.model.init_seed)
+
+
+def warm_start_for_config(config: TrainConfig, model: torch.nn.Module, tokenizer,
+                          task: Task) -> tuple[torch.nn.Module, object, WarmStartRecord]:
+    """`warm_start_cached` with the config's settings and cache directory; `model` must be the
+    freshly initialised policy. Returns the warm-started (model, tokenizer) and its record."""
+    steps, settings = config.model.warmstart_steps, warm_start_settings(config)
+    key = warm_start_cache_key(model, task, steps, settings)
+    model, tokenizer, result = warm_start_cached(warmstart_cache_dir(config), model, tokenizer, task, steps,
+                                                 settings)
+    record = WarmStartRecord(key, weights_digest(model), result.steps_run, result.pass_rate, result.reached_band)
+    return model, tokenizer, record
