@@ -1,7 +1,7 @@
 """fit_sigmoid: fit the ScaleRL compute-performance sigmoid to a training log, with uncertainty.
 
 Orchestration only: input checks, R0 and point selection, diagnostics, the multi-start bounded
-least squares (sigmoid_solver) and the residual bootstrap (uncertainty). The curve is
+least squares (sigmoid_solver) and the posterior sample (posterior). The curve is
 
     R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)     (Khatri, Madaan et al., arXiv 2510.13786)
 
@@ -21,13 +21,8 @@ from scalerl.forecast.diagnostics import (
 )
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds, residuals
-from scalerl.forecast.uncertainty import (
-    DEFAULT_NOISE_FLOOR,
-    bootstrap_theta,
-    noise_t_draws,
-    residual_noise_sd,
-    student_t_dof,
-)
+from scalerl.forecast.posterior import STUDENT_T_NU, sample_posterior
+from scalerl.forecast.uncertainty import BAND_SCALE, DEFAULT_NOISE_FLOOR, noise_t_draws, residual_noise_sd
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 NOISE_DRAWS_PER_BOOTSTRAP = 16
@@ -170,13 +165,18 @@ def fit_sigmoid(
     fit_through_collapse=False,
     noise_floor=DEFAULT_NOISE_FLOOR,
     n_starts=4,
+    band_scale=BAND_SCALE,
 ) -> FitResult:
-    """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and bootstrap its uncertainty.
+    """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 
     Bounded multi-start least squares on (A, B, log C_mid) in normalised log compute, seeded by a
     coarse grid; `loss` is any scipy robust loss ("linear", "soft_l1", "huber", ...), scaled by the
     evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the level of
-    the ceiling check. Raises FitError when too few points remain or the run is flat.
+    the ceiling check. Uncertainty: posterior draws of (A, B, C_mid, noise scale) from
+    forecast.posterior (`n_bootstrap` is the number of draws kept, the name the CLI and configs
+    use; `seed` makes them reproducible); observation bands are stretched by `band_scale`
+    (uncertainty.BAND_SCALE, chosen by leave-one-curve-out in benchmarks/forecast_accuracy.py).
+    Raises FitError when too few points remain or the run is flat.
     """
     _check_options(loss, level, n_bootstrap, min_compute)
     compute, reward = validate_curve(compute, reward, reward_range)
@@ -200,20 +200,19 @@ def fit_sigmoid(
         noise_sd = max(noise_sd, diff_noise)
 
     rng = np.random.default_rng(seed)
-    theta_draws = bootstrap_theta(problem, theta_hat, noise_sd, int(n_bootstrap), rng)
-    param_draws = np.column_stack([theta_draws[:, 0], theta_draws[:, 1], compute_ref * np.exp(theta_draws[:, 2])])
+    draws = sample_posterior(problem, theta_hat, noise_sd, noise_floor, int(n_bootstrap), seed)
+    param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
     identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
-    dof = student_t_dof(fit_compute.size, n_params)
     return FitResult(
         a=float(theta_hat[0]), b=float(theta_hat[1]), c_mid=float(compute_ref * np.exp(theta_hat[2])), r0=r0,
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
         n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
         ceiling_identified=bool(identified), warnings=tuple(warnings), param_draws=param_draws,
-        noise_sd=noise_sd, noise_dof=dof,
-        noise_draws=noise_t_draws(dof, NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap), rng),
+        noise_sd=noise_sd, noise_dof=STUDENT_T_NU, noise_scale_draws=draws[:, 3], band_scale=band_scale,
+        noise_draws=noise_t_draws(STUDENT_T_NU, NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap), rng),
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,

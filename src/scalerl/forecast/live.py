@@ -5,7 +5,7 @@ Torch-free: the synchronous trainer (scalerl.train.trainer) and the TRL callback
 (scalerl.integrations.trl_callback) both call `live_forecast`. The fit is exactly
 `fit_sigmoid(compute, reward, n_bootstrap=..., level=..., reward_range=...)`, i.e. what
 `scalerl fit LOG --json --n-bootstrap N --predict-at BUDGET` reports on the same points; only the
-bootstrap is smaller than the offline default so that refitting at every evaluation stays cheap.
+posterior sample kept is smaller than the offline default so that refitting at every evaluation stays cheap.
 
 When no fit is possible yet (fewer than four evaluations: R0 plus three points for A, B, C_mid;
 or a run that has not moved from R0) the forecast is None and the log row gets no forecast keys.
@@ -81,7 +81,7 @@ def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: 
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (arXiv 2510.13786) to the points so far;
     None when they cannot be fitted yet (too few points, no learning, data the fitter rejects).
 
-    A and its interval are the fit's estimate and bootstrap percentile interval at `level`;
+    A and its interval are the fit's estimate and posterior percentile interval at `level`;
     `at_budget` = R(budget) on the fitted curve (NaN when the budget is unknown)."""
     compute = np.asarray(compute, dtype=float)
     reward = np.asarray(reward, dtype=float)

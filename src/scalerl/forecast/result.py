@@ -1,4 +1,4 @@
-"""Immutable results of a sigmoid fit: parameters, bootstrap draws, bands, JSON view."""
+"""Immutable results of a sigmoid fit: parameters, posterior draws, bands, JSON view."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
+from scalerl.forecast.uncertainty import widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
 
@@ -59,10 +60,13 @@ class ComputeToTarget:
 class FitResult:
     """A fitted ScaleRL sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) with its uncertainty.
 
-    `param_draws` holds bootstrap refits as rows (A, B, C_mid); intervals are their quantiles.
-    `noise_sd` is the evaluation noise (residual sd, small-sample corrected, floored) and
-    `noise_draws` fixed standard Student-t draws with `noise_dof` degrees of freedom, so bands for a
-    new observation are deterministic for a given result.
+    `param_draws` holds posterior draws as rows (A, B, C_mid); intervals are their quantiles.
+    `noise_sd` is the evaluation noise (residual sd, small-sample corrected, floored);
+    `noise_scale_draws` the posterior draw of the noise scale that goes with each row of
+    `param_draws` (None: `noise_sd` for every row), and `noise_draws` fixed standard Student-t
+    draws with `noise_dof` degrees of freedom, so bands for a new observation are deterministic for
+    a given result. `band_scale` stretches observation bands about the point forecast (see
+    uncertainty.widen).
     """
 
     a: float
@@ -77,23 +81,28 @@ class FitResult:
     warnings: tuple
     param_draws: np.ndarray
     noise_sd: float
-    noise_dof: int
+    noise_dof: float
     noise_draws: np.ndarray
     reward_range: tuple | None = (0.0, 1.0)
     fixed: tuple = ("R0",)
     collapse_compute: float | None = None
     loss: str = "linear"
+    noise_scale_draws: np.ndarray | None = None
+    band_scale: float = 1.0
 
     def __post_init__(self):
         for name in ("compute", "reward", "param_draws", "noise_draws"):
             object.__setattr__(self, name, _read_only(getattr(self, name)))
+        if self.noise_scale_draws is None:
+            object.__setattr__(self, "noise_scale_draws", np.full(self.param_draws.shape[0], self.noise_sd))
+        object.__setattr__(self, "noise_scale_draws", _read_only(self.noise_scale_draws))
         object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
 
     def conf_int(self, level=0.8) -> dict:
-        """Bootstrap percentile interval per parameter: {name: (lo, hi)}."""
+        """Posterior percentile interval per parameter: {name: (lo, hi)}."""
         lo_q, hi_q = _tails(level)
         out = {}
         for column, name in enumerate(PARAM_NAMES):
@@ -110,25 +119,36 @@ class FitResult:
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         return sigmoid_reward(compute[None, :], draws[:, :1], draws[:, 1:2], draws[:, 2:3], self.r0)
 
+    def observation_draws(self, compute, n_average=1) -> np.ndarray:
+        """Posterior-predictive samples of a new evaluation at each `compute`: (n_samples, m).
+
+        Sample = curve of one posterior draw + that draw's noise scale * a Student-t draw; with
+        `n_average` > 1 it is a sample of the mean of that many independent evaluations at each
+        compute (noise / sqrt(n_average)). Not widened by `band_scale`.
+        """
+        mean_draws = self._mean_draws(compute)
+        n_noise = self.noise_draws.size // mean_draws.shape[0]
+        standard = self.noise_draws[: n_noise * mean_draws.shape[0]].reshape(-1, n_noise)
+        noise = self.noise_scale_draws[:, None] * standard / np.sqrt(float(n_average))
+        return (mean_draws[:, None, :] + noise[:, :, None]).reshape(-1, mean_draws.shape[1])
+
     def interval(self, compute, level=0.8, kind="observation"):
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
 
-        Observation band = quantiles of (bootstrap curve + noise_sd * t draw), so it adds the
-        curve uncertainty and the evaluation noise. Clipped to `reward_range`.
+        Observation band = quantiles of the posterior-predictive samples (curve uncertainty plus
+        evaluation noise), stretched about the point forecast by `band_scale`; mean band =
+        quantiles of the posterior curves. Both contain the point forecast, clipped to `reward_range`.
         """
         if kind not in ("observation", "mean"):
             raise InputError(f"interval kind must be 'observation' or 'mean', got {kind!r}")
         lo_q, hi_q = _tails(level)
         scalar = np.ndim(compute) == 0
-        mean_draws = self._mean_draws(compute)
-        if kind == "observation":
-            n_noise = self.noise_draws.size // mean_draws.shape[0]
-            noise = self.noise_sd * self.noise_draws[: n_noise * mean_draws.shape[0]].reshape(-1, n_noise)
-            samples = (mean_draws[:, None, :] + noise[:, :, None]).reshape(-1, mean_draws.shape[1])
-        else:
-            samples = mean_draws
-        lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
         centre = self.predict(np.atleast_1d(np.asarray(compute, dtype=float)))
+        if kind == "observation":
+            samples = widen(self.observation_draws(compute), centre, self.band_scale)
+        else:
+            samples = self._mean_draws(compute)
+        lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
         if self.reward_range is not None:
             lo = np.clip(lo, self.reward_range[0], self.reward_range[1])
@@ -136,7 +156,7 @@ class FitResult:
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
 
     def compute_to_reach(self, target, level=0.8) -> ComputeToTarget:
-        """Compute at which the fitted curve reaches `target`, with a bootstrap interval."""
+        """Compute at which the fitted curve reaches `target`, with a posterior interval."""
         target = float(target)
         lo_q, hi_q = _tails(level)
         value = float(sigmoid_compute_for_reward(target, self.a, self.b, self.c_mid, self.r0))

@@ -179,7 +179,7 @@ def render_html(report) -> str:
     """The whole page."""
     parts = [f"<h1>{escape(report.title)}</h1>",
              f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786), fitted by "
-             f"bounded least squares; intervals and bands at {report.level:.0%} from a residual bootstrap. "
+             f"bounded least squares; intervals and bands at {report.level:.0%} from a posterior sample (emcee). "
              "Solid line: fit over the data; dashed: extrapolation; shaded: band for a new evaluation.</p>"]
     if report.runs:
         parts.append("<h2>Runs</h2>" + table("runs", RUN_HEADER, run_rows(report)))

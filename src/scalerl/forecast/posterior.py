@@ -1,0 +1,135 @@
+"""Bayesian uncertainty of the sigmoid fit: a posterior over (A, B, log C_mid, log sigma).
+
+Before the inflection A, B and C_mid trade off along a ridge: many curves fit the data equally
+well and disagree far out. A bootstrap around the best fit stays at one end of that ridge; the
+posterior walks along it. In the scale-free coordinates of sigmoid_solver (u = log(C / C_ref),
+s = log(C_mid / C_ref)) the model is
+
+    R_i = R0 + (A - R0) * expit(B * (u_i - s)) + sigma * e_i,   e_i ~ Student-t(nu = 4)
+
+with weakly informative priors (independent):
+
+    A        (A - A_low) / (A_top - A_low) ~ Beta(2, 2)   on the least-squares bounds (A_top: the
+             reward range's top): no mass at either bound, so A is never pinned at 1
+    log B    normal(log 1.5, 0.8)              (the paper reports B of 1.6-2.0; RL curves 0.5-4)
+             truncated to B_BOUNDS
+    s        uniform on the solver's bounds      (observed log-compute range +- log 1000)
+    log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
+             truncated below at log(noise_floor)
+
+The Student-t likelihood keeps one wild evaluation from bending the whole curve. Sampled with
+emcee (Foreman-Mackey et al. 2013, affine-invariant ensemble; pure numpy), log-probability
+vectorised over walkers, walkers started around the least-squares fit and the best cells of a
+coarse grid so that they cover the ridge from the first step. Seeded: the same data and seed give
+the same draws.
+"""
+
+from __future__ import annotations
+
+import emcee
+import numpy as np
+from scipy.special import expit
+
+from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
+
+STUDENT_T_NU = 4.0
+A_PRIOR_BETA = 2.0  # Beta(2, 2) on the gain fraction
+LOG_B_PRIOR = (np.log(1.5), 0.8)  # mean, sd of log B
+LOG_SIGMA_PRIOR_SD = 0.7
+N_WALKERS = 32
+N_STEPS = 300
+N_BURN = 150
+
+
+def log_prior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_floor):
+    """log p(A, B, s, log sigma) up to a constant, -inf outside the bounds; theta is (k, 4)."""
+    a, b, s, log_sigma = theta.T
+    lower, upper = problem.lower, problem.upper
+    inside = (a >= lower[0]) & (a <= upper[0]) & (b >= lower[1]) & (b <= upper[1])
+    inside &= (s >= lower[2]) & (s <= upper[2]) & (log_sigma >= log_sigma_floor)
+    if problem.fixed_a is not None:
+        inside &= a == problem.fixed_a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_b = np.log(b)
+    mean_b, sd_b = LOG_B_PRIOR
+    # B is sampled directly, so the log-normal density carries the 1/B Jacobian.
+    value = -0.5 * ((log_b - mean_b) / sd_b) ** 2 - log_b
+    if problem.fixed_a is None:
+        # Beta(2, 2) on the gain fraction f = (A - A_low) / (A_top - A_low): no mass at either bound.
+        fraction = np.clip((a - lower[0]) / (upper[0] - lower[0]), 1e-12, 1 - 1e-12)
+        value += (A_PRIOR_BETA - 1.0) * (np.log(fraction) + np.log1p(-fraction))
+    value += -0.5 * ((log_sigma - log_sigma_centre) / LOG_SIGMA_PRIOR_SD) ** 2
+    return np.where(inside, value, -np.inf)
+
+
+def log_likelihood(theta, problem: SolverProblem):
+    """Student-t log likelihood: sum_i -(nu+1)/2 log(1 + r_i^2 / (nu sigma^2)) - log sigma."""
+    a, b, s, log_sigma = (column[:, None] for column in theta.T)
+    predicted = problem.r0 + (a - problem.r0) * expit(b * (problem.log_compute[None, :] - s))
+    sigma = np.exp(log_sigma)
+    scaled = (predicted - problem.reward[None, :]) / sigma
+    nu = STUDENT_T_NU
+    return np.sum(-0.5 * (nu + 1.0) * np.log1p(scaled**2 / nu) - log_sigma, axis=1)
+
+
+def log_posterior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_floor):
+    """Vectorised over rows of theta: log prior + log likelihood (-inf outside the prior)."""
+    theta = np.atleast_2d(theta)
+    prior = log_prior(theta, problem, log_sigma_centre, log_sigma_floor)
+    out = np.full(theta.shape[0], -np.inf)
+    ok = np.isfinite(prior)
+    if np.any(ok):
+        out[ok] = prior[ok] + log_likelihood(theta[ok], problem)
+    return out
+
+
+def initial_walkers(problem: SolverProblem, theta_hat, log_sigma, n_walkers, rng):
+    """Walkers spread around the least-squares fit and the best grid cells, inside the bounds."""
+    starts = [np.asarray(theta_hat, dtype=float)]
+    if problem.fixed_a is None:
+        starts += [np.asarray(start, dtype=float) for start in grid_starts(problem, 4)]
+    centres = np.array([start if start.size == 3 else np.concatenate([[problem.fixed_a], start]) for start in starts])
+    picks = centres[np.arange(n_walkers) % len(centres)]
+    span = problem.upper - problem.lower
+    jitter = rng.normal(size=(n_walkers, 3)) * np.array([0.02 * span[0], 0.05, 0.1])
+    if problem.fixed_a is not None:
+        jitter[:, 0] = 0.0
+    inner = 1e-6 * span
+    walkers = np.clip(picks + jitter, problem.lower + inner, problem.upper - inner)
+    if problem.fixed_a is not None:
+        walkers[:, 0] = problem.fixed_a
+    sigma_column = log_sigma + np.abs(rng.normal(0.0, 0.1, n_walkers))
+    return np.column_stack([walkers, sigma_column])
+
+
+def sample_posterior(problem: SolverProblem, theta_hat, noise_sd, noise_floor, n_draws, seed):
+    """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
+
+    32 walkers x 300 steps, the first 150 discarded as burn-in; the kept 32 x 150 states are
+    thinned evenly to `n_draws` rows (repeated when more are asked for than the chain holds).
+    """
+    rng = np.random.default_rng(seed)
+    log_floor = float(np.log(noise_floor))
+    log_centre = float(np.log(max(noise_sd, noise_floor)))
+    walkers = initial_walkers(problem, theta_hat, log_centre, N_WALKERS, rng)
+    free = slice(0, 4) if problem.fixed_a is None else slice(1, 4)
+
+    def log_prob(free_theta):
+        theta = np.atleast_2d(free_theta)
+        if problem.fixed_a is not None:
+            theta = np.column_stack([np.full(theta.shape[0], problem.fixed_a), theta])
+        return log_posterior(theta, problem, log_centre, log_floor)
+
+    sampler = emcee.EnsembleSampler(
+        N_WALKERS, walkers[:, free].shape[1], log_prob, vectorize=True,
+        moves=[(emcee.moves.DEMove(), 0.8), (emcee.moves.DESnookerMove(), 0.2)],
+    )
+    state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
+    sampler.run_mcmc(state, N_STEPS, progress=False)
+    chain = sampler.get_chain(discard=N_BURN, flat=True)
+    if problem.fixed_a is not None:
+        chain = np.column_stack([np.full(chain.shape[0], problem.fixed_a), chain])
+    pick = np.linspace(0, chain.shape[0] - 1, int(n_draws)).round().astype(int)
+    draws = chain[pick].copy()
+    draws[:, 3] = np.exp(draws[:, 3])
+    return draws
