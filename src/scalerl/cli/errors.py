@@ -7,18 +7,20 @@ Every `scalerl` command (forecasting here, training in scalerl.cli.train) wraps 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
 
 from scalerl.errors import ScaleRLError
+from scalerl.escaping import plain
 
 USER_ERROR_EXIT_CODE = 2
 
 
-def fail(message: str) -> None:
+def fail(message: object) -> None:
     """Print `error: message` as one line on stderr and leave with exit code 2."""
-    one_line = " ".join(str(message).split())
+    one_line = plain(" ".join(str(message).split()))
     typer.echo(f"error: {one_line}", err=True)
     raise typer.Exit(code=USER_ERROR_EXIT_CODE)
 
@@ -30,7 +32,7 @@ def describe_os_error(error: OSError) -> str:
 
 
 @contextmanager
-def user_errors():
+def user_errors() -> Iterator[None]:
     """Context in which ScaleRLError and OSError (bad input files) end the command cleanly."""
     try:
         yield
@@ -40,7 +42,7 @@ def user_errors():
         fail(describe_os_error(error))
 
 
-def exits_on_user_error(command):
+def exits_on_user_error(command: Callable) -> Callable:
     """Decorator form of `user_errors()` for typer commands (keeps the signature typer reads)."""
 
     @functools.wraps(command)

@@ -14,6 +14,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from scalerl.escaping import for_rich, plain
+
 PARAMETERS = ("A", "B", "C_mid")
 PIPED_OUTPUT_WIDTH = 120
 
@@ -82,7 +84,7 @@ def power_law_payload(power_law_result, predict_at: Sequence[float], level: floa
 def render_fit(console: Console, result, payload: dict, *, title: str, target=None, power_law=None) -> None:
     """Readable summary of one fit: parameters, predictions, target compute, warnings."""
     level = payload["level"]
-    console.print(f"[bold]{title}[/bold]", soft_wrap=True, highlight=False)
+    console.print(f"[bold]{for_rich(title)}[/bold]", soft_wrap=True, highlight=False)
     console.print(parameter_table(payload, result.stderr))
     identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
     console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "
@@ -94,7 +96,7 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     if power_law is not None:
         console.print(power_law_table(power_law, payload["predictions"]))
     for warning in payload["warnings"]:
-        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
 
 
 def parameter_table(payload: dict, stderr: Mapping | None = None) -> Table:
@@ -178,17 +180,17 @@ def render_comparison(console: Console, payload: dict) -> None:
             any_unidentified = True
         fixed = run["fixed_ceiling"]
         fixed_cell = "" if fixed is None else estimate_with_interval(fixed["B"], fixed["B_interval"])
-        table.add_row(f"{rank}. {name}", *cells, fixed_cell)
+        table.add_row(f"{rank}. {for_rich(name)}", *cells, fixed_cell)
     console.print(table)
     if any_unidentified:
         console.print("* ceiling not identified (the run may not have passed its inflection yet)", highlight=False)
-    console.print(f"ranking: {' > '.join(payload['ranking'])}", highlight=False, soft_wrap=True)
-    console.print(decision_sentence(payload), highlight=False, soft_wrap=True)
+    console.print(f"ranking: {' > '.join(plain(name) for name in payload['ranking'])}", highlight=False, soft_wrap=True, markup=False)
+    console.print(plain(decision_sentence(payload)), highlight=False, soft_wrap=True, markup=False)
     for warning in payload["warnings"]:
-        console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
     for name in payload["ranking"]:
         for warning in payload["runs"][name]["warnings"]:
-            console.print(f"[yellow]warning ({name}): {warning}[/yellow]", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]warning ({for_rich(name)}): {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
 
 
 def decision_sentence(payload: Mapping) -> str:

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
+from scalerl.escaping import for_mathtext
 from scalerl.errors import InputError
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -78,7 +79,7 @@ def fit_figure(
     extrapolate_to = _extrapolation_end([result], [points], target_compute)
     draw_run(axes, result, points, color=PALETTE[0], label=None, level=level, extrapolate_to=extrapolate_to)
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(title or fit_title(result, level), fontsize=10)
+    axes.set_title(for_mathtext(title) if title else fit_title(result, level), fontsize=10)
     return figure
 
 
@@ -101,10 +102,10 @@ def comparison_figure(
     extrapolate_to = _extrapolation_end(list(results.values()), run_points, target_compute)
     for index, (name, result) in enumerate(results.items()):
         color = PALETTE[index % len(PALETTE)]
-        label = f"{name}: A={result.a:.3f}, B={result.b:.2f}, C_mid={result.c_mid:.3g}"
+        label = f"{for_mathtext(name)}: A={result.a:.3f}, B={result.b:.2f}, C_mid={result.c_mid:.3g}"
         draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to)
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(title or f"{len(results)} runs, {level:.0%} bands", fontsize=10)
+    axes.set_title(for_mathtext(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=10)
     return figure
 
 
@@ -205,8 +206,8 @@ def _finish_axes(axes, x_label, y_label, target_compute) -> None:
     axes.xaxis.set_minor_formatter(NullFormatter())
     if target_compute is not None:
         axes.axvline(target_compute, color="0.3", linestyle="-.", linewidth=0.9, label=f"target {target_compute:.3g}")
-    axes.set_xlabel(f"{x_label} (log scale; C = 0 points on the left edge)")
-    axes.set_ylabel(y_label)
+    axes.set_xlabel(f"{for_mathtext(x_label)} (log scale; C = 0 points on the left edge)")
+    axes.set_ylabel(for_mathtext(y_label))
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
