@@ -69,11 +69,18 @@ def test_wandb_history_export_with_sparse_eval_rows(tmp_path):
     np.testing.assert_array_equal(curve.reward, [0.05, 0.25, 0.4])
 
 
-def test_duplicated_compute_is_averaged_and_rows_are_sorted(tmp_path):
-    path = write(tmp_path / "d.csv", "compute,reward\n200,0.5\n100,0.2\n200,0.7\n100,0.4\n")
+def test_repeated_evaluations_at_one_compute_are_averaged_with_a_note(tmp_path):
+    path = write(tmp_path / "d.csv", "compute,reward\n100,0.2\n100,0.4\n200,0.5\n200,0.7\n")
     curve = read_curve(path)
     np.testing.assert_array_equal(curve.compute, [100.0, 200.0])
     np.testing.assert_allclose(curve.reward, [0.3, 0.6])
+    assert any("averaged" in note for note in curve.notes)
+
+
+def test_compute_going_back_to_its_start_is_not_averaged(tmp_path):
+    path = write(tmp_path / "d.csv", "compute,reward\n200,0.5\n100,0.2\n200,0.7\n100,0.4\n")
+    with pytest.raises(InputError, match="3 runs appended.*--segment N"):
+        read_curve(path)
 
 
 def test_merge_duplicate_compute_known_answer():
@@ -180,7 +187,7 @@ def test_directory_without_event_files(tmp_path):
         ("m.csv", "compute,reward\n1,0.1\n2,abc\n", {}, "non-numeric value 'abc'"),
         ("m.csv", "compute,reward\n1,0.1\n2,0.2,9\n", {}, "row 3 has 3 fields"),
         ("m.csv", "compute,reward\n1,0.1\n", {"y": "pass"}, "column 'pass' not found.*available columns: compute, reward"),
-        ("m.csv", "a,b\n1,0.1\n", {}, "none of the default x columns.*available columns: a, b"),
+        ("m.csv", "a,b\n1,0.1\n", {}, "none of the default y columns.*available columns: a, b"),
         ("m.csv", "compute,reward\n", {}, "no row where both 'compute' and 'reward'"),
         ("m.csv", "  \n", {}, "is empty"),
         ("m.jsonl", '{"compute": 1, "reward": 0.1}\n{"compute": 2, "rew\n', {}, "line 2 of .* not valid JSON"),

@@ -19,7 +19,10 @@ from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.errors import FitError, InputError
-from scalerl.forecast.readers import Curve, read_curve
+from scalerl.escaping import for_rich, plain
+from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
+                                 Reading, read_runs, say_notes)
+from scalerl.forecast.readers import Curve
 
 app = typer.Typer(
     name="scalerl",
@@ -30,8 +33,12 @@ app = typer.Typer(
 )
 
 MAX_PLOT_EXTRAPOLATION = 100.0
-X_HELP = "Compute column (default: first of gpu_hours, compute, flops, tokens, step, _step)."
-Y_HELP = "Reward column (default: first of val_pass_rate, val/pass_rate, reward)."
+MAX_REWARD_MAGNITUDE = 1e6
+X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
+          "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
+          "train/global_step, global_step, step, Step, _step).")
+Y_HELP = ("Reward column (default: the first present of val_pass_rate, val/pass_rate, eval_reward, eval/reward, "
+          "val-core/<data>/reward/mean@1, val/test_score/<data>, reward, train/reward).")
 
 
 # --- small pure helpers ---------------------------------------------------------------------------
@@ -71,8 +78,11 @@ def parse_compute_values(texts: list[str], option: str) -> list[float]:
 def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
     """Rewards must lie in --reward-range (the ceiling is bounded by it); say how to widen it."""
     low, high = reward_range
-    if not low < high:
-        raise InputError(f"--reward-range needs LOW < HIGH, got {low:g} {high:g}")
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise InputError(f"--reward-range needs finite LOW < HIGH, got {low:g} {high:g}")
+    if max(abs(low), abs(high)) > MAX_REWARD_MAGNITUDE:
+        raise InputError(f"--reward-range bounds must be within +-{MAX_REWARD_MAGNITUDE:g} "
+                         f"(rewards are scores such as pass rates), got {low:g} {high:g}")
     if curve.reward.min() < low or curve.reward.max() > high:
         raise InputError(
             f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
@@ -110,7 +120,7 @@ def progress(json_output: bool, message: str):
     """A spinner on stderr for people; nothing when the output is JSON for programs."""
     if json_output:
         return contextlib.nullcontext()
-    return Console(stderr=True).status(message)
+    return Console(stderr=True).status(for_rich(message))
 
 
 # --- orchestration ----------------------------------------------------------------------------------
@@ -187,6 +197,11 @@ def fit(
     fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
     reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    run: Optional[str] = typer.Option(None, "--run", help=RUN_HELP),
+    group: Optional[str] = GROUP_OPTION,
+    segment: Optional[int] = SEGMENT_OPTION,
+    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit the ScaleRL sigmoid to one run and extrapolate it."""
     from scalerl.report import console as report
@@ -197,12 +212,14 @@ def fit(
         from scalerl.report.plotting import check_figure_path
 
         check_figure_path(plot)
-    curve = read_curve(path, x=x, y=y)
+    curve = Reading(x, y, group, segment, cumulative, allow_partial).read(path, run)
+    notes = say_notes([curve])
     limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
     options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse)
     with progress(json_output, f"fitting {curve.source} ..."):
         result, held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
         payload = result.to_dict(level=level, predict_at=predict_values, target=target)
+        payload["warnings"] = [*notes, *payload["warnings"]]
         power_law_view = fit_power_law_view(curve, limit, options, predict_values, payload) if power_law else None
     if json_output:
         typer.echo(report.json_text(payload))
@@ -216,7 +233,7 @@ def fit(
                  target_compute=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
                  x_label=curve.x_name, y_label=curve.y_name)
         if not json_output:
-            Console(stderr=True).print(f"figure written to {plot}")
+            Console(stderr=True).print(f"figure written to {plain(plot)}", markup=False, highlight=False)
 
 
 def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, payload: dict) -> dict | None:
@@ -251,10 +268,15 @@ def compare(
     level: float = LEVEL_OPTION,
     reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to compare its runs."),
+    group: Optional[str] = GROUP_OPTION,
+    segment: Optional[int] = SEGMENT_OPTION,
+    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
-    if len(paths) < 2:
-        raise InputError(f"compare needs at least two runs, got {len(paths)}")
+    if len(paths) < 2 and len(runs) < 2:
+        raise InputError(f"compare needs at least two runs (files, or --run twice with one file), got {len(paths)}")
     if not 0.0 <= margin < 1.0:
         raise InputError(f"--margin must be in [0, 1), got {margin:g}")
     if plot is not None:
@@ -264,7 +286,8 @@ def compare(
     from scalerl.report import console as report
     from scalerl.forecast.compare import compare_runs
 
-    curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
+    say_notes(curves)
     for curve in curves.values():
         check_reward_range(curve, reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
@@ -299,12 +322,18 @@ def plot(
     level: float = LEVEL_OPTION,
     reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to draw its runs."),
+    group: Optional[str] = GROUP_OPTION,
+    segment: Optional[int] = SEGMENT_OPTION,
+    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit each run (optionally on its early part) and draw the curves with their bands."""
     from scalerl.report.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)
-    curves = dict(zip(run_labels(paths), (read_curve(path, x=x, y=y) for path in paths)))
+    curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
+    say_notes(curves)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
@@ -319,7 +348,7 @@ def plot(
         plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **labels)
     else:
         plot_comparison(results, output, points=points, **labels)
-    Console(stderr=True).print(f"figure written to {output}")
+    Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
 
 def main() -> None:

@@ -1,0 +1,131 @@
+"""From a log table to one run's (compute, reward) curve: pick columns, keep one run, check cells,
+accumulate per-step compute, average repeated evaluations, bin very long curves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalerl.errors import InputError
+from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, STEP_COLUMNS, choose_x, choose_y
+from scalerl.forecast.readers.series import resolve_order, run_rows
+from scalerl.forecast.readers.table import LogTable, column_to_floats
+
+# An evaluation curve rarely has more points; beyond, equal-count bins keep the fit linear in rows.
+MAX_POINTS = 10_000
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's evaluation points, sorted by strictly increasing compute.
+
+    `compute` and `reward` are read-only float arrays of equal length; rewards of rows that
+    shared a compute value are averaged. `x_name` / `y_name` are the log columns they came from;
+    `notes` say what the reader did beyond reading (accumulated, resumed, averaged, binned).
+    """
+
+    compute: np.ndarray
+    reward: np.ndarray
+    x_name: str
+    y_name: str
+    source: str
+    notes: tuple[str, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return int(self.compute.size)
+
+
+def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str, *, run: str | None = None,
+                     group: str | None = None, segment: int | None = None,
+                     cumulative: bool | None = None) -> Curve:
+    """Pick x and y, keep one run's rows, check the cells once for all formats and build the curve."""
+    columns = table.columns
+    notes = list(table.notes)
+    run_column = group if group is not None else table.run_column
+    if group is not None and group not in columns:
+        raise InputError(f"--group column '{group}' not found in {source}")
+    if run is not None and run_column is None:
+        raise InputError(f"{source} has no run column (run, run_name, run_id, series); --run needs one, or --group COLUMN")
+    rows = np.arange(table.n_rows)
+    if run_column is not None:
+        rows = run_rows(columns[run_column], run, run_column, source)
+    y_name = choose_y(columns, y, source)
+    y_values = column_to_floats(columns[y_name], y_name, source)
+    has_y = np.isfinite(y_values)
+
+    def usable(name: str) -> bool:
+        return any(columns[name][i] is not None for i in np.flatnonzero(has_y)[:10_000])
+
+    x_name = choose_x(columns, x, usable, source)
+    x_values = column_to_floats(columns[x_name], x_name, source)
+    accumulate = x_name in PER_STEP_COLUMNS if cumulative is None else cumulative
+    key_name = next((name for name in STEP_COLUMNS if name in columns and name != x_name), None) if accumulate else x_name
+    keys = x_values if key_name is None else column_to_floats(columns[key_name], key_name, source)
+    negative = rows[x_values[rows] < 0] if rows.size else rows
+    if negative.size:
+        row = int(negative[0])
+        raise InputError(f"negative compute {x_values[row]:g} in column '{x_name}' at row {row + 1} of {source}")
+    kept, order_notes = resolve_order(keys, rows, segment, source, key_name or x_name)
+    notes += order_notes
+    if accumulate:
+        x_kept = running_total(keys[kept], x_values[kept])
+        why = "a per-step count" if cumulative is None else "--cumulative"
+        notes.append(f"'{x_name}' accumulated over steps ({why}): compute is its running total")
+    else:
+        x_kept = x_values[kept]
+    both = np.isfinite(x_kept) & np.isfinite(y_values[kept])
+    if not np.any(both):
+        raise InputError(f"{source} has no row where both '{x_name}' and '{y_name}' are present")
+    compute, reward = merge_duplicate_compute(x_kept[both], y_values[kept][both])
+    if compute.size < int(np.sum(both)):
+        notes.append(f"repeated evaluations at the same '{x_name}' were averaged "
+                     f"({int(np.sum(both))} rows -> {compute.size} points)")
+    if compute.size > MAX_POINTS:
+        notes.append(f"{compute.size} points binned into {MAX_POINTS} equal-count bins (mean compute and reward)")
+        compute, reward = bin_points(compute, reward, MAX_POINTS)
+    return Curve(_read_only(compute), _read_only(reward), x_name, y_name, source, tuple(notes))
+
+
+def running_total(steps: np.ndarray, per_step: np.ndarray) -> np.ndarray:
+    """Compute at each row: the sum of the per-step counts of every step up to the row's.
+
+    total(s) = sum over distinct steps t <= s of count(t), where count(t) is the last value
+    logged at step t (missing counts are 0), so a step logged on several rows counts once.
+    `steps` is non-decreasing (the rows of one run, in order).
+    """
+    if steps.size == 0:
+        return np.zeros(0)
+    starts = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]])
+    group = np.cumsum(np.r_[True, steps[1:] != steps[:-1]]) - 1
+    counts = np.zeros(starts.size)
+    finite = np.isfinite(per_step)
+    counts[group[finite]] = per_step[finite]  # later rows of a step overwrite earlier ones
+    return np.cumsum(counts)[group]
+
+
+def merge_duplicate_compute(compute: np.ndarray, reward: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort by compute and average the rewards of points that share a compute value.
+
+    The result has strictly increasing compute (repeated evaluations of one checkpoint become
+    their mean, which is the better estimate of the reward at that compute).
+    """
+    unique_compute, inverse = np.unique(compute, return_inverse=True)
+    reward_sum = np.bincount(inverse, weights=reward, minlength=unique_compute.size)
+    count = np.bincount(inverse, minlength=unique_compute.size)
+    return unique_compute, reward_sum / count
+
+
+def bin_points(compute: np.ndarray, reward: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted points in `n_bins` consecutive equal-count bins: bin k holds points
+    [floor(k n / n_bins), floor((k+1) n / n_bins)); each bin becomes (mean compute, mean reward)."""
+    edges = (np.arange(n_bins + 1) * compute.size) // n_bins
+    counts = np.diff(edges)
+    bin_index = np.repeat(np.arange(n_bins), counts)
+    return (np.bincount(bin_index, weights=compute) / counts, np.bincount(bin_index, weights=reward) / counts)
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    values = np.array(values, dtype=float)
+    values.setflags(write=False)
+    return values

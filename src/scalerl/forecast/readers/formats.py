@@ -1,0 +1,64 @@
+"""Which reader reads a path: by what the file holds first, then by its suffix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scalerl.errors import InputError
+from scalerl.forecast.readers.csv_format import read_csv_table
+from scalerl.forecast.readers.jsonl import load_json, read_json_table
+from scalerl.forecast.readers.table import LogTable
+from scalerl.forecast.readers.trainer_state import is_trainer_state, read_trainer_state
+from scalerl.forecast.readers.verl_console import looks_like_verl_console, read_verl_console
+
+CSV_SUFFIXES = (".csv", ".tsv")
+JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
+TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", "")
+
+
+def read_table(path: Path, *, run: str | None = None, allow_partial: bool = False) -> LogTable:
+    """Dispatch on the log format and return the table of `path`.
+
+    Formats: TensorBoard event files / folders, trainer_state.json, JSON lines or arrays
+    (metrics.jsonl, verl's file logger), CSV / TSV (W&B history and chart exports), verl's
+    console log (any text file with `step:N - key:value` lines).
+    """
+    if not path.exists():
+        raise InputError(f"file not found: {path}")
+    if path.is_dir() or is_tensorboard_file(path):
+        from scalerl.forecast.readers.tensorboard import read_tensorboard_table
+
+        return read_tensorboard_table(path, run=run, allow_partial=allow_partial)
+    suffix = path.suffix.lower()
+    text = read_text(path)
+    if not text.strip():
+        raise InputError(f"{path} is empty")
+    if suffix in CSV_SUFFIXES:
+        return read_csv_table(text, path, delimiter="\t" if suffix == ".tsv" else ",")
+    if suffix == ".json" and text.lstrip().startswith("{") and "\n{" not in text.strip():
+        document = load_json(text, path)
+        if is_trainer_state(document):
+            return read_trainer_state(document, path)
+    if suffix in JSON_SUFFIXES:
+        return read_json_table(text, path)
+    if looks_like_verl_console(text):
+        return read_verl_console(text, path)
+    raise InputError(
+        f"unknown log format for {path}: expected .csv, .jsonl, trainer_state.json, a verl console log "
+        "(`step:N - key:value` lines), a TensorBoard event file (events.out.tfevents.*) or a directory of them"
+    )
+
+
+def is_tensorboard_file(path: Path) -> bool:
+    """TensorBoard names its event files `events.out.tfevents.<time>.<host>...`."""
+    return "tfevents" in path.name
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text (a BOM is dropped); InputError for binary or unreadable files."""
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path} is not a UTF-8 text file (byte {error.start})") from None
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None

@@ -1,0 +1,95 @@
+"""The raw table every reader returns, and the checks of its cells shared by all formats."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from scalerl.errors import InputError
+
+RawTable = dict[str, list]
+
+
+@dataclass
+class LogTable:
+    """Columns of one log file in file order (None where a row has no value).
+
+    `run_column` names the column that tells runs apart in a long-format file (one row per run
+    and step), None when the file holds one run; `notes` are said to the user with the curve.
+    """
+
+    columns: RawTable
+    notes: list[str] = field(default_factory=list)
+    run_column: str | None = None
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows (every column has this length)."""
+        return len(next(iter(self.columns.values()), []))
+
+
+def records_to_columns(records: list[dict]) -> RawTable:
+    """A list of flat dicts as columns (a key absent from a record is None in that row)."""
+    names: dict[str, None] = {}
+    for record in records:
+        names.update(dict.fromkeys(record))
+    return {name: [record.get(name) for record in records] for name in names}
+
+
+def cell_to_float(cell, column: str, row_number: int, source: str) -> float | None:
+    """A numeric cell as float, None when missing; InputError for text, booleans, NaN or inf.
+
+    Missing cells (empty, null, absent key) are not errors: sparse evaluation rows are normal.
+    A value written out as NaN or inf is an error, since it is a broken measurement.
+    """
+    if cell is None or cell == "":
+        return None
+    if isinstance(cell, (bool, list, dict)):
+        raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}")
+    try:
+        value = float(cell)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}"
+        ) from None
+    except OverflowError:  # a JSON integer beyond the float range
+        value = math.inf
+    if not math.isfinite(value):
+        raise InputError(f"column '{column}' has a non-finite value ({cell}) at row {row_number} of {source}")
+    return value
+
+
+def column_to_floats(cells: list, column: str, source: str) -> np.ndarray:
+    """Cells as a float array with NaN where missing; the first bad cell raises as in cell_to_float.
+
+    Vectorised (pandas) for the common case of clean numbers; a cell that does not convert is
+    re-read by cell_to_float so the error names its row.
+    """
+    if any(type(cell) is bool for cell in cells):  # noqa: E721 - bool is an int subclass
+        _raise_first_bad(cells, column, source)
+    try:
+        values = np.asarray(pd.to_numeric(pd.Series(cells, dtype=object), errors="coerce"), dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        values = None
+    if values is None or values.shape != (len(cells),):
+        return np.array([_nan_if_none(cell_to_float(c, column, i, source)) for i, c in enumerate(cells, 1)])
+    suspicious = ~np.isfinite(values)
+    if np.any(suspicious):
+        for index in np.flatnonzero(suspicious):
+            cell = cells[index]
+            if cell is not None and cell != "":
+                cell_to_float(cell, column, int(index) + 1, source)  # raises for text, nan, inf
+                raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {index + 1} of {source}")
+    return values
+
+
+def _raise_first_bad(cells: list, column: str, source: str) -> None:
+    for row_number, cell in enumerate(cells, start=1):
+        cell_to_float(cell, column, row_number, source)
+
+
+def _nan_if_none(value: float | None) -> float:
+    return math.nan if value is None else value
