@@ -45,7 +45,10 @@ def _jacobian(theta, norm_compute, reward):
 def _grid_start(norm_compute, reward, lower, upper):
     best, best_sse = None, np.inf
     for b in np.geomspace(0.05, 3.0, 25):
-        coef, *_ = np.linalg.lstsq(_design(norm_compute, b), reward, rcond=None)
+        design = _design(norm_compute, b)
+        if not np.all(np.isfinite(design)):  # LAPACK would print to stdout and raise
+            continue
+        coef, *_ = np.linalg.lstsq(design, reward, rcond=None)
         theta = np.clip(np.array([coef[0], coef[1], b]), lower, upper)
         sse = float(np.sum(_residuals(theta, norm_compute, reward) ** 2))
         if sse < best_sse:
@@ -128,6 +131,11 @@ def fit_power_law(compute, reward, *, min_compute=None, reward_range=(0.0, 1.0),
         raise FitError(f"too few points for the power law: {compute.size} with compute > 0, need at least 4")
     compute_ref = float(compute.max())
     norm = compute / compute_ref
+    with np.errstate(over="ignore", divide="ignore"):
+        span_overflows = not np.isfinite(np.power(norm.min(), -B_BOUNDS[1]))
+    if span_overflows:
+        raise FitError(f"compute spans too many decades for the power law ({compute.min():.3g} to {compute_ref:.3g}): "
+                       "C^-B overflows; leave the smallest points out with --min-x")
     spread = max(float(np.ptp(reward)), 1e-6)
     a_top = float(reward_range[1]) if reward_range is not None else float(reward.max()) + 3 * spread
     lower = np.array([float(reward.min()), 0.0, B_BOUNDS[0]])
