@@ -21,7 +21,7 @@ from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.errors import FitError, InputError
 from scalerl.escaping import for_rich, plain
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
-                                 Reading, read_runs, say_notes)
+                                 Reading, curve_notes, read_runs, say_notes)
 from scalerl.forecast.readers import Curve
 
 app = typer.Typer(
@@ -213,7 +213,7 @@ def fit(
 
         check_figure_path(plot)
     curve = Reading(x, y, group, segment, cumulative, allow_partial).read(path, run)
-    notes = say_notes([curve])
+    notes = curve_notes({"": curve})
     limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
     options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse)
     with progress(json_output, f"fitting {curve.source} ..."):
@@ -287,7 +287,6 @@ def compare(
     from scalerl.forecast.compare import compare_runs
 
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
-    say_notes(curves)
     for curve in curves.values():
         check_reward_range(curve, reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
@@ -295,6 +294,7 @@ def compare(
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
         payload = report.comparison_payload(comparison, level)
+        payload["warnings"] = [*curve_notes(curves), *payload["warnings"]]
     if json_output:
         typer.echo(report.json_text(payload))
     else:
@@ -333,7 +333,6 @@ def plot(
 
     check_figure_path(output)
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
-    say_notes(curves)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
@@ -348,6 +347,7 @@ def plot(
         plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **labels)
     else:
         plot_comparison(results, output, points=points, **labels)
+    say_notes(curve_notes(curves))
     Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
 

@@ -65,12 +65,16 @@ def read_runs(paths: list[Path], runs: list[str], reading: Reading, labels: list
     return {label: reading.read(path, run) for label, path in zip(labels, paths)}
 
 
-def say_notes(curves: dict[str, Curve] | list[Curve]) -> list[str]:
-    """Print each curve's notes on stderr (`note: ...`) and return them (for --json warnings)."""
+def curve_notes(curves: dict[str, Curve]) -> list[str]:
+    """What the reader did to each curve (resumes, segments, accumulation, averaging, binning),
+    prefixed with the run's label when there are several runs. Said only once the command has
+    succeeded: a failing command prints one `error:` line and nothing else."""
+    labelled = len(curves) > 1
+    return [f"{name}: {note}" if labelled else note for name, curve in curves.items() for note in curve.notes]
+
+
+def say_notes(notes: list[str]) -> None:
+    """Print each note on stderr as `note: ...` (user text escaped)."""
     console = Console(stderr=True)
-    notes = []
-    for curve in (curves.values() if isinstance(curves, dict) else curves):
-        for note in curve.notes:
-            notes.append(note)
-            console.print(f"[yellow]note: {for_rich(note)}[/yellow]", highlight=False, soft_wrap=True)
-    return notes
+    for note in notes:
+        console.print(f"[yellow]note: {for_rich(note)}[/yellow]", highlight=False, soft_wrap=True)
