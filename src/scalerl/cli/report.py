@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from scalerl.cli.errors import exits_on_user_error
+from scalerl.escaping import plain
 
 
 @exits_on_user_error
@@ -39,8 +40,8 @@ def report_command(
         written = write_report(report, output)
     console = Console(stderr=True)
     for warning in report.warnings:
-        console.print(f"warning: {warning}", style="yellow", highlight=False, markup=False, soft_wrap=True)
-    console.print(f"report written to {written}", highlight=False, markup=False)
+        console.print(f"warning: {plain(warning)}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    console.print(f"report written to {plain(written)}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from scalerl.forecast.compare import Comparison, compare_runs
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import Curve, read_curve
 from scalerl.forecast.result import FitResult
+from scalerl.report.schemas import parse_json_text, read_json_file, validate_forecast_row, validate_summary
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_KINDS = {"study.json": "study", "ablation.json": "ablation", "sweep.json": "ablation"}
@@ -136,34 +136,38 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
 
 
 def live_history_png(path: Path, final_a: float) -> str | None:
-    """The figure of the live forecasts logged in a metrics.jsonl (base64 PNG), or None."""
+    """The figure of the live forecasts logged in a metrics.jsonl (base64 PNG), or None.
+
+    Rows with `forecast_A` are checked (schemas.ForecastRow): a bad one is an InputError naming
+    the file, line and field."""
     from scalerl.forecast.live import forecast_history
     from scalerl.report.live_plot import forecast_history_figure
 
     if path.name != METRICS_FILE:
         return None
     rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a torn last line of a running or killed run
+    for line_number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if b"forecast_A" not in line:
             continue
-    history = forecast_history([row for row in rows if isinstance(row, dict)])
+        try:
+            row = parse_json_text(line, f"{path}: line {line_number}")
+        except InputError:  # a torn last line of a running or killed run
+            continue
+        if isinstance(row, dict) and row.get("forecast_A") is not None:
+            validate_forecast_row(row, line_number, str(path))
+            rows.append(row)
+    history = forecast_history(rows)
     return None if history is None else png_base64(forecast_history_figure(history, final_a=final_a))
 
 
 def read_summary(name: str, path: Path) -> StudySection:
-    """A summary JSON (InputError when it is not a JSON object) and its PNG when present."""
-    try:
-        payload = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"{path}: not readable as JSON ({error})") from None
-    if not isinstance(payload, dict):
-        raise InputError(f"{path}: expected a JSON object")
+    """A summary JSON checked against its schema (InputError naming file and field) and its PNG."""
+    kind = SUMMARY_KINDS[path.name]
+    payload = validate_summary(read_json_file(path), kind, str(path))
     figure_path = path.with_suffix(".png")
     figure = base64.b64encode(figure_path.read_bytes()).decode("ascii") if figure_path.is_file() else None
     label = name if path.name == "study.json" else f"{name} ({path.stem})"
-    return StudySection(label, str(path), SUMMARY_KINDS[path.name], payload, figure)
+    return StudySection(label, str(path), kind, payload, figure)
 
 
 def study_warnings(study: StudySection) -> list[str]:
@@ -241,6 +245,6 @@ def write_report(report: HtmlReport, path: str | os.PathLike) -> Path:
 
     path = check_output_path(path)
     temp_path = path.with_name(f".{path.name}.tmp")
-    temp_path.write_text(render_html(report), encoding="utf-8")
+    temp_path.write_text(render_html(report), encoding="utf-8", errors="backslashreplace")  # undecodable names
     os.replace(temp_path, path)
     return path
