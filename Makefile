@@ -18,6 +18,7 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/scalerl demo --out runs/demo
+	@echo "scalerl is installed in $(VENV): run $(BIN)/scalerl, or 'source $(BIN)/activate' to put it on PATH"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

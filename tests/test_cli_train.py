@@ -136,3 +136,13 @@ def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):
     assert payload["n_points"] == 15  # 16 evaluations, the step-0 one sets R0
     assert payload["params"]["R0"] == pytest.approx(0.1)
     assert payload["params"]["A"] == pytest.approx(0.8, abs=0.01)
+
+
+@pytest.mark.slow  # a 2-step demo: ~4 s
+def test_a_demo_too_short_to_fit_trains_says_so_and_exits_0(tmp_path):
+    out = tmp_path / "demo"
+    result = invoke("demo", "--out", out, "--no-progress", *tiny_sets("max_steps=2", "eval_every=1"))
+    assert result.exit_code == 0, result.output
+    assert "no forecast" in result.stdout and "too few points" in result.stdout
+    assert "scalerl demo --out" in result.stdout and not (out / "forecast.json").exists()
+    assert [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]

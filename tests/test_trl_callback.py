@@ -122,3 +122,39 @@ def test_bad_options_are_config_errors():
         ScaleRLForecastCallback(compute_axis="hours")
     with pytest.raises(ConfigError, match="n_bootstrap"):
         ScaleRLForecastCallback(n_bootstrap=3)
+
+
+def test_a_metric_that_never_appears_is_named_once_with_the_eval_keys_seen(caplog):
+    callback = ScaleRLForecastCallback(metric="eval_rewards", plot=False)
+    with caplog.at_level("WARNING", logger="scalerl.integrations.trl_callback"):
+        for step in range(3):
+            callback.on_log(None, _state(step), None, logs={"eval_reward": 0.1 * step, "eval_loss": 1.0})
+            callback.on_evaluate(None, _state(step), None, metrics={"eval_reward": 0.1, "eval_loss": 1.0})
+        callback.on_train_end(None, _state(3), None)
+    assert len(callback.warnings) == 1 and len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert "'eval_rewards'" in message and "eval keys seen: eval_loss, eval_reward" in message
+    assert "did you mean metric='eval_reward'" in message
+
+
+def test_refused_fits_are_reported_with_the_fitters_reason(caplog):
+    callback = ScaleRLForecastCallback(plot=False)
+    with caplog.at_level("WARNING", logger="scalerl.integrations.trl_callback"):
+        for step in range(8):  # a flat run: every fit is refused
+            callback.on_log(None, _state(step), None, logs={"eval_reward": 0.25})
+        callback.on_train_end(None, _state(8), None)
+    assert callback.last_forecast is None and callback.refused_fits == 8
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert "fits of 'eval_reward' so far were refused" in message and callback.last_refusal in message
+    assert "flat" in callback.last_refusal or "no learning" in callback.last_refusal
+
+
+def test_no_warning_when_forecasts_arrive(caplog):
+    callback = ScaleRLForecastCallback(plot=False)
+    with caplog.at_level("WARNING", logger="scalerl.integrations.trl_callback"):
+        for step in range(8):
+            callback.on_log(None, _state(step), None, logs={"eval_reward": step_reward(step)})
+            callback.on_evaluate(None, _state(step), None, metrics={"eval_reward": step_reward(step)})
+        callback.on_train_end(None, _state(8), None)
+    assert callback.last_forecast is not None and not caplog.records and not callback.warnings

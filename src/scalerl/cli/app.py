@@ -24,6 +24,23 @@ from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_
                                  Reading, curve_notes, read_runs, say_notes)
 from scalerl.forecast.readers import Curve
 
+def _show_flags_without_a_type() -> None:
+    """typer (0.2x) prints `<bool>` after every flag in --help, as if `--json` took a value
+    (`--json true` then fails on the extra argument); a flag takes none, so show no type."""
+    option_class = getattr(getattr(typer, "core", None), "TyperOption", None)
+    if option_class is None or getattr(option_class, "_flags_untyped", False):
+        return
+    typed = option_class.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and not self.count else typed(self, ctx)
+
+    option_class.display_type_rich = display_type_rich
+    option_class._flags_untyped = True
+
+
+_show_flags_without_a_type()
+
 app = typer.Typer(
     name="scalerl",
     help="Predictable RL post-training: fit and extrapolate ScaleRL compute-performance curves.",
@@ -172,8 +189,35 @@ def extrapolation_target(predict_at: list[float], compute_to_target: float | Non
 
 LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
 REWARD_RANGE_OPTION = typer.Option(
-    (0.0, 1.0), "--reward-range", help="Range rewards must lie in (the ceiling A is bounded by it)."
+    (0.0, 1.0), "--reward-range", metavar="LOW HIGH",
+    help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`.",
 )
+PAIR_OPTIONS = ("--reward-range",)
+
+
+def split_pair_values(argv: list[str]) -> list[str]:
+    """`--reward-range 0,1`, `--reward-range=0,1` and `--reward-range "0 1"` -> `--reward-range 0 1`
+    (the option takes two values; people write them with a comma as often as with a space)."""
+    result: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return result + argv[index:]
+        name, equals, value = token.partition("=")
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if name in PAIR_OPTIONS and equals:
+            pieces = value.replace(",", " ").split()
+        elif token in PAIR_OPTIONS and ("," in following or " " in following.strip()):
+            pieces = following.replace(",", " ").split()
+            index += 1
+        else:
+            result.append(token)
+            index += 1
+            continue
+        result += [name, *pieces]
+        index += 1
+    return result
 N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's).")
 
 
@@ -354,7 +398,7 @@ def plot(
 def main() -> None:
     """Console-script entry point (`scalerl`): usage errors too end as one `error: ...` line."""
     try:
-        exit_code = app(standalone_mode=False)
+        exit_code = app(args=split_pair_values(sys.argv[1:]), standalone_mode=False)
     except Exception as error:
         # click's UsageError / BadParameter (typer may vendor click, so recognise them by shape)
         if not (hasattr(error, "format_message") and hasattr(error, "exit_code")):
@@ -374,3 +418,4 @@ importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`
 importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
 importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)
 importlib.import_module("scalerl.cli.export").register(app)  # `scalerl export` (torch imported in the body)
+importlib.import_module("scalerl.cli.config").register(app)  # `scalerl config keys` (torch-free)

@@ -16,12 +16,17 @@ from rich.console import Console
 from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import ConfigError
 
-SET_HELP = "Override one config field: key=value (dotted path or unique leaf name), repeatable."
+SET_HELP = ("Override one config field: key=value (dotted path or unique leaf name), repeatable; "
+            "`scalerl config keys` lists them.")
+DEFAULT_PRESET = "scalerl"
 
 
-def build_train_config(preset: str, assignments: List[str], model: Optional[str],
-                       task: Optional[str], max_steps: Optional[int]):
-    """The TrainConfig of `scalerl train`: preset, then --set, then the dedicated options."""
+def build_train_config(preset: Optional[str], assignments: List[str], model: Optional[str],
+                       task: Optional[str], max_steps: Optional[int], config_file: Optional[Path] = None):
+    """The TrainConfig of `scalerl train`: preset (default scalerl), then the --config file laid
+    over it (a saved config.json is complete; a YAML file may name a few keys), then --set, then
+    the dedicated options."""
+    from scalerl.train.config import config_from_file
     from scalerl.train.presets import preset_config
 
     options = list(assignments)
@@ -31,7 +36,9 @@ def build_train_config(preset: str, assignments: List[str], model: Optional[str]
         options.append(f"task.name={task}")
     if max_steps is not None:
         options.append(f"max_steps={max_steps}")
-    return preset_config(preset, options)
+    if config_file is None:
+        return preset_config(preset or DEFAULT_PRESET, options)
+    return config_from_file(config_file, preset_config(preset or DEFAULT_PRESET)).with_overrides(options)
 
 
 def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[int]):
@@ -48,6 +55,57 @@ def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[
     return config
 
 
+REPORT_TARGETS = ("none", "tensorboard", "wandb")
+
+
+def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[str],
+                        wandb_run_name: Optional[str], report_to: Optional[str]) -> List[str]:
+    """--tensorboard / --wandb / --report-to (transformers' spelling) as config overrides.
+
+    A flag that is not given changes nothing, so a resumed run keeps its saved loggers."""
+    targets = set()
+    if report_to is not None:
+        targets = {part.strip() for part in report_to.replace(" ", ",").split(",") if part.strip()}
+        unknown = sorted(targets - set(REPORT_TARGETS))
+        if unknown or not targets or ("none" in targets and len(targets) > 1):
+            raise ConfigError(f"--report-to takes none, or tensorboard and/or wandb (comma-separated), "
+                              f"got {report_to!r}")
+    assignments = []
+    if report_to is not None:
+        assignments += [f"tensorboard={'tensorboard' in targets}", f"wandb={'wandb' in targets}"]
+    if tensorboard:
+        assignments.append("tensorboard=true")
+    if wandb or wandb_project is not None or wandb_run_name is not None:
+        assignments.append("wandb=true")
+    if wandb_project is not None:
+        assignments.append(f"wandb_project={wandb_project}")
+    if wandb_run_name is not None:
+        assignments.append(f"wandb_run_name={wandb_run_name}")
+    return assignments
+
+
+def closing_hint(out: Path) -> str:
+    """`fit it: scalerl fit ...` when the run's validation curve can be fitted now; otherwise
+    why not and how to continue the run (a hint that fails is worse than none)."""
+    from scalerl.errors import ScaleRLError
+    from scalerl.forecast.fitting import fit_sigmoid
+    from scalerl.forecast.readers import read_curve
+
+    metrics = out / "metrics.jsonl"
+    try:
+        curve = read_curve(metrics, x="flops", y="val_pass_rate")
+        fit_sigmoid(curve.compute, curve.reward, n_bootstrap=20)
+    except ScaleRLError as error:
+        return (f"no forecast yet ({' '.join(str(error).split())}); continue the run to add "
+                f"evaluations: scalerl train --out {out} --resume --max-steps N")
+    return f"fit it: scalerl fit {metrics} --x flops --y val_pass_rate"
+
+
+def say(line: str) -> None:
+    """One plain line on stdout, never wrapped (commands in it must survive a pipe)."""
+    typer.echo(line)
+
+
 def pipeline_assignments(mode: Optional[str], max_lag: Optional[int], generators: Optional[int],
                          offpolicy_steps: Optional[int], ray_address: Optional[str]) -> List[str]:
     """The --pipeline/--max-lag/... options as `pipeline.*` config overrides."""
@@ -60,21 +118,24 @@ def run_on_ray(config, out: Path, resume: bool) -> None:
     """`scalerl train --pipeline async|ppo-offpolicy`: the run on Ray (scalerl.distributed)."""
     from scalerl.distributed.pipeline import run_pipeline
 
-    console = Console()
+    console = Console(soft_wrap=True)
     result = run_pipeline(config, config.pipeline, out, resume=resume,
                           log=lambda line: console.print(line, markup=False))
     rates = [r["val_pass_rate"] for r in result.rows if r.get("val_pass_rate") is not None]
     last = f"{rates[-1]:.3f}" if rates else "n/a"
     state = "interrupted at" if result.interrupted else "trained"
-    console.print(f"{state} step {result.steps_done} ({config.pipeline.mode}) into {out}; "
-                  f"last validation pass rate {last}")
-    console.print(f"fit it: scalerl fit {out / 'metrics.jsonl'} --x flops --y val_pass_rate")
+    say(f"{state} step {result.steps_done} ({config.pipeline.mode}) into {out}; last validation pass rate {last}")
+    say(closing_hint(out))
 
 
 @exits_on_user_error
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/)."),
-    preset: str = typer.Option("scalerl", "--preset", help="Recipe preset (see `scalerl presets`)."),
+    preset: Optional[str] = typer.Option(
+        None, "--preset", help="Recipe preset (see `scalerl presets`) [default: scalerl]."),
+    config_file: Optional[Path] = typer.Option(
+        None, "--config", help="Start from this config file: JSON (e.g. a run's config.json) or YAML; "
+        "--set and the options below apply on top."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="'builtin' or a local Hugging Face model directory."),
     task: Optional[str] = typer.Option(None, "--task", help="'builtin' or a JSONL file of {prompt, answer}."),
@@ -90,25 +151,33 @@ def train_command(
         None, "--offpolicy-steps", help="ppo-offpolicy: optimiser steps per generated round (k)."),
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", help="Join this Ray cluster ('auto' or host:port); default: local."),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="Also log every metric to OUT/tensorboard."),
+    wandb: bool = typer.Option(
+        False, "--wandb", help="Also log every metric to Weights & Biases (WANDB_MODE=offline logs locally)."),
+    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help="W&B project [default: scalerl]."),
+    wandb_run_name: Optional[str] = typer.Option(
+        None, "--wandb-run-name", help="W&B run name [default: the name of OUT]."),
+    report_to: Optional[str] = typer.Option(
+        None, "--report-to", help="Loggers as in transformers: none, tensorboard, wandb (comma-separated)."),
 ) -> None:
     """Train a policy with a recipe preset; logs metrics.jsonl for `scalerl fit`."""
-    set_ = [*set_, *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address)]
+    set_ = [*set_, *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address),
+            *logging_assignments(tensorboard, wandb, wandb_project, wandb_run_name, report_to)]
     if resume:
+        if preset is not None or model is not None or task is not None or config_file is not None:
+            raise ConfigError("--resume uses the saved config: drop --preset/--config/--model/--task")
         config = resumed_train_config(out, set_, max_steps)
-        if preset != "scalerl" or model is not None or task is not None:
-            raise ConfigError("--resume uses the saved config: drop --preset/--model/--task")
     else:
-        config = build_train_config(preset, set_, model, task, max_steps)
+        config = build_train_config(preset, set_, model, task, max_steps, config_file)
     if config.pipeline.mode != "sync":
         run_on_ray(config, out, resume)
         return
     from scalerl.train.trainer import train
 
     result = train(config, out, resume=resume, show_progress=progress)
-    console = Console()
     last = f"{result.val_pass_rates[-1]:.3f}" if result.val_pass_rates else "n/a"
-    console.print(f"trained {result.last_step} steps into {out}; last validation pass rate {last}")
-    console.print(f"fit it: scalerl fit {out / 'metrics.jsonl'} --x flops --y val_pass_rate")
+    say(f"trained {result.last_step} steps into {out}; last validation pass rate {last}")
+    say(closing_hint(out))
 
 
 @exits_on_user_error
@@ -124,12 +193,18 @@ def demo_command(
         raise ConfigError(f"--fit-fraction must be in (0, 1), got {fit_fraction:g}")
     if not 0 < level < 1:
         raise ConfigError(f"--level must be in (0, 1), got {level:g}")
-    from scalerl.train.demo import render_report, run_demo
+    from scalerl.errors import FitError
+    from scalerl.train.demo import forecast_demo, render_report, train_demo
 
-    report = run_demo(out, set_, fit_fraction=fit_fraction, level=level, show_progress=progress)
-    console = Console()
-    render_report(report, console)
-    console.print(f"forecast.json and forecast.png written to {out}")
+    seconds = train_demo(out, set_, show_progress=progress)
+    try:
+        report = forecast_demo(out, fit_fraction=fit_fraction, level=level, train_seconds=seconds)
+    except FitError as error:
+        say(f"trained into {out}; no forecast: the first {fit_fraction:g} of the run cannot be fitted yet "
+            f"({' '.join(str(error).split())}); run longer, e.g. scalerl demo --out {out} --set max_steps=400")
+        return
+    render_report(report, Console())
+    say(f"forecast.json and forecast.png written to {out}")
 
 
 def presets_command() -> None:

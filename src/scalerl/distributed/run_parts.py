@@ -139,7 +139,7 @@ class RunBooks:
         self.val_curve: list[tuple[float, float]] = []  # (flops, val_pass_rate) for the live forecast
         self.in_flight = 0
         self.last_row_time = time.perf_counter()
-        self.log = MetricsLog(run_dir, tensorboard=config.tensorboard)
+        self.log = MetricsLog.for_config(run_dir, config)
         if checkpoint is not None:
             self._restore(checkpoint)
         truncate_after_step(self.log.path, self.step if checkpoint is not None else -1)

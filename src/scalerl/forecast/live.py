@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -77,9 +77,11 @@ def check_live_options(n_bootstrap: int, level: float, budget: float | None) -> 
 
 def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: float,
                   n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
-                  reward_range: tuple[float, float] | None = (0.0, 1.0), seed: int = 0) -> LiveForecast | None:
+                  reward_range: tuple[float, float] | None = (0.0, 1.0), seed: int = 0,
+                  on_refused: Callable[[str], None] | None = None) -> LiveForecast | None:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (arXiv 2510.13786) to the points so far;
-    None when they cannot be fitted yet (too few points, no learning, data the fitter rejects).
+    None when they cannot be fitted yet (too few points, no learning, data the fitter rejects),
+    after passing the fitter's reason to `on_refused` when given.
 
     A and its interval are the fit's estimate and posterior percentile interval at `level`;
     `at_budget` = R(budget) on the fitted curve (NaN when the budget is unknown)."""
@@ -88,7 +90,9 @@ def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: 
     try:
         fit = fit_sigmoid(compute, reward, n_bootstrap=n_bootstrap, level=level,
                           reward_range=reward_range, seed=seed)
-    except (FitError, InputError):
+    except (FitError, InputError) as error:
+        if on_refused is not None:
+            on_refused(str(error))
         return None
     a_low, a_high = fit.conf_int(level)["A"]
     has_budget = budget is not None and math.isfinite(budget) and budget > 0

@@ -18,6 +18,8 @@ logged with `trainer.log(...)`: it lands in `state.log_history` and in every rep
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ from scalerl.report.live_plot import write_live_plot
 COMPUTE_AXES = ("steps", "tokens", "flops")
 TOKEN_LOG_KEYS = ("num_tokens", "eval_num_tokens")  # TRL's cumulative token count, train / eval logs
 DEFAULT_METRIC = "eval_reward"  # GRPOTrainer's mean evaluation reward
+REFUSALS_BEFORE_WARNING = 4  # a sigmoid of 3 free parameters: fits may fail on fewer points, say why after that
+
+logger = logging.getLogger(__name__)
 
 
 def training_flops(n_parameters: int, tokens: float) -> float:
@@ -78,6 +83,11 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.last_forecast: LiveForecast | None = None
         self._tokens_seen = 0.0
         self._pending: dict[str, Any] | None = None
+        self.seen_keys: set[str] = set()  # every key logged so far (to name them when `metric` never shows)
+        self.last_refusal: str | None = None  # why the latest fit was refused
+        self.refused_fits = 0
+        self.warnings: list[str] = []  # each warning given (once each)
+        self._warned: set[str] = set()
 
     def attach(self, trainer: Any) -> "ScaleRLForecastCallback":
         """Log forecasts through `trainer.log` (all its loggers); returns self."""
@@ -107,6 +117,7 @@ class ScaleRLForecastCallback(TrainerCallback):
         for key in TOKEN_LOG_KEYS:
             if isinstance(logs.get(key), (int, float)):
                 self._tokens_seen = max(self._tokens_seen, float(logs[key]))
+        self.seen_keys.update(logs)
         value = logs.get(self.metric)
         if not isinstance(value, (int, float)) or not state.is_world_process_zero:
             return
@@ -120,7 +131,10 @@ class ScaleRLForecastCallback(TrainerCallback):
             if state.log_history and state.log_history[-1].get(self.metric) == value:
                 state.log_history[-1].update(record)
 
-    def on_evaluate(self, args, state, control, **kwargs):
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self.seen_keys.update(metrics or {})
+        if not self.rewards and state.is_world_process_zero:
+            self._warn_once("metric", self._missing_metric_message())
         self._flush()
 
     def on_step_end(self, args, state, control, **kwargs):
@@ -128,6 +142,40 @@ class ScaleRLForecastCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self._flush()
+        if not state.is_world_process_zero:
+            return
+        if not self.rewards:
+            self._warn_once("metric", self._missing_metric_message())
+        elif self.last_forecast is None:
+            self._warn_once("refused", self._refused_message())
+
+    # --- saying why no forecast shows up --------------------------------------------------------
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind in self._warned:
+            return
+        self._warned.add(kind)
+        self.warnings.append(message)
+        logger.warning(message)
+
+    def _missing_metric_message(self) -> str:
+        eval_keys = sorted(key for key in self.seen_keys if key.startswith("eval_"))
+        shown = eval_keys or sorted(self.seen_keys)
+        close = difflib.get_close_matches(self.metric, shown, n=1, cutoff=0.6)
+        hint = f"; did you mean metric={close[0]!r}?" if close else ""
+        seen = ", ".join(shown) if shown else "none yet"
+        return (f"scalerl forecast: no logged metric is named {self.metric!r}, so there is no forecast; "
+                f"{'eval keys' if eval_keys else 'keys'} seen: {seen}{hint}")
+
+    def _refused_message(self) -> str:
+        return (f"scalerl forecast: all {self.refused_fits} fits of {self.metric!r} so far were refused, "
+                f"so there is no forecast; the latest reason: {self.last_refusal}")
+
+    def _refused(self, reason: str) -> None:
+        self.refused_fits += 1
+        self.last_refusal = reason
+        if self.last_forecast is None and len(self.rewards) >= REFUSALS_BEFORE_WARNING:
+            self._warn_once("refused", self._refused_message())
 
     def _flush(self) -> None:
         if self._pending is not None and self.trainer is not None:
@@ -144,9 +192,11 @@ class ScaleRLForecastCallback(TrainerCallback):
             self.compute.append(compute_now)
             self.rewards.append(value)
         if any(later < earlier for earlier, later in zip(self.compute, self.compute[1:])):
-            return None  # a compute axis that went backwards (e.g. a restarted counter): no fit
+            self._refused(f"the {self.compute_axis} axis went backwards (a restarted counter?)")
+            return None
         forecast = live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
-                                 n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self.reward_range)
+                                 n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self.reward_range,
+                                 on_refused=self._refused)
         if forecast is None:
             return None
         self.last_forecast = forecast

@@ -24,7 +24,8 @@ from scalerl.study.study_analysis import ReportRun
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused:
 # none of them changes what the run learns (thread count, logging, live forecast, length).
-REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "torch_threads", "forecast")
+REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "torch_threads",
+                        "forecast")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""User tasks from a JSONL file: one `{"prompt": ..., "answer": ...}` object per line.
+"""User tasks from a JSONL file: one `{"prompt": ..., "answer": ...}` object per line, or in chat
+form `{"messages": [{"role": "user", "content": ...}, ...], "answer": ...}` (TRL's conversational
+format), whose prompt is the model tokenizer's chat template applied to the messages with the
+generation prompt added (`render_chat`, given by the caller who knows the model).
 
 An optional `"split"` field ("train" or "validation"/"val"/"test") places a line; when no line has
 one, a seeded random hold-out (`val_fraction`) is used; when some lines have it, lines without it
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any, Callable
 
 from scalerl.errors import InputError
 from scalerl.tasks.arithmetic import TaskExample
@@ -19,7 +23,41 @@ TRAIN_SPLITS = ("train",)
 VALIDATION_SPLITS = ("validation", "val", "test", "eval")
 
 
-def _parse_line(line: str, line_number: int, path: Path) -> tuple[TaskExample, str | None]:
+ChatRenderer = Callable[[list[dict[str, str]]], str]
+
+
+def _chat_messages(messages: Any, where: str) -> list[dict[str, str]]:
+    """The `messages` field checked: a non-empty list of {role, content} string pairs."""
+    if not isinstance(messages, list) or not messages:
+        raise InputError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects")
+    for number, message in enumerate(messages, start=1):
+        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
+                and isinstance(message.get("content"), str)):
+            raise InputError(f"{where}: message {number} must be an object with string 'role' and 'content'")
+    return [{"role": m["role"], "content": m["content"]} for m in messages]
+
+
+def _prompt_of(record: dict, where: str, render_chat: ChatRenderer | None) -> str:
+    if "prompt" in record and "messages" in record:
+        raise InputError(f"{where}: give 'prompt' or 'messages', not both")
+    if "messages" in record:
+        messages = _chat_messages(record["messages"], where)
+        if render_chat is None:
+            raise InputError(f"{where}: chat-form tasks ('messages') need a model whose tokenizer has a chat template")
+        try:
+            return render_chat(messages)
+        except InputError as error:
+            raise InputError(f"{where}: {error}") from None
+    if "prompt" not in record:
+        raise InputError(f"{where}: missing field 'prompt' (or 'messages')")
+    prompt = record["prompt"]
+    if not isinstance(prompt, str) or not prompt:
+        raise InputError(f"{where}: 'prompt' must be a non-empty string")
+    return prompt
+
+
+def _parse_line(line: str, line_number: int, path: Path,
+                render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
     where = f"{path}, line {line_number}"
     try:
         record = json.loads(line)
@@ -27,12 +65,9 @@ def _parse_line(line: str, line_number: int, path: Path) -> tuple[TaskExample, s
         raise InputError(f"{where}: not valid JSON ({error.msg})") from None
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    for key in ("prompt", "answer"):
-        if key not in record:
-            raise InputError(f"{where}: missing field {key!r}")
-    prompt, answer = record["prompt"], record["answer"]
-    if not isinstance(prompt, str) or not prompt:
-        raise InputError(f"{where}: 'prompt' must be a non-empty string")
+    if "answer" not in record:
+        raise InputError(f"{where}: missing field 'answer'")
+    prompt, answer = _prompt_of(record, where, render_chat), record["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise InputError(f"{where}: 'answer' must be a string or a number")
     split = record.get("split")
@@ -43,14 +78,15 @@ def _parse_line(line: str, line_number: int, path: Path) -> tuple[TaskExample, s
     return TaskExample(prompt=prompt, answer=str(answer)), split
 
 
-def read_task_examples(path: str | Path) -> list[tuple[TaskExample, str | None]]:
+def read_task_examples(path: str | Path,
+                       render_chat: ChatRenderer | None = None) -> list[tuple[TaskExample, str | None]]:
     """(example, split or None) for every non-blank line; InputError names the bad line."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"task file {str(path)!r} does not exist")
     with path.open(encoding="utf-8") as handle:
         rows = [
-            _parse_line(line, number, path)
+            _parse_line(line, number, path, render_chat)
             for number, line in enumerate(handle, start=1)
             if line.strip()
         ]
@@ -94,11 +130,12 @@ class JsonlTask:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, answer_check: str = "math", val_fraction: float = 0.1, seed: int = 0
+        cls, path: str | Path, *, answer_check: str = "math", val_fraction: float = 0.1, seed: int = 0,
+        render_chat: ChatRenderer | None = None,
     ) -> JsonlTask:
         if not 0 <= val_fraction < 1:
             raise InputError(f"val_fraction must be in [0, 1), got {val_fraction}")
-        train, validation = split_examples(read_task_examples(path), val_fraction, seed)
+        train, validation = split_examples(read_task_examples(path, render_chat), val_fraction, seed)
         return cls(Path(path).stem, train, validation, answer_check)
 
     def reward(self, completion_text: str, example: TaskExample) -> float:

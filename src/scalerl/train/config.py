@@ -192,6 +192,9 @@ class TrainConfig:
     num_devices: int = 1
     torch_threads: int = 0  # 0: torch's default; 1 is much faster on a CPU shared with other jobs
     tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "scalerl"
+    wandb_run_name: str = ""
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
@@ -277,16 +280,31 @@ def all_field_paths() -> list[str]:
     return paths
 
 
+# Names TRL / transformers users type, and the key that does the job here (suggestions only).
+FOREIGN_KEY_NAMES: dict[str, str] = {
+    "learning_rate": "optim.lr", "num_generations": "sampling.generations_per_prompt",
+    "max_completion_length": "sampling.max_new_tokens", "batch_size": "sampling.prompts_per_step",
+    "per_device_train_batch_size": "sampling.prompts_per_step", "max_grad_norm": "optim.grad_clip",
+    "loss_type": "rl.loss", "epsilon": "rl.grpo_eps", "epsilon_high": "rl.dapo_eps_high",
+    "scale_rewards": "rl.advantage_norm", "model_name_or_path": "model.path", "dataset": "task.name",
+    "eval_steps": "eval_every", "save_steps": "checkpoint_every", "save_total_limit": "keep_checkpoints",
+    "bf16": "dtype", "adam_epsilon": "optim.adam_eps", "report_to": "tensorboard",
+    "num_train_epochs": "max_steps", "warmup_ratio": "optim.warmup_steps",
+}
+KEYS_COMMAND = "scalerl config keys"
+
+
 def _unknown_key_message(key: str) -> str:
     paths = all_field_paths()
-    close = difflib.get_close_matches(key, paths, n=3, cutoff=0.6)
-    leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
     leaf = key.rsplit(".", 1)[-1]
+    close = [FOREIGN_KEY_NAMES[leaf]] if leaf in FOREIGN_KEY_NAMES else []
+    close += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.6) if p not in close]
+    leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
     for near_leaf in difflib.get_close_matches(leaf, list(leaf_to_path), n=3, cutoff=0.6):
         if leaf_to_path[near_leaf] not in close:
             close.append(leaf_to_path[near_leaf])
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown config key {key!r}{hint}"
+    hint = f"; did you mean {', '.join(close[:4])}?" if close else ""
+    return f"unknown config key {key!r}{hint} (`{KEYS_COMMAND}` lists every key)"
 
 
 def resolve_key(key: str) -> tuple[str, type]:
@@ -363,6 +381,54 @@ def save_config(config: TrainConfig, run_dir: str | os.PathLike) -> Path:
     temp_path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
     os.replace(temp_path, path)
     return path
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The values of a config file: JSON (a run's config.json) or YAML (.yaml/.yml), nested like
+    `TrainConfig.to_dict()`; keys it leaves out keep their defaults."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} is unreadable: {error}") from None
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            values = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(error).split())}") from None
+    else:
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"config file {path} is not valid JSON: {error}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file {path}: expected an object of config keys, got {type(values).__name__}")
+    return values
+
+
+def merge_config_values(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `values` laid over it, section by section (a nested dict replaces only the
+    keys it names)."""
+    merged = dict(base)
+    for key, value in values.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_config_values(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def config_from_file(path: str | os.PathLike, base: TrainConfig | None = None) -> TrainConfig:
+    """The config of a file laid over `base` (default: the defaults); ConfigError names the file."""
+    values = read_config_file(path)
+    try:
+        return TrainConfig.from_dict(merge_config_values((base or TrainConfig()).to_dict(), values))
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
 
 
 def load_config(path: str | os.PathLike) -> TrainConfig:

@@ -138,20 +138,33 @@ def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
     return json_path, plot_path
 
 
-def run_demo(out_dir: Path, overrides: Sequence[str] = (), *, fit_fraction: float = 0.5,
-             level: float = 0.8, show_progress: bool = True) -> DemoReport:
-    """Train (or resume an unfinished demo run in `out_dir`), fit, compare, write outputs."""
+def train_demo(out_dir: Path, overrides: Sequence[str] = (), *, show_progress: bool = True) -> float:
+    """Train (or resume an unfinished demo run in `out_dir`); return the seconds it took."""
     from scalerl.train.trainer import train
 
     out_dir = Path(out_dir)
-    config = demo_config(overrides)
     started = time.perf_counter()
-    train(config, out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(), show_progress=show_progress)
-    train_seconds = time.perf_counter() - started
-    report = forecast_from_metrics(out_dir / METRICS_FILE_NAME, fit_fraction=fit_fraction,
+    train(demo_config(overrides), out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(),
+          show_progress=show_progress)
+    return time.perf_counter() - started
+
+
+def forecast_demo(out_dir: Path, *, fit_fraction: float = 0.5, level: float = 0.8,
+                  train_seconds: float = float("nan")) -> DemoReport:
+    """Fit the trained demo's first part, compare the rest, write forecast.json/png.
+
+    FitError when the run is too short (or flat) to fit: the caller says so, it is not a crash."""
+    report = forecast_from_metrics(Path(out_dir) / METRICS_FILE_NAME, fit_fraction=fit_fraction,
                                    level=level, train_seconds=train_seconds)
-    write_outputs(report, out_dir)
+    write_outputs(report, Path(out_dir))
     return report
+
+
+def run_demo(out_dir: Path, overrides: Sequence[str] = (), *, fit_fraction: float = 0.5,
+             level: float = 0.8, show_progress: bool = True) -> DemoReport:
+    """Train (or resume an unfinished demo run in `out_dir`), fit, compare, write outputs."""
+    train_seconds = train_demo(out_dir, overrides, show_progress=show_progress)
+    return forecast_demo(out_dir, fit_fraction=fit_fraction, level=level, train_seconds=train_seconds)
 
 
 def render_report(report: DemoReport, console) -> None:

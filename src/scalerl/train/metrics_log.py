@@ -116,23 +116,36 @@ def open_tensorboard(log_dir: str | os.PathLike) -> TensorBoardMirror | None:
 
 
 class MetricsLog:
-    """The run's metrics sink: JSONL file (always) plus TensorBoard (optional)."""
+    """The run's metrics sink: JSONL file (always) plus TensorBoard and W&B (optional), every
+    mirror under the names of the JSONL columns."""
 
-    def __init__(self, run_dir: str | os.PathLike, *, tensorboard: bool = False):
+    def __init__(self, run_dir: str | os.PathLike, *, tensorboard: bool = False, mirrors: tuple = ()):
         self.path = Path(run_dir) / METRICS_FILE_NAME
-        self._tensorboard = open_tensorboard(Path(run_dir) / "tensorboard") if tensorboard else None
+        tensorboard_mirror = open_tensorboard(Path(run_dir) / "tensorboard") if tensorboard else None
+        self._mirrors = [m for m in (tensorboard_mirror, *mirrors) if m is not None]
+
+    @classmethod
+    def for_config(cls, run_dir: str | os.PathLike, config: Any) -> "MetricsLog":
+        """The log a run's config asks for: `tensorboard`, `wandb` (project, run name)."""
+        mirrors = ()
+        if config.wandb:
+            from scalerl.train.wandb_log import WandbMirror
+
+            mirrors = (WandbMirror(run_dir, project=config.wandb_project, run_name=config.wandb_run_name,
+                                   config=config.to_dict()),)
+        return cls(run_dir, tensorboard=config.tensorboard, mirrors=mirrors)
 
     def append(self, row: Mapping[str, Any]) -> None:
         append_row(self.path, row)
-        if self._tensorboard is not None:
-            self._tensorboard.write(row)
+        for mirror in self._mirrors:
+            mirror.write(row)
 
     def rows(self) -> list[dict[str, Any]]:
         return read_rows(self.path)
 
     def close(self) -> None:
-        if self._tensorboard is not None:
-            self._tensorboard.close()
+        for mirror in self._mirrors:
+            mirror.close()
 
 
 class RunProgress:

@@ -31,6 +31,7 @@ from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_ch
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config, save_config
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.metrics_log import MetricsLog, RunProgress, truncate_after_step
+from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.train.progress import ForecastProgress
 from scalerl.tasks.rollout import Rollout
@@ -40,6 +41,8 @@ from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler
 from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
 
 RowCallback = Callable[[dict[str, Any]], None]
+# Keys a resume may change: they say how long to run and where to log, not what is computed.
+RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
 
 
 @dataclass
@@ -95,6 +98,10 @@ def check_paths(config: TrainConfig) -> None:
     task_name = config.task.name
     if task_name != "builtin" and not Path(task_name).is_file():
         raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+    if config.wandb:
+        from scalerl.train.wandb_log import require_wandb
+
+        require_wandb()
 
 
 def build_task(config: TrainConfig) -> Task:
@@ -102,7 +109,7 @@ def build_task(config: TrainConfig) -> Task:
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    return load_task(config.task)
+    return load_task(config.task, render_chat=chat_renderer(config.model.path))
 
 
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
@@ -135,10 +142,10 @@ def build_policy(config: TrainConfig, task):
 def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
     saved = load_config(run_dir)
     changed = [key for key, value in config.to_dict().items()
-               if key not in ("max_steps", "tensorboard", "forecast") and saved.to_dict()[key] != value]
+               if key not in RESUMABLE_CHANGES and saved.to_dict()[key] != value]
     if changed:
         raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
-                          "only max_steps may change (and tensorboard, forecast.*)")
+                          "only max_steps may change (and tensorboard, wandb*, forecast.*)")
 
 
 def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
@@ -163,7 +170,7 @@ def _new_run(config: TrainConfig, run_dir: Path, task, *, warm_start: bool) -> R
         optimizer=optimizer, scheduler=build_scheduler(optimizer, config.optim.warmup_steps),
         rollout_generator=torch.Generator(device=device).manual_seed(config.seed),
         numpy_rng=np.random.default_rng(config.seed), shape=flops.model_shape(model),
-        log=MetricsLog(run_dir, tensorboard=config.tensorboard), counters=Counters(),
+        log=MetricsLog.for_config(run_dir, config), counters=Counters(),
     )
 
 

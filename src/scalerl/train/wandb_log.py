@@ -1,0 +1,70 @@
+"""Mirror of the run's metrics rows to Weights & Biases, under the names of `metrics.jsonl`.
+
+One W&B run per scalerl run: its id is kept in `RUN/wandb_run_id`, so `--resume` continues the
+same W&B run. W&B's own console capture is off (the progress bar stays ours); `WANDB_MODE=offline`
+logs to `RUN/wandb/` without a network, for `wandb sync` later.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from pathlib import Path
+from typing import Any, Mapping
+
+from scalerl.errors import ConfigError
+
+RUN_ID_FILE = "wandb_run_id"
+
+
+def require_wandb() -> None:
+    """ConfigError, before a run starts, when wandb=true but the package is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is None:
+        raise ConfigError("wandb: logging to W&B needs the wandb package (pip install wandb), "
+                          "or drop --wandb / --report-to wandb")
+
+
+def numeric_columns(row: Mapping[str, Any]) -> dict[str, float]:
+    """The row's finite numeric columns except `step` (W&B gets the step separately)."""
+    return {key: value for key, value in row.items()
+            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value)}
+
+
+def _run_id(run_dir: Path) -> str:
+    """The W&B id of this run directory, created on first use (atomically)."""
+    path = run_dir / RUN_ID_FILE
+    if path.is_file() and path.read_text().strip():
+        return path.read_text().strip()
+    run_id = uuid.uuid4().hex[:12]  # W&B ids: lowercase letters and digits
+    temp = path.with_suffix(".tmp")
+    temp.write_text(run_id + "\n")
+    os.replace(temp, path)
+    return run_id
+
+
+class WandbMirror:
+    """Logs each metrics row to one W&B run at the row's step."""
+
+    def __init__(self, run_dir: str | os.PathLike, *, project: str, run_name: str = "",
+                 config: Mapping[str, Any] | None = None):
+        require_wandb()
+        import wandb
+
+        run_dir = Path(run_dir)
+        try:
+            self._run = wandb.init(project=project, name=run_name or run_dir.name, id=_run_id(run_dir),
+                                   resume="allow", dir=str(run_dir), config=dict(config or {}),
+                                   settings=wandb.Settings(console="off", quiet=True))
+        except Exception as error:  # wandb raises its own types (UsageError, CommError, ...) and more
+            raise ConfigError(f"wandb: could not start a W&B run ({' '.join(str(error).split())}); "
+                              "`wandb login`, or set WANDB_MODE=offline to log locally") from None
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        self._run.log(numeric_columns(row), step=int(row["step"]))
+
+    def close(self) -> None:
+        self._run.finish()
