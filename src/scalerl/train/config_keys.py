@@ -20,6 +20,7 @@ KEY_MEANINGS: dict[str, str] = {
     "model.warmstart_steps": "built-in model: most supervised warm-start steps (0: none)",
     "model.warmstart_stop_pass_rate": "built-in model: stop the warm start at this probed pass rate",
     "model.warmstart_probe_every": "built-in model: probe the pass rate every N warm-start steps",
+    "model.init_seed": "built-in model: seed of its initial weights and warm start (shared by every run seed)",
     "model.warmstart_cache_dir": "where warm starts are cached ('': $XDG_CACHE_HOME/scalerl/warmstart)",
     "task.name": "'builtin' (multi-step arithmetic) or a JSONL file of {prompt|messages, answer}",
     "task.num_operands": "built-in task: operands per problem",
