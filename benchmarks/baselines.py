@@ -112,3 +112,18 @@ def curve_fit_default(compute, reward, r0):
     dof = max(compute.size - 3, 1)
     noise_sd = float(np.sqrt(np.sum(resid**2) / dof))
     return Baseline(*map(float, params), r0, covariance=covariance, noise_sd=noise_sd, dof=dof)
+
+
+@dataclass(frozen=True)
+class LastValue:
+    """Persistence forecast: the mean of the last three fitted evaluations, at any compute."""
+
+    level: float
+
+    def predict(self, compute):
+        return np.full(np.shape(np.atleast_1d(compute)), self.level)
+
+
+def last_value_fit(compute, reward, r0):
+    """No curve at all: tomorrow looks like the last three evaluations."""
+    return LastValue(float(np.mean(reward[-3:])))

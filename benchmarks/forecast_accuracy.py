@@ -1,21 +1,21 @@
-"""Forecast-accuracy benchmark: fit early, predict the last points, score against baselines.
+"""Forecast-accuracy benchmark: fit the first 25 / 50 / 75 % of a run, forecast its end.
 
-For every `healthy` run in benchmarks/data/curves/: fit on the points with compute <= f * max
-compute (f = 0.25, 0.5, 0.75; the last three points never enter a fit), predict the last three
-observed points, report median / max absolute error and the coverage of the 80 % prediction
-interval. Methods: scalerl.fit_sigmoid, and baselines (a) seed-style linearised grid over A,
-(b) the paper's A x C_mid grid with B by least squares, (c) plain curve_fit, (d) the power law.
-`collapsed` runs check the collapse rule, `pre_plateau` runs check the ceiling flag.
-The same scoring runs on a seeded ensemble of synthetic sigmoids with binomial evaluation noise
-(known truth; not tuned on, a check that the numbers on the real runs are not luck).
+For every `healthy` and `pre_plateau` (still rising) run in benchmarks/data/curves/, each method
+is fitted on the points with compute <= f x max compute (never the last three) and forecasts the
+mean of the last three evaluations. Methods: scalerl.fit_sigmoid and the baselines of
+baselines.py: the paper's grid with R0 = first evaluation and with R0 = 0, the power law, plain
+least squares (curve_fit) and the last value. scalerl's 50 / 80 / 95 % bands are scored
+leave-one-curve-out (calibration.py): the band-widening constants used for a run are chosen on the
+other runs only; runs from the same training run are held out together.
 
-    python benchmarks/forecast_accuracy.py [--data DIR] [--out DIR] [--synthetic N]
+    nice python benchmarks/forecast_accuracy.py [--data DIR] [--out DIR] [--figure PNG]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -24,176 +24,140 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import curve_fit_default, paper_grid_fit, seed_linearised_fit  # noqa: E402
+from baselines import curve_fit_default, last_value_fit, paper_grid_fit  # noqa: E402
+from calibration import (  # noqa: E402
+    CHOICE_LEVEL, KAPPA_GRID, LEVELS, band_quantiles, calibration_figure, choose_constants, coverage_table,
+    loco_coverage,
+)
 
 from scalerl.errors import ScaleRLError  # noqa: E402
-from scalerl.forecast.curves import sigmoid_reward  # noqa: E402
 from scalerl.forecast.diagnostics import detect_collapse  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
 from scalerl.forecast.power_law import fit_power_law  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 0.75)
 N_HELD_OUT = 3
-LEVEL = 0.8
+REPORT_LEVELS = (0.5, 0.8, 0.95)
+STATUSES = {"healthy": ("healthy",), "still rising": ("pre_plateau",)}
 HERE = Path(__file__).resolve().parent
-
-
-def fit_scalerl(compute, reward):
-    fit = fit_sigmoid(compute, reward, level=LEVEL)
-    return fit.predict, lambda c: fit.interval(c, LEVEL)
-
-
-def fit_power(compute, reward):
-    fit = fit_power_law(compute, reward)
-    return fit.predict, lambda c: fit.interval(c, LEVEL)
-
-
-def baseline_method(fitter):
-    def fit(compute, reward):
-        r0 = float(reward[0])
-        positive = (compute > 0) & (np.arange(compute.size) > 0)
-        if positive.sum() < 3:
-            raise ValueError("fewer than 3 points after R0")
-        result = fitter(compute[positive], reward[positive], r0)
-        return result.predict, lambda c: result.interval(c, LEVEL)
-
-    return fit
-
-
-METHODS = {
-    "scalerl": fit_scalerl,
-    "seed_linearised": baseline_method(seed_linearised_fit),
-    "paper_grid": baseline_method(paper_grid_fit),
-    "curve_fit": baseline_method(curve_fit_default),
-    "power_law": fit_power,
+ROOT = HERE.parent
+BASELINES = {
+    "paper_grid_r0_first": lambda c, r: paper_grid_fit(c[1:][c[1:] > 0], r[1:][c[1:] > 0], float(r[0])),
+    "paper_grid_r0_zero": lambda c, r: paper_grid_fit(c[c > 0], r[c > 0], 0.0),
+    "power_law": lambda c, r: fit_power_law(c, r),
+    "least_squares": lambda c, r: curve_fit_default(c[1:][c[1:] > 0], r[1:][c[1:] > 0], float(r[0])),
+    "last_value": lambda c, r: last_value_fit(c, r, float(r[0])),
 }
+METHODS = ("scalerl",) + tuple(BASELINES)
 
 
-def score_cell(method, train_c, train_r, test_c, test_r):
-    """Fit one method on one training window; abs errors, coverage flags (or None), seconds."""
+def score_scalerl(train_c, train_r, test_c, truth):
+    """One scalerl forecast: error, un-stretched band quantiles per kappa and level, seconds.
+
+    The band is for the mean of the N_HELD_OUT held-out evaluations (noise / sqrt(3)); seconds
+    time the fit and one band, as a user pays them.
+    """
     start = time.perf_counter()
-    try:
-        predict, interval = method(train_c, train_r)
-        predicted = np.asarray(predict(test_c), dtype=float)
-        band = interval(test_c)
-    except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError) as error:
-        return {"error": f"{type(error).__name__}: {error}"}
+    fit = fit_sigmoid(train_c, train_r)
+    fit.interval(test_c, CHOICE_LEVEL)
     seconds = time.perf_counter() - start
-    if not np.all(np.isfinite(predicted)):
-        return {"error": "non-finite prediction"}
-    covered = None if band is None else [bool(lo <= y <= hi) for lo, hi, y in zip(*band, test_r)]
-    return {"abs_errors": np.abs(predicted - test_r).tolist(), "covered": covered, "seconds": seconds}
+    centre = float(np.mean(fit.predict(test_c)))
+    base = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=0.0).mean(axis=1)
+    unit = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=1.0).mean(axis=1) - base
+    bands = {kappa: band_quantiles(base + kappa * unit, centre) for kappa in KAPPA_GRID}
+    return {"abs_error": abs(centre - truth), "forecast": centre, "seconds": seconds, "bands": bands,
+            "gain_reached": fit.gain_reached}
+
+
+def score_baseline(fitter, train_c, train_r, test_c, truth):
+    try:
+        with np.errstate(all="ignore"):
+            forecast = float(np.mean(fitter(train_c, train_r).predict(test_c)))
+    except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError, AttributeError) as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    if not np.isfinite(forecast):
+        return {"error": "non-finite forecast"}
+    return {"abs_error": abs(forecast - truth), "forecast": forecast}
 
 
 def load_runs(data_dir):
+    """(name, status, group, compute, reward) per run; `group` ties files of one training run."""
     manifest = pd.read_csv(data_dir / "manifest.csv")
+    stems = [f.removesuffix(".csv") for f in manifest["file"]]
     runs = []
     for row in manifest.itertuples():
+        stem = row.file.removesuffix(".csv")
+        group = stem
+        same = re.search(r"SAME TRAINING RUN as \S*?__(\S+?)[,.;]?(\s|$)", str(row.notes))
+        if same:
+            group = next((s for s in stems if s.endswith("__" + same.group(1))), stem)
         frame = pd.read_csv(data_dir / row.file).sort_values("compute", kind="stable")
-        runs.append((row.file.removesuffix(".csv"), row.status, frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)))
+        runs.append((stem, row.status, group, frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)))
     return runs
 
 
-def synthetic_runs(n_runs, seed=0):
-    """ScaleRL-like runs: A in [0.4, 0.9], R0 up to 0.4 A, B in [0.8, 3], compute unit anywhere in
-    1e-2..1e18, C_mid at 3-30 % of the last compute, 10-40 evaluations on a linear (70 %) or
-    log grid, pass rates measured on 300-3000 prompts (binomial noise)."""
-    rng = np.random.default_rng(seed)
-    runs = []
-    for index in range(n_runs):
-        a, b = rng.uniform(0.4, 0.9), rng.uniform(0.8, 3.0)
-        r0 = rng.uniform(0.0, 0.4) * a
-        c_max = 10 ** rng.uniform(-2, 18)
-        c_mid = c_max * 10 ** rng.uniform(-1.5, -0.5)
-        n = int(rng.integers(10, 41))
-        if rng.random() < 0.7:
-            compute = np.linspace(0.0, c_max, n + 1)
-        else:
-            compute = np.concatenate([[0.0], np.geomspace(c_max / 100, c_max, n)])
-        prompts = int(rng.choice([300, 1000, 3000]))
-        reward = rng.binomial(prompts, sigmoid_reward(compute, a, b, c_mid, r0)) / prompts
-        runs.append((f"synthetic_{index}", "healthy", compute, reward))
-    return runs
-
-
-def accuracy_cells(runs):
+def forecast_cells(runs):
     cells = []
-    for name, status, compute, reward in runs:
-        if status != "healthy":
+    for name, status, group, compute, reward in runs:
+        if status not in ("healthy", "pre_plateau"):
             continue
-        test_c, test_r = compute[-N_HELD_OUT:], reward[-N_HELD_OUT:]
+        test_c = compute[-N_HELD_OUT:]
+        truth = float(np.mean(reward[-N_HELD_OUT:]))
         for fraction in FRACTIONS:
             train = (compute <= fraction * compute.max()) & (np.arange(compute.size) < compute.size - N_HELD_OUT)
-            cell = {"run": name, "fraction": fraction, "n_train": int(train.sum())}
-            if train.sum() < 3:
-                cell["skipped"] = "fewer than 3 points"
-            else:
-                cell["methods"] = {m: score_cell(f, compute[train], reward[train], test_c, test_r) for m, f in METHODS.items()}
+            cell = {"run": name, "status": status, "group": group, "fraction": fraction, "n_train": int(train.sum()),
+                    "truth": truth}
+            if train.sum() < 4:
+                cell["skipped"] = "fewer than 4 points (R0 + 3)"
+                cells.append(cell)
+                continue
+            train_c, train_r = compute[train], reward[train]
+            try:
+                cell["scalerl"] = score_scalerl(train_c, train_r, test_c, truth)
+            except ScaleRLError as error:
+                cell["scalerl"] = {"error": f"{type(error).__name__}: {error}"}
+            for method, fitter in BASELINES.items():
+                cell[method] = score_baseline(fitter, train_c, train_r, test_c, truth)
             cells.append(cell)
     return cells
 
 
-def summarise(cells, fraction=None):
-    rows = {}
-    chosen = [c for c in cells if "methods" in c and (fraction is None or c["fraction"] == fraction)]
-    for method in METHODS:
-        errors, covered, seconds, failures = [], [], [], 0
-        for cell in chosen:
-            scored = cell["methods"][method]
-            if "error" in scored:
-                failures += 1
-                continue
-            errors += scored["abs_errors"]
-            seconds.append(scored["seconds"])
-            if scored["covered"] is not None:
-                covered += scored["covered"]
-        rows[method] = {
-            "cells": len(chosen), "failed": failures,
-            "median_abs_error": float(np.median(errors)) if errors else None,
-            "max_abs_error": float(np.max(errors)) if errors else None,
-            "coverage_80": float(np.mean(covered)) if covered else None,
-            "median_seconds": float(np.median(seconds)) if seconds else None,
-        }
-    return rows
+def error_table(cells):
+    """{fraction: {method: {median, mean, failed, cells}}}, over the cells every method forecast."""
+    table = {}
+    for fraction in FRACTIONS:
+        chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c]
+        table[fraction] = {}
+        for method in METHODS:
+            errors = [c[method]["abs_error"] for c in chosen if "abs_error" in c[method]]
+            table[fraction][method] = {
+                "cells": len(chosen), "failed": len(chosen) - len(errors),
+                "median_abs_error": float(np.median(errors)) if errors else None,
+                "mean_abs_error": float(np.mean(errors)) if errors else None,
+            }
+    return table
 
 
 def diagnostics(runs):
-    out = []
-    for name, status, compute, reward in runs:
-        row = {"run": name, "status": status, "collapse_fired": detect_collapse(compute, reward) is not None}
-        try:
-            fit = fit_sigmoid(compute, reward, level=LEVEL)
-            row["ceiling_identified"] = fit.ceiling_identified
-            row["A"] = fit.a
-        except ScaleRLError as error:
-            row["fit_error"] = str(error)
-        out.append(row)
-    return out
+    """Collapse rule on every run (collapsed ones must fire, others must not)."""
+    return [{"run": name, "status": status, "collapse_fired": detect_collapse(compute, reward) is not None}
+            for name, status, _, compute, reward in runs]
 
 
-def diagnostics_summary(rows):
-    def share(status, key, value=True):
-        chosen = [r for r in rows if r["status"] == status and key in r]
-        return f"{sum(r[key] == value for r in chosen)}/{len(chosen)}"
-
-    return {
-        "collapse_fired_on_collapsed": share("collapsed", "collapse_fired"),
-        "collapse_fired_on_healthy": share("healthy", "collapse_fired"),
-        "ceiling_unidentified_on_pre_plateau": share("pre_plateau", "ceiling_identified", False),
-        "ceiling_unidentified_on_healthy": share("healthy", "ceiling_identified", False),
-    }
-
-
-def markdown_table(summary):
+def markdown(errors, coverage, constants, seconds, diag):
     fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
-    lines = []
-    for fraction, rows in summary.items():
-        lines += [f"\n### fit on compute <= {fraction} x max\n",
-                  "| method | cells | failed | median abs err | max abs err | 80% PI coverage | median s/fit |",
-                  "|---|---|---|---|---|---|---|"]
+    lines = ["| fit on | method | forecasts | failed | median abs err | mean abs err |", "|---|---|---|---|---|---|"]
+    for fraction, rows in errors.items():
         for method, r in rows.items():
-            lines.append(f"| {method} | {r['cells']} | {r['failed']} | {fmt(r['median_abs_error'], '.4f')} | "
-                         f"{fmt(r['max_abs_error'], '.4f')} | {fmt(r['coverage_80'], '.2f')} | {fmt(r['median_seconds'], '.3f')} |")
+            lines.append(f"| {fraction:.0%} | {method} | {r['cells'] - r['failed']} | {r['failed']} | "
+                         f"{fmt(r['median_abs_error'], '.4f')} | {fmt(r['mean_abs_error'], '.4f')} |")
+    lines += ["", "| runs | forecasts | " + " | ".join(f"{lv:.0%} band" for lv in REPORT_LEVELS) + " |",
+              "|---|---|" + "---|" * len(REPORT_LEVELS)]
+    for name, (table, n_cells) in coverage.items():
+        lines.append(f"| {name} | {n_cells} | " + " | ".join(fmt(table[lv], ".2f") for lv in REPORT_LEVELS) + " |")
+    lines += ["", f"Band-widening constants chosen on all curves (the library's): {constants}",
+              f"scalerl fit + band per forecast: median {seconds['median']:.3f} s, slowest {seconds['max']:.3f} s",
+              "Collapse rule: " + ", ".join(f"{k} {v}" for k, v in diag.items())]
     return "\n".join(lines)
 
 
@@ -201,32 +165,40 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=HERE / "results")
-    parser.add_argument("--synthetic", type=int, default=60, help="number of synthetic runs (0: none)")
+    parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "forecast_calibration.png")
     args = parser.parse_args(argv)
     runs = load_runs(args.data)
-    cells = accuracy_cells(runs)
-    summary = {str(f): summarise(cells, f) for f in FRACTIONS}
-    summary["all"] = summarise(cells)
-    synthetic_cells = accuracy_cells(synthetic_runs(args.synthetic)) if args.synthetic else []
-    synthetic_summary = {str(f): summarise(synthetic_cells, f) for f in FRACTIONS} if synthetic_cells else {}
+    cells = forecast_cells(runs)
+    scored = [c for c in cells if "bands" in c.get("scalerl", {})]
+    calibration_cells = [{"group": c["group"], "status": c["status"], "truth": c["truth"],
+                          "centre": c["scalerl"]["forecast"], "bands": c["scalerl"].pop("bands")} for c in scored]
+    loco_coverage(calibration_cells)
+    for cell, calibrated in zip(scored, calibration_cells):
+        cell["scalerl"].update(loco_constants=calibrated["constants"], covered=calibrated["covered"])
+    coverage = {name: coverage_table(calibration_cells, statuses) for name, statuses in STATUSES.items()}
+    kappa, k = choose_constants(calibration_cells)
+    constants = {"RATE_SCALE (kappa)": kappa, "BAND_SCALE (k)": round(k, 3)}
+    times = [c["scalerl"]["seconds"] for c in scored]
+    seconds = {"median": float(np.median(times)), "max": float(np.max(times))}
     diag_rows = diagnostics(runs)
-    report = {
-        "level": LEVEL, "fractions": FRACTIONS, "held_out_points": N_HELD_OUT,
-        "skipped_cells": sum("skipped" in c for c in cells), "summary": summary,
-        "diagnostics": diagnostics_summary(diag_rows), "diagnostics_per_run": diag_rows, "cells": cells,
-        "synthetic": {"runs": args.synthetic, "summary": synthetic_summary},
-    }
+    diag = {f"fired on {status}": f"{sum(r['collapse_fired'] for r in diag_rows if r['status'] == status)}/"
+            f"{sum(r['status'] == status for r in diag_rows)}" for status in ("collapsed", "healthy", "pre_plateau")}
+    errors = error_table(cells)
+    report = {"fractions": FRACTIONS, "held_out_points": N_HELD_OUT, "target": "mean of the last three evaluations",
+              "errors": {str(f): rows for f, rows in errors.items()},
+              "coverage": {name: {"cells": n, "by_level": {str(lv): v for lv, v in table.items()}}
+                           for name, (table, n) in coverage.items()},
+              "constants_all_curves": constants, "choice_level": CHOICE_LEVEL, "levels": LEVELS,
+              "seconds_per_forecast": seconds, "collapse_rule": diag, "cells": cells}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "forecast_accuracy.json").write_text(json.dumps(report, indent=1))
-    table = markdown_table(summary)
-    diag = "\n".join(f"- {k}: {v}" for k, v in report["diagnostics"].items())
-    text = (f"# Forecast accuracy on {len(runs)} runs (80 % prediction intervals, last {N_HELD_OUT} points held out)\n"
-            f"{table}\n\nSkipped cells (fewer than 3 training points): {report['skipped_cells']}\n\n## Diagnostics\n{diag}\n")
-    if synthetic_summary:
-        text += (f"\n# Synthetic ensemble: {args.synthetic} seeded sigmoids with binomial noise (same scoring)\n"
-                 f"{markdown_table(synthetic_summary)}\n")
-    (args.out / "forecast_accuracy.md").write_text(text)
-    print(text)
+    for name, text in (("forecast_accuracy.json", json.dumps(report, indent=1, default=float)),
+                       ("forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs\n\n"
+                        + markdown(errors, coverage, constants, seconds, diag) + "\n")):
+        tmp = args.out / (name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(args.out / name)
+    calibration_figure(coverage, args.figure)
+    print(markdown(errors, coverage, constants, seconds, diag))
 
 
 if __name__ == "__main__":

@@ -106,10 +106,42 @@ def noisy_sigmoid_run(rng, cut):
 @pytest.mark.slow
 @pytest.mark.parametrize("cut", [0.6, 2.5], ids=["before_inflection", "after_inflection"])
 def test_80_percent_band_covers_the_far_end_on_70_to_90_percent_of_sigmoids(cut):
+    """The posterior alone (no stretch, no rate term: those constants are fitted to real runs,
+    which are not sigmoids plus independent noise) is calibrated on data from its own model."""
     rng = np.random.default_rng(11)
     covered = []
     for _ in range(60):
         compute, reward, far, observed = noisy_sigmoid_run(rng, cut)
-        lo, hi = fit_sigmoid(compute, reward).interval(far, 0.8)
+        lo, hi = fit_sigmoid(compute, reward, band_scale=1.0, rate_scale=0.0).interval(far, 0.8)
         covered.append(lo <= observed <= hi)
     assert 0.70 <= np.mean(covered) <= 0.90
+
+
+def noisy_power_law_run(rng):
+    """Truth R = R0 + 0.25 (A - R0) (C / C_ref)^0.35: no ceiling in sight, it keeps rising.
+    12 evaluations up to C_ref (1000 prompts); a fresh evaluation at 8 x C_ref."""
+    a = rng.uniform(0.5, 0.9)
+    r0 = rng.uniform(0.0, 0.3) * a
+    c_ref = 10 ** rng.uniform(0, 6)
+
+    def truth(compute):
+        return np.where(compute > 0, r0 + 0.25 * (a - r0) * np.power(np.maximum(compute, 1e-300) / c_ref, 0.35), r0)
+
+    compute = np.concatenate([[0.0], np.linspace(c_ref / 12, c_ref, 12)])
+    reward = rng.binomial(1000, truth(compute)) / 1000
+    return compute, reward, 8 * c_ref, rng.binomial(1000, truth(8 * c_ref)) / 1000
+
+
+@pytest.mark.slow
+def test_power_law_truth_gets_a_wide_band_rather_than_a_wrong_one():
+    """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the
+    default rate term widens the band of a curve still rising at its last point, so it holds."""
+    rng = np.random.default_rng(3)
+    covered, widths = [], []
+    for _ in range(40):
+        compute, reward, far, observed = noisy_power_law_run(rng)
+        lo, hi = fit_sigmoid(compute, reward).interval(far, 0.8)
+        covered.append(lo <= observed <= hi)
+        widths.append(hi - lo)
+    assert np.mean(covered) >= 0.8
+    assert np.median(widths) > 0.15

@@ -11,6 +11,7 @@ with R0 fixed (the first evaluation's reward unless given) and A, B, C_mid fitte
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit
 
 from scalerl.errors import ConfigError, FitError, InputError
 from scalerl.forecast.diagnostics import (
@@ -22,7 +23,13 @@ from scalerl.forecast.diagnostics import (
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds, residuals
 from scalerl.forecast.posterior import STUDENT_T_NU, sample_posterior
-from scalerl.forecast.uncertainty import BAND_SCALE, DEFAULT_NOISE_FLOOR, noise_t_draws, residual_noise_sd
+from scalerl.forecast.uncertainty import (
+    DEFAULT_NOISE_FLOOR,
+    BAND_SCALE,
+    RATE_SCALE,
+    noise_t_draws,
+    residual_noise_sd,
+)
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 NOISE_DRAWS_PER_BOOTSTRAP = 16
@@ -166,6 +173,7 @@ def fit_sigmoid(
     noise_floor=DEFAULT_NOISE_FLOOR,
     n_starts=4,
     band_scale=BAND_SCALE,
+    rate_scale=RATE_SCALE,
 ) -> FitResult:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 
@@ -174,8 +182,9 @@ def fit_sigmoid(
     evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the level of
     the ceiling check. Uncertainty: posterior draws of (A, B, C_mid, noise scale) from
     forecast.posterior (`n_bootstrap` is the number of draws kept, the name the CLI and configs
-    use; `seed` makes them reproducible); observation bands are stretched by `band_scale`
-    (uncertainty.BAND_SCALE, chosen by leave-one-curve-out in benchmarks/forecast_accuracy.py).
+    use; `seed` makes them reproducible); `rate_scale` sets the uncertainty of the rate of
+    improvement beyond the data and `band_scale` stretches observation bands (defaults chosen by
+    leave-one-curve-out in benchmarks/forecast_accuracy.py, see uncertainty.py).
     Raises FitError when too few points remain or the run is flat.
     """
     _check_options(loss, level, n_bootstrap, min_compute)
@@ -202,6 +211,8 @@ def fit_sigmoid(
     rng = np.random.default_rng(seed)
     draws = sample_posterior(problem, theta_hat, noise_sd, noise_floor, int(n_bootstrap), seed)
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
+    # u = 0 is the last fitted point: gain fraction there = expit(B (0 - s)).
+    gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
     identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
@@ -211,7 +222,9 @@ def fit_sigmoid(
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
         n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
         ceiling_identified=bool(identified), warnings=tuple(warnings), param_draws=param_draws,
-        noise_sd=noise_sd, noise_dof=STUDENT_T_NU, noise_scale_draws=draws[:, 3], band_scale=band_scale,
+        noise_sd=noise_sd, noise_dof=STUDENT_T_NU, noise_scale_draws=draws[:, 3], band_scale=float(band_scale),
+        gain_reached=gain_reached, rate_scale=float(rate_scale),
+        rate_draws=rng.standard_normal(NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap)),
         noise_draws=noise_t_draws(STUDENT_T_NU, NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap), rng),
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
         fixed=("R0",) if fixed_a is None else ("R0", "A"),

@@ -33,6 +33,7 @@ from scipy.special import expit
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
 
 STUDENT_T_NU = 4.0
+
 A_PRIOR_BETA = 2.0  # Beta(2, 2) on the gain fraction
 LOG_B_PRIOR = (np.log(1.5), 0.8)  # mean, sd of log B
 LOG_SIGMA_PRIOR_SD = 0.7

@@ -10,7 +10,7 @@ import numpy as np
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
-from scalerl.forecast.uncertainty import widen
+from scalerl.forecast.uncertainty import rate_discrepancy, widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
 
@@ -66,7 +66,10 @@ class FitResult:
     `param_draws` (None: `noise_sd` for every row), and `noise_draws` fixed standard Student-t
     draws with `noise_dof` degrees of freedom, so bands for a new observation are deterministic for
     a given result. `band_scale` stretches observation bands about the point forecast (see
-    uncertainty.widen).
+    uncertainty.widen); `rate_scale` and the fixed standard normal `rate_draws` add the
+    uncertainty of the rate of improvement beyond the data (uncertainty.rate_discrepancy).
+    `predict` is the point forecast: the posterior median of R(C) at each compute, which stays
+    inside the posterior even when the least-squares (a, b, c_mid) sits at a bound.
     """
 
     a: float
@@ -89,6 +92,9 @@ class FitResult:
     loss: str = "linear"
     noise_scale_draws: np.ndarray | None = None
     band_scale: float = 1.0
+    gain_reached: float = float("nan")  # posterior median share of the gain A - R0 reached at the last point
+    rate_scale: float = 0.0
+    rate_draws: np.ndarray | None = None
 
     def __post_init__(self):
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -96,6 +102,9 @@ class FitResult:
         if self.noise_scale_draws is None:
             object.__setattr__(self, "noise_scale_draws", np.full(self.param_draws.shape[0], self.noise_sd))
         object.__setattr__(self, "noise_scale_draws", _read_only(self.noise_scale_draws))
+        if self.rate_draws is None:
+            object.__setattr__(self, "rate_draws", np.zeros(self.noise_draws.size))
+        object.__setattr__(self, "rate_draws", _read_only(self.rate_draws))
         object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
 
     def params(self) -> dict:
@@ -112,25 +121,48 @@ class FitResult:
         return out
 
     def predict(self, compute) -> np.ndarray:
-        return sigmoid_reward(compute, self.a, self.b, self.c_mid, self.r0)
+        """Point forecast: median over the posterior draws of R(C) at each compute."""
+        scalar = np.ndim(compute) == 0
+        median = np.median(self._mean_draws(compute), axis=0)
+        return median[0] if scalar else median
 
     def _mean_draws(self, compute):
         draws = self.param_draws
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         return sigmoid_reward(compute[None, :], draws[:, :1], draws[:, 1:2], draws[:, 2:3], self.r0)
 
-    def observation_draws(self, compute, n_average=1) -> np.ndarray:
+    def _last_slope_draws(self):
+        """dR / d log C at the last fitted compute, per draw: B (A - R0) g (1 - g), g = expit(B log(C_last / C_mid))."""
+        a, b, c_mid = self.param_draws.T
+        g = sigmoid_reward(float(np.max(self.compute)), 1.0, b, c_mid, 0.0)
+        return b * (a - self.r0) * g * (1.0 - g)
+
+    def _log_distance(self, compute):
+        """log(C / C_last) per compute, -inf at C = 0 (before the data)."""
+        with np.errstate(divide="ignore"):
+            return np.log(np.atleast_1d(np.asarray(compute, dtype=float)) / np.max(self.compute))
+
+    def _paired(self, draws):
+        """Fixed draws arranged one row per posterior draw: (n_params_draws, n_per_draw)."""
+        n_per = draws.size // self.param_draws.shape[0]
+        return draws[: n_per * self.param_draws.shape[0]].reshape(-1, n_per)
+
+    def observation_draws(self, compute, n_average=1, rate_scale=None) -> np.ndarray:
         """Posterior-predictive samples of a new evaluation at each `compute`: (n_samples, m).
 
-        Sample = curve of one posterior draw + that draw's noise scale * a Student-t draw; with
-        `n_average` > 1 it is a sample of the mean of that many independent evaluations at each
-        compute (noise / sqrt(n_average)). Not widened by `band_scale`.
+        Sample = curve of one posterior draw + its rate discrepancy + that draw's noise scale x a
+        Student-t draw; with `n_average` > 1, a sample of the mean of that many independent
+        evaluations at each compute (noise / sqrt(n_average)). `rate_scale` None: the fit's.
+        Not widened by `band_scale`.
         """
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
         mean_draws = self._mean_draws(compute)
-        n_noise = self.noise_draws.size // mean_draws.shape[0]
-        standard = self.noise_draws[: n_noise * mean_draws.shape[0]].reshape(-1, n_noise)
-        noise = self.noise_scale_draws[:, None] * standard / np.sqrt(float(n_average))
-        return (mean_draws[:, None, :] + noise[:, :, None]).reshape(-1, mean_draws.shape[1])
+        noise = self.noise_scale_draws[:, None] * self._paired(self.noise_draws) / np.sqrt(float(n_average))
+        kappa = self.rate_scale if rate_scale is None else float(rate_scale)
+        shape = rate_discrepancy(self._last_slope_draws()[:, None, None], self._log_distance(compute)[None, None, :],
+                                 self._paired(self.rate_draws)[:, :, None], kappa)
+        samples = mean_draws[:, None, :] + shape + noise[:, :, None]
+        return samples.reshape(-1, mean_draws.shape[1])
 
     def interval(self, compute, level=0.8, kind="observation"):
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
@@ -148,6 +180,9 @@ class FitResult:
             samples = widen(self.observation_draws(compute), centre, self.band_scale)
         else:
             samples = self._mean_draws(compute)
+            slope = self._last_slope_draws()[:, None]
+            distance = self._log_distance(compute)[None, :]
+            samples = samples + rate_discrepancy(slope, distance, self._paired(self.rate_draws)[:, :1], self.rate_scale)
         lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
         if self.reward_range is not None:
@@ -156,15 +191,39 @@ class FitResult:
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
 
     def compute_to_reach(self, target, level=0.8) -> ComputeToTarget:
-        """Compute at which the fitted curve reaches `target`, with a posterior interval."""
+        """Compute at which the point forecast reaches `target`, with a posterior interval.
+
+        value: the point forecast (posterior median curve) is increasing in C, so it is inverted
+        by bisection on log C; inf when `target` is at or above its limit median(A) (the curve
+        never gets there), 0 at or below R0. Interval: quantiles of each draw's own inverse
+        C(R) = C_mid ((A - R0) / (R - R0) - 1)^(-1/B).
+        """
         target = float(target)
         lo_q, hi_q = _tails(level)
-        value = float(sigmoid_compute_for_reward(target, self.a, self.b, self.c_mid, self.r0))
+        value = self._invert_point_forecast(target)
         draws = self.param_draws
         per_draw = sigmoid_compute_for_reward(target, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
         lo, hi = np.quantile(per_draw, [lo_q, hi_q], method="inverted_cdf")
         reachable = bool(math.isfinite(value))
         return ComputeToTarget(target, value, float(min(lo, value)), float(max(hi, value)), reachable, level)
+
+    def _invert_point_forecast(self, target):
+        if target <= self.r0:
+            return 0.0
+        if target >= float(np.median(self.param_draws[:, 0])):
+            return math.inf
+        c_ref = float(np.max(self.compute))
+        lo, hi = -1.0, 1.0
+        while float(self.predict(c_ref * math.exp(lo))) > target and lo > -700:
+            lo *= 2.0
+        while float(self.predict(c_ref * math.exp(hi))) < target and hi < 700:
+            hi *= 2.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if float(self.predict(c_ref * math.exp(mid))) < target else (lo, mid)
+            if hi - lo < 1e-13:
+                break
+        return c_ref * math.exp(0.5 * (lo + hi))
 
     def summary(self) -> str:
         ci = self.conf_int(0.8)

@@ -2,9 +2,10 @@
 
 A pass rate measured on a finite set of prompts has binomial noise; sd 0.01 is the honest minimum
 for ~1000 prompts at p ~ 0.5, hence the noise floor. The band-widening constant BAND_SCALE
-stretches posterior-predictive bands about their centre; it was chosen by leave-one-curve-out on
-the real curves of benchmarks/data/curves (benchmarks/forecast_accuracy.py prints the choice),
-never by scoring on the curve being forecast.
+stretches posterior-predictive bands about their centre and RATE_SCALE sets the uncertainty of
+the rate of improvement beyond the data (rate_discrepancy). Both were chosen by
+leave-one-curve-out on the real curves of benchmarks/data/curves (benchmarks/calibration.py says
+how; benchmarks/forecast_accuracy.py prints the choice), never by scoring on the curve forecast.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 DEFAULT_NOISE_FLOOR = 0.01
-BAND_SCALE = 1.0
+BAND_SCALE = 0.61
+RATE_SCALE = 2.0
 
 
 def residual_noise_sd(residual, n_params, noise_floor=DEFAULT_NOISE_FLOOR):
@@ -44,3 +46,19 @@ def widen(samples, centre, band_scale):
     same factor (the same k serves 50, 80 and 95 % bands).
     """
     return centre + band_scale * (np.asarray(samples, dtype=float) - centre)
+
+
+def rate_discrepancy(slope, log_distance, standard_normal, rate_scale):
+    """Uncertainty of the rate of improvement beyond the data, added to each curve draw:
+
+        delta = kappa * slope * max(log(C / C_last), 0) * z,   z ~ N(0, 1)
+
+    `slope` is the draw's dR / d log C at the last fitted compute C_last and kappa = `rate_scale`.
+    A sigmoid fitted before its bend is sure that the rise slows; real runs often keep their rate
+    longer. This term lets the rate beyond C_last differ from the fitted one by a fraction kappa,
+    so the band widens with the distance in log compute, and only for a curve still rising at
+    C_last. Zero at and before C_last (and where slope 0 meets an infinite distance).
+    """
+    with np.errstate(invalid="ignore"):
+        delta = rate_scale * slope * np.maximum(log_distance, 0.0) * standard_normal
+    return np.where(np.isnan(delta), 0.0, delta)
