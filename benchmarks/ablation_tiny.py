@@ -1,6 +1,8 @@
 """Benchmark: the paper's leave-one-out study and a batch-size sweep in miniature, on the built-in
-model and task, with seeds, classified by the two-tier rule (moves the ceiling A / efficiency only /
-no measurable effect; margins from the seed spread). A script, not a test.
+model and task, with paired seeds (one shared warm start; seed i of every variant on the same RL
+seed), classified by the paired rule of `scalerl ablate` (moves the ceiling / moves efficiency only
+/ no measurable effect at the margin / undecided, with the agreement of the seed pairs; --margin,
+default the paper's 0.02). A script, not a test.
 
     python benchmarks/ablation_tiny.py            # the full study: about 1.5 h on 2 free CPU cores
     python benchmarks/ablation_tiny.py --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
@@ -48,6 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
     parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP})")
+    parser.add_argument("--margin", type=float, default=None, help="margin on A (default: the paper's 0.02)")
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_ablation_tiny (quick: ..._quick)")
@@ -62,6 +65,7 @@ def settings(args) -> dict:
         "steps": args.steps or (12 if quick else 360),
         "eval_every": args.eval_every or (3 if quick else 24),
         "seeds": args.seeds or (1 if quick else 3),
+        "margin": args.margin,
         "knobs": tuple(args.knobs.split(",")) if args.knobs else (QUICK_KNOBS if quick else KNOBS),
         "sweep": args.sweep or (QUICK_SWEEP if quick else SWEEP),
         "parallel_runs": 0 if args.sequential else args.parallel_runs,
@@ -105,9 +109,9 @@ def run_and_report(plan, out_dir: Path, config: dict, command: str):
               log=lambda line: print(line, flush=True))
     train_seconds = time.perf_counter() - started
     report = build_ablation_report(report_runs(plan, out_dir), kind=plan.kind, sweep_knob=plan.sweep_knob,
-                                   seeds=plan.seeds)
-    written = write_ablation_outputs(report, out_dir, command)
-    return report, markdown_text(report, command), written, train_seconds
+                                   seeds=plan.seeds, margin=config["margin"])
+    written = write_ablation_outputs(report, out_dir, command, design=plan.design())
+    return report, markdown_text(report, command, plan.design()), written, train_seconds
 
 
 def publish(written: list[Path], stem: str) -> list[Path]:
@@ -155,7 +159,7 @@ def main(argv=None) -> int:
         "command": command.strip(), "settings": {**config, "workdir": str(workdir), "knobs": list(config["knobs"])},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "train_seconds": {"leave_one_out": loo_seconds, "sweep": sweep_seconds},
-        "leave_one_out": report_payload(loo), "sweep": report_payload(sweep),
+        "leave_one_out": report_payload(loo, loo_plan.design()), "sweep": report_payload(sweep, sweep_plan.design()),
     }
     results = RESULTS_DIR / ("ablation_tiny_quick.json" if config["quick"] else "ablation_tiny.json")
     results.parent.mkdir(parents=True, exist_ok=True)

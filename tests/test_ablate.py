@@ -164,18 +164,20 @@ def test_sweep_report_only_prints_the_table_and_writes_json_markdown_and_figure(
             _write_curve(run_dir, 10 * index + k, a, 1.5)
     result = runner.invoke(app, ["ablate", "--out", str(tmp_path), "--report-only"])
     assert result.exit_code == 0, result.output
-    assert "sweep of batch_prompts" in result.output and "moves the ceiling (up)" in result.output
+    assert "sweep of batch_prompts" in result.output and "moves the" in result.output
     saved = json.loads((tmp_path / "sweep.json").read_text())
-    assert saved["kind"] == "sweep" and saved["margin"]["source"] in ("seed spread", "floor")
+    assert saved["kind"] == "sweep" and saved["margin"] == {"value": 0.02, "source": "paper default"}
+    assert saved["design"]["rl_seeds"] == [0, 1]
     big = saved["variants"][1]
-    assert big["slug"] == "batch_prompts-32" and big["effect"]["effect"] == "moves the ceiling"
+    assert big["slug"] == "batch_prompts-32" and big["effect"]["label"] == "moves the ceiling (up)"
+    assert big["effect"]["paired_delta_A"]["n"] == 2
     assert big["params"]["A"]["mean"] == pytest.approx(0.6, abs=0.01) and big["params"]["A"]["n"] == 2
     assert "larger batch: slower start" in big["paper"]
     assert len(big["seeds"]) == 2 and all(seed["params"] for seed in big["seeds"])
     assert (tmp_path / "sweep.md").read_text().startswith("# Sweep: val_pass_rate vs flops")
     assert (tmp_path / "sweep.png").stat().st_size > 10_000
     given = runner.invoke(app, ["ablate", "--out", str(tmp_path), "--report-only", "--margin", "0.5"])
-    assert given.exit_code == 0 and "margin 0.5000 (given)" in given.output.replace("\n", "")
+    assert given.exit_code == 0 and "margin on A 0.5 (given)" in given.output.replace("\n", "")
 
 
 def test_cli_errors_are_one_line(tmp_path):

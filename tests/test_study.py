@@ -1,8 +1,8 @@
-"""`scalerl study`: the plan, skip/resume decisions, the report's verdicts on synthetic curves with
-known A and B, and one tiny end-to-end study."""
+"""`scalerl ablate --leave-one-out / --recipes` and its alias `scalerl study`: the plan, the paired
+seeds, skip/resume decisions, the shared warm start recorded per run, the report through the CLI,
+and one tiny end-to-end study."""
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -14,25 +14,25 @@ from scalerl.forecast.curves import sigmoid_reward
 from scalerl.train.config import save_config
 from scalerl.train.metrics_log import append_row
 from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
+from scalerl.study.ablate_plan import plan_leave_one_out, plan_recipes
+from scalerl.study.run_curves import WARM_START_RECORD, paper_axis, seed_mean_curve
 from scalerl.study.study_runs import (
     assignment_slug,
-    plan_study,
     read_plan,
-    report_runs,
+    rl_seed,
     run_status,
     run_study,
     variant_config,
     variant_run_dirs,
     write_plan,
 )
-from scalerl.study.study_analysis import (
-    ReportRun,
-    build_study_report,
-    markdown_text,
-    paper_axis,
-    report_payload,
-    seed_mean_curve,
-)
+
+
+def plan_study(preset="scalerl", *, leave_one_out=False, recipes=(), only=(), common_overrides=(), seeds=1):
+    """The old `plan_study` call shape on the one planner."""
+    if recipes:
+        return plan_recipes(preset, recipes, common_overrides=common_overrides, seeds=seeds, only=only)
+    return plan_leave_one_out(preset, common_overrides=common_overrides, seeds=seeds, only=only)
 
 runner = CliRunner()
 
@@ -53,11 +53,13 @@ def test_leave_one_out_plan_is_the_base_then_each_ablation_with_its_one_override
     assert loss_dapo.rl.loss == "dapo" and loss_dapo.rl.aggregation == "prompt"  # exactly one knob flipped
 
 
-def test_common_overrides_and_seeds_apply_to_every_variant():
+def test_common_overrides_and_paired_seeds_apply_to_every_variant():
     plan = plan_study(leave_one_out=True, common_overrides=["max_steps=7", "seed=3"], seeds=2)
+    assert plan.study_seed == 3 and plan.rl_seeds == [3, 4] == [rl_seed(3, 0), rl_seed(3, 1)]
     configs = [variant_config(plan, v, 1) for v in plan.variants]
     assert all(c.max_steps == 7 and c.seed == 4 for c in configs)
-    assert variant_config(plan, plan.variants[0], 0).seed == 3
+    assert {variant_config(plan, v, 0).seed for v in plan.variants} == {3}
+    assert {variant_config(plan, v, 0).model.init_seed for v in plan.variants} == {0}  # one warm start
     dirs = variant_run_dirs("out", plan, plan.variants[1])
     assert [str(d) for d in dirs] == ["out/loss-dapo/seed-0", "out/loss-dapo/seed-1"]
 
@@ -77,10 +79,12 @@ def test_recipes_plan_and_plan_errors():
     assert variant_config(plan, plan.variants[1], 0) == preset_config("grpo")
     with pytest.raises(ConfigError, match="unknown preset 'ppo'"):
         plan_study(recipes=["ppo"])
-    with pytest.raises(ConfigError, match="--leave-one-out or --recipes"):
-        plan_study(leave_one_out=True, recipes=["grpo"])
-    with pytest.raises(ConfigError, match="--leave-one-out or --recipes"):
-        plan_study()
+    with pytest.raises(ConfigError, match="at least one preset other than the base"):
+        plan_recipes("scalerl", ["scalerl"])
+    with pytest.raises(ConfigError, match="sets seed, which the study sets itself"):
+        plan_leave_one_out("scalerl", ["seed=4"])
+    with pytest.raises(ConfigError, match="sets model.init_seed"):
+        plan_leave_one_out("scalerl", ["model.init_seed=1"])
     with pytest.raises(ConfigError, match="unknown config key 'max_step'"):
         plan_study(leave_one_out=True, common_overrides=["max_step=3"])
 
@@ -156,7 +160,26 @@ def test_run_study_skips_finished_resumes_partial_starts_absent(tmp_path):
     assert read_plan(tmp_path) == plan
 
 
-# ------------------------------------------------------------------ report on known synthetic curves
+# ------------------------------------------------------------------ the shared warm start, recorded
+
+
+def test_run_study_records_one_warm_start_per_configuration_in_every_run(tmp_path):
+    plan = plan_study(leave_one_out=True, only=["loss-dapo"],
+                      common_overrides=["max_steps=2"], seeds=2)
+    asked = []
+
+    def fake_warm_start(config):
+        asked.append(config.seed)
+        return {"key": "k1", "weights_sha256": "d" * 64, "steps_run": 5, "pass_rate": 0.1, "reached_band": True}
+
+    run_study(plan, tmp_path, show_progress=False, train_fn=lambda *a, **k: None, warm_start_fn=fake_warm_start)
+    assert asked == [0]  # one configuration (the RL seed and loss do not count), prepared once
+    records = [json.loads((d / WARM_START_RECORD).read_text()) for v in plan.variants
+               for d in variant_run_dirs(tmp_path, plan, v)]
+    assert len(records) == 4 and {r["weights_sha256"] for r in records} == {"d" * 64}
+
+
+# ------------------------------------------------------------------ report through the CLI (alias)
 
 BASE = {"a": 0.6, "b": 1.5, "c_mid": 1e13, "r0": 0.1}
 FLOPS = np.concatenate([[0.0], np.geomspace(1e12, 3e14, 24)])
@@ -177,76 +200,29 @@ def _sigmoid_rewards(seed, **changes):
     return sigmoid_reward(FLOPS, params["a"], params["b"], params["c_mid"], params["r0"]) + noise
 
 
-@pytest.fixture(scope="module")
-def synthetic_study(tmp_path_factory):
-    """Base A=0.6, B=1.5; fp32_head-false: A + 0.1; aggregation-sample: same A, B = 3; npr-false flat."""
-    out = tmp_path_factory.mktemp("study")
-    plan = plan_study(leave_one_out=True, only=["fp32_head-false", "aggregation-sample", "npr-false"])
-    write_plan(plan, out)
-    _write_curve(out / "scalerl", _sigmoid_rewards(0))
-    _write_curve(out / "fp32_head-false", _sigmoid_rewards(1, a=0.7))
-    _write_curve(out / "aggregation-sample", _sigmoid_rewards(2, b=3.0))
+def test_study_is_an_alias_of_ablate_with_one_report(tmp_path):
+    plan = plan_study(leave_one_out=True, only=["fp32_head-false", "npr-false"])
+    write_plan(plan, tmp_path)
+    _write_curve(tmp_path / "scalerl", _sigmoid_rewards(0))
+    _write_curve(tmp_path / "fp32_head-false", _sigmoid_rewards(0, a=0.7))
     flat = 0.1 + np.random.default_rng(3).normal(0.0, 0.004, FLOPS.size)
     flat[0] = 0.1
-    _write_curve(out / "npr-false", flat)
-    return out, build_study_report(report_runs(plan, out))
-
-
-def test_report_recovers_the_known_ceilings_and_verdicts(synthetic_study):
-    _, report = synthetic_study
-    fits = {item.run.slug: item for item in report.fits}
-    assert fits["scalerl"].fit.a == pytest.approx(0.6, abs=0.01)
-    assert fits["scalerl"].fit.b == pytest.approx(1.5, rel=0.15)
-    assert fits["fp32_head-false"].fit.a == pytest.approx(0.7, abs=0.01)
-    versus = report.versus_base
-    assert versus["fp32_head-false"].verdict == "higher ceiling"
-    assert versus["fp32_head-false"].decided_by == "ceiling"
-    assert versus["fp32_head-false"].delta_a == pytest.approx(0.1, abs=0.015)
-    assert versus["aggregation-sample"].verdict == "more efficient"
-    assert versus["aggregation-sample"].decided_by == "efficiency"
-    b_variant, b_base = versus["aggregation-sample"].b_at_shared_a
-    assert b_variant == pytest.approx(3.0, rel=0.2) and b_base == pytest.approx(1.5, rel=0.15)
-    assert versus["aggregation-sample"].shared_a == pytest.approx(0.6, abs=0.01)
-    assert fits["npr-false"].fit is None and fits["npr-false"].error.startswith("fit failed: flat run")
-    assert versus["npr-false"].verdict == "not compared" and versus["npr-false"].decided_by is None
-
-
-def test_report_directions_reverse_when_base_and_variant_swap(synthetic_study):
-    out, _ = synthetic_study
-    runs = [ReportRun("high", "A 0.7", None, True, (out / "fp32_head-false" / "metrics.jsonl",)),
-            ReportRun("low", "A 0.6", "model.fp32_head=true", False, (out / "scalerl" / "metrics.jsonl",))]
-    versus = build_study_report(runs).versus_base["low"]
-    assert (versus.verdict, versus.decided_by) == ("lower ceiling", "ceiling")
-    assert versus.delta_a == pytest.approx(-0.1, abs=0.015)
-    runs = [ReportRun("fast", "B 3", None, True, (out / "aggregation-sample" / "metrics.jsonl",)),
-            ReportRun("slow", "B 1.5", "rl.aggregation=prompt", False, (out / "scalerl" / "metrics.jsonl",))]
-    versus = build_study_report(runs).versus_base["slow"]
-    assert (versus.verdict, versus.decided_by) == ("less efficient", "efficiency")
-    assert versus.b_at_shared_a[0] < versus.b_at_shared_a[1]
-
-
-def test_report_outputs_json_markdown_and_cli(synthetic_study):
-    out, report = synthetic_study
-    payload = report_payload(report)
-    by_slug = {v["slug"]: v for v in payload["variants"]}
-    assert payload["base"] == "scalerl" and payload["x"] == "flops" and payload["margin"] == 0.02
-    assert by_slug["fp32_head-false"]["versus_base"]["verdict"] == "higher ceiling"
-    assert by_slug["fp32_head-false"]["paper_moves"] == "A"
-    assert by_slug["aggregation-sample"]["paper_moves"] == "B"
-    assert by_slug["npr-false"]["fit"] is None and "flat run" in by_slug["npr-false"]["error"]
-    text = markdown_text(report)
-    assert re.search(r"`model.fp32_head=false` raised the ceiling A by 0\.(09|10|11)\d vs scalerl", text)
-    assert "raised the efficiency B from 1." in text
-
-    result = runner.invoke(app, ["study", "--out", str(out), "--report-only"])
+    _write_curve(tmp_path / "npr-false", flat)
+    result = runner.invoke(app, ["study", "--out", str(tmp_path), "--report-only"])
     assert result.exit_code == 0, result.output
-    assert "higher ceiling" in result.output and "more efficient" in result.output
-    assert "fit failed" in result.output
-    saved = json.loads((out / "study.json").read_text())
-    assert [v["slug"] for v in saved["variants"]] == ["scalerl", "aggregation-sample", "npr-false",
-                                                      "fp32_head-false"]
-    assert (out / "study.md").read_text().startswith("# Study: val_pass_rate vs flops")
-    assert (out / "study.png").stat().st_size > 10_000
+    assert "alias of `scalerl ablate`" in result.output
+    assert "moves the" in result.output and "fit failed" in result.output
+    saved = json.loads((tmp_path / "ablation.json").read_text())
+    by_slug = {v["slug"]: v for v in saved["variants"]}
+    assert by_slug["fp32_head-false"]["effect"]["label"] == "moves the ceiling (up)"
+    assert by_slug["npr-false"]["effect"]["effect"] == "undecided"
+    assert [v["slug"] for v in saved["variants"]] == ["scalerl", "npr-false", "fp32_head-false"]
+    assert saved["margin"] == {"value": 0.02, "source": "paper default"}
+    assert saved["design"]["rl_seeds"] == [0]
+    assert not (tmp_path / "study.json").exists()
+    ablate = runner.invoke(app, ["ablate", "--out", str(tmp_path), "--report-only"])
+    assert ablate.exit_code == 0 and "is an alias" not in ablate.output
+    assert json.loads((tmp_path / "ablation.json").read_text())["variants"] == saved["variants"]
 
 
 def test_seed_mean_curve_averages_the_ith_evaluations_and_cuts_to_the_shortest_seed(tmp_path):
@@ -261,10 +237,6 @@ def test_paper_axis_and_report_errors(tmp_path):
     assert paper_axis("rl.loss=dapo") == "A" and paper_axis("model.fp32_head=false") == "A"
     assert paper_axis("rl.advantage_norm=none") == "B" and paper_axis("sampling.length_control=penalty") is None
     assert paper_axis(None) is None
-    plan = plan_study(leave_one_out=True, only=["loss-dapo"])
-    report = build_study_report(report_runs(plan, tmp_path))  # nothing trained yet
-    assert all(item.error.startswith("no data: file not found") for item in report.fits)
-    assert report.versus_base["loss-dapo"].verdict == "not compared"
     result = runner.invoke(app, ["study", "--out", str(tmp_path / "none"), "--report-only"])
     assert result.exit_code == 2 and "study_plan.json is missing" in result.output
     result = runner.invoke(app, ["study", "--out", str(tmp_path), "--leave-one-out", "--only", "nope"])
@@ -292,9 +264,9 @@ def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tmp_path):
         assert [row["step"] for row in rows] == [0, 1, 2]
         assert (tmp_path / slug / "config.json").is_file() and (tmp_path / slug / "checkpoints").is_dir()
     assert json.loads((tmp_path / "loss-dapo" / "config.json").read_text())["rl"]["loss"] == "dapo"
-    saved = json.loads((tmp_path / "study.json").read_text())
+    saved = json.loads((tmp_path / "ablation.json").read_text())
     assert [v["slug"] for v in saved["variants"]] == ["scalerl", "loss-dapo"]
-    assert all((v["fit"] is None) != (v["error"] is None) for v in saved["variants"])
+    assert all(len(v["seeds"]) == 1 for v in saved["variants"])
     before = (tmp_path / "scalerl" / "metrics.jsonl").read_bytes()
     again = runner.invoke(app, command)  # finished variants are skipped, not retrained
     assert again.exit_code == 0, again.output

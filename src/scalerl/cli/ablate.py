@@ -1,7 +1,8 @@
-"""`scalerl ablate`: a leave-one-out ablation (knob=value pairs, or the whole table) or a sweep of
-one scaling axis, over several seeds, sequentially or on Ray; then the paper's two-tier verdict per
-knob (moves the ceiling A / efficiency only / no measurable effect) with margins measured from the
-seeds (docs/study.md).
+"""`scalerl ablate` (alias `scalerl study`): a leave-one-out ablation (knob=value pairs, or the
+whole table), a recipe study or a sweep of one scaling axis, over paired seeds (same warm start,
+seed i of every variant on the same RL seed), sequentially or on Ray; then the paired verdict per
+knob (moves the ceiling / moves efficiency only / no measurable effect at the margin / undecided;
+docs/study.md).
 
 `register(app)` adds the command to scalerl.cli.app's app; torch and ray are imported only when runs
 train, so `--report-only` needs neither.
@@ -17,8 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from scalerl.cli.errors import exits_on_user_error
-from scalerl.cli.study import REPORT_WIDTH, study_overrides
 from scalerl.errors import ConfigError, InputError
+
+REPORT_WIDTH = 160  # columns of the table when the output is not a terminal (file, pipe)
 
 KNOBS_HELP = ("With --leave-one-out: knob=value per variant, e.g. loss=dapo aggregation=sample adv_norm=none "
               "(short names or dotted config paths); none: the whole leave-one-out table.")
@@ -26,18 +28,35 @@ SWEEP_HELP = ("One scaling axis and its values, e.g. batch_prompts=8,16,32; also
               "generations_fixed_batch, gen_length, model_size (xs,s,m,l,xl) or any config path.")
 
 
-def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep: Optional[str],
-                      overrides: list[str], seeds: int):
-    """The leave-one-out or sweep plan the options ask for (exactly one of the two)."""
-    from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
+def study_overrides(assignments: List[str], max_steps: Optional[int]) -> list[str]:
+    """The `--set`s shared by every variant, `--max-steps` last."""
+    if max_steps is not None and max_steps < 1:
+        raise ConfigError(f"--max-steps must be >= 1, got {max_steps}")
+    return [*assignments, *([f"max_steps={max_steps}"] if max_steps is not None else [])]
 
-    if leave_one_out == (sweep is not None):
-        raise ConfigError("choose one: --leave-one-out [knob=value ...] or --sweep knob=v1,v2,...")
+
+def recipe_names(recipes: Optional[str]) -> list[str]:
+    """'scalerl,grpo, dapo' -> ['scalerl', 'grpo', 'dapo']."""
+    return [] if recipes is None else [name.strip() for name in recipes.split(",") if name.strip()]
+
+
+def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep: Optional[str],
+                      overrides: list[str], seeds: int, recipes: Optional[str] = None, only: List[str] = ()):
+    """The leave-one-out, recipe or sweep plan the options ask for (exactly one of the three)."""
+    from scalerl.study.ablate_plan import plan_leave_one_out, plan_recipes, plan_sweep
+
+    if leave_one_out + (sweep is not None) + (recipes is not None) != 1:
+        raise ConfigError("choose one: --leave-one-out [knob=value ...], --recipes NAME,NAME,... or "
+                          "--sweep knob=v1,v2,...")
+    if knobs and not leave_one_out:
+        raise ConfigError(f"knob=value arguments ({' '.join(knobs)}) go with --leave-one-out")
     if sweep is not None:
-        if knobs:
-            raise ConfigError(f"knob=value arguments ({' '.join(knobs)}) go with --leave-one-out, not --sweep")
+        if only:
+            raise ConfigError("--only goes with --leave-one-out or --recipes, not --sweep")
         return plan_sweep(preset, sweep, common_overrides=overrides, seeds=seeds)
-    return plan_leave_one_out(preset, knobs, common_overrides=overrides, seeds=seeds)
+    if recipes is not None:
+        return plan_recipes(preset, recipe_names(recipes), common_overrides=overrides, seeds=seeds, only=only)
+    return plan_leave_one_out(preset, knobs, common_overrides=overrides, seeds=seeds, only=only)
 
 
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
@@ -52,12 +71,11 @@ def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level
     from scalerl.study.study_runs import read_plan, report_runs
 
     plan = read_plan(out)
-    kind = "sweep" if plan.kind == "sweep" else "leave-one-out"
     runs = report_runs(plan, out)
     with Console(stderr=True).status(f"fitting {len(runs)} variants x {plan.seeds} seed(s) ..."):
-        report = build_ablation_report(runs, kind=kind, sweep_knob=plan.sweep_knob, seeds=plan.seeds, x=x, y=y,
-                                       margin=margin, level=level)
-        written = write_ablation_outputs(report, out)
+        report = build_ablation_report(runs, kind=plan.kind, sweep_knob=plan.sweep_knob, seeds=plan.seeds, x=x,
+                                       y=y, margin=margin, level=level)
+        written = write_ablation_outputs(report, out, design=plan.design())
     console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
     console.print(ablation_table(report))
     if sweep_expectation_line(report):
@@ -73,22 +91,25 @@ def ablate_command(
     out: Path = typer.Option(..., "--out", help="Study directory: one run directory per variant (and seed)."),
     preset: str = typer.Option("scalerl", "--preset", help="Base recipe every variant is compared with."),
     leave_one_out: bool = typer.Option(False, "--leave-one-out", help="Base plus one variant per knob=value."),
+    recipes: Optional[str] = typer.Option(None, "--recipes", help="Base plus these presets, e.g. grpo,dapo."),
     sweep: Optional[str] = typer.Option(None, "--sweep", help=SWEEP_HELP),
-    seeds: int = typer.Option(1, "--seeds", help="Seeds per variant (their spread sets the margin on A)."),
+    only: List[str] = typer.Option([], "--only", help="Train only these variants (slug or name; the base always)."),
+    seeds: int = typer.Option(1, "--seeds", help="Paired seeds per variant (seed i of every variant: same RL seed)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimiser steps of every run."),
     set_: List[str] = typer.Option([], "--set", help="Override a config field of every run: key=value (repeatable)."),
     parallel: bool = typer.Option(False, "--parallel", help="Train the runs as Ray tasks instead of one by one."),
     cpus_per_run: float = typer.Option(1.0, "--cpus-per-run", help="--parallel: Ray CPUs of each run."),
     ray_cpus: int = typer.Option(0, "--ray-cpus", help="--parallel: CPUs of the local Ray (0: all)."),
     ray_address: str = typer.Option("", "--ray-address", help="--parallel: join this Ray cluster ('auto', host:port)."),
-    margin: Optional[float] = typer.Option(None, "--margin", help="Margin on A (default: from the seed spread)."),
+    margin: Optional[float] = typer.Option(None, "--margin", help="Margin on A (default: the paper's 0.02)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals."),
     x: str = typer.Option("flops", "--x", help="Compute column of metrics.jsonl."),
     y: str = typer.Option("val_pass_rate", "--y", help="Reward column of metrics.jsonl."),
     report_only: bool = typer.Option(False, "--report-only", help="Only fit and report the runs already in --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr."),
 ) -> None:
-    """Ablate knobs or sweep a scaling axis over seeds; say which moved the ceiling A or only B."""
+    """Ablate knobs, compare recipes or sweep a scaling axis over paired seeds; say which moved the
+    ceiling A, only the efficiency B, nothing at the margin, or cannot be told yet."""
     if margin is not None and not 0.0 <= margin < 1.0:
         raise InputError(f"--margin must be in [0, 1), got {margin:g}")
     if not 0.0 < level < 1.0:
@@ -98,14 +119,14 @@ def ablate_command(
 
         ray_options = RayOptions(cpus_per_run, ray_address, ray_cpus) if parallel else None
         plan = plan_from_options(preset, list(knobs or []), leave_one_out, sweep, study_overrides(set_, max_steps),
-                                 seeds)
+                                 seeds, recipes, only)
         stderr = Console(stderr=True)
         for note in plan.notes:
             stderr.print(note, highlight=False)
         run_study(plan, out, show_progress=progress, ray_options=ray_options,
                   log=lambda line: stderr.print(line, highlight=False, markup=False))
-    elif knobs or sweep is not None or leave_one_out:
-        raise ConfigError("--report-only reports the study already in --out: drop --leave-one-out/--sweep")
+    elif knobs or sweep is not None or leave_one_out or recipes is not None:
+        raise ConfigError("--report-only reports the study already in --out: drop --leave-one-out/--recipes/--sweep")
     report_ablation(out, x=x, y=y, margin=margin, level=level)
 
 

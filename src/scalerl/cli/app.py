@@ -414,8 +414,8 @@ def main() -> None:
 
 # Command groups that train register themselves here; each imports torch only inside its command bodies.
 importlib.import_module("scalerl.cli.train").register(app)  # `scalerl train`, `scalerl demo`
-importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`
 importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
+importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`, an alias of `scalerl ablate`
 importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)
 importlib.import_module("scalerl.cli.export").register(app)  # `scalerl export` (torch imported in the body)
 importlib.import_module("scalerl.cli.config").register(app)  # `scalerl config keys` (torch-free)

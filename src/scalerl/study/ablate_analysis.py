@@ -1,5 +1,7 @@
-"""Report of `scalerl ablate`: fit every seed of every variant, measure the seed-to-seed spread of
-A, and classify each knob with the paper's two-tier rule (scalerl.study.classify). Torch-free.
+"""Report of `scalerl ablate` (and its alias `scalerl study`): fit every seed of every variant,
+pair seed i of each variant with seed i of the base, and give each knob the paired verdict of
+scalerl.study.paired (moves the ceiling / moves efficiency only / no measurable effect at the
+margin / undecided) with the agreement of the seed pairs. Torch-free.
 
 Per variant the table gives A, B and C_mid averaged over the fitted seeds with an interval: for
 n >= 2 seeds the Student-t interval of the mean, mean +- t_{(1+level)/2, n-1} s / sqrt(n) (C_mid
@@ -17,30 +19,39 @@ import numpy as np
 from scipy import stats
 
 from scalerl.errors import FitError, InputError
-from scalerl.study.classify import (
-    KnobEffect,
-    Margin,
-    ceiling_effect,
-    efficiency_effect,
-    seed_spread_margin,
-    shared_ceiling,
-)
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import read_curve
 from scalerl.forecast.result import FitResult
-from scalerl.study.study_analysis import ReportRun, VariantFit, fit_variant
+from scalerl.study.paired import (
+    PAPER_MARGIN,
+    VERDICT_LEVEL,
+    Agreement,
+    PairedInterval,
+    ceiling_call,
+    efficiency_call,
+    knob_verdict,
+    pair_verdict,
+    paired_differences,
+    paired_t_interval,
+    single_pair_interval,
+    verdict_agreement,
+    verdict_label,
+)
+from scalerl.study.run_curves import ReportRun, VariantFit, fit_variant, read_warm_start
 
 PARAMETERS = ("A", "B", "C_mid")
-QUICK_BOOTSTRAP = 20  # shared-A refits of several seeds need only B itself, not its interval
+QUICK_BOOTSTRAP = 40  # shared-A refits: B and a rough interval of B per seed pair
 
 
 @dataclass(frozen=True)
 class SeedFit:
-    """One seed's curve fitted (fit) or the reason it could not be (error)."""
+    """One seed's curve fitted (fit) or the reason it could not be (error), and the warm start
+    its run started from (None when not recorded)."""
 
     metrics_path: Path
     fit: FitResult | None
     error: str | None
+    warm_start: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -54,15 +65,44 @@ class ParamSummary:
 
 
 @dataclass(frozen=True)
+class SeedPair:
+    """Seed i of the variant against seed i of the base: dA_i, the A both were refitted with
+    (their mean), dB_i at that shared A, the pair's B noise (interval half-widths combined) and the
+    paper's rule on this pair alone."""
+
+    seed_index: int
+    delta_a: float | None
+    shared_a: float | None
+    delta_b: float | None
+    b_halfwidth: float | None
+    verdict: tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class PairedVerdict:
+    """The knob's verdict from the paired differences over seed pairs."""
+
+    verdict: str
+    direction: str | None
+    label: str
+    margin: float
+    delta_a: PairedInterval
+    delta_b: PairedInterval | None
+    a_call: str
+    b_call: str
+    pairs: tuple[SeedPair, ...]
+    agreement: Agreement
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
 class VariantResult:
-    """A variant's per-seed fits, their summary, and (not for the base) its verdict against the base."""
+    """A variant's per-seed fits, their summary, and (not for the base) its paired verdict."""
 
     run: ReportRun
     seeds: tuple[SeedFit, ...]
     params: dict  # name -> ParamSummary (empty when no seed was fitted)
-    effect: KnobEffect | None
-    shared_a: float | None = None
-    b_at_shared_a: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # (variant Bs, base Bs)
+    verdict: PairedVerdict | None
 
     @property
     def fitted(self) -> list[FitResult]:
@@ -71,28 +111,31 @@ class VariantResult:
 
 @dataclass(frozen=True)
 class AblationReport:
-    kind: str  # "leave-one-out" | "sweep"
+    kind: str  # "leave-one-out" | "recipes" | "sweep"
     sweep_knob: str | None
     base: str
     x_name: str
     y_name: str
     level: float
+    verdict_level: float
     seeds: int
-    margin: Margin
+    margin: float
+    margin_source: str  # "given" | "paper default"
     variants: tuple[VariantResult, ...]
     mean_curve_fits: tuple[VariantFit, ...]  # the seed-mean curve of each variant, for the figure
 
 
 def fit_seed(path: Path, x: str, y: str, fit_options: dict) -> SeedFit:
     """Fit one seed's metrics.jsonl; no data or no fit becomes `error` (the study goes on)."""
+    warm_start = read_warm_start(path)
     try:
         curve = read_curve(path, x=x, y=y)
     except InputError as error:
-        return SeedFit(path, None, f"no data: {error}")
+        return SeedFit(path, None, f"no data: {error}", warm_start)
     try:
-        return SeedFit(path, fit_sigmoid(curve.compute, curve.reward, **fit_options), None)
+        return SeedFit(path, fit_sigmoid(curve.compute, curve.reward, **fit_options), None, warm_start)
     except (FitError, InputError) as error:
-        return SeedFit(path, None, f"fit failed: {error}")
+        return SeedFit(path, None, f"fit failed: {error}", warm_start)
 
 
 def summarise(values: Sequence[float], level: float, single_interval: tuple[float, float] | None,
@@ -120,75 +163,117 @@ def parameter_summaries(fits: Sequence[FitResult], level: float) -> dict:
             for name in PARAMETERS}
 
 
-def shared_a_b_values(seeds: Sequence[SeedFit], shared_a: float, x: str, y: str, fit_options: dict,
-                      quick: bool) -> tuple[list[float], list[tuple[float, float]]]:
-    """B of each fitted seed refitted with A fixed to `shared_a`, and its B interval; a seed whose
-    curve cannot take that A (e.g. it lies above it) is left out."""
-    options = {**fit_options, **({"n_bootstrap": QUICK_BOOTSTRAP} if quick else {})}
-    b_values, intervals = [], []
-    for seed in seeds:
-        if seed.fit is None:
-            continue
-        curve = read_curve(seed.metrics_path, x=x, y=y)
-        try:
-            fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a, **options)
-        except (FitError, InputError):
-            continue
-        b_values.append(fixed.b)
-        intervals.append(fixed.conf_int(fit_options["level"])["B"])
-    return b_values, intervals
+def _halfwidth(fit: FitResult, name: str, level: float) -> float:
+    lo, hi = fit.conf_int(level)[name]
+    return (hi - lo) / 2.0
 
 
-def classify_against_base(variant_seeds, base_seeds, margin: float, x: str, y: str, fit_options: dict,
-                          seeds: int) -> tuple[KnobEffect, float | None, tuple | None]:
-    """Tier 1 on the per-seed ceilings; within the margin, tier 2 on B refitted with the pair's
-    shared A. Returns (effect, shared A, (variant Bs, base Bs))."""
-    variant_a = [seed.fit.a for seed in variant_seeds if seed.fit is not None]
-    base_a = [seed.fit.a for seed in base_seeds if seed.fit is not None]
-    decided = ceiling_effect(base_a, variant_a, margin)
-    if decided is not None:
-        return decided, None, None
-    shared_a = shared_ceiling(base_a, variant_a)
-    quick = seeds > 1
-    variant_b, variant_intervals = shared_a_b_values(variant_seeds, shared_a, x, y, fit_options, quick)
-    base_b, base_intervals = shared_a_b_values(base_seeds, shared_a, x, y, fit_options, quick)
-    halfwidths = None
-    if len(variant_b) == 1 and len(base_b) == 1:
-        halfwidths = ((base_intervals[0][1] - base_intervals[0][0]) / 2,
-                      (variant_intervals[0][1] - variant_intervals[0][0]) / 2)
-    effect = efficiency_effect(float(np.mean(variant_a) - np.mean(base_a)), margin, base_b, variant_b,
-                               interval_halfwidths=halfwidths)
-    return effect, shared_a, (tuple(variant_b), tuple(base_b))
+def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict,
+                  level: float) -> tuple[float, float] | None:
+    """(B, half-width of its interval at `level`) of one seed refitted with A fixed to `shared_a`;
+    None when its curve cannot take that A."""
+    curve = read_curve(seed.metrics_path, x=x, y=y)
+    try:
+        fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a,
+                            **{**fit_options, "n_bootstrap": QUICK_BOOTSTRAP})
+    except (FitError, InputError):
+        return None
+    return fixed.b, _halfwidth(fixed, "B", level)
+
+
+def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str,
+              fit_options: dict, level: float) -> SeedPair:
+    """dA_i = A_v,i - A_b,i; both refitted with A fixed to (A_v,i + A_b,i) / 2 for
+    dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2); the pair's own verdict."""
+    if variant.fit is None or base.fit is None:
+        return SeedPair(index, None, None, None, None, pair_verdict(None, None, margin, None))
+    delta_a = variant.fit.a - base.fit.a
+    shared_a = (variant.fit.a + base.fit.a) / 2.0
+    fixed_v = b_at_shared_a(variant, shared_a, x, y, fit_options, level)
+    fixed_b = b_at_shared_a(base, shared_a, x, y, fit_options, level)
+    if fixed_v is None or fixed_b is None:
+        return SeedPair(index, delta_a, shared_a, None, None, pair_verdict(delta_a, None, margin, None))
+    delta_b, halfwidth = fixed_v[0] - fixed_b[0], float(np.hypot(fixed_v[1], fixed_b[1]))
+    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, pair_verdict(delta_a, delta_b, margin, halfwidth))
+
+
+def difference_interval(values: list[float | None], single_halfwidth: float | None, level: float) -> PairedInterval:
+    """Paired t-interval of the differences (n >= 2); for one pair the fits' own intervals."""
+    finite = paired_differences(values, [0.0] * len(values))
+    if finite.size == 1 and single_halfwidth is not None:
+        return single_pair_interval(float(finite[0]), (single_halfwidth, 0.0))
+    return paired_t_interval(finite, level)
+
+
+def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float, x: str, y: str,
+                   fit_options: dict, level: float) -> PairedVerdict:
+    """The knob's verdict: the dA interval against the margin (tier 1), then the dB interval at
+    the pairs' shared A (tier 2); scalerl.study.paired has the rule and its formulas."""
+    pairs = tuple(seed_pair(index, v, b, margin, x, y, fit_options, level)
+                  for index, (v, b) in enumerate(zip(variant_seeds, base_seeds)))
+    fitted = [(pair, variant_seeds[pair.seed_index].fit, base_seeds[pair.seed_index].fit)
+              for pair in pairs if pair.delta_a is not None]
+    single_a = single_b = None
+    if len(fitted) == 1:
+        pair, fit_v, fit_b = fitted[0]
+        single_a = float(np.hypot(_halfwidth(fit_v, "A", level), _halfwidth(fit_b, "A", level)))
+        single_b = pair.b_halfwidth
+    delta_a = difference_interval([pair.delta_a for pair in pairs], single_a, level)
+    delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
+    a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b)
+    verdict, direction = knob_verdict(a_call, b_call)
+    agreement = verdict_agreement([pair.verdict for pair in pairs if pair.delta_a is not None], (verdict, direction))
+    reason = None
+    if not fitted:
+        reason = "no seed pair with both the variant and the base fitted"
+    elif a_call == "unclear":
+        reason = (f"the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
+                  if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
+    elif a_call == "within" and b_call == "unclear":
+        reason = "no interval for dB at the shared A"
+    return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
+                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason)
 
 
 def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-out", sweep_knob: str | None = None,
                           seeds: int = 1, x: str = "flops", y: str = "val_pass_rate", margin: float | None = None,
-                          level: float = 0.8, reward_range: tuple[float, float] = (0.0, 1.0)) -> AblationReport:
-    """Fit every seed of every run, set the margin (given, or from the seed spread of A), classify
-    each non-base run against the base (exactly one run is the base)."""
+                          level: float = 0.8, verdict_level: float = VERDICT_LEVEL,
+                          reward_range: tuple[float, float] = (0.0, 1.0)) -> AblationReport:
+    """Fit every seed of every run and give each non-base run its paired verdict against the base
+    (exactly one run is the base; seed i pairs with seed i). Margin on A: given, else the paper's."""
     bases = [run for run in runs if run.is_base]
     if len(bases) != 1:
         raise InputError(f"an ablation needs exactly one base run, got {len(bases)}")
     if margin is not None and not 0.0 <= margin < 1.0:
         raise InputError(f"margin must be in [0, 1), got {margin:g}")
+    if not 0.0 < verdict_level < 1.0:
+        raise InputError(f"verdict level must be in (0, 1), got {verdict_level:g}")
+    study_margin, source = (PAPER_MARGIN, "paper default") if margin is None else (float(margin), "given")
     fit_options = {"level": level, "reward_range": tuple(reward_range)}
     seed_fits = {run.slug: tuple(fit_seed(path, x, y, fit_options) for path in run.metrics_paths) for run in runs}
-    if margin is None:
-        a_by_run = {slug: [seed.fit.a for seed in fits if seed.fit is not None] for slug, fits in seed_fits.items()}
-        study_margin = seed_spread_margin(a_by_run, seeds)
-    else:
-        study_margin = Margin(float(margin), "given", seeds=seeds)
     base_seeds = seed_fits[bases[0].slug]
     results = []
     for run in runs:
         fitted = [seed.fit for seed in seed_fits[run.slug] if seed.fit is not None]
-        params = parameter_summaries(fitted, level)
-        if run.is_base:
-            results.append(VariantResult(run, seed_fits[run.slug], params, None))
-            continue
-        effect, shared_a, b_values = classify_against_base(seed_fits[run.slug], base_seeds, study_margin.value,
-                                                           x, y, fit_options, seeds)
-        results.append(VariantResult(run, seed_fits[run.slug], params, effect, shared_a, b_values))
+        verdict = None if run.is_base else paired_verdict(seed_fits[run.slug], base_seeds, study_margin, x, y,
+                                                          fit_options, verdict_level)
+        results.append(VariantResult(run, seed_fits[run.slug], parameter_summaries(fitted, level), verdict))
     mean_fits = tuple(fit_variant(run, x, y, fit_options) for run in runs)
-    return AblationReport(kind, sweep_knob, bases[0].slug, x, y, float(level), int(seeds), study_margin,
-                          tuple(results), mean_fits)
+    return AblationReport(kind, sweep_knob, bases[0].slug, x, y, float(level), float(verdict_level), int(seeds),
+                          study_margin, source, tuple(results), mean_fits)
+
+
+def warm_start_summary(report: AblationReport) -> dict:
+    """Which warm-started weights the runs started from: each digest with the runs that used it,
+    whether every recorded run shares one, and the runs with no record."""
+    users: dict[str, list[str]] = {}
+    missing = []
+    for item in report.variants:
+        for index, seed in enumerate(item.seeds):
+            name = f"{item.run.slug}/seed-{index}"
+            digest = (seed.warm_start or {}).get("weights_sha256")
+            if digest:
+                users.setdefault(digest, []).append(name)
+            else:
+                missing.append(name)
+    return {"digests": users, "shared_by_all": len(users) == 1 and not missing, "not_recorded": missing}

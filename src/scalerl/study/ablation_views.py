@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from scalerl.report.console import json_text
-from scalerl.study.ablate_analysis import AblationReport, VariantResult
-from scalerl.study.study_analysis import paper_axis, points_not_fitted
+from scalerl.study.ablate_analysis import AblationReport, VariantResult, warm_start_summary
+from scalerl.study.paired import PairedInterval
+from scalerl.study.run_curves import paper_axis, points_not_fitted
 
-OUTPUT_STEMS = {"leave-one-out": "ablation", "sweep": "sweep"}
+OUTPUT_STEMS = {"leave-one-out": "ablation", "recipes": "ablation", "sweep": "sweep"}
 
 SWEEP_EXPECTATIONS = {
     "batch_prompts": "larger batch: slower start (larger C_mid) and a higher ceiling A "
@@ -62,32 +63,55 @@ def _interval_text(item: VariantResult, name: str, fmt: str) -> str:
 def effect_text(item: VariantResult) -> str:
     if item.run.is_base:
         return "base" if item.params else "base (no fit)"
-    return item.effect.label()
+    return item.verdict.label
 
 
 def seeds_text(item: VariantResult) -> str:
     return f"{len(item.fitted)}/{len(item.seeds)}"
 
 
+def difference_text(interval: PairedInterval | None, fmt: str) -> str:
+    """`-0.102 [-0.110, -0.094]` (the paired interval), the mean alone without one, `-` for none."""
+    if interval is None or interval.n == 0:
+        return "-"
+    if interval.source == "none":
+        return f"{interval.mean:+{fmt}}"
+    return f"{interval.mean:+{fmt}} [{interval.lo:+{fmt}}, {interval.hi:+{fmt}}]"
+
+
+def agreement_text(item: VariantResult) -> str:
+    """`2/3`: seed pairs whose own verdict is the knob's."""
+    if item.verdict is None or item.verdict.agreement.pairs == 0:
+        return "-"
+    return f"{item.verdict.agreement.agreeing}/{item.verdict.agreement.pairs}"
+
+
 def row_cells(report: AblationReport, item: VariantResult) -> list[str]:
-    """variant, knob, seeds (fitted/trained), A, B, C_mid (each mean [interval]), dA, dB at shared A, effect, paper."""
-    effect = item.effect
-    delta_a = "-" if effect is None or effect.delta_a is None else f"{effect.delta_a:+.3f}"
-    delta_b = "-" if effect is None or effect.delta_b is None else f"{effect.delta_b:+.2f} (+-{effect.b_margin:.2f})"
+    """variant, knob, seeds (fitted/trained), A, B, C_mid (each mean [interval]), paired dA and dB at
+    the shared A (mean [interval]), verdict, seed pairs agreeing, paper."""
+    verdict = item.verdict
+    delta_a = "-" if verdict is None else difference_text(verdict.delta_a, ".3f")
+    delta_b = "-" if verdict is None else difference_text(verdict.delta_b, ".2f")
     knob = item.run.knob or "-"
     return [item.run.slug, knob, seeds_text(item), _interval_text(item, "A", ".3f"), _interval_text(item, "B", ".2f"),
-            _interval_text(item, "C_mid", ".3g"), delta_a, delta_b, effect_text(item),
+            _interval_text(item, "C_mid", ".3g"), delta_a, delta_b, effect_text(item), agreement_text(item),
             expectation(report, item, short=True)]
 
 
-TABLE_COLUMNS = ("variant", "knob", "seeds", "A [interval]", "B [interval]", "C_mid [interval]", "dA",
-                 "dB at shared A", "effect vs base", "paper")
+TABLE_COLUMNS = ("variant", "knob", "seeds", "A [interval]", "B [interval]", "C_mid [interval]", "paired dA",
+                 "paired dB at shared A", "verdict vs base", "pairs agree", "paper")
+
+
+def margin_text(report: AblationReport) -> str:
+    source = "given" if report.margin_source == "given" else "the paper's"
+    return f"margin on A {report.margin:.3g} ({source})"
 
 
 def title(report: AblationReport) -> str:
-    what = f"sweep of {report.sweep_knob}" if report.kind == "sweep" else "leave-one-out ablation"
-    return (f"{what}: {report.y_name} vs {report.x_name}, {report.seeds} seed(s), base {report.base}, "
-            f"{report.margin.describe()}, {report.level:.0%} intervals")
+    what = {"sweep": f"sweep of {report.sweep_knob}", "recipes": "recipe study"}.get(report.kind,
+                                                                                      "leave-one-out ablation")
+    return (f"{what}: {report.y_name} vs {report.x_name}, {report.seeds} seed(s) paired by index, base {report.base}, "
+            f"{margin_text(report)}, {report.verdict_level:.0%} paired intervals")
 
 
 TERMINAL_DROPPED = ("knob",)  # the variant's name says it; the markdown and JSON keep it
@@ -111,14 +135,21 @@ def ablation_table(report: AblationReport):
 
 
 def report_notes(report: AblationReport) -> list[str]:
-    """Seeds that could not be fitted and verdicts that could not be reached, one line each."""
+    """Seeds that could not be fitted, verdicts that could not be reached, runs that did not start
+    from the base's warm start, and unidentified ceilings, one line each."""
     notes = []
+    base_digests = {(seed.warm_start or {}).get("weights_sha256") for item in report.variants if item.run.is_base
+                    for seed in item.seeds} - {None}
     for item in report.variants:
         for index, seed in enumerate(item.seeds):
             if seed.error is not None:
                 notes.append(f"{item.run.slug} seed {index}: {seed.error}")
-        if item.effect is not None and item.effect.reason:
-            notes.append(f"{item.run.slug}: not classified: {item.effect.reason}")
+        digests = {(seed.warm_start or {}).get("weights_sha256") for seed in item.seeds} - {None}
+        if base_digests and digests and digests != base_digests:
+            notes.append(f"{item.run.slug}: starts from other warm-started weights than the base (its knob changes "
+                         "the model or the warm start): its pairs share the RL seeds only")
+        if item.verdict is not None and item.verdict.reason:
+            notes.append(f"{item.run.slug}: {item.verdict.verdict}: {item.verdict.reason}")
         unidentified = sum(not fit.ceiling_identified for fit in item.fitted)
         if unidentified:
             notes.append(f"{item.run.slug}: ceiling not identified on {unidentified} of {len(item.fitted)} fitted "
@@ -127,63 +158,91 @@ def report_notes(report: AblationReport) -> list[str]:
 
 
 def knob_sentence(report: AblationReport, item: VariantResult) -> str:
-    """One line per non-base variant: what it did, with its numbers, next to the paper's finding."""
-    effect, knob = item.effect, item.run.knob or item.run.slug
-    paper = expectation(report, item)
-    if effect.effect == "moves the ceiling":
-        verb = "raised" if effect.direction == "up" else "lowered"
-        said = f"{verb} the ceiling A by {abs(effect.delta_a):.3f} (margin {effect.margin:.3f})"
-    elif effect.effect == "efficiency only":
-        verb = "raised" if effect.direction == "up" else "lowered"
-        said = (f"kept the ceiling (dA {effect.delta_a:+.3f} within {effect.margin:.3f}) and {verb} B by "
-                f"{abs(effect.delta_b):.2f} at the shared A {item.shared_a:.3f} (noise +-{effect.b_margin:.2f})")
-    elif effect.effect == "no measurable effect":
-        said = (f"no measurable effect: dA {effect.delta_a:+.3f} within {effect.margin:.3f}, dB "
-                f"{effect.delta_b:+.2f} within +-{effect.b_margin:.2f}")
-    else:
-        said = f"not classified ({effect.reason})"
-    return f"`{knob}` {said}. Paper: {paper}."
+    """One line per non-base variant: its verdict with the paired numbers, next to the paper's finding."""
+    verdict, knob = item.verdict, item.run.knob or item.run.slug
+    said = (f"{verdict.label}: paired dA {difference_text(verdict.delta_a, '.3f')} against the margin "
+            f"+-{verdict.margin:.3g}, dB at the shared A {difference_text(verdict.delta_b, '.2f')}; "
+            f"{agreement_text(item)} seed pairs agree")
+    if verdict.reason:
+        said += f" ({verdict.reason})"
+    return f"`{knob}` {said}. Paper: {expectation(report, item)}."
 
 
-def report_payload(report: AblationReport) -> dict:
-    """JSON view: settings and margin, then per variant its per-seed fits, summary and verdict."""
+def _interval_payload(interval: PairedInterval | None) -> dict | None:
+    if interval is None:
+        return None
+    return {"mean": interval.mean, "lo": interval.lo, "hi": interval.hi, "sd": interval.sd, "n": interval.n,
+            "source": interval.source}
+
+
+def verdict_payload(item: VariantResult) -> dict | None:
+    """The paired verdict as JSON (the `effect` key keeps the fields `scalerl report` reads)."""
+    verdict = item.verdict
+    if verdict is None:
+        return None
+    return {
+        "effect": verdict.verdict, "direction": verdict.direction, "label": verdict.label,
+        "delta_A": verdict.delta_a.mean, "margin": verdict.margin, "reason": verdict.reason,
+        "paired_delta_A": _interval_payload(verdict.delta_a), "paired_delta_B": _interval_payload(verdict.delta_b),
+        "A_call": verdict.a_call, "B_call": verdict.b_call,
+        "pairs": [{"seed": pair.seed_index, "delta_A": pair.delta_a, "shared_A": pair.shared_a,
+                   "delta_B": pair.delta_b, "B_noise": pair.b_halfwidth, "verdict": pair.verdict[0],
+                   "direction": pair.verdict[1]} for pair in verdict.pairs],
+        "agreement": {"agreeing": verdict.agreement.agreeing, "pairs": verdict.agreement.pairs,
+                      "modal": None if verdict.agreement.modal is None else list(verdict.agreement.modal),
+                      "modal_count": verdict.agreement.modal_count},
+    }
+
+
+def report_payload(report: AblationReport, design: dict | None = None) -> dict:
+    """JSON view: settings, margin, the paired design (seeds and the warm start every run started
+    from, by digest), then per variant its per-seed fits, summary and paired verdict."""
     variants = []
     for item in report.variants:
-        effect = item.effect
         variants.append({
             "slug": item.run.slug, "name": item.run.name, "knob": item.run.knob, "is_base": item.run.is_base,
             "seeds": [{"metrics": str(seed.metrics_path), "params": None if seed.fit is None else seed.fit.params(),
                        "ceiling_identified": None if seed.fit is None else bool(seed.fit.ceiling_identified),
-                       "error": seed.error} for seed in item.seeds],
+                       "error": seed.error, "warm_start": seed.warm_start} for seed in item.seeds],
             "params": {name: {"mean": s.mean, "lo": s.lo, "hi": s.hi, "n": s.n} for name, s in item.params.items()},
-            "effect": None if effect is None else {
-                "effect": effect.effect, "direction": effect.direction, "delta_A": effect.delta_a,
-                "margin": effect.margin, "delta_B": effect.delta_b, "B_margin": effect.b_margin,
-                "reason": effect.reason},
-            "shared_A": item.shared_a,
-            "B_at_shared_A": None if item.b_at_shared_a is None else {
-                "variant": list(item.b_at_shared_a[0]), "base": list(item.b_at_shared_a[1])},
+            "effect": verdict_payload(item),
             "paper": expectation(report, item),
         })
-    margin = report.margin
     return {"kind": report.kind, "sweep_knob": report.sweep_knob, "base": report.base, "x": report.x_name,
-            "y": report.y_name, "level": report.level, "seeds": report.seeds,
-            "margin": {"value": margin.value, "source": margin.source, "pooled_seed_sd_A": margin.pooled_sd,
-                       "dof": margin.dof},
+            "y": report.y_name, "level": report.level, "verdict_level": report.verdict_level, "seeds": report.seeds,
+            "margin": {"value": report.margin, "source": report.margin_source},
+            "design": {**(design or {}), "warm_start": warm_start_summary(report)},
             "variants": variants}
 
 
-def markdown_text(report: AblationReport, command: str | None = None) -> str:
+def design_sentence(report: AblationReport, design: dict | None) -> str:
+    """RL seeds of the pairs and whether every run started from one warm start (by digest)."""
+    seeds = (design or {}).get("rl_seeds")
+    seeds_text = f"RL seeds {', '.join(str(seed) for seed in seeds)} (seed i of every variant)" if seeds else \
+        "RL seeds not recorded"
+    starts = warm_start_summary(report)
+    if starts["shared_by_all"]:
+        start_text = f"every run started from one warm start (weights sha256 {next(iter(starts['digests']))[:12]})"
+    elif starts["digests"]:
+        start_text = f"the runs started from {len(starts['digests'])} different warm starts (see the notes)"
+    else:
+        start_text = "no warm start recorded"
+    return f"Design: {seeds_text}; {start_text}."
+
+
+def markdown_text(report: AblationReport, command: str | None = None, design: dict | None = None) -> str:
     """The table, one sentence per knob, and the notes; `command` (how it was made) on top if given."""
-    heading = "Sweep" if report.kind == "sweep" else "Leave-one-out ablation"
+    heading = {"sweep": "Sweep", "recipes": "Recipe study"}.get(report.kind, "Leave-one-out ablation")
     lines = [f"# {heading}: {report.y_name} vs {report.x_name}", ""]
     if command:
         lines += ["Produced by:", "", f"    {command}", ""]
-    lines += [f"{title(report)}.", "",
-              "Rule (arXiv 2510.13786): a variant whose seed-mean A differs from the base's by more than the "
-              "margin moves the ceiling; otherwise both are refitted with A fixed to the pair's mean and B "
-              "decides (efficiency only), unless the B difference is within its seed noise (no measurable "
-              "effect).", "",
+    lines += [f"{title(report)}.", "", design_sentence(report, design), "",
+              "Rule (paired, after arXiv 2510.13786): seed i of a variant is paired with seed i of the base "
+              "(same warm start, same RL seed). If the interval of the paired differences dA_i lies beyond "
+              "the margin, the knob moves the ceiling; if it lies within the margin, both seeds of each pair "
+              "are refitted with A fixed to the pair's mean and the interval of dB_i decides (moves efficiency "
+              "only) unless it holds 0 (no measurable effect at the margin); an interval of dA that crosses "
+              "the margin is undecided.", "",
               "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for item in report.variants:
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row_cells(report, item)) + " |")
@@ -206,7 +265,7 @@ def write_figure(report: AblationReport, path: Path) -> Path | None:
         return None
     points = {item.run.slug: RunPoints(not_fitted=points_not_fitted(item)) for item in report.mean_curve_fits
               if item.fit is not None}
-    what = f"sweep of {report.sweep_knob}" if report.kind == "sweep" else f"leave-one-out vs {report.base}"
+    what = f"sweep of {report.sweep_knob}" if report.kind == "sweep" else f"{report.kind} vs {report.base}"
     figure = comparison_figure(fitted, points=points, level=report.level, x_label=report.x_name,
                                y_label=report.y_name, title=f"{what} (seed-mean curves, {report.seeds} seed(s))")
     if report.kind == "sweep":
@@ -222,12 +281,14 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return path
 
 
-def write_ablation_outputs(report: AblationReport, out_dir, command: str | None = None) -> list[Path]:
-    """DIR/ablation.{json,md,png} (leave-one-out) or DIR/sweep.{json,md,png}, written atomically."""
+def write_ablation_outputs(report: AblationReport, out_dir, command: str | None = None,
+                           design: dict | None = None) -> list[Path]:
+    """DIR/ablation.{json,md,png} (leave-one-out, recipes) or DIR/sweep.{json,md,png}, written
+    atomically; `design` (the plan's seeds) goes into the JSON."""
     out_dir = Path(out_dir)
     stem = OUTPUT_STEMS.get(report.kind, "ablation")
-    written = [atomic_write_text(out_dir / f"{stem}.json", json_text(report_payload(report)) + "\n"),
-               atomic_write_text(out_dir / f"{stem}.md", markdown_text(report, command))]
+    written = [atomic_write_text(out_dir / f"{stem}.json", json_text(report_payload(report, design)) + "\n"),
+               atomic_write_text(out_dir / f"{stem}.md", markdown_text(report, command, design))]
     temp_figure = out_dir / f".{stem}.tmp.png"
     if write_figure(report, temp_figure) is not None:
         written.append(temp_figure.replace(out_dir / f"{stem}.png"))

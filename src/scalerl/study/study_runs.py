@@ -1,6 +1,12 @@
-"""A recipe study in one command: plan the variants (base + leave-one-out ablations or named
-recipes), train each into its own directory (skipping finished runs, resuming interrupted ones),
-then hand the runs to scalerl.study.study_analysis.
+"""The runner of `scalerl ablate` (and its alias `scalerl study`): the plan's data types, each
+(variant, seed) run's config and directory, and training them (skipping finished runs, resuming
+interrupted ones), after preparing the warm start they share; the report is
+scalerl.study.ablate_analysis.
+
+Paired design (common random numbers): seed i of every variant trains with the RL seed
+`rl_seed(study_seed, i)` (prompt order and sampling noise), whatever the variant, and every run
+starts from the warm start of its model/task configuration (model.init_seed, never the RL seed),
+recorded by digest in DIR/<variant>/[seed-<i>/]warm_start.json.
 
 Orchestration only. Importing this module is cheap (no torch): the trainer is imported when a
 variant is trained. The plan is written to DIR/study_plan.json so `--report-only` finds the runs.
@@ -18,8 +24,8 @@ from typing import Callable, Sequence
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.metrics_log import METRICS_FILE_NAME, read_rows
-from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
-from scalerl.study.study_analysis import ReportRun
+from scalerl.train.presets import preset_config
+from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused:
@@ -48,18 +54,37 @@ class StudyPlan:
     common_overrides: tuple[str, ...] = ()
     seeds: int = 1
     notes: tuple[str, ...] = ()
-    kind: str = "study"  # "study" (scalerl study), "leave-one-out" or "sweep" (scalerl ablate)
+    kind: str = "leave-one-out"  # "leave-one-out", "recipes" or "sweep"
     sweep_knob: str | None = None  # the swept knob's name, for kind "sweep"
+    study_seed: int = 0  # seed i of every variant trains with rl_seed(study_seed, i)
+
+    @property
+    def rl_seeds(self) -> list[int]:
+        return [rl_seed(self.study_seed, index) for index in range(self.seeds)]
 
     def to_dict(self) -> dict:
         return {"variants": [asdict(v) for v in self.variants], "common_overrides": list(self.common_overrides),
-                "seeds": self.seeds, "notes": list(self.notes), "kind": self.kind, "sweep_knob": self.sweep_knob}
+                "seeds": self.seeds, "notes": list(self.notes), "kind": self.kind, "sweep_knob": self.sweep_knob,
+                "study_seed": self.study_seed}
 
     @classmethod
     def from_dict(cls, values: dict) -> "StudyPlan":
         variants = tuple(StudyVariant(**{**v, "overrides": tuple(v["overrides"])}) for v in values["variants"])
+        kind = str(values.get("kind", "leave-one-out"))
         return cls(variants, tuple(values["common_overrides"]), int(values["seeds"]), tuple(values["notes"]),
-                   str(values.get("kind", "study")), values.get("sweep_knob"))
+                   "leave-one-out" if kind == "study" else kind, values.get("sweep_knob"),
+                   int(values.get("study_seed", 0)))
+
+    def design(self) -> dict:
+        """The paired design as the report's JSON records it."""
+        return {"study_seed": self.study_seed, "rl_seeds": self.rl_seeds,
+                "rule": "seed i of every variant: RL seed study_seed + i; one warm start per model/task config"}
+
+
+def rl_seed(study_seed: int, seed_index: int) -> int:
+    """The RL seed (prompt order, sampling noise) of seed `seed_index` of every variant:
+    study_seed + seed_index. It depends on the study and the index, never on the variant."""
+    return int(study_seed) + int(seed_index)
 
 
 def assignment_slug(assignment: str) -> str:
@@ -67,63 +92,6 @@ def assignment_slug(assignment: str) -> str:
     key, _, value = assignment.partition("=")
     text = f"{key.strip().rsplit('.', 1)[-1]}-{value.strip()}"
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "variant"
-
-
-def _leave_one_out_variants(preset: str, common_overrides: Sequence[str]) -> tuple[list[StudyVariant], list[str]]:
-    """Each ablation that changes the base's config (the study's --set applied to both)."""
-    base_config = preset_config(preset, common_overrides)
-    variants, notes = [], []
-    for name, assignment in LEAVE_ONE_OUT.items():
-        if preset_config(preset, [assignment, *common_overrides]) == base_config:
-            notes.append(f"{name} ({assignment}) left out: the base ({preset} with the --set) already has it")
-            continue
-        variants.append(StudyVariant(assignment_slug(assignment), name, preset, (assignment,), assignment))
-    return variants, notes
-
-
-def _recipe_variants(preset: str, recipes: Sequence[str]) -> list[StudyVariant]:
-    unknown = [name for name in recipes if name not in PRESETS]
-    if unknown:
-        raise ConfigError(f"--recipes: unknown preset {unknown[0]!r}; choose from {', '.join(PRESETS)}")
-    names = [name for name in dict.fromkeys(recipes) if name != preset]
-    return [StudyVariant(name, PRESETS[name].description, name, (), f"preset {name}") for name in names]
-
-
-def _keep_only(variants: list[StudyVariant], only: Sequence[str]) -> list[StudyVariant]:
-    """Keep the variants named in `only` (slug or name, case-insensitive); the base always stays."""
-    wanted = {name.strip().lower() for entry in only for name in entry.split(",") if name.strip()}
-    known = {v.slug.lower() for v in variants} | {v.name.lower() for v in variants}
-    unknown = sorted(wanted - known)
-    if unknown:
-        raise ConfigError(f"--only: unknown variant {unknown[0]!r}; choose from "
-                          f"{', '.join(v.slug for v in variants)}")
-    return [v for v in variants if v.is_base or v.slug.lower() in wanted or v.name.lower() in wanted]
-
-
-def plan_study(preset: str = "scalerl", *, leave_one_out: bool = False, recipes: Sequence[str] = (),
-               only: Sequence[str] = (), common_overrides: Sequence[str] = (), seeds: int = 1) -> StudyPlan:
-    """Base preset first, then each leave-one-out ablation (one knob flipped) or each named recipe.
-
-    Every variant's config is built here, so a bad `--set` fails before anything trains."""
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}: choose one of {', '.join(PRESETS)}")
-    if leave_one_out == bool(recipes):
-        raise ConfigError("choose one kind of study: --leave-one-out or --recipes NAME,NAME,...")
-    if seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {seeds}")
-    base = StudyVariant(preset, f"{preset} (base)", preset, (), None, is_base=True)
-    notes: list[str] = []
-    if leave_one_out:
-        others, notes = _leave_one_out_variants(preset, common_overrides)
-    else:
-        others = _recipe_variants(preset, recipes)
-    variants = _keep_only([base, *others], only) if only else [base, *others]
-    slugs = [v.slug for v in variants]
-    if len(set(slugs)) != len(slugs):
-        raise ConfigError(f"two variants share a directory name: {', '.join(slugs)}")
-    plan = StudyPlan(tuple(variants), tuple(common_overrides), int(seeds), tuple(notes))
-    configs = {variant.slug: variant_config(plan, variant, 0) for variant in plan.variants}
-    return replace(plan, notes=(*plan.notes, *no_op_notes(plan, configs)))
 
 
 def no_op_notes(plan: StudyPlan, configs: dict[str, TrainConfig]) -> list[str]:
@@ -136,9 +104,10 @@ def no_op_notes(plan: StudyPlan, configs: dict[str, TrainConfig]) -> list[str]:
 
 
 def variant_config(plan: StudyPlan, variant: StudyVariant, seed_index: int) -> TrainConfig:
-    """Preset, then the variant's knob, then the study's `--set`s; seed k adds k to the seed."""
+    """Preset, then the variant's knob, then the study's `--set`s; the RL seed is
+    rl_seed(plan.study_seed, seed_index), the same for every variant."""
     config = preset_config(variant.preset, [*variant.overrides, *plan.common_overrides])
-    return config.with_overrides([f"seed={config.seed + seed_index}"]) if seed_index else config
+    return config.with_overrides([f"seed={rl_seed(plan.study_seed, seed_index)}"])
 
 
 def variant_run_dirs(out_dir: str | Path, plan: StudyPlan, variant: StudyVariant) -> list[Path]:
@@ -183,7 +152,7 @@ def write_plan(plan: StudyPlan, out_dir: str | Path) -> Path:
 def read_plan(out_dir: str | Path) -> StudyPlan:
     path = Path(out_dir) / PLAN_FILE_NAME
     if not path.is_file():
-        raise InputError(f"no study in {out_dir}: {PLAN_FILE_NAME} is missing (run `scalerl study --out "
+        raise InputError(f"no study in {out_dir}: {PLAN_FILE_NAME} is missing (run `scalerl ablate --out "
                          f"{out_dir} --leave-one-out` first)")
     try:
         return StudyPlan.from_dict(json.loads(path.read_text()))
@@ -296,14 +265,23 @@ def job_label(plan: StudyPlan, job: Job) -> str:
 
 def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = True,
               train_fn: TrainFunction | None = None, ray_options: RayOptions | None = None,
-              log: Callable[[str], None] = print) -> list[Job]:
-    """Train every job: finished ones skipped, partial ones resumed, absent ones started; in order
-    here, or all at once on Ray when `ray_options` is given (scalerl.distributed.study_ray).
+              log: Callable[[str], None] = print, warm_start_fn: Callable | None = None) -> list[Job]:
+    """Prepare the shared warm start(s), then train every job: finished ones skipped, partial ones
+    resumed, absent ones started; in order here, or all at once on Ray when `ray_options` is given
+    (scalerl.distributed.study_ray).
 
     `train_fn(config, run_dir, resume=, show_progress=, on_row=)` defaults to the trainer's
-    `train`. Returns the jobs with the status each had before this call."""
+    `train`; `warm_start_fn(config) -> record | None` to scalerl.study.shared_start.shared_warm_start
+    when the trainer trains (a custom `train_fn` without a `warm_start_fn` records none).
+    Returns the jobs with the status each had before this call."""
     write_plan(plan, out_dir)
     jobs = plan_jobs(plan, out_dir)
+    if warm_start_fn is None and train_fn is None:
+        from scalerl.study.shared_start import shared_warm_start as warm_start_fn
+    if warm_start_fn is not None:
+        from scalerl.study.shared_start import record_warm_starts
+
+        record_warm_starts(jobs, warm_start_fn, log=log)
     if ray_options is not None:
         from scalerl.distributed.study_ray import run_jobs_on_ray
 

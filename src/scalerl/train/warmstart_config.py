@@ -41,6 +41,17 @@ def warmstart_cache_dir(config: TrainConfig) -> Path:
     return Path(base) / "scalerl" / "warmstart"
 
 
+def warm_start_inputs(config: TrainConfig) -> dict:
+    """The parts of a run config the warm start depends on: the model section (shape, init seed,
+    warm-start settings; not fp32_head), the task, the dtype and device, and the generation length
+    (the probe's and the model's positions). Two configs equal here share one warm start."""
+    values = config.to_dict()
+    # the warm start computes its logits in FP32 whatever the run's fp32_head
+    model = {key: value for key, value in values["model"].items() if key != "fp32_head"}
+    return {"model": model, "task": values["task"], "dtype": config.dtype, "device": config.device,
+            "max_new_tokens": config.sampling.max_new_tokens}
+
+
 def warm_start_settings(config: TrainConfig) -> WarmStartSettings:
     """The run config's warm-start settings: stop at model.warmstart_stop_pass_rate, seeded by
     model.init_seed (never by the RL seed)."""

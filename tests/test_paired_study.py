@@ -1,0 +1,138 @@
+"""The paired verdict end to end on synthetic seeded curves with known effects
+(scalerl.study.ablate_analysis): seed i of every variant shares seed i's luck (its own A and its
+evaluation noise, as common random numbers give), which pairing cancels."""
+
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.study.ablate_analysis import build_ablation_report, summarise
+from scalerl.study.paired import CEILING, EFFICIENCY, NO_EFFECT
+from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
+from scalerl.train.metrics_log import append_row
+
+FLOPS = np.concatenate([[0.0], np.geomspace(1e12, 3e14, 24)])
+BASE = {"a": 0.6, "b": 1.5, "c_mid": 1e13, "r0": 0.1}
+SEED_LUCK_A = (-0.06, 0.0, 0.07)  # seed i's ceiling luck, shared by every variant's seed i
+
+
+def write_seed(path, seed_index, replicate, own_noise, **changes):
+    """A curve with seed i's luck: A + SEED_LUCK_A[i] and seed i's evaluation noise (shared), plus
+    a little noise of its own (`own_noise`: the part common random numbers cannot share)."""
+    params = {**BASE, **changes}
+    rewards = sigmoid_reward(FLOPS, params["a"] + SEED_LUCK_A[seed_index], params["b"], params["c_mid"], params["r0"])
+    shared = np.random.default_rng([replicate, seed_index]).normal(0.0, 0.006, FLOPS.size)
+    own = np.random.default_rng([zlib.crc32(str(path.parent.parent.name).encode()), seed_index, replicate]).normal(0.0, own_noise, FLOPS.size)
+    noise = shared + own
+    noise[0] = 0.0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for step, (flops, reward) in enumerate(zip(FLOPS, rewards + noise)):
+        append_row(path, {"step": step, "flops": float(flops), "val_pass_rate": float(reward)})
+    (path.parent / WARM_START_RECORD).write_text('{"key": "k", "weights_sha256": "abc123"}')
+    return path
+
+
+def synthetic_runs(root, specs, replicate=0, seeds=3, own_noise=0.002):
+    runs = []
+    for slug, changes in specs.items():
+        paths = tuple(write_seed(root / slug / f"seed-{k}" / "metrics.jsonl", k, replicate, own_noise, **changes)
+                      for k in range(seeds))
+        runs.append(ReportRun(slug, slug, None if slug == "base" else f"knob={slug}", slug == "base", paths))
+    return runs
+
+
+SPECS = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}, "same": {}}
+
+
+@pytest.fixture(scope="module")
+def paired_report(tmp_path_factory):
+    return build_ablation_report(synthetic_runs(tmp_path_factory.mktemp("paired"), SPECS), seeds=3, margin=0.02)
+
+
+def test_each_known_effect_gets_its_verdict_with_the_pairs_agreeing(paired_report):
+    by_slug = {item.run.slug: item for item in paired_report.variants}
+    assert by_slug["base"].verdict is None
+    a_up = by_slug["a-up"].verdict
+    assert (a_up.verdict, a_up.direction) == (CEILING, "up")
+    assert a_up.delta_a.mean == pytest.approx(0.1, abs=0.02) and a_up.delta_a.lo > 0.02
+    assert a_up.delta_a.source == "paired t" and a_up.delta_a.n == 3
+    assert (a_up.agreement.agreeing, a_up.agreement.pairs) == (3, 3)
+    b_only = by_slug["b-only"].verdict
+    assert (b_only.verdict, b_only.direction) == (EFFICIENCY, "up")
+    assert -0.02 <= b_only.delta_a.lo and b_only.delta_a.hi <= 0.02
+    assert b_only.delta_b.mean == pytest.approx(1.5, rel=0.3) and b_only.agreement.agreeing >= 2
+    same = by_slug["same"].verdict
+    assert same.verdict == NO_EFFECT and same.label == "no measurable effect at margin 0.02"
+
+
+def test_the_seed_luck_is_far_larger_than_the_margin_yet_cancels_in_the_pairs(paired_report):
+    base = next(item for item in paired_report.variants if item.run.is_base)
+    assert np.std([fit.a for fit in base.fitted], ddof=1) > 0.05  # an unpaired rule would see only noise
+    a_up = next(item for item in paired_report.variants if item.run.slug == "a-up").verdict
+    assert a_up.delta_a.sd < 0.01
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("replicate", [1, 2, 3])
+def test_moving_only_b_is_never_a_ceiling_and_moving_a_by_0_1_always_is(tmp_path, replicate):
+    specs = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}}
+    report = build_ablation_report(synthetic_runs(tmp_path, specs, replicate=replicate, own_noise=0.003),
+                                   seeds=3, margin=0.02)
+    by_slug = {item.run.slug: item.verdict for item in report.variants}
+    assert by_slug["b-only"].verdict != CEILING
+    assert all(pair.verdict[0] != CEILING for pair in by_slug["b-only"].pairs)
+    assert (by_slug["a-up"].verdict, by_slug["a-up"].direction) == (CEILING, "up")
+
+
+def test_one_seed_uses_the_fits_own_intervals(paired_report):
+    single = [ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
+              for item in paired_report.variants if item.run.slug in ("base", "a-up")]
+    report = build_ablation_report(single, seeds=1)
+    assert (report.margin, report.margin_source) == (0.02, "paper default")
+    verdict = report.variants[1].verdict
+    assert verdict.delta_a.source == "fit intervals" and verdict.verdict == CEILING
+    base_a = report.variants[0].params["A"]
+    assert base_a.n == 1 and (base_a.lo, base_a.hi) == report.variants[0].fitted[0].conf_int(0.8)["A"]
+
+
+def test_json_records_the_design_the_pairs_and_the_shared_warm_start(paired_report, tmp_path):
+    from scalerl.study.ablation_views import markdown_text, report_payload
+
+    payload = report_payload(paired_report, {"study_seed": 0, "rl_seeds": [0, 1, 2]})
+    assert payload["design"]["rl_seeds"] == [0, 1, 2]
+    assert payload["design"]["warm_start"]["shared_by_all"] is True
+    assert list(payload["design"]["warm_start"]["digests"]) == ["abc123"]
+    a_up = next(v for v in payload["variants"] if v["slug"] == "a-up")["effect"]
+    assert a_up["effect"] == CEILING and a_up["direction"] == "up" and len(a_up["pairs"]) == 3
+    assert a_up["paired_delta_A"]["source"] == "paired t" and a_up["agreement"]["pairs"] == 3
+    text = markdown_text(paired_report, design={"rl_seeds": [0, 1, 2]})
+    assert "every run started from one warm start" in text and "RL seeds 0, 1, 2" in text
+
+
+def test_a_variant_on_other_weights_is_noted(tmp_path):
+    from scalerl.study.ablation_views import report_notes
+
+    runs = synthetic_runs(tmp_path, {"base": {}, "other": {}}, seeds=2)
+    for path in runs[1].metrics_paths:
+        (path.parent / WARM_START_RECORD).write_text('{"key": "k2", "weights_sha256": "def456"}')
+    report = build_ablation_report(runs, seeds=2)
+    assert any("other warm-started weights" in note for note in report_notes(report))
+
+
+def test_summarise_is_the_t_interval_of_the_mean_or_the_single_fit_interval():
+    summary = summarise([0.5, 0.6, 0.7], level=0.8, single_interval=None)
+    half = 1.8856180831641267 * 0.1 / np.sqrt(3)  # t_{0.9, 2} * s / sqrt(n)
+    assert (summary.mean, summary.n) == (pytest.approx(0.6), 3)
+    assert (summary.lo, summary.hi) == (pytest.approx(0.6 - half), pytest.approx(0.6 + half))
+    assert summarise([1e10, 1e12], 0.8, None, log_scale=True).mean == pytest.approx(1e11)
+
+
+def test_the_rule_and_the_report_import_without_torch_or_ray():
+    code = ("import sys; import scalerl.study.paired, scalerl.study.ablate_analysis, scalerl.study.ablation_views, "
+            "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "False"]
