@@ -136,3 +136,18 @@ def test_the_rule_and_the_report_import_without_torch_or_ray():
             "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
+
+
+def test_the_json_passes_the_report_schema(paired_report):
+    import json
+
+    from scalerl.report.console import json_text
+    from scalerl.report.schemas import AblationSummary
+    from scalerl.study.ablation_views import report_payload
+
+    runs = [ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
+            for item in paired_report.variants[:2]]
+    single = build_ablation_report(runs, seeds=1)  # one pair: no spread (NaN -> null)
+    for report in (paired_report, single):
+        summary = AblationSummary.model_validate(json.loads(json_text(report_payload(report))))
+        assert summary.variants[1].effect.effect is not None
