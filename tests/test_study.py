@@ -271,3 +271,22 @@ def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tmp_path):
     again = runner.invoke(app, command)  # finished variants are skipped, not retrained
     assert again.exit_code == 0, again.output
     assert (tmp_path / "scalerl" / "metrics.jsonl").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_two_studies_share_the_warm_start_checkpoint_by_digest(tmp_path):
+    from scalerl.study.ablate_plan import plan_sweep
+    from scalerl.study.shared_start import shared_warm_start
+
+    tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.warmstart_steps=2",
+            "model.warmstart_probe_every=50", "num_train_prompts=40", "num_val_prompts=8", "eval_prompts=8",
+            "max_new_tokens=16", "thinking_budget_min=8", "thinking_budget_max=12", "penalty_cache_tokens=4",
+            f"model.warmstart_cache_dir={tmp_path / 'cache'}", "max_steps=1"]
+    loo = plan_leave_one_out("scalerl", ["loss=dapo", "fp32_head=false"], common_overrides=tiny, seeds=2)
+    sweep = plan_sweep("scalerl", "batch_prompts=4,8", common_overrides=tiny)
+    for plan, out in ((loo, tmp_path / "loo"), (sweep, tmp_path / "sweep")):
+        run_study(plan, out, show_progress=False, train_fn=lambda *a, **k: None, warm_start_fn=shared_warm_start)
+    records = [json.loads(path.read_text()) for path in tmp_path.glob("[ls]*/**/" + WARM_START_RECORD)]
+    assert len(records) == 3 * 2 + 2  # every run of both studies
+    assert len({r["weights_sha256"] for r in records}) == 1 and len({r["key"] for r in records}) == 1
+    assert len([p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]) == 1
