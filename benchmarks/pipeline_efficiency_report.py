@@ -26,7 +26,7 @@ def _model(size: str):
 
     from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
     from scalerl.train.config import TrainConfig
-    from scalerl.train.trainer import fresh_policy
+    from scalerl.train.run_setup import fresh_policy
 
     if size == "builtin" or size in MODEL_SIZES:
         extra = model_size_assignments(size) if size in MODEL_SIZES else ()

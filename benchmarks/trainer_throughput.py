@@ -103,7 +103,7 @@ def save_starting_model(args, directory: Path) -> dict:
     import torch
 
     from scalerl.models.policy import save_model
-    from scalerl.train.trainer import build_policy, build_task, fresh_policy
+    from scalerl.train.run_setup import build_policy, build_task, fresh_policy
 
     torch.set_num_threads(args.threads)
     config = scalerl_config(args, "builtin")
@@ -164,7 +164,7 @@ def trl_dataset(args):
     """The task's training prompts as a datasets.Dataset of {"prompt", "answer"}."""
     from datasets import Dataset
 
-    from scalerl.train.trainer import build_task
+    from scalerl.train.run_setup import build_task
 
     task = build_task(scalerl_config(args, "builtin"))
     return task, Dataset.from_dict({"prompt": [e.prompt for e in task.train],

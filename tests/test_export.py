@@ -120,7 +120,7 @@ def test_export_cli_newest_step_and_errors(tmp_path):
 
 
 def test_export_rebuilds_a_flat_checkpoint_of_the_older_layout(tmp_path):
-    from scalerl.train.trainer import fresh_policy
+    from scalerl.train.run_setup import fresh_policy
 
     config = TrainConfig().with_overrides(["model.num_layers=1", "model.hidden_size=32", "model.num_heads=2"])
     save_config(config, tmp_path)

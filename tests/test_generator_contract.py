@@ -89,7 +89,7 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     from scalerl.distributed.actors import GeneratorWorker, remote_class
     from scalerl.distributed.weights import WeightRegistry, publish_weights
     from scalerl.train.config import TrainConfig
-    from scalerl.train.trainer import fresh_policy
+    from scalerl.train.run_setup import fresh_policy
 
     monkeypatch.setattr(vllm_generator, "VllmRolloutBackend", FakeRolloutBackend)
     config = TrainConfig().with_overrides(["model.num_layers=1", "model.hidden_size=32",

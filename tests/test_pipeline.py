@@ -94,7 +94,6 @@ def test_k0_pipeline_reproduces_the_synchronous_trainer(ray_session, tmp_path):
 
 @pytest.mark.slow
 def test_in_flight_update_tags_later_tokens_with_the_new_version(ray_session):
-    from scalerl.distributed import run_parts
     from scalerl.distributed.actors import GeneratorWorker, remote_class
     from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights
 
@@ -120,9 +119,11 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(ray_session):
             return version
         return worker.subscriber.maybe_update(worker.model)
 
-    rollouts, _ = run_parts.generate_step_rollouts(
-        worker.model, worker.tokenizer, worker.task, config, [0, 1], seed=0, rng_state=None,
-        policy_version=0, weight_update_hook=hook)
+    from scalerl.train.run_setup import generate_step
+
+    rollouts = generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
+                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
+                             weight_update_hook=hook)
     assert any(r.num_completion_tokens > 4 for r in rollouts), "no sequence outlived the swap"
     for rollout in rollouts:  # tokens sampled before the swap keep version 0, later ones get 1
         versions = rollout.token_policy_versions
@@ -215,14 +216,13 @@ def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
 
 
 def test_async_driver_rows_carry_the_live_forecast_of_the_synchronous_trainer(tmp_path):
-    """RunBooks (the async driver) adds the same forecast keys as the synchronous trainer, from the
-    validation curve so far, and reloads that curve on resume."""
-    from scalerl.distributed.run_parts import RunBooks
+    """The run state (the async driver's, the synchronous trainer's) adds the live forecast keys
+    of the validation curve so far to each validation row."""
     from scalerl.forecast.curves import sigmoid_reward
-    from scalerl.train.trainer import add_live_forecast
+    from scalerl.train.run_state import RunState, add_live_forecast
 
     config = _config("max_steps=20")
-    books = RunBooks(config, tmp_path, checkpoint=None)
+    books = RunState(config, tmp_path, num_train_prompts=8)
     flops = [0.0] + [1e9 * step for step in range(2, 21, 2)]
     rewards = [0.1] + [float(sigmoid_reward(c, 0.7, 2.0, 8e9, 0.1)) for c in flops[1:]]
     for step, (c, r) in enumerate(zip(flops, rewards)):

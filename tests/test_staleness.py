@@ -98,7 +98,7 @@ def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
     return SimpleNamespace(
         pipeline=SimpleNamespace(max_lag=max_lag, on_stale=on_stale),
         config=SimpleNamespace(max_steps=max_steps),
-        books=SimpleNamespace(step=committed, pool=SimpleNamespace(active_count=10),
+        run_state=SimpleNamespace(step=committed, pool=SimpleNamespace(active_count=10),
                               update_pool=lambda rollouts: None),
         generators=[object(), object()], alive=[True, True],
         steps_committed=committed, published_version=published, dropped_batches=0,

@@ -117,7 +117,7 @@ def tiny_run_config(tmp_path, *extra):
 
 
 def record_of(config):
-    from scalerl.train.trainer import build_task, fresh_policy
+    from scalerl.train.run_setup import build_task, fresh_policy
     from scalerl.train.warmstart_config import warm_start_for_config
 
     model, tokenizer = fresh_policy(config)
@@ -126,7 +126,7 @@ def record_of(config):
 
 def key_of(config) -> str:
     """The warm-start cache key of a run config, without warm-starting."""
-    from scalerl.train.trainer import build_task, fresh_policy
+    from scalerl.train.run_setup import build_task, fresh_policy
     from scalerl.train.warmstart import warm_start_cache_key
     from scalerl.train.warmstart_config import warm_start_settings
 
@@ -146,7 +146,7 @@ def test_every_rl_seed_shares_one_warm_start_and_a_warm_start_setting_changes_th
 
 
 def test_the_built_policy_is_the_recorded_warm_start(tmp_path):
-    from scalerl.train.trainer import build_policy, build_task
+    from scalerl.train.run_setup import build_policy, build_task
     from scalerl.train.warmstart import weights_digest
 
     config = tiny_run_config(tmp_path, "seed=3")

@@ -1,10 +1,12 @@
 """The two Ray roles of the pipeline: generator workers and the trainer worker.
 
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
-into a Ray actor class with the resources the pipeline settings ask for. A generator samples
-rollouts with the synchronous trainer's own generation code and swaps weights in flight through
-a WeightSubscriber; the trainer steps with the synchronous trainer's own `train_step` and
-publishes each new version. Neither decides anything about staleness (see staleness.py).
+into a Ray actor class with the resources the pipeline settings ask for. Both build and run
+what they hold with the synchronous trainer's own functions (scalerl.train.run_setup,
+scalerl.train.run_state): a generator samples rollouts with `generate_step` and swaps weights
+in flight through a WeightSubscriber; the trainer steps with `train_step`, publishes each new
+version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
+anything about staleness (see staleness.py).
 """
 from __future__ import annotations
 
@@ -13,16 +15,33 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scalerl.distributed import run_parts
+import torch
+
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, TrainResult
-from scalerl.distributed.weights import WeightSubscriber, publish_weights
+from scalerl.distributed.weights import (
+    WeightSnapshot,
+    WeightSubscriber,
+    publish_weights,
+    snapshot_weights,
+)
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.flops import ModelShape, model_shape
+from scalerl.train.run_setup import (
+    build_optimisation,
+    build_task,
+    fresh_policy,
+    generate_step,
+    score_rollouts,
+    starting_policy,
+    training_rewards,
+)
+from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
+from scalerl.train.train_step import train_step
+from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
 
 
 def configure_torch_threads(num_threads: int) -> None:
     """Pin intra-op threads of this process (one per actor on a 2-core laptop avoids thrashing)."""
-    import torch
-
     if num_threads > 0:
         torch.set_num_threads(int(num_threads))
         os.environ["OMP_NUM_THREADS"] = str(int(num_threads))
@@ -36,17 +55,17 @@ class GeneratorWorker:
         configure_torch_threads(torch_threads)
         self.config = config
         self.generator_id = int(generator_id)
-        self.task = run_parts.build_task(config)
+        self.task = build_task(config)
         self.backend = backend
         self.subscriber = WeightSubscriber(registry, poll_interval_seconds)
         if backend == "vllm":
             from scalerl.distributed.vllm_generator import VllmRolloutBackend
 
-            self.vllm = VllmRolloutBackend(config.model.path, run_parts.sampling_settings(config),
-                                           run_parts.length_control(config))
+            self.vllm = VllmRolloutBackend(config.model.path, sampling_settings(config),
+                                           length_control(config))
             self.model, self.tokenizer = None, self.vllm.tokenizer
-        else:
-            self.model, self.tokenizer = run_parts.build_generator_policy(config)
+        else:  # architecture and tokenizer only: the weights always come from the registry
+            self.model, self.tokenizer = fresh_policy(config)
 
     def pid(self) -> int:
         return os.getpid()
@@ -54,21 +73,24 @@ class GeneratorWorker:
     def generate(self, request: GenerationRequest) -> GeneratedBatch:
         started_at = time.time()
         sync_before, swaps_before = self.subscriber.sync_seconds, self.subscriber.num_swaps
+        rng_after = None
         if self.backend == "vllm":
             rollouts, start_version = self._generate_vllm(request)
         else:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
-            rollouts, rng_after = run_parts.generate_step_rollouts(
-                self.model, self.tokenizer, self.task, self.config, request.prompt_indices,
-                seed=request.seed, rng_state=request.rng_state, policy_version=start_version,
-                weight_update_hook=hook)
+            generator = sampling_generator(self.model, request)
+            rollouts = generate_step(self.model, self.tokenizer, self.task, self.config,
+                                     request.prompt_indices, torch_generator=generator,
+                                     policy_version=start_version, weight_update_hook=hook)
+            if request.rng_state is not None:  # this request held the run's sampling stream
+                rng_after = generator.get_state()
         return GeneratedBatch(
             step=request.step, generator_id=self.generator_id, rollouts=tuple(rollouts),
             start_version=start_version, started_at=started_at, finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,
-            rng_state_after=None if self.backend == "vllm" else rng_after)
+            rng_state_after=rng_after)
 
     def _generate_vllm(self, request: GenerationRequest) -> tuple[list[Rollout], int]:
         version = self.subscriber.sync(self.vllm.load_snapshot, request.min_version)
@@ -77,7 +99,7 @@ class GeneratorWorker:
             [e.prompt for e in examples], list(request.prompt_indices),
             num_generations=self.config.sampling.generations_per_prompt, seed=request.seed,
             policy_version=version)
-        return run_parts.score_rollouts(self.task, self.config, rollouts), version
+        return score_rollouts(self.task, rollouts), version
 
 
 class TrainerWorker:
@@ -88,30 +110,27 @@ class TrainerWorker:
         configure_torch_threads(torch_threads)
         self.config = config
         self.registry = registry
-        self.model, self.tokenizer = run_parts.build_trainer_policy(
-            config, warm_start=resume_checkpoint is None)
-        self.optimizer, self.scheduler = run_parts.build_optimisation(self.model, config)
-        self.task = run_parts.build_task(config)
+        self.task = build_task(config)
+        self.model, self.tokenizer = starting_policy(config, self.task,
+                                                     resuming=resume_checkpoint is not None)
+        self.optimizer, self.scheduler = build_optimisation(self.model, config)
         self.version = 0
         if resume_checkpoint is not None:
-            self.version = run_parts.restore_trainer(self, resume_checkpoint)
+            self.version = restore_training(resume_checkpoint, model=self.model,
+                                            optimizer=self.optimizer, scheduler=self.scheduler)
         self.publish_seconds = publish_weights(registry, self.model, self.version)
 
     def pid(self) -> int:
         return os.getpid()
 
-    def model_shape(self):
-        from scalerl.train.flops import model_shape
-
+    def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
     def train(self, rollouts: Sequence[Rollout]) -> TrainResult:
         """train_step (the synchronous trainer's code), then publish the new version."""
-        from scalerl.train.train_step import train_step
-
         started_at = time.time()
         stats = train_step(self.model, self.optimizer, self.scheduler,
-                           run_parts.training_rewards(rollouts, self.config), self.config)
+                           training_rewards(list(rollouts), self.config), self.config)
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)
         return TrainResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
@@ -120,18 +139,30 @@ class TrainerWorker:
     def validate(self) -> tuple[float, float, float]:
         """(val_pass_rate, started_at, finished_at) with the synchronous trainer's validation."""
         started_at = time.time()
-        pass_rate = run_parts.validation(self.model, self.tokenizer, self.task, self.config)
+        pass_rate = validation_pass_rate(self.model, self.tokenizer, self.task, self.config)
         return pass_rate, started_at, time.time()
 
-    def save_checkpoint(self, run_dir: str, step: int, driver_state: dict) -> str:
-        """Write the synchronous trainer's checkpoint format (weights, optimiser, RNG, pool)."""
-        return str(run_parts.save_trainer_checkpoint(self, run_dir, step, driver_state))
+    def save_checkpoint(self, run_dir: str, snapshot: RunSnapshot) -> str:
+        """The synchronous trainer's checkpoint of `snapshot.step`: this actor's tensors plus the
+        driver's run state."""
+        return str(save_run_checkpoint(run_dir, snapshot, model=self.model, optimizer=self.optimizer,
+                                       scheduler=self.scheduler, keep=self.config.keep_checkpoints,
+                                       tokenizer=self.tokenizer))
 
-    def weights(self):
+    def weights(self) -> WeightSnapshot:
         """The current weights as a WeightSnapshot (tests compare runs with it)."""
-        from scalerl.distributed.weights import snapshot_weights
-
         return snapshot_weights(self.model, self.version)
+
+
+def sampling_generator(model: torch.nn.Module, request: GenerationRequest) -> torch.Generator:
+    """The request's sampling generator on the model's device: the run's stream when the request
+    holds it (`rng_state`, what the synchronous trainer samples with), else seeded with `seed`."""
+    generator = torch.Generator(device=next(model.parameters()).device)
+    if request.rng_state is not None:
+        generator.set_state(request.rng_state)
+    else:
+        generator.manual_seed(int(request.seed))
+    return generator
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ class OffPolicyLoop:
     """Rounds of (generate k batches with one policy version, then k optimiser steps)."""
 
     def __init__(self, session, on_row) -> None:
-        self.s = session
+        self.session = session
         self.on_row = on_row
         self.k = session.pipeline.offpolicy_steps
         self.pending = None  # (train ObjectRef, batch) between submission and booking
@@ -58,33 +58,33 @@ class OffPolicyLoop:
         if self.pending is not None:
             train_ref, batch = self.pending
             self.pending = None
-            self.s.complete_step(ray.get(train_ref), batch)
-            self.s.flush(block=True)
+            self.session.complete_step(ray.get(train_ref), batch)
+            self.session.flush(block=True)
 
     def run(self) -> None:
-        books = self.s.books
-        while books.step < self.s.config.max_steps and books.pool.active_count > 0:
-            steps = min(self.k, self.s.config.max_steps - books.step)
-            round_prompts = [i for _ in range(steps) for i in books.sample_prompts()]
+        run_state = self.session.run_state
+        while not run_state.finished():
+            steps = min(self.k, self.session.config.max_steps - run_state.step)
+            round_prompts = [i for _ in range(steps) for i in run_state.sample_prompts()]
             batches = self._generate_round(round_prompts)
             self._train_round(batches)
-        if books.step < self.s.config.max_steps:
-            self.s.log(f"stopped at step {books.step}: every training prompt left the pool")
+        if run_state.step < self.session.config.max_steps:
+            self.session.log(f"stopped at step {run_state.step}: every training prompt left the pool")
 
     def _generate_round(self, round_prompts: list[int]) -> list:
         """One request per live generator (whole prompt groups each); failures re-dispatched."""
         import ray
 
-        alive = [i for i, ok in enumerate(self.s.alive) if ok]
+        alive = [i for i, ok in enumerate(self.session.alive) if ok]
         pending = {}
         for part, chunk in enumerate(split_groups(round_prompts, len(alive))):
-            request = self.s.request(self.s.books.step * 1000 + part, chunk, in_flight=False)
+            request = self.session.request(self.session.run_state.step * 1000 + part, chunk, in_flight=False)
             pending[part] = (alive[part], request)
         results: dict[int, object] = {}
         refs = {}
         while pending or refs:
             for part, (index, request) in list(pending.items()):
-                refs[self.s.generators[index].generate.remote(request)] = (part, index, request,
+                refs[self.session.generators[index].generate.remote(request)] = (part, index, request,
                                                                           time.time())
                 del pending[part]
             done, _ = ray.wait(list(refs), num_returns=1)
@@ -92,11 +92,11 @@ class OffPolicyLoop:
             try:
                 batch = ray.get(done[0])
             except ray.exceptions.RayActorError as error:
-                self.s.generator_failed(index, error, dispatched_at)
-                back = self.s.wait_until_back(index)
-                pending[part] = (index if back else self.s.alive.index(True), request)
+                self.session.generator_failed(index, error, dispatched_at)
+                back = self.session.wait_until_back(index)
+                pending[part] = (index if back else self.session.alive.index(True), request)
                 continue
-            self.s.batch_finished(batch, dispatched_at)
+            self.session.batch_finished(batch, dispatched_at)
             results[part] = batch
         return [results[part] for part in sorted(results)]
 
@@ -105,23 +105,23 @@ class OffPolicyLoop:
 
         rollouts = [r for batch in batches for r in _regrouped(batch, offset=0)]
         first = batches[0]
-        slices = slice_rounds(rollouts, self.s.config.sampling.prompts_per_step)
+        slices = slice_rounds(rollouts, self.session.config.sampling.prompts_per_step)
         for position, rollout_slice in enumerate(slices):
             batch = dataclasses.replace(
                 first, rollouts=tuple(rollout_slice),
                 weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0)
             oldest = min(r.oldest_policy_version for r in rollout_slice)
-            if admit_batch(oldest, self.s.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
+            if admit_batch(oldest, self.session.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
-            self.s.books.update_pool(rollout_slice)
-            self.s.steps_committed += 1
-            self.pending = (self.s.trainer.train.remote(rollout_slice), batch)
+            self.session.run_state.update_pool(rollout_slice)
+            self.session.steps_committed += 1
+            self.pending = (self.session.trainer.train.remote(rollout_slice), batch)
             result = ray.get(self.pending[0])
             self.pending = None
-            self.s.complete_step(result, batch)
-            for row in self.s.flush(block=True):
+            self.session.complete_step(result, batch)
+            for row in self.session.flush(block=True):
                 if self.on_row is not None:
-                    self.on_row(row, self.s)
+                    self.on_row(row, self.session)
 
 
 def _regrouped(batch, offset: int) -> list:

@@ -91,8 +91,8 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
             import ray
 
             ray.shutdown()
-    return PipelineResult(run_dir=Path(run_dir), steps_done=session.books.step,
-                          rows=session.books.rows, dropped_batches=session.dropped_batches,
+    return PipelineResult(run_dir=Path(run_dir), steps_done=session.run_state.step,
+                          rows=session.run_state.rows, dropped_batches=session.dropped_batches,
                           generator_failures=sum(session.failures),
                           wall_seconds=time.time() - started, interrupted=interrupted,
                           final_weights=weights, log_lines=session.log_lines)
@@ -101,7 +101,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
 def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:
     """Step 0's validation, then the mode's loop; True if stopped by Ctrl-C (checkpoint written)."""
     try:
-        if session.books.step == 0:
+        if session.run_state.step == 0:
             session.initial_validation()
         session.start_clock()
         if session.pipeline.mode == "async":
@@ -114,7 +114,7 @@ def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:
         loop = getattr(session, "loop", None)
         if loop is not None:
             loop.drain()  # the trainer's weights must be those of the step we checkpoint
-        session.log(f"interrupted: writing a resumable checkpoint at step {session.books.step}")
+        session.log(f"interrupted: writing a resumable checkpoint at step {session.run_state.step}")
         session.checkpoint()
         return True
     return False
@@ -124,7 +124,8 @@ class _AsyncLoop:
     """PipelineRL: dispatch while the rule allows, train what the rule admits, log in order."""
 
     def __init__(self, session: PipelineSession, on_row: RowCallback | None) -> None:
-        self.s = session
+        self.session = session
+        self.run_state = session.run_state  # the run's RunState, shared with the session
         self.on_row = on_row
         self.k = session.pipeline.max_lag
         self.on_stale = session.pipeline.on_stale
@@ -137,7 +138,7 @@ class _AsyncLoop:
         self.dropped_since_row: list = []  # stale batches: their generation is booked anyway
         self.probing: dict = {}  # probe ObjectRef -> index of a generator being restarted
         self.retry: collections.deque = collections.deque()  # requests of failed batches
-        self.next_request_step = session.books.step
+        self.next_request_step = session.run_state.step
         session.loop = self
 
     def generator_slots(self) -> list[int]:
@@ -145,7 +146,7 @@ class _AsyncLoop:
         generator is busy) those with a single request, so the next one is queued on the actor
         and it never waits for the driver between two batches (GENERATOR_QUEUE)."""
         load = collections.Counter(index for index, _, _ in self.generating.values())
-        live = [i for i, alive in enumerate(self.s.alive)
+        live = [i for i, alive in enumerate(self.session.alive)
                 if alive and i not in self.probing.values()]
         return [i for depth in range(GENERATOR_QUEUE) for i in live if load[i] == depth]
 
@@ -159,21 +160,21 @@ class _AsyncLoop:
     def may_dispatch(self) -> bool:
         """The dispatch-time question to admit_batch ("wait"); a bounded queue under "drop"."""
         outstanding = len(self.generating) + len(self.ready) + len(self.retry)
-        if (self.s.steps_committed + outstanding >= self.s.config.max_steps
-                or self.s.books.pool.active_count == 0):
+        if (self.session.steps_committed + outstanding >= self.session.config.max_steps
+                or self.run_state.pool.active_count == 0):
             return False
         if self.on_stale == "drop":
-            return outstanding < len(self.s.generators) + max(1, self.k)
-        consumer = latest_consumer_version(self.s.steps_committed, outstanding)
-        return admit_batch(self.s.published_version, consumer, self.k, "wait") is Admission.ADMIT
+            return outstanding < len(self.session.generators) + max(1, self.k)
+        consumer = latest_consumer_version(self.session.steps_committed, outstanding)
+        return admit_batch(self.session.published_version, consumer, self.k, "wait") is Admission.ADMIT
 
     def dispatch(self, index: int, request: GenerationRequest | None = None) -> None:
         if request is None:
-            request = self.s.request(self.next_request_step, self.s.books.sample_prompts(),
+            request = self.session.request(self.next_request_step, self.run_state.sample_prompts(),
                                      in_flight=True)
             self.next_request_step += 1
             self.order.append(request.step)
-        ref = self.s.generators[index].generate.remote(request)
+        ref = self.session.generators[index].generate.remote(request)
         self.generating[ref] = (index, request, time.time())
 
     def trainer_has_room(self) -> bool:
@@ -182,32 +183,32 @@ class _AsyncLoop:
         is due (they must see that step's weights)."""
         if not self.training:
             return True
-        last = self.s.steps_committed
-        return (len(self.training) < TRAINER_QUEUE and not self.s.books.validation_due(last)
-                and not self.s.books.checkpoint_due(last))
+        last = self.session.steps_committed
+        return (len(self.training) < TRAINER_QUEUE and not self.run_state.validation_due(last)
+                and not self.run_state.checkpoint_due(last))
 
     def feed_trainer(self) -> None:
         """Admit (or drop) finished batches in dispatch order and hand them to the trainer."""
         while (self.order and self.order[0] in self.ready and self.trainer_has_room()
-               and not self.s.checkpoint_pending()):
+               and not self.session.checkpoint_pending()):
             batch = self.ready.pop(self.order.popleft())
-            decision = admit_batch(batch.oldest_policy_version, self.s.steps_committed, self.k,
+            decision = admit_batch(batch.oldest_policy_version, self.session.steps_committed, self.k,
                                    self.on_stale)
             if decision is not Admission.ADMIT:
-                self.s.dropped_batches += 1
+                self.session.dropped_batches += 1
                 self.dropped_since_row.append(batch)
-                self.s.log(f"dropped a batch of policy version {batch.oldest_policy_version} at "
-                           f"trainer version {self.s.steps_committed} (max_lag {self.k})")
+                self.session.log(f"dropped a batch of policy version {batch.oldest_policy_version} at "
+                           f"trainer version {self.session.steps_committed} (max_lag {self.k})")
                 continue
-            self.s.books.update_pool(batch.rollouts)
-            ref = self.s.trainer.train.remote(list(batch.rollouts))
+            self.run_state.update_pool(batch.rollouts)
+            ref = self.session.trainer.train.remote(list(batch.rollouts))
             self.training.append((ref, batch))
-            self.s.steps_committed += 1
+            self.session.steps_committed += 1
 
     def run(self) -> None:
         import ray
 
-        while self.s.books.step < self.s.config.max_steps or self.training:
+        while self.run_state.step < self.session.config.max_steps or self.training:
             for index in self.generator_slots():
                 if self.retry:
                     self.dispatch(index, self.retry.popleft())
@@ -215,15 +216,15 @@ class _AsyncLoop:
                     self.dispatch(index)
             self.feed_trainer()
             waiting = [*self.generating, *self.probing, *[ref for ref, _ in self.training],
-                       *self.s.pending_refs()]
+                       *self.session.pending_refs()]
             if not waiting:
                 break  # nothing left to generate or train: the pool ran dry
             done, _ = ray.wait(waiting, num_returns=1)
             self.handle(done[0])
-            self.emit(self.s.flush())
-        self.emit(self.s.flush(block=True))
-        if self.s.books.step < self.s.config.max_steps:
-            self.s.log(f"stopped at step {self.s.books.step}: every training prompt left the pool")
+            self.emit(self.session.flush())
+        self.emit(self.session.flush(block=True))
+        if self.run_state.step < self.session.config.max_steps:
+            self.session.log(f"stopped at step {self.run_state.step}: every training prompt left the pool")
 
     def drain(self) -> None:
         """Book the optimiser steps already queued on the trainer (after an interrupt)."""
@@ -231,39 +232,39 @@ class _AsyncLoop:
 
         while self.training:
             train_ref, batch = self.training.popleft()
-            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row)
+            self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row)
             self.dropped_since_row = []
-        self.s.flush(block=True)
+        self.session.flush(block=True)
 
     def emit(self, rows: list[dict]) -> None:
         if self.on_row is not None:
             for row in rows:
-                self.on_row(row, self.s)
+                self.on_row(row, self.session)
 
     def handle(self, ref) -> None:
         import ray
 
         if ref in self.probing:
             index = self.probing.pop(ref)
-            if self.s.probe_result(index, ref) is None:
-                self.probing[self.s.probe(index)] = index
+            if self.session.probe_result(index, ref) is None:
+                self.probing[self.session.probe(index)] = index
             return
         if ref in self.generating:
             index, request, dispatched_at = self.generating.pop(ref)
             try:
                 batch = ray.get(ref)
             except ray.exceptions.RayActorError as error:
-                self.s.generator_failed(index, error, dispatched_at)
+                self.session.generator_failed(index, error, dispatched_at)
                 self.retry.append(request)
                 if index not in self.probing.values():
-                    self.probing[self.s.probe(index)] = index
+                    self.probing[self.session.probe(index)] = index
                 return
-            self.s.batch_finished(batch, dispatched_at)
+            self.session.batch_finished(batch, dispatched_at)
             self.ready[request.step] = batch
             return
         if self.training and ref == self.training[0][0]:
             train_ref, batch = self.training.popleft()
-            self.s.complete_step(ray.get(train_ref), batch, self.dropped_since_row,
+            self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row,
                                  self.running_since())
             self.dropped_since_row = []
         # otherwise a validation finished: the caller flushes the rows it completes

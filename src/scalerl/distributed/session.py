@@ -1,8 +1,10 @@
 """One pipeline run's actors and driver-side state, shared by the async and off-policy loops.
 
 Creates the weight registry, the trainer actor and the generator actors; books every optimiser
-step like the synchronous trainer (rows, validation, checkpoints, in step order); keeps the
-generator failure accounting. The loops (pipeline.py, offpolicy.py) decide what runs when.
+step in the run's `RunState` (scalerl.train.run_state, the very object the synchronous trainer
+uses: step accounting, schedule, pool, RNG streams, rows, checkpoint state), in step order;
+keeps the generator failure accounting. The loops (pipeline.py, offpolicy.py) decide what runs
+when.
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from scalerl.distributed import run_parts
 from scalerl.distributed.actors import (
     GenerationRequest,
     WorkerClasses,
@@ -22,6 +23,9 @@ from scalerl.distributed.settings import PipelineConfig, actor_gpus
 from scalerl.distributed.staleness import batch_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
+from scalerl.train.flops import ModelShape
+from scalerl.train.run_setup import build_task
+from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
 
 
 class PipelineSession:
@@ -34,14 +38,18 @@ class PipelineSession:
         self.log_lines: list[str] = []
         self._log = log
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.books = run_parts.RunBooks.start(config, self.run_dir, resume=resume)
+        # the driver's RunState keeps the sampling stream on the CPU: it crosses to the actors
+        self.run_state = RunState.open(config, self.run_dir, resume=resume,
+                                       num_train_prompts=len(build_task(config).train))
+        resume_checkpoint = self.run_state.resumed_from
         self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
         trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
         trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus,
                                      num_gpus=trainer_gpus)
         self.trainer = trainer_class.remote(config, self.registry,
                                             torch_threads=pipeline.torch_threads,
-                                            resume_checkpoint=self.books.trainer_resume_state(),
+                                            resume_checkpoint=None if resume_checkpoint is None
+                                            else str(resume_checkpoint),
                                             **workers.trainer_kwargs)
         generator_class = remote_class(workers.generator, num_cpus=pipeline.generator_cpus,
                                        num_gpus=generator_gpus,
@@ -59,13 +67,14 @@ class PipelineSession:
         self.death_seen_at = [float("-inf")] * len(self.generators)
         self.generator_busy = BusyLedger(len(self.generators))
         self.trainer_busy = BusyLedger(1)
-        self.steps_committed = self.books.step  # optimiser steps handed to the trainer
-        self.published_version = self.books.step  # newest version a train result reported
+        self.steps_committed = self.run_state.step  # optimiser steps handed to the trainer
+        self.published_version = self.run_state.step  # newest version a train result reported
         self.dropped_batches = 0
         self.window_start = time.time()
-        self._model_shape = None
-        self.pending: collections.deque = collections.deque()  # [row, validation ref, ckpt state]
+        self._model_shape: ModelShape | None = None
+        self.pending: collections.deque = collections.deque()  # [row, validation ref, snapshot]
         self.validation_seconds = 0.0
+        self.last_row_time = time.perf_counter()
 
     def busy_generators(self) -> list[int]:
         """Indices of the generators still working on a batch right now (tests, progress)."""
@@ -136,16 +145,14 @@ class PipelineSession:
     def request(self, step: int, prompt_indices, *, in_flight: bool) -> GenerationRequest:
         """A request for the next batch; continues the run's sampling stream when it is free."""
         return GenerationRequest(step=step, prompt_indices=tuple(prompt_indices),
-                                 seed=run_parts.generation_seed(self.config, step),
+                                 seed=generation_seed(self.config, step),
                                  min_version=self.published_version, in_flight=in_flight,
-                                 rng_state=self.books.take_chained_rng_state())
+                                 rng_state=self.run_state.take_rng_state())
 
     def batch_finished(self, batch, dispatched_at: float) -> None:
+        """A request came back: its busy time, and the sampling stream if it held it."""
         self.generator_busy.add(max(dispatched_at, batch.started_at), batch.finished_at)
-        if batch.rng_state_after is not None:
-            self.books.chain_rng_state(batch.rng_state_after)
-        else:
-            self.books.in_flight -= 1
+        self.run_state.return_rng_state(batch.rng_state_after)
 
     def complete_step(self, result, batch, dropped=(), running_since=()) -> None:
         """Book one optimiser step like the synchronous trainer, plus the pipeline columns.
@@ -163,20 +170,25 @@ class PipelineSession:
         lag = batch_lag_stats(versions or [[batch.start_version]], result.version - 1)
         extras = pipeline_columns(lag, generator_idle, trainer_idle,
                                   result.publish_seconds + batch.weight_sync_seconds)
-        row = self.books.step_row(result.version, batch.rollouts, result.stats, extras,
-                                  model_shape=self.model_shape(),
-                                  dropped=[b.rollouts for b in dropped],
-                                  excluded_seconds=self.validation_seconds)
+        # the step's wall time runs from the previous row, minus the validations run meanwhile
+        # (the synchronous trainer does not count evaluation as training time either)
+        clock = time.perf_counter()
+        wall_seconds = max(0.0, clock - self.last_row_time - self.validation_seconds)
+        self.last_row_time = clock
         self.validation_seconds = 0.0
-        due = self.books.validation_due(row["step"])
+        row = self.run_state.book_step(result.version, batch.rollouts, result.stats,
+                                       shape=self.model_shape(), wall_seconds=wall_seconds,
+                                       dropped=[b.rollouts for b in dropped])
+        row.update(extras)
+        due = self.run_state.validation_due(row["step"])
         # the run state of a checkpoint is taken now, before later batches are dispatched, so a
         # resumed k = 0 run samples exactly what the uninterrupted one does
-        state = self.books.driver_state() if self.books.checkpoint_due(row["step"]) else None
-        self.pending.append([row, self.trainer.validate.remote() if due else None, state])
+        snapshot = self.run_state.snapshot() if self.run_state.checkpoint_due(row["step"]) else None
+        self.pending.append([row, self.trainer.validate.remote() if due else None, snapshot])
 
     def checkpoint_pending(self) -> bool:
         """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
-        return any(state is not None for _, _, state in self.pending)
+        return any(snapshot is not None for _, _, snapshot in self.pending)
 
     def pending_refs(self) -> list:
         return [ref for _, ref, _ in self.pending if ref is not None]
@@ -191,7 +203,7 @@ class PipelineSession:
 
         written = []
         while self.pending:
-            row, ref, state = self.pending[0]
+            row, ref, snapshot = self.pending[0]
             if ref is not None:
                 if not block and not ray.wait([ref], timeout=0)[0]:
                     break
@@ -200,34 +212,33 @@ class PipelineSession:
                 self.validation_seconds += finished - started
                 row["val_pass_rate"] = pass_rate
             self.pending.popleft()
-            self.books.append(row)
-            if state is not None:
-                self.checkpoint(state, step=row["step"])
+            self.run_state.append(row)
+            if snapshot is not None:
+                self.checkpoint(snapshot)
             written.append(row)
         return written
 
     def initial_validation(self) -> None:
         """Step 0's row (R0), as the synchronous trainer writes it."""
-        self.pending.append([self.books.initial_row(), self.trainer.validate.remote(), None])
+        self.pending.append([self.run_state.initial_row(), self.trainer.validate.remote(), None])
         self.flush(block=True)
 
     def start_clock(self) -> None:
         """Training time starts now: Ray and actor start-up and step 0's validation are not
         training compute (the synchronous trainer's clock also starts with its first step)."""
         self.validation_seconds = 0.0
-        self.books.last_row_time = time.perf_counter()
+        self.last_row_time = time.perf_counter()
         self.window_start = time.time()
 
-    def checkpoint(self, state: dict | None = None, step: int | None = None) -> None:
-        """The synchronous trainer's checkpoint of the last booked step (the trainer holds its
-        weights: no later step was handed to it). `state`: the driver's run state to save."""
+    def checkpoint(self, snapshot: RunSnapshot | None = None) -> None:
+        """The synchronous trainer's checkpoint of `snapshot` (default: the last booked step; the
+        trainer holds that step's weights: no later step was handed to it)."""
         import ray
 
-        state = self.books.driver_state() if state is None else state
-        step = self.books.step if step is None else step
-        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), step, state))
+        snapshot = self.run_state.snapshot() if snapshot is None else snapshot
+        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), snapshot))
 
-    def model_shape(self):
+    def model_shape(self) -> ModelShape:
         import ray
 
         if self._model_shape is None:
@@ -247,7 +258,7 @@ class PipelineSession:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - an actor that is already gone is fine
                 pass
-        self.books.close()
+        self.run_state.close()
 
 
 def _check_started(actor, role: str) -> None:

@@ -174,25 +174,35 @@ def prune_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
 def load_checkpoint(
     path: str | os.PathLike,
     *,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    torch_generators: Mapping[str, torch.Generator],
-    numpy_rng: np.random.Generator,
+    model: torch.nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    torch_generators: Mapping[str, torch.Generator] | None = None,
+    numpy_rng: np.random.Generator | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """Restore everything saved by `save_checkpoint` in place; return (step, caller's state)."""
+    """Restore in place the parts given of what `save_checkpoint` wrote; return (step, caller's state).
+
+    The one way a checkpoint is read. A process that holds the trainer's tensors passes
+    `model`, `optimizer`, `scheduler` (it also gets the global torch CPU RNG back); the run's
+    bookkeeping passes `torch_generators` and `numpy_rng`. The synchronous trainer passes all
+    of them; the pipeline's trainer actor and driver each pass their own part.
+    """
     path = Path(path)
     try:
         run_state = json.loads(training_file(path, _STATE_FILE).read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise InputError(f"checkpoint {path} is unreadable: {error}") from None
-    load_weights_into(model, path)
-    optimizer_tensors = load_file(str(training_file(path, "optimizer.safetensors")))
-    optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
-    scheduler.load_state_dict(run_state["scheduler"])
     rng = load_file(str(training_file(path, "rng.safetensors")))
-    torch.set_rng_state(rng["global_cpu"])
-    for name, generator in torch_generators.items():
+    if model is not None:
+        load_weights_into(model, path)
+        torch.set_rng_state(rng["global_cpu"])
+    if optimizer is not None:
+        optimizer_tensors = load_file(str(training_file(path, "optimizer.safetensors")))
+        optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
+    if scheduler is not None:
+        scheduler.load_state_dict(run_state["scheduler"])
+    for name, generator in (torch_generators or {}).items():
         generator.set_state(rng[f"generator/{name}"])
-    numpy_rng.bit_generator.state = run_state["numpy_rng"]
+    if numpy_rng is not None:
+        numpy_rng.bit_generator.state = run_state["numpy_rng"]
     return int(run_state["step"]), run_state["run"]

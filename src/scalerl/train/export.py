@@ -52,7 +52,7 @@ def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> Non
     """Older flat checkpoints: build the run's policy, load the weights, save_pretrained."""
     from scalerl.models.hf_folder import write_model_folder
     from scalerl.train.config import load_config
-    from scalerl.train.trainer import fresh_policy
+    from scalerl.train.run_setup import fresh_policy
 
     model, tokenizer = fresh_policy(load_config(run_dir))
     load_weights_into(model, checkpoint)

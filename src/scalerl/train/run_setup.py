@@ -1,0 +1,142 @@
+"""What a run is built from, shared by the synchronous trainer and the pipeline's actors.
+
+The task, the starting policy (warm start cached), the optimiser and LR schedule, the run
+directory's checks, one step's generation with the task's rewards, and the rewards the policy
+is trained on. The pipeline with max_lag = 0 reproduces the synchronous run because both call
+these very functions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from scalerl.errors import ConfigError
+from scalerl.models.chat import chat_renderer
+from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
+from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.tasks.arithmetic import Task
+from scalerl.tasks.loading import load_task
+from scalerl.tasks.rollout import Rollout
+from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config, save_config
+from scalerl.train.generation import generate_rollouts
+from scalerl.train.train_step import build_optimizer, build_scheduler
+from scalerl.train.validation import length_control, sampling_settings
+
+# Keys a resume may change: they say how long to run and where to log, not what is computed.
+RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
+
+
+def check_paths(config: TrainConfig) -> None:
+    """model.path and task.name must be 'builtin' or exist (checked before a run starts)."""
+    model_path = config.model.path
+    if model_path != BUILTIN_MODEL and not (Path(model_path) / "config.json").is_file():
+        raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
+                          "model directory (no config.json)")
+    task_name = config.task.name
+    if task_name != "builtin" and not Path(task_name).is_file():
+        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+    if config.wandb:
+        from scalerl.train.wandb_log import require_wandb
+
+        require_wandb()
+
+
+def build_task(config: TrainConfig) -> Task:
+    """The built-in arithmetic task at the configured difficulty, or a JSONL task.
+
+    The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
+    evaluation uses must not change the training prompts or the warm-start cache key."""
+    return load_task(config.task, render_chat=chat_renderer(config.model.path))
+
+
+def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
+    """Shape of the built-in model; positions cover the prompt plus max_new_tokens."""
+    model = config.model
+    return TinyModelSpec(num_layers=model.num_layers, hidden_size=model.hidden_size,
+                         num_heads=model.num_heads, intermediate_size=3 * model.hidden_size,
+                         max_positions=max(256, config.sampling.max_new_tokens + 128))
+
+
+def fresh_policy(config: TrainConfig) -> tuple[torch.nn.Module, Any]:
+    """(model, tokenizer) as loaded from model.path, or a freshly initialised built-in model
+    (initial weights from model.init_seed, shared by every RL seed)."""
+    return load_policy(config.model.path, dtype=config.dtype, device=config.device,
+                       tiny_spec=tiny_model_spec(config), seed=config.model.init_seed)
+
+
+def build_policy(config: TrainConfig, task: Task) -> tuple[torch.nn.Module, Any]:
+    """The starting policy: the built-in model is warm-started (cached on disk) on worked examples
+    until a quick probe reaches model.warmstart_stop_pass_rate; a local model is used as is."""
+    model, tokenizer = fresh_policy(config)
+    if config.model.path != BUILTIN_MODEL or config.model.warmstart_steps == 0:
+        return model, tokenizer
+    from scalerl.train.warmstart_config import warm_start_for_config
+
+    model, tokenizer, _ = warm_start_for_config(config, model, tokenizer, task)
+    return model, tokenizer
+
+
+def starting_policy(config: TrainConfig, task: Task, *, resuming: bool) -> tuple[torch.nn.Module, Any]:
+    """The policy a run starts from: warm-started when fresh; when resuming, the bare architecture
+    (its weights come from the checkpoint)."""
+    return fresh_policy(config) if resuming else build_policy(config, task)
+
+
+def build_optimisation(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
+    """(AdamW, warm-up LR schedule) of the run's optimiser settings."""
+    optimizer = build_optimizer(model, config.optim)
+    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
+
+
+def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
+    saved = load_config(run_dir)
+    changed = [key for key, value in config.to_dict().items()
+               if key not in RESUMABLE_CHANGES and saved.to_dict()[key] != value]
+    if changed:
+        raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
+                          "only max_steps may change (and tensorboard, wandb*, forecast.*)")
+
+
+def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
+    """Check the run directory suits a fresh run or a resume; write config.json."""
+    has_run = (run_dir / CONFIG_FILE_NAME).exists()
+    if resume and not has_run:
+        raise ConfigError(f"--resume: no run to resume in {run_dir} (no {CONFIG_FILE_NAME})")
+    if resume:
+        _check_resumable(config, run_dir)
+    elif has_run:
+        raise ConfigError(f"{run_dir} already holds a run; pass --resume or choose another --out")
+    save_config(config, run_dir)
+
+
+def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
+    """The verifier's reward of each rollout (the length penalty is added at training)."""
+    examples = task.train
+    return [r.with_reward(task.reward(r.completion_text, examples[r.prompt_index])) for r in rollouts]
+
+
+def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
+                  prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
+                  weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
+    """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
+    indices = [int(i) for i in prompt_indices]
+    rollouts = generate_rollouts(
+        model, tokenizer, [task.train[i].prompt for i in indices], indices,
+        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
+        length_control=length_control(config), torch_generator=torch_generator,
+        policy_version=policy_version, weight_update_hook=weight_update_hook)
+    return score_rollouts(task, rollouts)
+
+
+def training_rewards(rollouts: list[Rollout], config: TrainConfig) -> list[Rollout]:
+    """Rewards the policy is trained on: the verifier's, plus DAPO's overlong penalty in
+    "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
+    if config.sampling.length_control != "penalty":
+        return rollouts
+    penalties = overlong_length_penalty([r.num_completion_tokens for r in rollouts],
+                                        config.sampling.max_new_tokens,
+                                        config.sampling.penalty_cache_tokens).tolist()
+    return [r.with_reward(r.reward + p) for r, p in zip(rollouts, penalties)]

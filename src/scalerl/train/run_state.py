@@ -1,0 +1,267 @@
+"""The state of one training run, in one place, for the synchronous trainer and the pipeline.
+
+`RunState` owns what decides what a run computes and what it has computed beside the trainer's
+tensors: the step, the cumulative compute counters, the no-positive-resampling prompt pool, the
+prompt RNG (numpy) and the sampling RNG (one torch stream), the validation/checkpoint schedule,
+the metrics rows (and the live forecast of each validation row) and the checkpoint's run state.
+The synchronous trainer (scalerl.train.trainer) holds one next to its model; the pipeline's
+driver (scalerl.distributed.session) holds one while its actors hold the model; both go through
+the same methods, so the pipeline with max_lag = 0 reproduces the synchronous run and a pipeline
+checkpoint is a synchronous checkpoint.
+
+A checkpoint is the trainer's tensors (weights, optimiser, LR schedule) plus a `RunSnapshot`,
+written by `save_run_checkpoint` (scalerl.train.checkpoint's format) wherever the tensors live.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget
+from scalerl.report.live_plot import write_live_plot
+from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
+from scalerl.tasks.rollout import Rollout
+from scalerl.train import flops
+from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.config import TrainConfig
+from scalerl.train.metrics_log import MetricsLog, truncate_after_step
+from scalerl.train.run_setup import prepare_run_dir
+from scalerl.train.train_step import StepStats
+
+ROLLOUT_GENERATOR = "rollout"  # the checkpoint's name for the run's sampling stream
+
+
+@dataclass
+class Counters:
+    """Cumulative compute of the run (the x axes of the compute-performance curve)."""
+
+    samples: int = 0
+    tokens_generated: int = 0
+    tokens_trained: int = 0
+    flops: float = 0.0
+    device_hours: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """The run state a checkpoint saves beside the trainer's tensors, taken at one step.
+
+    `rollout_rng`: the sampling stream's state (a torch generator state on `rng_device`);
+    `numpy_rng`: the prompt RNG's bit-generator state; `run`: pool, counters, last_val_pass_rate.
+    """
+
+    step: int
+    rollout_rng: torch.Tensor
+    rng_device: str
+    numpy_rng: dict[str, Any]
+    run: dict[str, Any]
+
+
+class RunState:
+    """Step accounting, schedule, prompt pool, RNG streams and metrics rows of one run."""
+
+    def __init__(self, config: TrainConfig, run_dir: str | Path, *, num_train_prompts: int,
+                 rng_device: str = "cpu") -> None:
+        self.config, self.run_dir = config, Path(run_dir)
+        self.pool = PromptPool(num_train_prompts, threshold=config.rl.npr_threshold, enabled=config.rl.npr)
+        self.numpy_rng = np.random.default_rng(config.seed)
+        self.rng_device = str(rng_device)
+        self.rollout_generator = torch.Generator(device=self.rng_device).manual_seed(config.seed)
+        self.counters = Counters()
+        self.step = 0
+        self.last_val_pass_rate: float | None = None
+        self.val_curve: list[tuple[float, float]] = []  # (flops, val_pass_rate) for the live forecast
+        self.rows: list[dict[str, Any]] = []
+        self.resumed_from: Path | None = None
+        self._rng_out = 0  # requests handed out since the stream was last given back
+        self.log = MetricsLog.for_config(self.run_dir, config)
+
+    @classmethod
+    def open(cls, config: TrainConfig, run_dir: str | Path, *, resume: bool, num_train_prompts: int,
+             rng_device: str = "cpu") -> RunState:
+        """Check and prepare `run_dir` (config.json), then a fresh state, or on resume the state of
+        its last checkpoint with the metrics rows written after it dropped."""
+        run_dir = Path(run_dir)
+        prepare_run_dir(config, run_dir, resume)
+        state = cls(config, run_dir, num_train_prompts=num_train_prompts, rng_device=rng_device)
+        checkpoint = latest_checkpoint(run_dir) if resume else None
+        if checkpoint is not None:
+            state._restore(checkpoint)
+        truncate_after_step(state.log.path, state.step if checkpoint is not None else -1)
+        if checkpoint is not None:
+            state.val_curve = [(float(row["flops"]), float(row["val_pass_rate"])) for row in state.log.rows()
+                               if row.get("val_pass_rate") is not None]
+        return state
+
+    def _restore(self, checkpoint: Path) -> None:
+        step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: self.rollout_generator},
+                                    numpy_rng=self.numpy_rng)
+        self.step = step
+        self.pool = PromptPool.from_state_dict(run["pool"])
+        self.counters = Counters(**run["counters"])
+        self.last_val_pass_rate = run.get("last_val_pass_rate")
+        self.resumed_from = checkpoint
+
+    # ------------------------------------------------------------------ prompts and RNG streams
+
+    def sample_prompts(self, num_prompts: int | None = None) -> list[int]:
+        """The next step's prompt indices from the pool (prompts_per_step by default)."""
+        return self.pool.sample(num_prompts or self.config.sampling.prompts_per_step, self.numpy_rng)
+
+    def update_pool(self, rollouts: Sequence[Rollout]) -> None:
+        """Retire the prompts whose pass rate reached the no-positive-resampling threshold."""
+        self.pool.update_many(pass_rates_by_prompt([r.prompt_index for r in rollouts],
+                                                   [r.reward for r in rollouts]))
+
+    def take_rng_state(self) -> torch.Tensor | None:
+        """The sampling stream's state for the next request, or None while another request holds
+        it (that request's generator then seeds itself with `generation_seed`)."""
+        state = self.rollout_generator.get_state() if self._rng_out == 0 else None
+        self._rng_out += 1
+        return state
+
+    def return_rng_state(self, state: torch.Tensor | None) -> None:
+        """A request finished; `state`: its generator's state after it (None: it did not hold the stream)."""
+        self._rng_out -= 1
+        if state is not None:
+            self.rollout_generator.set_state(state)
+
+    # ------------------------------------------------------------------ schedule
+
+    def finished(self) -> bool:
+        """max_steps reached, or every training prompt left the pool."""
+        return self.step >= self.config.max_steps or self.pool.active_count == 0
+
+    def _last(self, step: int) -> bool:
+        return step == self.config.max_steps or self.pool.active_count == 0
+
+    def validation_due(self, step: int) -> bool:
+        """Validate at step 0 (R0), every eval_every steps and at the last step."""
+        return step == 0 or step % self.config.eval_every == 0 or self._last(step)
+
+    def checkpoint_due(self, step: int) -> bool:
+        """Checkpoint every checkpoint_every steps and at the last step."""
+        return step > 0 and (step % self.config.checkpoint_every == 0 or self._last(step))
+
+    # ------------------------------------------------------------------ accounting and rows
+
+    def book_step(self, step: int, rollouts: Sequence[Rollout], stats: StepStats, *, shape: flops.ModelShape,
+                  wall_seconds: float, dropped: Sequence[Sequence[Rollout]] = ()) -> dict[str, Any]:
+        """Step `step` is done: add its compute (and the generation of `dropped` batches, generated
+        but never trained on) to the counters; return its metrics row (not yet appended)."""
+        self.step = int(step)
+        rollouts = list(rollouts)
+        self._book_generation(shape, rollouts)
+        self.counters.tokens_trained += stats.tokens_trained
+        self.counters.flops += flops.training_flops(shape, stats.tokens_trained, stats.trained_context_sum)
+        self.counters.device_hours += flops.device_hours(wall_seconds, self.config.num_devices)
+        for batch in dropped:
+            self._book_generation(shape, batch)
+        return self._train_row(rollouts, stats)
+
+    def _book_generation(self, shape: flops.ModelShape, rollouts: Sequence[Rollout]) -> None:
+        generated = sum(r.num_completion_tokens for r in rollouts)
+        context = sum(flops.context_token_sum(len(r.prompt_token_ids), r.num_completion_tokens)
+                      for r in rollouts)
+        self.counters.samples += len(rollouts)
+        self.counters.tokens_generated += generated
+        self.counters.flops += flops.generation_flops(shape, generated, context)
+
+    def _train_row(self, rollouts: list[Rollout], stats: StepStats) -> dict[str, Any]:
+        """The metrics row of one step (issue 5 columns first, then diagnostics)."""
+        passed = [r.reward > 0 for r in rollouts]
+        return {
+            "step": self.step, **dataclasses.asdict(self.counters),
+            "train_reward": float(np.mean([r.reward for r in rollouts])),
+            "kept_prompts": stats.kept_prompts, "pool_size": self.pool.active_count,
+            "mean_length": float(np.mean([r.num_completion_tokens for r in rollouts])),
+            "truncation_rate": float(np.mean([r.truncated for r in rollouts])),
+            "entropy": stats.entropy, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
+            "train_pass_rate": float(np.mean(passed)),
+            "interruption_rate": float(np.mean([r.interrupted for r in rollouts])),
+            "mean_ratio": stats.mean_ratio, "clipped_fraction": stats.clipped_fraction,
+        }
+
+    def initial_row(self) -> dict[str, Any]:
+        """Step 0's row (its validation gives R0)."""
+        return {"step": 0, **dataclasses.asdict(self.counters), "pool_size": self.pool.active_count}
+
+    def append(self, row: dict[str, Any]) -> LiveForecast | None:
+        """Write one row. A validation row first gets the live forecast (forecast.enabled) of the
+        validation curve so far; that forecast is returned."""
+        forecast = None
+        if row.get("val_pass_rate") is not None:
+            self.last_val_pass_rate = row["val_pass_rate"]
+            self.val_curve.append((float(row["flops"]), float(row["val_pass_rate"])))
+            if self.config.forecast.enabled:
+                forecast = add_live_forecast(self.config, self.run_dir, self.val_curve, row, row["step"])
+        self.log.append(row)
+        self.rows.append(row)
+        return forecast
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def snapshot(self) -> RunSnapshot:
+        """The run state a checkpoint of the current step saves."""
+        return RunSnapshot(
+            step=self.step, rollout_rng=self.rollout_generator.get_state(), rng_device=self.rng_device,
+            numpy_rng=self.numpy_rng.bit_generator.state,
+            run={"pool": self.pool.state_dict(), "counters": dataclasses.asdict(self.counters),
+                 "last_val_pass_rate": self.last_val_pass_rate})
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def generation_seed(config: TrainConfig, step: int) -> int:
+    """Seed of step `step`'s sampling generator when the run's stream is held by another request
+    (several generators in parallel): a fixed function of (run seed, step)."""
+    return int(np.random.SeedSequence([int(config.seed), int(step)]).generate_state(1)[0])
+
+
+def save_run_checkpoint(run_dir: str | Path, snapshot: RunSnapshot, *, model: torch.nn.Module,
+                        optimizer: torch.optim.Optimizer, scheduler: Any, keep: int,
+                        tokenizer: Any = None) -> Path:
+    """Checkpoint `snapshot.step`: the trainer's tensors plus the run state (checkpoint.py's format;
+    with `tokenizer` the checkpoint folder loads on its own as a Hugging Face model)."""
+    generator = torch.Generator(device=snapshot.rng_device)
+    generator.set_state(snapshot.rollout_rng)
+    numpy_rng = np.random.default_rng(0)
+    numpy_rng.bit_generator.state = snapshot.numpy_rng
+    return save_checkpoint(run_dir, snapshot.step, model=model, optimizer=optimizer, scheduler=scheduler,
+                           torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
+                           state=snapshot.run, keep=keep, tokenizer=tokenizer)
+
+
+def restore_training(checkpoint: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     scheduler: Any) -> int:
+    """Load a checkpoint's weights, optimiser and LR schedule (and the global torch RNG) in place;
+    its step. The run state is `RunState.open`'s to restore."""
+    step, _ = load_checkpoint(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler)
+    return step
+
+
+def forecast_budget(config: TrainConfig, flops_so_far: float, step: int) -> float:
+    """forecast.budget_flops, or (when 0) the FLOPs at max_steps projected from the rate so far."""
+    if config.forecast.budget_flops > 0:
+        return config.forecast.budget_flops
+    return projected_budget(flops_so_far, step, config.max_steps)
+
+
+def add_live_forecast(config: TrainConfig, run_dir: Path, val_curve: Sequence[tuple[float, float]],
+                      row: dict[str, Any], step: int) -> LiveForecast | None:
+    """Refit on the validation curve so far; add the forecast keys to `row` and redraw the live
+    plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live)."""
+    flops_axis, pass_rates = zip(*val_curve)
+    forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(config, row["flops"], step),
+                             n_bootstrap=config.forecast.n_bootstrap)
+    if forecast is not None:
+        row.update(forecast.row())
+        write_live_plot(forecast, flops_axis, pass_rates, Path(run_dir) / LIVE_PLOT_NAME)
+    return forecast
