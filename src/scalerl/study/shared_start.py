@@ -25,7 +25,7 @@ def shared_warm_start(config: TrainConfig) -> dict | None:
 
     if config.model.path != BUILTIN_MODEL or config.model.warmstart_steps == 0:
         return None
-    from scalerl.train.trainer import build_task, fresh_policy
+    from scalerl.train.run_setup import build_task, fresh_policy
     from scalerl.train.warmstart_config import warm_start_for_config
 
     model, tokenizer = fresh_policy(config)
