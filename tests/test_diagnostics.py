@@ -135,3 +135,41 @@ def test_three_point_step_is_not_a_confident_ceiling():
 
     fit = fit_sigmoid([0, 1280, 2560, 3840], [0.164, 0.289, 0.391, 0.375], n_bootstrap=40)
     assert not fit.ceiling_identified
+
+
+ERRATIC_FALL = np.array([0.51, 0.52, 0.54, 0.55, 0.56, 0.56, 0.55, 0.42, 0.50, 0.31, 0.38, 0.17, 0.25, 0.09])
+
+
+def test_noisy_rise_then_fall_is_a_collapse_dated_at_its_first_step_down():
+    # Issue 15: rose 0.51 -> 0.56, then fell erratically to 0.09; it was reported as a flat run.
+    compute = np.arange(ERRATIC_FALL.size) * 100.0
+    report = detect_collapse(compute, ERRATIC_FALL)
+    assert report is not None and report.onset_index == 7
+    fit = fit_sigmoid(compute, ERRATIC_FALL, n_bootstrap=30)
+    assert fit.compute.max() == 600.0 and any(w.startswith("collapse") for w in fit.warnings)
+
+
+def test_fall_with_nothing_to_fit_before_it_is_named_a_collapse_not_a_flat_run():
+    reward = np.array([0.51, 0.51, 0.51, 0.51, 0.51, 0.51, 0.30, 0.35, 0.10, 0.20, 0.05, 0.12])
+    with pytest.raises(FitError, match="^collapse.*too little rise before it"):
+        fit_sigmoid(np.arange(reward.size) * 1.0, reward, n_bootstrap=30)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noisy_flat_run_is_flat_not_a_collapse(seed):
+    reward = np.clip(0.3 + np.random.default_rng(seed).normal(0.0, 0.03, 30), 0.0, 1.0)
+    assert detect_collapse(np.arange(30.0), reward) is None
+    with pytest.raises(FitError, match="^flat run"):
+        fit_sigmoid(np.arange(30.0), reward, n_bootstrap=30)
+
+
+def test_erratic_falls_after_a_small_rise_are_collapses():
+    rng = np.random.default_rng(5)
+    fired = 0
+    for _ in range(100):
+        n_rise, n_fall = rng.integers(5, 12), rng.integers(4, 10)
+        rise = np.linspace(0.5, 0.5 + rng.uniform(0.04, 0.1), n_rise) + rng.normal(0.0, 0.01, n_rise)
+        fall = np.linspace(rise[-1], rng.uniform(0.05, 0.3), n_fall) + rng.normal(0.0, 0.08, n_fall)
+        reward = np.clip(np.concatenate([rise, fall]), 0.0, 1.0)
+        fired += detect_collapse(np.arange(reward.size) * 1.0, reward) is not None
+    assert fired >= 95

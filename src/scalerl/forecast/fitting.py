@@ -125,6 +125,21 @@ def _require_points(n_points, n_params, collapse_cut):
         )
 
 
+def _check_learning_before(fit_reward, r0, noise_sd, collapse_cut):
+    """check_learning on the fitted points; when they end at a collapse, a FitError that says so.
+
+    A run that rose a little and then fell is a collapse, not a flat run: the rise before the
+    fall may be too small to fit, but the error must name the collapse (issue: a run rising
+    0.51 -> 0.56 and falling erratically to 0.09 was called "flat").
+    """
+    try:
+        check_learning(fit_reward, r0, noise_sd)
+    except FitError as error:
+        if collapse_cut is None:
+            raise
+        raise FitError(f"{collapse_cut.message()}; too little rise before it to fit ({error})") from error
+
+
 def build_problem(fit_compute, fit_reward, r0, reward_range, loss, f_scale, fixed_a):
     """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
     compute_ref = float(fit_compute.max())
@@ -202,7 +217,7 @@ def fit_sigmoid(
     noise_sd = residual_noise_sd(residuals(theta_hat, problem), n_params, noise_floor)
     # Differences overstate the noise on a steep curve sampled sparsely, residuals on a flat one
     # that the sigmoid bends to fit; the smaller is the fair yardstick for "no learning".
-    check_learning(fit_reward, r0, min(diff_noise, noise_sd))
+    _check_learning_before(fit_reward, r0, min(diff_noise, noise_sd), None if fit_through_collapse else collapse)
     if fit_compute.size <= n_params:
         # An exact fit leaves no residuals to measure the noise: the successive differences are the
         # only evidence left, and they err on the wide side, as an under-determined fit should.
