@@ -9,12 +9,14 @@ a note; a bad line anywhere else is an error.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from scalerl.errors import InputError
-from scalerl.forecast.readers.table import LogTable, records_to_columns
+from scalerl.forecast.readers.table import LogTable
 
 RUN_KEYS: tuple[str, ...] = ("run", "run_name", "run_id", "series")
+CHUNK_ROWS = 10_000
 
 
 def read_json_table(text: str, path: Path) -> LogTable:
@@ -22,13 +24,40 @@ def read_json_table(text: str, path: Path) -> LogTable:
     notes: list[str] = []
     stripped = text.lstrip()
     if stripped.startswith("["):
-        numbered = list(enumerate(load_json(stripped, path), start=1))
+        numbered = enumerate(load_json(stripped, path), start=1)
     else:
         numbered = parse_json_lines(text, path, notes)
-    records = [unwrap_record(check_object(record, line, path)) for line, record in numbered]
-    columns = records_to_columns(records)
-    run_column = next((name for name in RUN_KEYS if name in columns), None)
-    return LogTable(columns, notes=notes, run_column=run_column)
+    columns = ColumnBuilder()
+    chunk: list[dict] = []
+    for line, record in numbered:
+        chunk.append(unwrap_record(check_object(record, line, path)))
+        if len(chunk) == CHUNK_ROWS:
+            columns.extend(chunk)
+            chunk = []
+    columns.extend(chunk)
+    run_column = next((name for name in RUN_KEYS if name in columns.columns), None)
+    return LogTable(columns.columns, notes=notes, run_column=run_column)
+
+
+class ColumnBuilder:
+    """Rows added a chunk at a time, kept as columns (a key first seen late is None in earlier rows).
+
+    Memory is one pointer per cell plus the values; no list of every row's dict is kept.
+    """
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {}
+        self.n_rows = 0
+
+    def extend(self, records: list[dict]) -> None:
+        """Append flat rows; `columns` keeps names in the order they were first seen."""
+        for record in records:
+            if not self.columns.keys() >= record.keys():
+                for name in record:
+                    self.columns.setdefault(name, [None] * self.n_rows)
+        for name, column in self.columns.items():
+            column.extend([record.get(name) for record in records])
+        self.n_rows += len(records)
 
 
 def load_json(text: str, path: Path, where: str = ""):
@@ -41,23 +70,43 @@ def load_json(text: str, path: Path, where: str = ""):
         raise InputError(f"{where}{path} is not usable JSON: {str(error).split(';')[0]}") from None
 
 
-def parse_json_lines(text: str, path: Path, notes: list[str]) -> list[tuple[int, object]]:
-    """(line number, value) of each non-blank line; a torn last line is skipped with a note."""
-    lines = text.splitlines()
-    numbered = []
-    for line_number, line in enumerate(lines, start=1):
+def parse_json_lines(text: str, path: Path, notes: list[str]) -> Iterator[tuple[int, object]]:
+    """(line number, value) of each non-blank line; a torn last line is skipped with a note.
+
+    Lines are split a chunk of the text at a time, so no list of every line is held.
+    """
+    parsed_any = False
+    for line_number, line, is_last in numbered_lines(text):
         if not line.strip():
             continue
         try:
-            numbered.append((line_number, json.loads(line)))
+            value = json.loads(line)
         except json.JSONDecodeError as error:
-            if line_number == len(lines) and not text.endswith("\n") and numbered:
+            if is_last and not text.endswith("\n") and parsed_any:
                 notes.append(f"skipped the unfinished last line {line_number} of {path} (a write cut short)")
                 continue
             raise InputError(f"line {line_number} of {path} is not valid JSON: {error.msg}") from None
         except (ValueError, RecursionError) as error:
             raise InputError(f"line {line_number} of {path} is not usable JSON: {str(error).split(';')[0]}") from None
-    return numbered
+        parsed_any = True
+        yield line_number, value
+
+
+def numbered_lines(text: str, chunk_chars: int = 1 << 20) -> Iterator[tuple[int, str, bool]]:
+    """(line number, line, whether it is the last line) as str.splitlines numbers them.
+
+    The text is cut after a newline at least every `chunk_chars` characters; splitlines breaks at
+    \n among others, so cutting there keeps the same lines.
+    """
+    line_number, start = 0, 0
+    while start < len(text):
+        cut = text.find("\n", start + chunk_chars)
+        end = len(text) if cut == -1 else cut + 1
+        lines = text[start:end].splitlines()
+        for index, line in enumerate(lines):
+            line_number += 1
+            yield line_number, line, end == len(text) and index == len(lines) - 1
+        start = end
 
 
 def check_object(record, line_number: int, path: Path) -> dict:
@@ -69,6 +118,8 @@ def check_object(record, line_number: int, path: Path) -> dict:
 
 def unwrap_record(record: dict) -> dict:
     """verl's `{"step": N, "data": {...}}` as one flat row; other records flattened as they are."""
+    if dict not in map(type, record.values()):
+        return record  # already flat (most lines of a long log): no copy
     if set(record) == {"step", "data"} and isinstance(record["data"], dict):
         return {"step": record["step"], **flatten_record(record["data"])}
     return flatten_record(record)

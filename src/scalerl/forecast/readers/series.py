@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.errors import InputError
+from scalerl.forecast.readers.table import Column, cells
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,10 @@ class Segment:
         return f"segment {number}: rows {self.first_row}-{self.last_row}, x {self.low:g}-{self.high:g}"
 
 
-def run_rows(labels: list, run: str | None, run_column: str, source: str) -> np.ndarray:
+def run_rows(column: Column, run: str | None, run_column: str, source: str) -> np.ndarray:
     """Indices of the rows of one run of a long-format file (InputError lists the runs)."""
-    names = [str(label) for label in labels]
+    labels = cells(column)
+    names = [label_text(label) for label in labels]
     distinct = list(dict.fromkeys(name for name, label in zip(names, labels) if label is not None))
     if run is None:
         if len(distinct) > 1:
@@ -47,6 +49,21 @@ def run_rows(labels: list, run: str | None, run_column: str, source: str) -> np.
     return np.flatnonzero([name == run for name in names])
 
 
+def in_order(keys: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
+    """The rows with a key when their keys never go down (the common case, vectorised), else None."""
+    placed = rows[~np.isnan(keys[rows])]
+    if np.all(np.diff(keys[placed]) >= 0):
+        return placed.astype(int)
+    return None
+
+
+def label_text(label) -> str:
+    """A run label as the user types it: a number read as 3.0 is run `3`."""
+    if isinstance(label, float) and label.is_integer():
+        return str(int(label))
+    return str(label)
+
+
 def resolve_order(keys: np.ndarray, rows: np.ndarray, segment: int | None, source: str,
                   key_name: str) -> tuple[np.ndarray, list[str]]:
     """The rows (indices into `keys`) that make one run, and notes on what was dropped.
@@ -55,6 +72,11 @@ def resolve_order(keys: np.ndarray, rows: np.ndarray, segment: int | None, sourc
     A key below the previous one starts a new segment when it is <= the segment's first key
     (a new run appended) and is a resume otherwise: the earlier rows with key >= it are dropped.
     """
+    ordered = in_order(keys, rows)
+    if ordered is not None:
+        if segment not in (None, 1):
+            raise InputError(f"{source} holds one run (no segments); --segment {segment} does not exist")
+        return ordered, []
     notes: list[str] = []
     segments: list[list[int]] = [[]]
     starts: list[float] = []

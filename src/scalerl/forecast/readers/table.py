@@ -10,7 +10,10 @@ import pandas as pd
 
 from scalerl.errors import InputError
 
-RawTable = dict[str, list]
+# A column is a list of cells (None where missing), or, when a reader parsed it as numbers in one
+# go (long CSV files), a float array with NaN where missing.
+Column = list | np.ndarray
+RawTable = dict[str, Column]
 
 
 @dataclass
@@ -39,6 +42,20 @@ def records_to_columns(records: list[dict]) -> RawTable:
     return {name: [record.get(name) for record in records] for name in names}
 
 
+def cells(column: Column) -> list:
+    """A column as a list of cells: a float array's NaN become None."""
+    if isinstance(column, np.ndarray):
+        return [None if value != value else value for value in column.tolist()]
+    return column
+
+
+def has_value(column: Column, rows: np.ndarray) -> bool:
+    """Whether some row of `rows` has a value in `column`."""
+    if isinstance(column, np.ndarray):
+        return bool(np.any(~np.isnan(column[rows])))
+    return any(column[i] is not None for i in rows)
+
+
 def cell_to_float(cell, column: str, row_number: int, source: str) -> float | None:
     """A numeric cell as float, None when missing; InputError for text, booleans, NaN or inf.
 
@@ -62,12 +79,15 @@ def cell_to_float(cell, column: str, row_number: int, source: str) -> float | No
     return value
 
 
-def column_to_floats(cells: list, column: str, source: str) -> np.ndarray:
+def column_to_floats(cells: Column, column: str, source: str) -> np.ndarray:
     """Cells as a float array with NaN where missing; the first bad cell raises as in cell_to_float.
 
     Vectorised (pandas) for the common case of clean numbers; a cell that does not convert is
-    re-read by cell_to_float so the error names its row.
+    re-read by cell_to_float so the error names its row. A float array (NaN = missing) is only
+    checked for infinities (a CSV cell `inf` or `1e400`).
     """
+    if isinstance(cells, np.ndarray):
+        return _checked_float_array(cells, column, source)
     if any(type(cell) is bool for cell in cells):  # noqa: E721 - bool is an int subclass
         _raise_first_bad(cells, column, source)
     try:
@@ -84,6 +104,14 @@ def column_to_floats(cells: list, column: str, source: str) -> np.ndarray:
                 cell_to_float(cell, column, int(index) + 1, source)  # raises for text, nan, inf
                 raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {index + 1} of {source}")
     return values
+
+
+def _checked_float_array(values: np.ndarray, column: str, source: str) -> np.ndarray:
+    infinite = np.flatnonzero(np.isinf(values))
+    if infinite.size:
+        row = int(infinite[0])
+        raise InputError(f"column '{column}' has a non-finite value ({values[row]}) at row {row + 1} of {source}")
+    return np.array(values, dtype=float)
 
 
 def _raise_first_bad(cells: list, column: str, source: str) -> None:
