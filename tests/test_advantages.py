@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl import compute_advantages, get_advantage_normalisation, group_centered_advantages
+from scalerl.rl.advantages import compute_advantages, group_centered_advantages
+from scalerl.rl.registry import get_advantage_normalisation
 
 # Group 0: one pass of four; group 1: two passes of four (rewards +1 / -1).
 REWARDS = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, 1.0, -1.0, -1.0])

@@ -4,12 +4,14 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl import AGGREGATIONS, get_aggregation, prompt_mean, sample_mean, token_mean
+from scalerl.rl.aggregation import prompt_mean, sample_mean, token_mean
+from scalerl.rl.registry import AGGREGATIONS, get_aggregation
 
 # Three sequences: group 7 holds seq 0 (1 token) and seq 1 (3 tokens); group 3 holds seq 2 (2 tokens).
 TOKEN_LOSS = torch.tensor([[4.0, 99.0, 99.0], [1.0, 2.0, 3.0], [10.0, 20.0, 99.0]])
 MASK = torch.tensor([[1, 0, 0], [1, 1, 1], [1, 1, 0]])
 GROUP_IDS = torch.tensor([7, 7, 3])
+_FUNCTIONS = {name: get_aggregation(name) for name in AGGREGATIONS}
 
 
 def test_token_mean_weighs_every_token_equally():
@@ -27,15 +29,15 @@ def test_prompt_mean_averages_tokens_within_groups_then_groups():
 
 
 def test_the_three_aggregations_differ_on_a_ragged_batch_and_agree_on_a_uniform_one():
-    ragged = {name: fn(TOKEN_LOSS, MASK, GROUP_IDS).item() for name, fn in AGGREGATIONS.items()}
+    ragged = {name: fn(TOKEN_LOSS, MASK, GROUP_IDS).item() for name, fn in _FUNCTIONS.items()}
     assert len({round(value, 6) for value in ragged.values()}) == 3
     uniform_mask = torch.ones(3, 3)
-    uniform = {name: fn(TOKEN_LOSS, uniform_mask, torch.tensor([0, 0, 1])).item() for name, fn in AGGREGATIONS.items()}
+    uniform = {name: fn(TOKEN_LOSS, uniform_mask, torch.tensor([0, 0, 1])).item() for name, fn in _FUNCTIONS.items()}
     # Equal lengths and equal group sizes: all three are the plain mean.
     assert uniform["token"] == pytest.approx(uniform["sample"])
     assert uniform["sample"] != pytest.approx(uniform["prompt"])  # groups of 2 and 1 sequences
     equal_groups = {name: fn(TOKEN_LOSS[:2], torch.ones(2, 3), torch.tensor([0, 1])).item()
-                    for name, fn in AGGREGATIONS.items()}
+                    for name, fn in _FUNCTIONS.items()}
     assert len({round(value, 6) for value in equal_groups.values()}) == 1
 
 
@@ -57,7 +59,7 @@ def test_gradients_follow_the_weights_of_each_aggregation():
 
 def test_empty_batch_gives_a_zero_that_backpropagates():
     token_loss = torch.ones(2, 2, requires_grad=True)
-    for name, fn in AGGREGATIONS.items():
+    for name, fn in _FUNCTIONS.items():
         loss = fn(token_loss, torch.zeros(2, 2), torch.tensor([0, 1]))
         loss.backward()
         assert loss.item() == 0.0, name

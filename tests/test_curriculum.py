@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scalerl.errors import ConfigError, InputError, ScaleRLError
-from scalerl.rl import PromptPool, PromptPoolExhaustedError, pass_rates_by_prompt
+from scalerl.rl.curriculum import PromptPool, PromptPoolExhaustedError, pass_rates_by_prompt
 
 
 def test_removes_at_threshold_and_not_below():

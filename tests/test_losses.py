@@ -6,18 +6,11 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl import (
-    LOSSES,
-    cispo,
-    dapo,
-    get_loss,
-    grpo,
-    gspo,
-    importance_ratio_stats,
-    loss_kwargs,
-    masked_mean,
-    token_entropy,
-)
+from scalerl.rl.aggregation import prompt_mean
+from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.losses import cispo, dapo, grpo, gspo
+from scalerl.rl.registry import LOSSES, get_loss, loss_kwargs
+from scalerl.rl.stats import importance_ratio_stats, masked_mean, token_entropy
 
 
 def _inputs(log_ratios, logprob_value=-0.7):
@@ -123,8 +116,8 @@ def test_padding_garbage_never_leaks_into_losses_or_gradients():
     logprobs = torch.tensor([[-0.5, math.nan]], dtype=torch.float64, requires_grad=True)
     generator_logprobs = torch.tensor([[-0.4, -math.inf]], dtype=torch.float64)
     mask = torch.tensor([[True, False]])
-    for name, loss_fn in LOSSES.items():
-        out = loss_fn(logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask)
+    for name in LOSSES:
+        out = get_loss(name)(logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask)
         gradient = _grad(out, logprobs)
         assert torch.isfinite(out.token_loss).all(), name
         assert out.token_loss[0, 1] == 0.0 and gradient[0, 1] == 0.0, name
@@ -135,8 +128,9 @@ def test_registry_resolves_names_and_rejects_unknown_ones():
     assert get_loss("cispo") is cispo and get_loss("gspo") is gspo
     with pytest.raises(ConfigError, match="cispo, dapo, grpo, gspo"):
         get_loss("ppo")
-    assert loss_kwargs("dapo", {"eps_max": 5, "eps_high": 0.3}) == {"eps_low": 0.2, "eps_high": 0.3}
-    assert loss_kwargs("cispo", {"eps_max": 8}) == {"eps_max": 8.0}
+    # values by config key: another loss's keys are ignored, missing ones take the spec's default
+    assert loss_kwargs("dapo", {"cispo_eps_max": 5, "dapo_eps_high": 0.3}) == {"eps_low": 0.2, "eps_high": 0.3}
+    assert loss_kwargs("cispo", {"cispo_eps_max": 8}) == {"eps_max": 8.0}
 
 
 def test_bad_shapes_and_eps_raise_clear_errors():
@@ -174,8 +168,6 @@ def test_importance_ratio_stats():
 def test_one_gradient_step_favours_positive_advantage_sequences(loss_name):
     # A free per-token logit table as the "policy": after one SGD step on the aggregated loss, the
     # tokens of the positive-advantage sequence gain log-probability and the negative ones lose.
-    from scalerl.rl import compute_advantages, prompt_mean
-
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 5, requires_grad=True)
     tokens = torch.tensor([[1, 2, 3], [4, 0, 1]])

@@ -31,6 +31,7 @@ from scalerl.train.run_setup import (
     build_task,
     fresh_policy,
     generate_step,
+    reference_policy,
     score_rollouts,
     starting_policy,
     training_rewards,
@@ -114,6 +115,7 @@ class TrainerWorker:
         self.model, self.tokenizer = starting_policy(config, self.task,
                                                      resuming=resume_checkpoint is not None)
         self.optimizer, self.scheduler = build_optimisation(self.model, config)
+        self.reference = reference_policy(config, self.task)
         self.version = 0
         if resume_checkpoint is not None:
             self.version = restore_training(resume_checkpoint, model=self.model,
@@ -130,7 +132,8 @@ class TrainerWorker:
         """train_step (the synchronous trainer's code), then publish the new version."""
         started_at = time.time()
         stats = train_step(self.model, self.optimizer, self.scheduler,
-                           training_rewards(list(rollouts), self.config), self.config)
+                           training_rewards(list(rollouts), self.config), self.config,
+                           reference=self.reference)
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)
         return TrainResult(stats=stats, version=self.version, publish_seconds=publish_seconds,

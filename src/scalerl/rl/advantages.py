@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from scalerl.errors import ConfigError, InputError
+from scalerl.errors import InputError
+from scalerl.rl.registry import get_advantage_normalisation
 
 DEFAULT_STD_EPS = 1e-6
 
@@ -76,13 +77,6 @@ def no_normalisation(
     return centred.clone()
 
 
-ADVANTAGE_NORMALISATIONS = {
-    "batch": normalise_by_batch_std,
-    "prompt": normalise_by_prompt_std,
-    "none": no_normalisation,
-}
-
-
 def compute_advantages(
     rewards: torch.Tensor,
     group_ids: torch.Tensor,
@@ -91,18 +85,14 @@ def compute_advantages(
     keep_mask: torch.Tensor | None = None,
     eps: float = DEFAULT_STD_EPS,
 ) -> torch.Tensor:
-    """Group-centred advantages normalised by `normalisation` in {"batch", "prompt", "none"}.
+    """Group-centred advantages normalised by `normalisation`, a name of the registry's
+    ADVANTAGE_NORMALISATIONS ("batch", "prompt", "none"; unknown: ConfigError).
 
     With `keep_mask` [N] bool (e.g. from the zero-variance filter), centring and normalisation
     use only the kept sequences (dropped prompts do not dilute the batch std) and dropped
     sequences get A = 0. Returns a float tensor [N] without grad.
     """
-    if normalisation not in ADVANTAGE_NORMALISATIONS:
-        raise ConfigError(
-            f"unknown advantage normalisation {normalisation!r}; "
-            f"choose one of {', '.join(sorted(ADVANTAGE_NORMALISATIONS))}"
-        )
-    normalise = ADVANTAGE_NORMALISATIONS[normalisation]
+    normalise = get_advantage_normalisation(normalisation)
     rewards = rewards.detach()
     if not rewards.is_floating_point():
         rewards = rewards.float()

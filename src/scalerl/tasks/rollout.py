@@ -7,8 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from scalerl.errors import ConfigError, InputError
-
-LENGTH_CONTROL_MODES = ("interrupt", "truncate", "penalty")
+from scalerl.rl.registry import LENGTH_CONTROLS
 
 #: Short interruption phrase for the character-level built-in model (the paper's phrase is
 #: "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>").
@@ -107,9 +106,9 @@ class LengthControl:
     think_end_text: str = "</think>"
 
     def __post_init__(self) -> None:
-        if self.mode not in LENGTH_CONTROL_MODES:
+        if self.mode not in LENGTH_CONTROLS:
             raise ConfigError(
-                f"length control mode must be one of {', '.join(LENGTH_CONTROL_MODES)}, "
+                f"length control mode must be one of {', '.join(LENGTH_CONTROLS)}, "
                 f"got {self.mode!r}"
             )
         if not 1 <= self.thinking_budget_min <= self.thinking_budget_max:

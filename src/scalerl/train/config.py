@@ -25,11 +25,9 @@ from scalerl.checks import require_positive as _require_positive
 from scalerl.errors import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
+from scalerl.rl.registry import LENGTH_CONTROLS, loss_parameters
 
-LOSS_NAMES = ("cispo", "dapo", "grpo", "gspo")
-AGGREGATION_NAMES = ("prompt", "sample", "token")
-ADVANTAGE_NORMS = ("batch", "prompt", "none")
-LENGTH_CONTROL_MODES = ("interrupt", "penalty", "truncate")
+from scalerl.train.rl_config import RLConfig, gather_loss_params, spread_loss_params
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
 
@@ -53,7 +51,7 @@ class SamplingConfig:
             _require_positive(getattr(self, name), f"sampling.{name}")
         _require_positive(self.temperature, "sampling.temperature")
         _require_fraction(self.top_p, "sampling.top_p", open_low=True)
-        _require_choice(self.length_control, "sampling.length_control", LENGTH_CONTROL_MODES)
+        _require_choice(self.length_control, "sampling.length_control", tuple(LENGTH_CONTROLS))
         _require_positive(self.thinking_budget_min, "sampling.thinking_budget_min")
         _require(self.thinking_budget_min <= self.thinking_budget_max,
                  "sampling.thinking_budget_max",
@@ -63,33 +61,6 @@ class SamplingConfig:
         _require(0 < self.penalty_cache_tokens <= self.max_new_tokens,
                  "sampling.penalty_cache_tokens",
                  f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]")
-
-
-@dataclass(frozen=True)
-class RLConfig:
-    """The algorithm: loss and its clipping, aggregation, advantages, filtering, curriculum."""
-
-    loss: str = "cispo"
-    cispo_eps_max: float = 4.0
-    dapo_eps_low: float = 0.2
-    dapo_eps_high: float = 0.28
-    grpo_eps: float = 0.2
-    gspo_eps_low: float = 3e-4
-    gspo_eps_high: float = 4e-4
-    aggregation: str = "prompt"
-    advantage_norm: str = "batch"
-    zero_variance_filter: bool = True
-    npr: bool = True
-    npr_threshold: float = 0.9
-
-    def __post_init__(self) -> None:
-        _require_choice(self.loss, "rl.loss", LOSS_NAMES)
-        for name in ("cispo_eps_max", "dapo_eps_low", "dapo_eps_high", "grpo_eps",
-                     "gspo_eps_low", "gspo_eps_high"):
-            _require_positive(getattr(self, name), f"rl.{name}")
-        _require_choice(self.aggregation, "rl.aggregation", AGGREGATION_NAMES)
-        _require_choice(self.advantage_norm, "rl.advantage_norm", ADVANTAGE_NORMS)
-        _require_fraction(self.npr_threshold, "rl.npr_threshold", open_low=True)
 
 
 @dataclass(frozen=True)
@@ -212,8 +183,10 @@ class TrainConfig:
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        """Plain nested dict (JSON-serialisable); the rl section's loss parameters are keys of it."""
+        values = dataclasses.asdict(self)
+        values["rl"] = self.rl.to_dict()
+        return values
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
@@ -236,7 +209,10 @@ _SECTION_TYPES: dict[str, type] = {
 
 
 def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """The keys of a section and their types (RLConfig: one per registered loss parameter in
+    place of its loss_params)."""
+    types = typing.get_type_hints(cls)
+    return spread_loss_params(types) if cls is RLConfig else types
 
 
 def _build_dataclass(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
@@ -253,7 +229,7 @@ def _build_dataclass(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
             kwargs[name] = _build_dataclass(field_type, value, prefix + name + ".")
         else:
             kwargs[name] = _coerce(value, field_type, prefix + name)
-    return cls(**kwargs)
+    return cls(**(gather_loss_params(kwargs) if cls is RLConfig else kwargs))
 
 
 def _coerce(value: Any, field_type: type, field_path: str) -> Any:
@@ -285,8 +261,8 @@ FOREIGN_KEY_NAMES: dict[str, str] = {
     "learning_rate": "optim.lr", "num_generations": "sampling.generations_per_prompt",
     "max_completion_length": "sampling.max_new_tokens", "batch_size": "sampling.prompts_per_step",
     "per_device_train_batch_size": "sampling.prompts_per_step", "max_grad_norm": "optim.grad_clip",
-    "loss_type": "rl.loss", "epsilon": "rl.grpo_eps", "epsilon_high": "rl.dapo_eps_high",
-    "scale_rewards": "rl.advantage_norm", "model_name_or_path": "model.path", "dataset": "task.name",
+    "loss_type": "rl.loss", "scale_rewards": "rl.advantage_norm", "model_name_or_path": "model.path",
+    "dataset": "task.name",
     "eval_steps": "eval_every", "save_steps": "checkpoint_every", "save_total_limit": "keep_checkpoints",
     "bf16": "dtype", "adam_epsilon": "optim.adam_eps", "report_to": "tensorboard",
     "num_train_epochs": "max_steps", "warmup_ratio": "optim.warmup_steps",
@@ -297,7 +273,9 @@ KEYS_COMMAND = "scalerl config keys"
 def _unknown_key_message(key: str) -> str:
     paths = all_field_paths()
     leaf = key.rsplit(".", 1)[-1]
-    close = [FOREIGN_KEY_NAMES[leaf]] if leaf in FOREIGN_KEY_NAMES else []
+    foreign = {**FOREIGN_KEY_NAMES, **{name: f"rl.{spec.config_key}" for spec in loss_parameters()
+                                       for name in spec.trl_names}}
+    close = [foreign[leaf]] if leaf in foreign else []
     close += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.6) if p not in close]
     leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
     for near_leaf in difflib.get_close_matches(leaf, list(leaf_to_path), n=3, cutoff=0.6):

@@ -1,14 +1,17 @@
 """Every key of a run's config with its type, default and meaning (`scalerl config keys`).
 
-The meanings are the one-line help of each field of scalerl.train.config.TrainConfig; a test
-checks that every settable key has one, so the listing cannot fall behind the config.
+The meanings are the one-line help of each field of scalerl.train.config.TrainConfig; the
+choices of the algorithm blocks and the loss parameters (default, meaning) come from the specs of
+scalerl.rl.registry. A test checks that every settable key has one, so the listing cannot fall
+behind the config.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
+from scalerl.rl.registry import ADVANTAGE_NORMALISATIONS, AGGREGATIONS, LENGTH_CONTROLS, LOSSES, BlockSpec, loss_parameters
 from scalerl.train.config import TrainConfig, _path_type, all_field_paths
 
 KEY_MEANINGS: dict[str, str] = {
@@ -36,19 +39,9 @@ KEY_MEANINGS: dict[str, str] = {
     "sampling.max_new_tokens": "most generated tokens per completion (TRL's max_completion_length)",
     "sampling.temperature": "sampling temperature",
     "sampling.top_p": "nucleus sampling mass (1: off)",
-    "sampling.length_control": "interrupt (forced interruption), penalty (DAPO overlong penalty) or truncate",
     "sampling.thinking_budget_min": "interrupt: thinking tokens after which a thinking section may be cut",
     "sampling.thinking_budget_max": "interrupt: thinking tokens after which it is always cut",
     "sampling.penalty_cache_tokens": "penalty: soft-penalty window before max_new_tokens (DAPO)",
-    "rl.loss": "policy loss: cispo, dapo, grpo or gspo",
-    "rl.cispo_eps_max": "CISPO: upper truncation of the importance ratio",
-    "rl.dapo_eps_low": "DAPO: lower clip of the ratio (1 - eps_low)",
-    "rl.dapo_eps_high": "DAPO: upper clip of the ratio (1 + eps_high, clip-higher)",
-    "rl.grpo_eps": "GRPO: symmetric clip of the ratio",
-    "rl.gspo_eps_low": "GSPO: lower clip of the sequence-level ratio",
-    "rl.gspo_eps_high": "GSPO: upper clip of the sequence-level ratio",
-    "rl.aggregation": "loss aggregation: prompt, sample or token level",
-    "rl.advantage_norm": "advantage normalisation: batch std, prompt std or none",
     "rl.zero_variance_filter": "drop prompt groups whose completions all got the same reward",
     "rl.npr": "no-positive-resampling: retire prompts the policy solves reliably",
     "rl.npr_threshold": "no-positive-resampling: pass rate at which a prompt is retired",
@@ -95,6 +88,28 @@ KEY_MEANINGS: dict[str, str] = {
 }
 
 
+# The keys that name a registered algorithm block: their meaning lists the registry's choices.
+CHOICE_KEYS: dict[str, tuple[str, Mapping[str, BlockSpec]]] = {
+    "sampling.length_control": ("length control", LENGTH_CONTROLS),
+    "rl.loss": ("policy loss", LOSSES),
+    "rl.aggregation": ("loss aggregation", AGGREGATIONS),
+    "rl.advantage_norm": ("advantage normalisation", ADVANTAGE_NORMALISATIONS),
+}
+
+
+def key_meaning(path: str) -> str:
+    """The one-line meaning of a config key ('' if it has none): from KEY_MEANINGS, or from the
+    registry for block choices ('policy loss, one of cispo: ...; dapo: ...') and loss parameters."""
+    if path in CHOICE_KEYS:
+        what, catalog = CHOICE_KEYS[path]
+        return f"{what}, one of " + "; ".join(f"{name}: {spec.meaning}" for name, spec in catalog.items())
+    parameters = {f"rl.{spec.config_key}": spec for spec in loss_parameters()}
+    if path in parameters:
+        spec = parameters[path]
+        return f"{spec.meaning}; finite, in {spec.bounds_text()}"
+    return KEY_MEANINGS.get(path, "")
+
+
 @dataclass(frozen=True)
 class KeyInfo:
     """One settable key: dotted path, type name, default value and meaning."""
@@ -113,7 +128,7 @@ def describe_keys() -> list[KeyInfo]:
         value: Any = defaults
         for part in path.split("."):
             value = value[part]
-        keys.append(KeyInfo(path, _path_type(path).__name__, value, KEY_MEANINGS.get(path, "")))
+        keys.append(KeyInfo(path, _path_type(path).__name__, value, key_meaning(path)))
     return keys
 
 

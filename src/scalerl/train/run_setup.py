@@ -1,9 +1,9 @@
 """What a run is built from, shared by the synchronous trainer and the pipeline's actors.
 
-The task, the starting policy (warm start cached), the optimiser and LR schedule, the run
-directory's checks, one step's generation with the task's rewards, and the rewards the policy
-is trained on. The pipeline with max_lag = 0 reproduces the synchronous run because both call
-these very functions.
+The task, the starting policy (warm start cached) and the frozen reference policy of a KL
+penalty, the optimiser and LR schedule, the run directory's checks, one step's generation with
+the task's rewards, and the rewards the policy is trained on. The pipeline with max_lag = 0
+reproduces the synchronous run because both call these very functions.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from scalerl.errors import ConfigError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.rl.registry import LOSSES, lookup
 from scalerl.tasks.arithmetic import Task
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
@@ -98,6 +99,17 @@ def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
     if changed:
         raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
                           "only max_steps may change (and tensorboard, wandb*, forecast.*)")
+
+
+def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
+    """The frozen policy a loss's KL penalty is measured against (GRPO with rl.grpo_kl_coef > 0:
+    the run's starting policy, its warm start read from the cache, the same on a resume), or
+    None when the configured loss needs no reference log-probs."""
+    if not lookup("loss", LOSSES, config.rl.loss).needs_reference(config.rl.loss_kwargs()):
+        return None
+    model, _ = build_policy(config, task)
+    model.eval()
+    return model.requires_grad_(False)
 
 
 def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:

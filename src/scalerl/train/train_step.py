@@ -3,7 +3,9 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter -> group-centred advantages (configured normalisation)
              -> padded tensors -> teacher-forced log-probs with the FP32-head forward
-             -> loss (registry) -> aggregation (registry) -> backward -> clip -> AdamW -> LR step
+             -> loss (registry spec: its function and config parameters; GRPO's KL term
+                with the frozen reference policy's log-probs) -> aggregation (registry)
+             -> backward -> clip -> AdamW -> LR step
 
 Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
 ScaleRL, arXiv 2510.13786, section 4).
@@ -14,17 +16,18 @@ from __future__ import annotations
 import itertools
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
-from scalerl.rl.filtering import count_kept_prompts, zero_variance_keep_mask
-from scalerl.rl.registry import get_aggregation, get_loss, loss_kwargs
+from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
+from scalerl.rl.registry import LOSSES, get_aggregation, get_loss, lookup
 from scalerl.rl.stats import token_entropy
-from scalerl.train.config import OptimConfig, RLConfig, TrainConfig
+from scalerl.train.config import OptimConfig, TrainConfig
+from scalerl.train.rl_config import RLConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.models.policy import policy_logits, token_logprobs
 from scalerl.tasks.rollout import Rollout
@@ -142,15 +145,20 @@ def _completion_logits(model: torch.nn.Module, batch: RolloutBatch, fp32_head: b
     return logits[:, start: start + batch.completion_ids.shape[1]]
 
 
-def _loss_settings(rl: RLConfig) -> dict[str, float]:
-    """Config knobs -> keyword arguments the registry's losses understand."""
-    if rl.loss == "cispo":
-        return {"eps_max": rl.cispo_eps_max}
-    if rl.loss == "dapo":
-        return {"eps_low": rl.dapo_eps_low, "eps_high": rl.dapo_eps_high}
-    if rl.loss == "grpo":
-        return {"eps": rl.grpo_eps}
-    return {"eps_low": rl.gspo_eps_low, "eps_high": rl.gspo_eps_high}
+def loss_arguments(config: TrainConfig, reference: torch.nn.Module | None,
+                   batch: RolloutBatch, device: torch.device) -> dict[str, Any]:
+    """The configured loss's keyword arguments (its spec's parameters), plus `ref_logprobs`, the
+    frozen reference policy's log-probs of the completion tokens, when the spec needs them."""
+    arguments: dict[str, Any] = config.rl.loss_kwargs()
+    if not lookup("loss", LOSSES, config.rl.loss).needs_reference(arguments):
+        return arguments
+    if reference is None:
+        raise InputError(f"rl.loss={config.rl.loss} with these parameters needs the reference policy "
+                         "(train_step's `reference`)")
+    with torch.no_grad():
+        reference_logits = _completion_logits(reference, _to_device(batch, device), config.model.fp32_head)
+        arguments["ref_logprobs"] = token_logprobs(reference_logits, batch.completion_ids.to(device))
+    return arguments
 
 
 def keep_mask_for(rewards: torch.Tensor, group_ids: torch.Tensor, rl: RLConfig) -> torch.Tensor:
@@ -166,7 +174,8 @@ def _trained_token_counts(rollouts: Sequence[Rollout]) -> tuple[int, int]:
     return sum(lengths), sum(sequence_context_sum(length) for length in lengths)
 
 
-def _skipped_step(optimizer, scheduler, kept, tokens) -> StepStats:
+def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts,
+                  tokens: tuple[int, int]) -> StepStats:
     """Nothing survived the filter: no gradient, no optimiser update; the LR schedule advances."""
     lr = float(optimizer.param_groups[0]["lr"])
     with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
@@ -178,9 +187,13 @@ def _skipped_step(optimizer, scheduler, kept, tokens) -> StepStats:
                      updated=False)
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler,
-               rollouts: Sequence[Rollout], config: TrainConfig) -> StepStats:
-    """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring."""
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
+               rollouts: Sequence[Rollout], config: TrainConfig,
+               reference: torch.nn.Module | None = None) -> StepStats:
+    """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
+
+    `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
+    log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy)."""
     rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
     group_ids = torch.tensor([r.group_index for r in rollouts], dtype=torch.long)
     keep = keep_mask_for(rewards, group_ids, config.rl)
@@ -199,7 +212,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     logprobs = token_logprobs(logits, batch.completion_ids.to(device))
     loss_fn = get_loss(config.rl.loss)
     loss_output = loss_fn(logprobs, batch.generator_logprobs.to(device), advantages, mask,
-                          **loss_kwargs(config.rl.loss, _loss_settings(config.rl)))
+                          **loss_arguments(config, reference, batch, device))
     loss = get_aggregation(config.rl.aggregation)(loss_output.token_loss, mask, batch.group_ids.to(device))
     with torch.no_grad():
         entropy = float(token_entropy(logits.detach(), mask))

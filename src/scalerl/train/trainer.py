@@ -29,6 +29,7 @@ from scalerl.train.run_setup import (
     build_task,
     check_paths,
     generate_step,
+    reference_policy,
     starting_policy,
     training_rewards,
 )
@@ -51,6 +52,7 @@ class Run:
     scheduler: Any
     shape: flops.ModelShape
     state: RunState
+    reference: torch.nn.Module | None = None  # frozen starting policy of a KL penalty (else None)
 
     @property
     def step(self) -> int:
@@ -85,7 +87,8 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool) -> Run:
     if state.resumed_from is not None:
         restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
     return Run(config=config, model=model, tokenizer=tokenizer, task=task, optimizer=optimizer,
-               scheduler=scheduler, shape=flops.model_shape(model), state=state)
+               scheduler=scheduler, shape=flops.model_shape(model), state=state,
+               reference=reference_policy(config, task))
 
 
 def _generate(run: Run) -> list[Rollout]:
@@ -100,7 +103,7 @@ def run_one_step(run: Run) -> dict[str, Any]:
     started = time.perf_counter()
     rollouts = _generate(run)
     stats = train_step(run.model, run.optimizer, run.scheduler, training_rewards(rollouts, run.config),
-                       run.config)
+                       run.config, reference=run.reference)
     run.state.update_pool(rollouts)
     return run.state.book_step(run.step + 1, rollouts, stats, shape=run.shape,
                                wall_seconds=time.perf_counter() - started)
