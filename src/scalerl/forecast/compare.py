@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class Comparison:
         return "\n".join(lines)
 
 
-def ceiling_clusters(ceilings: Mapping[str, float], margin: float):
+def ceiling_clusters(ceilings: Mapping[str, float], margin: float) -> tuple[tuple[str, ...], ...]:
     """Groups of runs whose A lie within `margin` below the group's best A, best group first."""
     remaining = sorted(ceilings, key=lambda name: -ceilings[name])
     clusters = []
@@ -82,7 +82,7 @@ def _fit_named(name, compute, reward, **options):
         raise FitError(f"run {name!r}: {error}") from error
 
 
-def compare_runs(curves: Mapping[str, object], margin=0.02, **fit_options) -> Comparison:
+def compare_runs(curves: Mapping[str, object], margin: float = 0.02, **fit_options: Any) -> Comparison:
     """Rank runs by the paper's rule; `fit_options` go to every fit_sigmoid call."""
     if len(curves) < 2:
         raise InputError(f"compare_runs needs at least two runs, got {len(curves)}")

@@ -7,9 +7,11 @@ arXiv 2510.13786 (2025), eq. (1) and section on the power-law alternative.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def sigmoid_reward(compute, a, b, c_mid, r0=0.0):
+def sigmoid_reward(compute: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
+                   r0: ArrayLike = 0.0) -> np.ndarray:
     """Sigmoidal compute-performance curve.
 
         R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
@@ -24,7 +26,8 @@ def sigmoid_reward(compute, a, b, c_mid, r0=0.0):
     return np.where(compute > 0, value, r0)
 
 
-def sigmoid_compute_for_reward(reward, a, b, c_mid, r0=0.0):
+def sigmoid_compute_for_reward(reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
+                               r0: ArrayLike = 0.0) -> np.ndarray:
     """Inverse of the sigmoid: compute needed to reach `reward`.
 
         C(R) = C_mid * ((A - R0) / (R - R0) - 1)^(-1/B)
@@ -39,7 +42,8 @@ def sigmoid_compute_for_reward(reward, a, b, c_mid, r0=0.0):
     return np.where(gain_fraction <= 0.0, 0.0, compute)
 
 
-def linearised_sigmoid(compute, reward, a, r0=0.0):
+def linearised_sigmoid(compute: ArrayLike, reward: ArrayLike, a: float,
+                       r0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The straight-line form of the sigmoid for a fixed ceiling A.
 
         log((A - R0) / (R - R0) - 1) = B log C_mid - B log C
@@ -54,7 +58,7 @@ def linearised_sigmoid(compute, reward, a, r0=0.0):
     return log_compute, lhs
 
 
-def power_law_reward(compute, a, d, b):
+def power_law_reward(compute: ArrayLike, a: ArrayLike, d: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Power-law alternative rejected by the paper for its unbounded ceiling.
 
         R(C) = A - D * C^(-B)

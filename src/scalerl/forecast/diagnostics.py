@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError
 
@@ -24,7 +25,7 @@ CEILING_WIDTH_FRACTION = 1.0 / 3.0
 MIN_POINTS_FOR_NOISE = 5
 
 
-def point_noise_sd(reward, noise_floor=0.01):
+def point_noise_sd(reward: ArrayLike, noise_floor: float = 0.01) -> float:
     """Evaluation noise from successive differences (robust, trend-insensitive).
 
         sigma = 1.4826 * MAD(diff(R)) / sqrt(2), floored at `noise_floor`.
@@ -60,7 +61,7 @@ class CollapseReport:
         )
 
 
-def running_plateau_peak(reward, window=3):
+def running_plateau_peak(reward: ArrayLike, window: int = 3) -> np.ndarray:
     """Best level reached before each point: peak_i = max(R_0, best `window`-point mean ending before i).
 
     Means of 3 points keep the noise of the best evaluation out of the peak (a raw running
@@ -76,7 +77,7 @@ def running_plateau_peak(reward, window=3):
     return peaks
 
 
-def noise_before(reward, index, sigma_all, noise_floor=0.01) -> float:
+def noise_before(reward: ArrayLike, index: int, sigma_all: float, noise_floor: float = 0.01) -> float:
     """Noise sd of the points before `index`, at most the whole run's `sigma_all`.
 
     An erratic fall inflates the successive differences of the whole run (0.06 on a run that rose
@@ -89,7 +90,8 @@ def noise_before(reward, index, sigma_all, noise_floor=0.01) -> float:
     return float(min(sigma_all, point_noise_sd(np.asarray(reward, dtype=float)[:index], noise_floor)))
 
 
-def first_fall(reward, peaks, sigmas, stop=None):
+def first_fall(reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray,
+               stop: int | None = None) -> tuple[int, float] | None:
     """First index i < `stop` where the run is down: (i, threshold) or None.
 
     threshold_i = max(3 sigma_i, 0.2 (peak_i - R_first)); down at i when R_i and R_{i+1} are below
@@ -109,7 +111,7 @@ def first_fall(reward, peaks, sigmas, stop=None):
     return None
 
 
-def detect_collapse(compute, reward, noise_floor=0.01) -> CollapseReport | None:
+def detect_collapse(compute: ArrayLike, reward: ArrayLike, noise_floor: float = 0.01) -> CollapseReport | None:
     """Sustained fall below the plateau reached so far (first_fall), found in two passes.
 
     Whether the run collapsed is judged with the noise sigma of the whole run (point_noise_sd),
@@ -139,7 +141,7 @@ def detect_collapse(compute, reward, noise_floor=0.01) -> CollapseReport | None:
     )
 
 
-def check_learning(reward, r0, noise_sd):
+def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
     """Raise FitError for a flat run: best 3-point running mean - R0 < 3 noise sds."""
     reward = np.asarray(reward, dtype=float)
     window = min(3, reward.size)
@@ -153,7 +155,9 @@ def check_learning(reward, r0, noise_sd):
     return gain
 
 
-def ceiling_identifiability(a, r0, c_mid, a_interval, a_upper_bound, max_compute, *, residual_dof=1, b_at_bound=False):
+def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple[float, float], a_upper_bound: float,
+                            max_compute: float, *, residual_dof: int = 1,
+                            b_at_bound: bool = False) -> tuple[bool, str | None]:
     """Rule: the ceiling A is identified unless the data cannot pin it down.
 
     Unidentified when (1) the last point is below the fitted C_mid (still before the inflection),

@@ -11,6 +11,7 @@ with R0 fixed (the first evaluation's reward unless given) and A, B, C_mid fitte
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from scalerl.errors import ConfigError, FitError, InputError
@@ -85,7 +86,9 @@ def _check_r0(r0, reward_range):
         raise ConfigError(f"r0 = {r0} is outside reward_range [{reward_range[0]}, {reward_range[1]}]")
 
 
-def select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor):
+def select_points(compute: np.ndarray, reward: np.ndarray, r0: float | None, min_compute: float | None,
+                  fit_through_collapse: bool,
+                  noise_floor: float) -> tuple[float, np.ndarray, CollapseReport | None, list[str]]:
     """R0 and the points used in least squares, plus warnings and the collapse report.
 
     r0=None: R0 is the reward at the smallest compute and that point is left out (R(C0) = R0 by
@@ -140,7 +143,9 @@ def _check_learning_before(fit_reward, r0, noise_sd, collapse_cut):
         raise FitError(f"{collapse_cut.message()}; too little rise before it to fit ({error})") from error
 
 
-def build_problem(fit_compute, fit_reward, r0, reward_range, loss, f_scale, fixed_a):
+def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
+                  reward_range: tuple[float, float] | None, loss: str, f_scale: float,
+                  fixed_a: float | None) -> tuple[SolverProblem, float]:
     """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
     compute_ref = float(fit_compute.max())
     with np.errstate(divide="ignore"):
@@ -173,22 +178,22 @@ def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level):
 
 
 def fit_sigmoid(
-    compute,
-    reward,
+    compute: ArrayLike,
+    reward: ArrayLike,
     *,
-    r0=None,
-    min_compute=None,
-    loss="linear",
-    level=0.8,
-    reward_range=(0.0, 1.0),
-    seed=0,
-    n_bootstrap=200,
-    fixed_a=None,
-    fit_through_collapse=False,
-    noise_floor=DEFAULT_NOISE_FLOOR,
-    n_starts=4,
-    band_scale=BAND_SCALE,
-    rate_scale=RATE_SCALE,
+    r0: float | None = None,
+    min_compute: float | None = None,
+    loss: str = "linear",
+    level: float = 0.8,
+    reward_range: tuple[float, float] | None = (0.0, 1.0),
+    seed: int = 0,
+    n_bootstrap: int = 200,
+    fixed_a: float | None = None,
+    fit_through_collapse: bool = False,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
+    n_starts: int = 4,
+    band_scale: float = BAND_SCALE,
+    rate_scale: float = RATE_SCALE,
 ) -> FitResult:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 

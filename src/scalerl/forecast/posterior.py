@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import emcee
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
@@ -42,7 +43,8 @@ N_STEPS = 300
 N_BURN = 150
 
 
-def log_prior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_floor):
+def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
+              log_sigma_floor: float) -> np.ndarray:
     """log p(A, B, s, log sigma) up to a constant, -inf outside the bounds; theta is (k, 4)."""
     a, b, s, log_sigma = theta.T
     lower, upper = problem.lower, problem.upper
@@ -63,7 +65,7 @@ def log_prior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_floor):
     return np.where(inside, value, -np.inf)
 
 
-def log_likelihood(theta, problem: SolverProblem):
+def log_likelihood(theta: np.ndarray, problem: SolverProblem) -> np.ndarray:
     """Student-t log likelihood: sum_i -(nu+1)/2 log(1 + r_i^2 / (nu sigma^2)) - log sigma."""
     a, b, s, log_sigma = (column[:, None] for column in theta.T)
     predicted = problem.r0 + (a - problem.r0) * expit(b * (problem.log_compute[None, :] - s))
@@ -73,7 +75,8 @@ def log_likelihood(theta, problem: SolverProblem):
     return np.sum(-0.5 * (nu + 1.0) * np.log1p(scaled**2 / nu) - log_sigma, axis=1)
 
 
-def log_posterior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_floor):
+def log_posterior(theta: ArrayLike, problem: SolverProblem, log_sigma_centre: float,
+                  log_sigma_floor: float) -> np.ndarray:
     """Vectorised over rows of theta: log prior + log likelihood (-inf outside the prior)."""
     theta = np.atleast_2d(theta)
     prior = log_prior(theta, problem, log_sigma_centre, log_sigma_floor)
@@ -84,7 +87,8 @@ def log_posterior(theta, problem: SolverProblem, log_sigma_centre, log_sigma_flo
     return out
 
 
-def initial_walkers(problem: SolverProblem, theta_hat, log_sigma, n_walkers, rng):
+def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: float, n_walkers: int,
+                    rng: np.random.Generator) -> np.ndarray:
     """Walkers spread around the least-squares fit and the best grid cells, inside the bounds."""
     starts = [np.asarray(theta_hat, dtype=float)]
     if problem.fixed_a is None:
@@ -103,7 +107,8 @@ def initial_walkers(problem: SolverProblem, theta_hat, log_sigma, n_walkers, rng
     return np.column_stack([walkers, sigma_column])
 
 
-def sample_posterior(problem: SolverProblem, theta_hat, noise_sd, noise_floor, n_draws, seed):
+def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float,
+                     n_draws: int, seed: int) -> np.ndarray:
     """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
 
     32 walkers x 300 steps, the first 150 discarded as burn-in; the kept 32 x 150 states are

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 from scipy.stats import t as student_t
 
@@ -75,17 +76,18 @@ class PowerLawFitResult:
     def params(self) -> dict:
         return {"A": self.a, "D": self.d, "B": self.b}
 
-    def predict(self, compute) -> np.ndarray:
+    def predict(self, compute: ArrayLike) -> np.ndarray:
         return power_law_reward(compute, self.a, self.d, self.b)
 
     def _t_quantile(self, level):
         return float(student_t.ppf(0.5 + level / 2.0, max(self.n_points - 3, 1)))
 
-    def conf_int(self, level=0.8) -> dict:
+    def conf_int(self, level: float = 0.8) -> dict:
         q = self._t_quantile(level)
         return {name: (value - q * self.stderr[name], value + q * self.stderr[name]) for name, value in self.params().items()}
 
-    def interval(self, compute, level=0.8, kind="observation"):
+    def interval(self, compute: ArrayLike, level: float = 0.8,
+                 kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
         """Delta-method band: var = g' Cov g (+ noise_sd^2 for a new observation), t quantile."""
         scalar = np.ndim(compute) == 0
         norm = np.atleast_1d(np.asarray(compute, dtype=float)) / self.compute_ref
@@ -115,8 +117,9 @@ class PowerLawFitResult:
                 "stderr": {k: clean(v) for k, v in self.stderr.items()}, "n_points": self.n_points}
 
 
-def fit_power_law(compute, reward, *, min_compute=None, reward_range=(0.0, 1.0), loss="linear",
-                  noise_floor=DEFAULT_NOISE_FLOOR) -> PowerLawFitResult:
+def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float | None = None,
+                  reward_range: tuple[float, float] | None = (0.0, 1.0), loss: str = "linear",
+                  noise_floor: float = DEFAULT_NOISE_FLOOR) -> PowerLawFitResult:
     """Fit R = A - D C^(-B) on points with C > 0 (and C >= min_compute).
 
     Bounds: A in [min reward, top of reward_range] (open range: max + 3 x observed spread),

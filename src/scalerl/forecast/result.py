@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
@@ -96,7 +98,7 @@ class FitResult:
     rate_scale: float = 0.0
     rate_draws: np.ndarray | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
             object.__setattr__(self, name, _read_only(getattr(self, name)))
         if self.noise_scale_draws is None:
@@ -110,7 +112,7 @@ class FitResult:
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
 
-    def conf_int(self, level=0.8) -> dict:
+    def conf_int(self, level: float = 0.8) -> dict:
         """Posterior percentile interval per parameter: {name: (lo, hi)}."""
         lo_q, hi_q = _tails(level)
         out = {}
@@ -120,7 +122,7 @@ class FitResult:
             out[name] = (float(min(lo, estimate)), float(max(hi, estimate)))
         return out
 
-    def predict(self, compute) -> np.ndarray:
+    def predict(self, compute: ArrayLike) -> np.ndarray:
         """Point forecast: median over the posterior draws of R(C) at each compute."""
         scalar = np.ndim(compute) == 0
         median = np.median(self._mean_draws(compute), axis=0)
@@ -147,7 +149,8 @@ class FitResult:
         n_per = draws.size // self.param_draws.shape[0]
         return draws[: n_per * self.param_draws.shape[0]].reshape(-1, n_per)
 
-    def observation_draws(self, compute, n_average=1, rate_scale=None) -> np.ndarray:
+    def observation_draws(self, compute: ArrayLike, n_average: int = 1,
+                          rate_scale: float | None = None) -> np.ndarray:
         """Posterior-predictive samples of a new evaluation at each `compute`: (n_samples, m).
 
         Sample = curve of one posterior draw + its rate discrepancy + that draw's noise scale x a
@@ -164,7 +167,8 @@ class FitResult:
         samples = mean_draws[:, None, :] + shape + noise[:, :, None]
         return samples.reshape(-1, mean_draws.shape[1])
 
-    def interval(self, compute, level=0.8, kind="observation"):
+    def interval(self, compute: ArrayLike, level: float = 0.8,
+                 kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
 
         Observation band = quantiles of the posterior-predictive samples (curve uncertainty plus
@@ -190,7 +194,7 @@ class FitResult:
             hi = np.clip(hi, self.reward_range[0], self.reward_range[1])
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
 
-    def compute_to_reach(self, target, level=0.8) -> ComputeToTarget:
+    def compute_to_reach(self, target: float, level: float = 0.8) -> ComputeToTarget:
         """Compute at which the point forecast reaches `target`, with a posterior interval.
 
         value: the point forecast (posterior median curve) is increasing in C, so it is inverted
@@ -241,7 +245,7 @@ class FitResult:
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
-    def to_dict(self, level=0.8, predict_at=(), target=None) -> dict:
+    def to_dict(self, level: float = 0.8, predict_at: Sequence[float] = (), target: float | None = None) -> dict:
         """The CLI JSON contract; plain floats, null for NaN / infinity."""
         level = _check_level(level)
         predictions = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 from scipy.special import expit
 
@@ -39,12 +40,14 @@ class SolverProblem:
     fixed_a: float | None = None
 
 
-def sigmoid_in_log_compute(log_compute, a, b, log_c_mid, r0):
+def sigmoid_in_log_compute(log_compute: ArrayLike, a: ArrayLike, b: ArrayLike, log_c_mid: ArrayLike,
+                           r0: float) -> np.ndarray:
     """R = R0 + (A - R0) * expit(B * (u - s)): the sigmoid with u = log C, s = log C_mid."""
     return r0 + (a - r0) * expit(b * (log_compute - log_c_mid))
 
 
-def parameter_bounds(log_compute, reward, r0, reward_range):
+def parameter_bounds(log_compute: np.ndarray, reward: np.ndarray, r0: float,
+                     reward_range: tuple[float | None, float | None] | None) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on (A, B, s) derived from the data.
 
     - A in [R0 + 1e-3 * gain, top]: the curve rises (A > R0); top is the upper end of
@@ -75,13 +78,13 @@ def _free_bounds(problem: SolverProblem):
     return problem.lower[1:], problem.upper[1:]
 
 
-def residuals(theta, problem: SolverProblem):
+def residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
     """Model minus data at the fitted points for full theta = (A, B, s)."""
     a, b, s = theta
     return sigmoid_in_log_compute(problem.log_compute, a, b, s, problem.r0) - problem.reward
 
 
-def jacobian(theta, problem: SolverProblem):
+def jacobian(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
     """d residual / d (A, B, s): g, (A-R0) g (1-g) (u-s), -(A-R0) g (1-g) B with g = expit(B(u-s))."""
     a, b, s = theta
     centred = problem.log_compute - s
@@ -90,7 +93,7 @@ def jacobian(theta, problem: SolverProblem):
     return np.column_stack([g, slope * centred, -slope * b])
 
 
-def local_fit(problem: SolverProblem, start, max_nfev=None):
+def local_fit(problem: SolverProblem, start: ArrayLike, max_nfev: int | None = None) -> tuple[np.ndarray, float]:
     """Bounded least squares (trust-region reflective) from one start; returns (theta, cost)."""
     lower, upper = _free_bounds(problem)
     x0 = np.clip(np.asarray(start, dtype=float), lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))
@@ -109,7 +112,7 @@ def local_fit(problem: SolverProblem, start, max_nfev=None):
     return _full_theta(problem, result.x), float(result.cost)
 
 
-def grid_starts(problem: SolverProblem, n_starts=4):
+def grid_starts(problem: SolverProblem, n_starts: int = 4) -> list[np.ndarray]:
     """Coarse grid over (A, B, s), vectorised; returns the best `n_starts` free-parameter vectors.
 
     A: 12 values spread over its bounds; B: 8 values geometric in [0.3, 8]; s: 16 values over its
@@ -135,7 +138,7 @@ def grid_starts(problem: SolverProblem, n_starts=4):
     return starts
 
 
-def multi_start_fit(problem: SolverProblem, n_starts=4):
+def multi_start_fit(problem: SolverProblem, n_starts: int = 4) -> tuple[np.ndarray, float]:
     """Global + local: local fits from the best grid cells, keep the lowest cost."""
     best_theta, best_cost = None, np.inf
     for start in grid_starts(problem, n_starts):

@@ -11,13 +11,14 @@ how; benchmarks/forecast_accuracy.py prints the choice), never by scoring on the
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 DEFAULT_NOISE_FLOOR = 0.01
 BAND_SCALE = 0.61
 RATE_SCALE = 2.0
 
 
-def residual_noise_sd(residual, n_params, noise_floor=DEFAULT_NOISE_FLOOR):
+def residual_noise_sd(residual: ArrayLike, n_params: int, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
     """Evaluation noise: sigma = sqrt(sum r^2 / (n - p)), floored at `noise_floor`.
 
     With n <= p there is no residual information and the floor alone is returned.
@@ -29,17 +30,17 @@ def residual_noise_sd(residual, n_params, noise_floor=DEFAULT_NOISE_FLOOR):
     return float(max(np.sqrt(np.sum(residual**2) / dof), noise_floor))
 
 
-def student_t_dof(n_points, n_params):
+def student_t_dof(n_points: int, n_params: int) -> int:
     """Degrees of freedom of the noise t distribution: n - p, at least 2 (finite variance)."""
     return int(max(n_points - n_params, 2))
 
 
-def noise_t_draws(dof, n_draws, rng):
+def noise_t_draws(dof: int, n_draws: int, rng: np.random.Generator) -> np.ndarray:
     """Standard Student-t draws used to add evaluation noise to bands (fixed at fit time)."""
     return rng.standard_t(dof, size=n_draws)
 
 
-def widen(samples, centre, band_scale):
+def widen(samples: ArrayLike, centre: ArrayLike, band_scale: float) -> np.ndarray:
     """Stretch samples about the point forecast: centre + k * (sample - centre), k = band_scale.
 
     k = 1 leaves the posterior-predictive band as sampled; k > 1 widens every quantile band by the
@@ -48,7 +49,8 @@ def widen(samples, centre, band_scale):
     return centre + band_scale * (np.asarray(samples, dtype=float) - centre)
 
 
-def rate_discrepancy(slope, log_distance, standard_normal, rate_scale):
+def rate_discrepancy(slope: ArrayLike, log_distance: ArrayLike, standard_normal: ArrayLike,
+                     rate_scale: float) -> np.ndarray:
     """Uncertainty of the rate of improvement beyond the data, added to each curve draw:
 
         delta = kappa * slope * max(log(C / C_last), 0) * z,   z ~ N(0, 1)

@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-def read_curve(path, x: str | None = None, y: str | None = None, *, run: str | None = None,
+def read_curve(path: str | Path, x: str | None = None, y: str | None = None, *, run: str | None = None,
                group: str | None = None, segment: int | None = None, cumulative: bool | None = None,
                allow_partial: bool = False) -> Curve:
     """Read `path` and return one run's (x, y) curve.

@@ -8,6 +8,7 @@ choice is the user's and the error lists the candidates.
 from __future__ import annotations
 
 import fnmatch
+from typing import Callable, Collection, Iterable
 
 from scalerl.errors import InputError
 
@@ -32,14 +33,14 @@ PER_STEP_COLUMNS: frozenset[str] = frozenset({"perf/total_num_tokens"})
 STEP_COLUMNS: tuple[str, ...] = DEFAULT_X_TIERS[-1]
 
 
-def matches(pattern: str, names) -> list[str]:
+def matches(pattern: str, names: Collection[str]) -> list[str]:
     """Column names equal to `pattern`, or matching it when it holds a `*` wildcard."""
     if "*" not in pattern:
         return [pattern] if pattern in names else []
     return [name for name in names if fnmatch.fnmatchcase(name, pattern)]
 
 
-def choose_y(names, requested: str | None, source: str) -> str:
+def choose_y(names: Collection[str], requested: str | None, source: str) -> str:
     """The requested y column, or the one default present; several candidates -> InputError listing them."""
     if requested is not None:
         return require(names, requested, source)
@@ -58,7 +59,7 @@ def choose_y(names, requested: str | None, source: str) -> str:
     )
 
 
-def choose_x(names, requested: str | None, usable, source: str) -> str:
+def choose_x(names: Collection[str], requested: str | None, usable: Callable[[str], bool], source: str) -> str:
     """The requested x column, or the first default present with at least one row shared with y.
 
     `usable(name) -> bool` says whether that column has a value in some row where y has one (TRL's
@@ -78,14 +79,14 @@ def choose_x(names, requested: str | None, usable, source: str) -> str:
     )
 
 
-def require(names, requested: str, source: str) -> str:
+def require(names: Collection[str], requested: str, source: str) -> str:
     """`requested` when it is a column; InputError listing the columns otherwise."""
     if requested not in names:
         raise InputError(f"column '{requested}' not found in {source}; available columns: {available(names)}")
     return requested
 
 
-def available(names, limit: int = 40) -> str:
+def available(names: Iterable[str], limit: int = 40) -> str:
     """Column names for an error message (the first `limit`, then how many more)."""
     names = list(names)
     if not names:

@@ -113,7 +113,7 @@ def check_row_widths(encoded: bytes, path: Path, delimiter: str, width: int) -> 
     return int(starts.size) - 1
 
 
-def frame_column(series: pd.Series):
+def frame_column(series: pd.Series) -> np.ndarray | list[str | None]:
     """A parsed column: numbers as a float array, anything else as stripped cells (None if empty)."""
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
         return series.to_numpy(dtype=float)

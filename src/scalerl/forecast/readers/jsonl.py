@@ -60,7 +60,7 @@ class ColumnBuilder:
         self.n_rows += len(records)
 
 
-def load_json(text: str, path: Path, where: str = ""):
+def load_json(text: str, path: Path, where: str = "") -> object:
     """json.loads with every failure as InputError (bad syntax, huge integers, deep nesting)."""
     try:
         return json.loads(text)
@@ -109,7 +109,7 @@ def numbered_lines(text: str, chunk_chars: int = 1 << 20) -> Iterator[tuple[int,
         start = end
 
 
-def check_object(record, line_number: int, path: Path) -> dict:
+def check_object(record: object, line_number: int, path: Path) -> dict:
     """`record` when it is a JSON object; InputError naming the line otherwise."""
     if not isinstance(record, dict):
         raise InputError(f"line {line_number} of {path} is not a JSON object")

@@ -57,7 +57,7 @@ def in_order(keys: np.ndarray, rows: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def label_text(label) -> str:
+def label_text(label: object) -> str:
     """A run label as the user types it: a number read as 3.0 is run `3`."""
     if isinstance(label, float) and label.is_integer():
         return str(int(label))

@@ -56,7 +56,7 @@ def has_value(column: Column, rows: np.ndarray) -> bool:
     return any(column[i] is not None for i in rows)
 
 
-def cell_to_float(cell, column: str, row_number: int, source: str) -> float | None:
+def cell_to_float(cell: object, column: str, row_number: int, source: str) -> float | None:
     """A numeric cell as float, None when missing; InputError for text, booleans, NaN or inf.
 
     Missing cells (empty, null, absent key) are not errors: sparse evaluation rows are normal.

@@ -15,7 +15,7 @@ from scalerl.forecast.readers.jsonl import flatten_record
 from scalerl.forecast.readers.table import LogTable, records_to_columns
 
 
-def is_trainer_state(document) -> bool:
+def is_trainer_state(document: object) -> bool:
     """A JSON object with a `log_history` list (what transformers.Trainer saves)."""
     return isinstance(document, dict) and isinstance(document.get("log_history"), list)
 
