@@ -23,7 +23,6 @@ class SimulatedTrainer(TrainerWorker):
         if costs is None:
             raise InputError("SimulatedTrainer needs DeviceCosts")
         self.costs = costs
-        self.publish_log: list[float] = []
         super().__init__(config, registry, torch_threads=torch_threads,
                          resume_checkpoint=resume_checkpoint)
 
@@ -36,7 +35,6 @@ class SimulatedTrainer(TrainerWorker):
         sleep_until(time.perf_counter() + self.costs.train_seconds(tokens))
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)
-        self.publish_log.append(publish_seconds)
         context = sum(flops.context_token_sum(len(r.prompt_token_ids), r.num_completion_tokens)
                       for r in rollouts)
         groups = len({r.group_index for r in rollouts})
@@ -51,10 +49,6 @@ class SimulatedTrainer(TrainerWorker):
         started_at = time.time()
         sleep_until(time.perf_counter() + self.costs.validate_seconds)
         return 0.5, started_at, time.time()
-
-    def publish_seconds_log(self) -> list[float]:
-        """Seconds of every publication so far (snapshot + ray.put + register)."""
-        return list(self.publish_log)
 
 
 def simulated_workers(costs: DeviceCosts) -> WorkerClasses:

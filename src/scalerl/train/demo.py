@@ -160,13 +160,6 @@ def forecast_demo(out_dir: Path, *, fit_fraction: float = 0.5, level: float = 0.
     return report
 
 
-def run_demo(out_dir: Path, overrides: Sequence[str] = (), *, fit_fraction: float = 0.5,
-             level: float = 0.8, show_progress: bool = True) -> DemoReport:
-    """Train (or resume an unfinished demo run in `out_dir`), fit, compare, write outputs."""
-    train_seconds = train_demo(out_dir, overrides, show_progress=show_progress)
-    return forecast_demo(out_dir, fit_fraction=fit_fraction, level=level, train_seconds=train_seconds)
-
-
 def render_report(report: DemoReport, console) -> None:
     """Rich tables: fitted parameters, then predicted vs observed on the held-out evaluations."""
     from rich.table import Table
