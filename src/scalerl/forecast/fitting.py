@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from scalerl.errors import ConfigError, FitError, InputError
+from scalerl.forecast.averaging import averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
     ceiling_identifiability,
     check_learning,
@@ -22,6 +23,7 @@ from scalerl.forecast.diagnostics import (
     point_noise_sd,
 )
 from scalerl.forecast.result import FitResult
+from scalerl.forecast.validation import validate_curve
 from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds, residuals
 from scalerl.forecast.posterior import STUDENT_T_NU, sample_posterior
 from scalerl.forecast.uncertainty import (
@@ -34,35 +36,7 @@ from scalerl.forecast.uncertainty import (
 
 LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 NOISE_DRAWS_PER_BOOTSTRAP = 16
-MAX_ABS_REWARD = 1e100  # squared residuals must stay finite
 MAX_N_BOOTSTRAP = 100_000  # beyond this the draws alone take gigabytes; intervals stopped improving long before
-
-
-def validate_curve(compute, reward, reward_range):
-    """Arrays of equal length, finite, compute >= 0 and non-decreasing, reward inside its range."""
-    compute = np.asarray(compute, dtype=float).ravel()
-    reward = np.asarray(reward, dtype=float).ravel()
-    if compute.size != reward.size:
-        raise InputError(f"compute has {compute.size} values but reward has {reward.size}")
-    if compute.size == 0:
-        raise InputError("empty curve: no points")
-    if not (np.all(np.isfinite(compute)) and np.all(np.isfinite(reward))):
-        raise InputError("compute and reward must be finite (found NaN or infinity)")
-    if np.any(compute < 0):
-        raise InputError("compute must be >= 0")
-    if np.any(np.abs(reward) > MAX_ABS_REWARD):
-        raise InputError(f"rewards beyond +-{MAX_ABS_REWARD:g} overflow the least squares; rescale them")
-    if np.any(np.diff(compute) < 0):
-        raise InputError("compute must be non-decreasing (sort the points by compute)")
-    if reward_range is not None:
-        low, high = reward_range
-        if not (np.isfinite(low) and np.isfinite(high) and low < high):
-            raise ConfigError(f"reward_range must be two finite numbers LOW < HIGH, got [{low}, {high}]")
-        if np.any(reward < low) or np.any(reward > high):
-            raise InputError(
-                f"reward outside reward_range [{low}, {high}]; pass reward_range=None for unbounded rewards"
-            )
-    return compute, reward
 
 
 def _check_options(loss, level, n_bootstrap, min_compute):
@@ -194,6 +168,7 @@ def fit_sigmoid(
     n_starts: int = 4,
     band_scale: float = BAND_SCALE,
     rate_scale: float = RATE_SCALE,
+    average_forms=True,
 ) -> FitResult:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 
@@ -205,6 +180,8 @@ def fit_sigmoid(
     use; `seed` makes them reproducible); `rate_scale` sets the uncertainty of the rate of
     improvement beyond the data and `band_scale` stretches observation bands (defaults chosen by
     leave-one-curve-out in benchmarks/forecast_accuracy.py, see uncertainty.py).
+    `average_forms` (default) makes the point forecast and bands an average over curve forms
+    weighted by within-run cross-validation (forecast.averaging); False keeps the posterior alone.
     Raises FitError when too few points remain or the run is flat.
     """
     _check_options(loss, level, n_bootstrap, min_compute)
@@ -237,6 +214,9 @@ def fit_sigmoid(
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
+    # A fixed ceiling (compare's refit) asks about one form; otherwise the forecast averages forms.
+    forms = () if fixed_a is not None or not average_forms else averaged_forms(
+        fit_compute, fit_reward, r0, reward_range, diff_noise)
     return FitResult(
         a=float(theta_hat[0]), b=float(theta_hat[1]), c_mid=float(compute_ref * np.exp(theta_hat[2])), r0=r0,
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
@@ -249,4 +229,5 @@ def fit_sigmoid(
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
+        forms=forms, form_of_draw=draw_members(forms, param_draws.shape[0], seed) if forms else None,
     )

@@ -21,7 +21,7 @@ from scipy.stats import t as student_t
 from scalerl.errors import FitError
 from scalerl.forecast.curves import power_law_reward
 from scalerl.forecast.diagnostics import point_noise_sd
-from scalerl.forecast.fitting import validate_curve
+from scalerl.forecast.validation import validate_curve
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd
 
 B_BOUNDS = (0.01, 5.0)

@@ -70,8 +70,11 @@ class FitResult:
     a given result. `band_scale` stretches observation bands about the point forecast (see
     uncertainty.widen); `rate_scale` and the fixed standard normal `rate_draws` add the
     uncertainty of the rate of improvement beyond the data (uncertainty.rate_discrepancy).
-    `predict` is the point forecast: the posterior median of R(C) at each compute, which stays
-    inside the posterior even when the least-squares (a, b, c_mid) sits at a bound.
+    `predict` is the point forecast: the weighted average over `forms` (forecast.averaging: the
+    posterior median of R(C), least-squares sigmoids with R0 fixed and R0 = 0, the power law), or the
+    posterior median alone when `forms` is empty. Bands are a mixture: each posterior draw is moved
+    by the gap between its member form (`form_of_draw`) and the posterior median, so the forms'
+    disagreement widens them.
     """
 
     a: float
@@ -97,6 +100,8 @@ class FitResult:
     gain_reached: float = float("nan")  # posterior median share of the gain A - R0 reached at the last point
     rate_scale: float = 0.0
     rate_draws: np.ndarray | None = None
+    forms: tuple = ()  # averaging.FormCurve members of the point forecast; () = the posterior median alone
+    form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -107,6 +112,12 @@ class FitResult:
         if self.rate_draws is None:
             object.__setattr__(self, "rate_draws", np.zeros(self.noise_draws.size))
         object.__setattr__(self, "rate_draws", _read_only(self.rate_draws))
+        if self.forms and self.form_of_draw is None:
+            raise InputError("forms given without form_of_draw (one member index per posterior draw)")
+        if self.form_of_draw is not None:
+            members = np.array(self.form_of_draw, dtype=int)
+            members.setflags(write=False)
+            object.__setattr__(self, "form_of_draw", members)
         object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
 
     def params(self) -> dict:
@@ -123,10 +134,22 @@ class FitResult:
         return out
 
     def predict(self, compute: ArrayLike) -> np.ndarray:
-        """Point forecast: median over the posterior draws of R(C) at each compute."""
+        """Point forecast: sum_f w_f R_f(C) over the averaged forms (the posterior median of R(C) alone without forms)."""
         scalar = np.ndim(compute) == 0
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
         median = np.median(self._mean_draws(compute), axis=0)
+        if self.forms:
+            median = sum(form.weight * form.reward(compute, median, self.reward_range) for form in self.forms)
         return median[0] if scalar else median
+
+    def _form_shift(self, compute):
+        """(n_draws, m): member form of each draw minus the posterior median (0 without forms)."""
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        if not self.forms:
+            return np.zeros((self.param_draws.shape[0], compute.size))
+        median = np.median(self._mean_draws(compute), axis=0)
+        gaps = np.array([form.reward(compute, median, self.reward_range) - median for form in self.forms])
+        return gaps[self.form_of_draw]
 
     def _mean_draws(self, compute):
         draws = self.param_draws
@@ -159,7 +182,7 @@ class FitResult:
         Not widened by `band_scale`.
         """
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
-        mean_draws = self._mean_draws(compute)
+        mean_draws = self._mean_draws(compute) + self._form_shift(compute)
         noise = self.noise_scale_draws[:, None] * self._paired(self.noise_draws) / np.sqrt(float(n_average))
         kappa = self.rate_scale if rate_scale is None else float(rate_scale)
         shape = rate_discrepancy(self._last_slope_draws()[:, None, None], self._log_distance(compute)[None, None, :],
@@ -183,7 +206,7 @@ class FitResult:
         if kind == "observation":
             samples = widen(self.observation_draws(compute), centre, self.band_scale)
         else:
-            samples = self._mean_draws(compute)
+            samples = self._mean_draws(compute) + self._form_shift(compute)
             slope = self._last_slope_draws()[:, None]
             distance = self._log_distance(compute)[None, :]
             samples = samples + rate_discrepancy(slope, distance, self._paired(self.rate_draws)[:, :1], self.rate_scale)
@@ -197,9 +220,9 @@ class FitResult:
     def compute_to_reach(self, target: float, level: float = 0.8) -> ComputeToTarget:
         """Compute at which the point forecast reaches `target`, with a posterior interval.
 
-        value: the point forecast (posterior median curve) is increasing in C, so it is inverted
-        by bisection on log C; inf when `target` is at or above its limit median(A) (the curve
-        never gets there), 0 at or below R0. Interval: quantiles of each draw's own inverse
+        value: the point forecast (predict) is increasing in C, so it is inverted by bisection on
+        log C; inf when `target` is at or above its limit as C grows (the curve never gets there),
+        0 at or below R0. Interval: quantiles of each draw's own inverse
         C(R) = C_mid ((A - R0) / (R - R0) - 1)^(-1/B).
         """
         target = float(target)
@@ -214,9 +237,9 @@ class FitResult:
     def _invert_point_forecast(self, target):
         if target <= self.r0:
             return 0.0
-        if target >= float(np.median(self.param_draws[:, 0])):
-            return math.inf
         c_ref = float(np.max(self.compute))
+        if target >= float(self.predict(c_ref * 1e30)):  # the forecast's limit as C grows
+            return math.inf
         lo, hi = -1.0, 1.0
         while float(self.predict(c_ref * math.exp(lo))) > target and lo > -700:
             lo *= 2.0
@@ -240,6 +263,8 @@ class FitResult:
             f"  B     = {self.b:.3f}    80% CI [{ci['B'][0]:.3f}, {ci['B'][1]:.3f}]",
             f"  C_mid = {self.c_mid:.4g}  80% CI [{ci['C_mid'][0]:.4g}, {ci['C_mid'][1]:.4g}]",
             f"  evaluation noise sd: {self.noise_sd:.4f}",
+            *([f"  point forecast averaged over forms: "
+               + ", ".join(f"{form.name} {form.weight:.2f}" for form in self.forms)] if self.forms else []),
             f"  ceiling identified: {'yes' if self.ceiling_identified else 'NO'}",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]

@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 DEFAULT_NOISE_FLOOR = 0.01
-BAND_SCALE = 0.61
-RATE_SCALE = 2.0
+BAND_SCALE = 0.674
+RATE_SCALE = 1.5
 
 
 def residual_noise_sd(residual: ArrayLike, n_params: int, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
