@@ -51,3 +51,30 @@ def test_errors_name_the_run():
         compare_runs({"ok": run(0.6, 2.0), "flat": flat}, n_bootstrap=30)
     with pytest.raises(InputError, match="two runs"):
         compare_runs({"only": run(0.6, 2.0)})
+
+
+def test_flat_run_is_never_the_winner_by_ceiling():
+    # Issue 15: a flat run (A 0.985 in [0.20, 1.00], not identified) ranked above a rising one "by ceiling".
+    rng = np.random.default_rng(3)
+    flat = COMPUTE, np.clip(0.30 + np.concatenate([[0.0], np.linspace(0.0, 0.06, 16)]) + rng.normal(0, 0.01, 17), 0, 1)
+    rising = run(0.7, 2.0, c_mid=8000.0)
+    result = compare_runs({"flat": flat, "rising": rising}, n_bootstrap=40)
+    assert not result.fits["flat"].ceiling_identified
+    assert result.winner == "rising" and result.decided_by != "ceiling" and result.ceiling_undecided
+
+
+def test_unidentified_ceiling_is_undecided_and_says_how_much_longer():
+    early = COMPUTE <= 6000.0  # both runs cut before their inflection (C_mid 12000)
+    a = COMPUTE[early], sigmoid_reward(COMPUTE[early], 0.8, 1.8, 12000.0, 0.2)
+    b = COMPUTE[early], sigmoid_reward(COMPUTE[early], 0.7, 1.8, 12000.0, 0.2)
+    result = compare_runs({"a": a, "b": b}, n_bootstrap=40)
+    assert result.ceiling_undecided and result.decided_by != "ceiling"
+    if result.decided_by == "undecided":
+        assert result.more_compute is not None and result.more_compute > 1.0
+        assert "longer" in result.headline()
+    assert "ceiling undecided" in result.summary()
+
+
+def test_identified_ceilings_with_apart_intervals_decide_by_ceiling():
+    result = compare_runs({"low": run(0.5, 2.0), "high": run(0.7, 2.0)}, n_bootstrap=40)
+    assert result.decided_by == "ceiling" and result.winner == "high" and not result.ceiling_undecided

@@ -7,8 +7,18 @@ mean and ranked by B (higher B = more efficient).
 
 For more than two runs: sort by fitted A; a cluster opens at the best A not yet placed and takes
 every run within `margin` below it. Clusters are ranked by A; inside a cluster of two or more, runs
-are refitted with A fixed to the cluster's mean A and ranked by B. `decided_by` says how the
-winner was picked: "ceiling" when the top cluster holds one run, else "efficiency".
+are refitted with A fixed to the cluster's mean A and ranked by B.
+
+The uncertainty decides whether the rule's answer is supported (issue 15: a flat run with
+A 0.985 in [0.20, 1.00] was ranked first "by ceiling"). A win by ceiling needs the winner's
+ceiling identified and its A ahead of every other run's (the central `level` interval of the
+difference of posterior draws above 0); otherwise the ceiling is undecided, and the contenders
+(the runs whose A is not clearly below the top run's) are refitted with A shared
+and ranked by the reward of that curve at the largest compute they all reached. `decided_by`: "ceiling" (supported), "efficiency" (ceilings within the margin, the
+paper's rule; or ceiling undecided and the best B ahead of the next one's) or "undecided"
+(ceiling undecided and B not separated either: the ranking is the point estimates' and
+`more_compute` says how much longer to run). `efficiency_supported` says whether the best B at
+the shared A is ahead of the second's.
 """
 
 from __future__ import annotations
@@ -26,7 +36,12 @@ from scalerl.forecast.result import FitResult
 
 @dataclass(frozen=True)
 class Comparison:
-    """Ranked runs (best first) with the fits behind the ranking."""
+    """Ranked runs (best first) with the fits behind the ranking.
+
+    `ceiling_undecided`: the posterior of A does not support a ranking by ceiling. `more_compute`: when
+    the decision is not supported, about how many times the current compute the runs need before
+    the intervals can separate (None when decided).
+    """
 
     fits: Mapping[str, FitResult]
     fixed_ceiling_fits: Mapping[str, FitResult]
@@ -35,13 +50,28 @@ class Comparison:
     decided_by: str
     margin: float
     warnings: tuple = ()
+    ceiling_undecided: bool = False
+    more_compute: float | None = None
+    level: float = 0.8
+    efficiency_supported: bool = False  # the best B (A shared) is ahead of the next one's
 
     @property
     def winner(self) -> str:
         return self.ranking[0]
 
+    def headline(self) -> str:
+        """One sentence: who leads and whether the data support it."""
+        if self.decided_by == "ceiling":
+            return f"{self.winner} has the highest ceiling (clearly ahead)"
+        undecided = "ceiling undecided; " if self.ceiling_undecided else ""
+        if self.decided_by == "efficiency":
+            hedge = "" if self.efficiency_supported else " (B not clearly ahead: a lead on point estimates)"
+            return f"{undecided}{self.winner} is the most efficient at a shared ceiling{hedge}"
+        longer = "" if self.more_compute is None else f": run ~{self.more_compute:.1f}x longer to separate them"
+        return f"{undecided}efficiency undecided too, {self.winner} leads on point estimates only{longer}"
+
     def summary(self) -> str:
-        lines = [f"Recipe comparison (ceiling margin {self.margin:g}): winner {self.winner}, decided by {self.decided_by}"]
+        lines = [f"Recipe comparison (ceiling margin {self.margin:g}): {self.headline()} (decided by {self.decided_by})"]
         for rank, name in enumerate(self.ranking, start=1):
             fit = self.fits[name]
             line = f"  {rank}. {name}: A = {fit.a:.4f}, B = {fit.b:.3f}, C_mid = {fit.c_mid:.4g}"
@@ -51,6 +81,55 @@ class Comparison:
             lines.append(line)
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def ahead(draws_first, draws_second, level) -> bool:
+    """Whether the first quantity is above the second at `level`: the central `level` interval of
+    the difference of their (independent) posterior draws lies above 0. Two 80 % intervals may
+    overlap while their difference is clearly positive, so the difference is what is tested."""
+    n = min(len(draws_first), len(draws_second))
+    difference = np.asarray(draws_first, dtype=float)[:n] - np.asarray(draws_second, dtype=float)[:n]
+    return bool(np.quantile(difference, (1.0 - level) / 2.0) > 0.0)
+
+
+def ceiling_supported(fits: Mapping[str, FitResult], top: str, level: float) -> bool:
+    """The top run wins by ceiling only with its ceiling identified and its A ahead of every other run's."""
+    if not fits[top].ceiling_identified:
+        return False
+    return all(ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level)
+               for name, fit in fits.items() if name != top)
+
+
+def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) -> tuple:
+    """The top run and every run whose A is not clearly below the top run's (their order by A is open)."""
+    return (top,) + tuple(name for name, fit in fits.items()
+                          if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level))
+
+
+def compute_to_separate(fits: Mapping[str, FitResult], names) -> float | None:
+    """Times the current compute after which the runs' ceilings can be told apart (rough).
+
+    An unidentified ceiling needs the run to pass its inflection: 2 x max(C_mid, C_last) / C_last
+    (diagnostics.ceiling_identifiability). Identified but overlapping ceilings: interval widths shrink
+    about as 1 / sqrt(evaluations), so ((h_1 + h_2) / |A_1 - A_2|)^2 times the evaluations at the
+    same spacing, i.e. about that many times the compute.
+    """
+    factors = []
+    for name in names:
+        fit = fits[name]
+        last = float(np.max(fit.compute))
+        if not fit.ceiling_identified:
+            factors.append(2.0 * max(fit.c_mid, last) / last)
+    if factors:
+        return float(max(factors))
+    if len(names) < 2:
+        return None
+    first, second = names[0], names[1]
+    (lo1, hi1), (lo2, hi2) = fits[first].conf_int()["A"], fits[second].conf_int()["A"]
+    gap = abs(fits[first].a - fits[second].a)
+    if gap <= 0:
+        return None
+    return float(min(((hi1 - lo1) / 2 + (hi2 - lo2) / 2) ** 2 / gap**2, 1e6))
 
 
 def ceiling_clusters(ceilings: Mapping[str, float], margin: float) -> tuple[tuple[str, ...], ...]:
@@ -83,27 +162,88 @@ def _fit_named(name, compute, reward, **options):
 
 
 def compare_runs(curves: Mapping[str, object], margin: float = 0.02, **fit_options: Any) -> Comparison:
-    """Rank runs by the paper's rule; `fit_options` go to every fit_sigmoid call."""
+    """Rank runs by the paper's rule, kept only where the intervals support it (module docstring);
+    `fit_options` go to every fit_sigmoid call (`level` sets the interval level too)."""
     if len(curves) < 2:
         raise InputError(f"compare_runs needs at least two runs, got {len(curves)}")
     if margin < 0:
         raise InputError(f"margin must be >= 0, got {margin}")
+    level = float(fit_options.get("level", 0.8))
     data = {name: _as_arrays(name, curve) for name, curve in curves.items()}
     fits = {name: _fit_named(name, *arrays, **fit_options) for name, arrays in data.items()}
     clusters = ceiling_clusters({name: fit.a for name, fit in fits.items()}, margin)
+    ranking, fixed_fits = _rank_within_clusters(clusters, fits, data, fit_options)
+    top = ranking[0]
+    warnings = [f"run {name!r}: ceiling not identified, so its place by A is uncertain"
+                for name, fit in fits.items() if not fit.ceiling_identified]
+    by_ceiling = len(clusters[0]) == 1
+    undecided = by_ceiling and not ceiling_supported(fits, top, level)
+    if undecided:
+        contenders = ceiling_contenders(fits, top, level)
+        ranked, shared_fits = _rank_by_shared_ceiling(contenders, fits, data, fit_options,
+                                                      by_reward_at_common_compute=True)
+        fixed_fits.update(shared_fits)
+        ranking = list(ranked) + [name for name in ranking if name not in ranked]
+        clusters = (tuple(ranked),) + tuple(tuple(n for n in c if n not in ranked) for c in clusters if set(c) - set(ranked))
+    decided_by = "ceiling" if by_ceiling and not undecided else "efficiency"
+    leaders = [name for name in ranking if name in fixed_fits][:2]
+    efficiency_supported = _efficiency_supported(leaders, fixed_fits, level)
+    if undecided and not efficiency_supported:
+        decided_by = "undecided"
+    more = None if decided_by != "undecided" else compute_to_separate(fits, leaders or ranking[:2])
+    return Comparison(
+        fits=MappingProxyType(fits), fixed_ceiling_fits=MappingProxyType(fixed_fits), ranking=tuple(ranking),
+        clusters=clusters, decided_by=decided_by, margin=float(margin), warnings=tuple(warnings),
+        ceiling_undecided=bool(undecided), more_compute=more, level=level,
+        efficiency_supported=bool(efficiency_supported),
+    )
+
+
+def _rank_within_clusters(clusters, fits, data, fit_options):
+    """The paper's ranking: clusters by A, runs inside a cluster by B at the cluster's mean A."""
     ranking, fixed_fits = [], {}
     for cluster in clusters:
         if len(cluster) == 1:
             ranking.append(cluster[0])
             continue
-        shared_a = float(np.mean([fits[name].a for name in cluster]))
-        for name in cluster:
-            fixed_fits[name] = _fit_named(name, *data[name], fixed_a=shared_a, **fit_options)
-        ranking += sorted(cluster, key=lambda name: -fixed_fits[name].b)
-    warnings = [f"run {name!r}: ceiling not identified, so its place by A is uncertain"
-                for name, fit in fits.items() if not fit.ceiling_identified]
-    return Comparison(
-        fits=MappingProxyType(fits), fixed_ceiling_fits=MappingProxyType(fixed_fits), ranking=tuple(ranking),
-        clusters=clusters, decided_by="ceiling" if len(clusters[0]) == 1 else "efficiency", margin=float(margin),
-        warnings=tuple(warnings),
-    )
+        ranked, shared_fits = _rank_by_shared_ceiling(cluster, fits, data, fit_options)
+        fixed_fits.update(shared_fits)
+        ranking += ranked
+    return ranking, fixed_fits
+
+
+def _shared_ceiling(names, fits):
+    """Mean A of the runs whose ceiling is identified (all runs' when none is)."""
+    identified = [fits[name].a for name in names if fits[name].ceiling_identified]
+    return float(np.mean(identified or [fits[name].a for name in names]))
+
+
+def _rank_by_shared_ceiling(names, fits, data, fit_options, by_reward_at_common_compute=False):
+    """Refit `names` with A fixed to the shared ceiling, ranked by B (higher first).
+
+    `by_reward_at_common_compute`: ranked instead by the shared-A curve's reward at the largest
+    compute every run reached (the undecided path: B alone would rank a run that never rose,
+    refitted to a ceiling far above its data, by the steepness of a rise it has not made).
+    """
+    shared_a = _shared_ceiling(names, fits)
+    options = {key: value for key, value in fit_options.items() if key != "fixed_a"}
+    shared_fits = {}
+    for name in names:
+        try:
+            shared_fits[name] = fit_sigmoid(*data[name], fixed_a=shared_a, **options)
+        except FitError:
+            continue  # the shared A is outside what this run allows: it keeps its place by A
+    common = min(float(np.max(data[name][0])) for name in names)
+    if by_reward_at_common_compute:
+        ranked = sorted(shared_fits, key=lambda name: -float(shared_fits[name].predict(common)))
+    else:
+        ranked = sorted(shared_fits, key=lambda name: -shared_fits[name].b)
+    return ranked + [name for name in names if name not in shared_fits], shared_fits
+
+
+def _efficiency_supported(leaders, fixed_fits, level) -> bool:
+    """The best B at the shared ceiling is supported when it is ahead of the next one's (ahead)."""
+    if len(leaders) < 2:
+        return False
+    best, second = (fixed_fits[name].param_draws[:, 1] for name in leaders)
+    return ahead(best, second, level)

@@ -155,6 +155,10 @@ def comparison_payload(comparison, level: float) -> dict:
     return plain_json_value({
         "winner": comparison.ranking[0],
         "decided_by": comparison.decided_by,
+        "ceiling_undecided": bool(comparison.ceiling_undecided),
+        "efficiency_supported": bool(comparison.efficiency_supported),
+        "more_compute": comparison.more_compute,
+        "headline": comparison.headline(),
         "ranking": list(comparison.ranking),
         "clusters": [list(cluster) for cluster in comparison.clusters],
         "margin": comparison.margin,
@@ -194,12 +198,20 @@ def render_comparison(console: Console, payload: dict) -> None:
 
 
 def decision_sentence(payload: Mapping) -> str:
-    """Why the winner won, in the paper's terms."""
+    """Why the winner won, in the paper's terms, and whether the intervals support it."""
     winner = payload["winner"]
     margin = format_number(payload["margin"])
+    level = f"{payload['level']:.0%}"
     if payload["decided_by"] == "ceiling":
-        return f"decided by: ceiling (A differs by more than {margin}): {winner} has the highest ceiling"
+        return (f"decided by: ceiling (A differs by more than {margin} and is ahead at the {level} level): "
+                f"{winner} has the highest ceiling")
     shared = payload["runs"][winner]["fixed_ceiling"]
     shared_text = "" if shared is None else f" = {format_number(shared['A'])}"
-    return (f"decided by: efficiency (ceilings within {margin}, refit with A fixed{shared_text}): "
-            f"{winner} has the highest B")
+    why = (f"ceiling undecided: no A ahead at the {level} level" if payload.get("ceiling_undecided")
+           else f"ceilings within {margin}")
+    if payload["decided_by"] == "efficiency":
+        return f"decided by: efficiency ({why}, refit with A fixed{shared_text}): {winner} has the highest B"
+    more = payload.get("more_compute")
+    longer = "" if more is None else f"; run ~{format_number(more, 2)}x longer to separate them"
+    return (f"undecided ({why}; nor B at the shared A{shared_text}): {winner} leads on point "
+            f"estimates only{longer}")
