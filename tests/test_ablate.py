@@ -156,6 +156,7 @@ def _write_curve(run_dir, seed, a, b):
         append_row(run_dir / "metrics.jsonl", {"step": step, "flops": float(flops), "val_pass_rate": float(reward)})
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_sweep_report_only_prints_the_table_and_writes_json_markdown_and_figure(tmp_path):
     plan = plan_sweep("scalerl", "batch_prompts=8,32", seeds=2)
     write_plan(plan, tmp_path)

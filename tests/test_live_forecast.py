@@ -125,6 +125,7 @@ def _rising_validation(monkeypatch, *run_dirs):
     return current
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_trainer_writes_forecast_keys_and_live_plot(tmp_path, monkeypatch):
     from test_trainer import _config
 
@@ -178,6 +179,7 @@ class _Crash(Exception):
     pass
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_resumed_run_forecasts_from_the_curve_before_the_crash(tmp_path, monkeypatch):
     from test_trainer import _config
 

@@ -215,6 +215,7 @@ def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
     assert bad.exit_code == 2 and "pipeline.mode" in bad.stderr
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_async_driver_rows_carry_the_live_forecast_of_the_synchronous_trainer(tmp_path):
     """The run state (the async driver's, the synchronous trainer's) adds the live forecast keys
     of the validation curve so far to each validation row."""

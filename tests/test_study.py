@@ -200,6 +200,7 @@ def _sigmoid_rewards(seed, **changes):
     return sigmoid_reward(FLOPS, params["a"], params["b"], params["c_mid"], params["r0"]) + noise
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_study_is_an_alias_of_ablate_with_one_report(tmp_path):
     plan = plan_study(leave_one_out=True, only=["fp32_head-false", "npr-false"])
     write_plan(plan, tmp_path)

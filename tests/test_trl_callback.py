@@ -58,6 +58,7 @@ def _forecast_entries(log_history):
     return [entry for entry in log_history if "forecast_A" in entry]
 
 
+@pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_grpo_trainer_logs_the_forecast_through_trainer_log(tmp_path):
     trainer = _grpo_trainer(tmp_path, max_steps=8)
     callback = add_forecast_callback(trainer, compute_axis="steps")
