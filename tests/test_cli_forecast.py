@@ -103,6 +103,18 @@ def test_fit_human_summary(run_csv):
         assert text in result.stdout
 
 
+def test_fit_human_output_opens_with_a_headline_and_prints_a_readable_power_law_table(run_csv):
+    result = invoke("fit", run_csv, "--predict-at", "20000", "--target", "0.9", "--power-law", *FAST)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("ceiling A ") and "final reward at the budget 2e+04: " in lines[1]
+    assert "target 0.9 not reachable" in lines[1]
+    rows = {line.split("│")[1].strip(): line.split("│")[2:4] for line in lines if line.count("│") == 4}
+    assert {"ceiling A", "exponent B", "scale", "reward at x = 20000"} <= set(rows)
+    law_a = [float(v) for v in rows["ceiling A"][0].replace("[", " ").replace("]", " ").replace(",", " ").split()]
+    assert all(0.0 <= v <= 1.0 for v in law_a)  # the power law's A interval stays inside the reward range
+
+
 def test_fit_warns_when_ceiling_is_not_identified(tmp_path):
     early = GPU_HOURS[GPU_HOURS <= 1500]
     path = write_csv(tmp_path / "early.csv", early, synthetic_rewards(early, noise_sd=0.002))
@@ -111,6 +123,7 @@ def test_fit_warns_when_ceiling_is_not_identified(tmp_path):
     assert payload["warnings"]
     human = invoke("fit", path, *FAST)
     assert "ceiling identified: no" in human.stdout and "warning:" in human.stdout
+    assert human.stdout.splitlines()[1].startswith("ceiling not identified yet: run ~")
 
 
 def test_fit_options_r0_min_x_loss_and_power_law(run_csv):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from scalerl.errors import InputError
-from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
+from scalerl.forecast.result import ComputeToTarget
 from scalerl.report.plotting import (
     RunPoints,
     comparison_figure,
@@ -40,6 +41,10 @@ class StubResult:
     def conf_int(self, level=0.8):
         return {"A": (self.a - 0.01, self.a + 0.02), "B": (1.8, 2.0), "C_mid": (2400.0, 2700.0)}
 
+    def compute_to_reach(self, target, level=0.8):
+        value = float(sigmoid_compute_for_reward(target, self.a, self.b, self.c_mid, self.r0))
+        return ComputeToTarget(target, value, value, value, True, level)
+
 
 def line_by_label(axes, prefix):
     matches = [line for line in axes.get_lines() if line.get_label().startswith(prefix)]
@@ -62,10 +67,10 @@ def test_fit_figure_draws_the_given_curve_and_dashes_the_extrapolation():
     assert extrapolated.get_linestyle() == "--"
     assert x_extra.min() >= 4000.0 and x_extra.max() == pytest.approx(40000.0)
     np.testing.assert_allclose(y_extra, sigmoid_reward(x_extra, 0.61, 1.92, 2542.0, 0.1))
-    ceiling = line_by_label(axes, "ceiling A = 0.610 [0.600, 0.630]")
+    ceiling = line_by_label(axes, "ceiling A = 0.610")
     assert set(ceiling.get_ydata()) == {0.61}
-    target = line_by_label(axes, "target")
-    assert set(target.get_xdata()) == {40000.0}
+    budget = line_by_label(axes, "budget")
+    assert set(budget.get_xdata()) == {40000.0}
     assert "A = 0.610" in axes.get_title() and "B = 1.92" in axes.get_title() and "C_mid = 2.54e+03" in axes.get_title()
 
 
@@ -130,3 +135,24 @@ def test_plot_of_a_real_fit(tmp_path):
     result = fit_sigmoid(compute, reward, n_bootstrap=40)
     path = plot_fit(result, tmp_path / "real.svg", not_fitted=(compute[:1], reward[:1]), target_compute=20000.0)
     assert b"<svg" in path.read_bytes()
+
+
+def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_band():
+    figure = fit_figure(StubResult(), target_compute=40000.0, target_reward=0.5)
+    axes = figure.axes[0]
+    patches = {artist.get_label(): artist for artist in axes.patches + axes.collections}
+    band = patches["80% prediction band"]
+    ceiling = patches["ceiling A 80% interval [0.600, 0.630]"]
+    assert tuple(np.round(ceiling.get_facecolor()[:3], 3)) != tuple(np.round(band.get_facecolor()[0][:3], 3))
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert "ceiling A 80% interval [0.600, 0.630]" in legend and "80% prediction band" in legend
+    target = line_by_label(axes, "target reward 0.5")
+    assert set(target.get_ydata()) == {0.5}
+
+
+def test_headline_on_top_of_the_figure_says_the_ceiling_and_the_budget():
+    identified = fit_figure(StubResult(), target_compute=40000.0)
+    headline = identified._suptitle.get_text()
+    assert headline.startswith("ceiling A 0.61 [0.6, 0.63]") and "final reward at the budget 4e+04: " in headline
+    early = fit_figure(StubResult(ceiling_identified=False, c_mid=13000.0))
+    assert early._suptitle.get_text().startswith("ceiling not identified yet: run ~6.5x longer")

@@ -273,8 +273,10 @@ def fit(
     if plot is not None:
         from scalerl.report.plotting import plot_fit
 
-        plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level,
-                 target_compute=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
+        budget = max(predict_values) if predict_values else None
+        plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level, target_compute=budget,
+                 target_reward=target,
+                 extend_to=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
                  x_label=curve.x_name, y_label=curve.y_name)
         if not json_output:
             Console(stderr=True).print(f"figure written to {plain(plot)}", markup=False, highlight=False)
@@ -350,7 +352,7 @@ def compare(
         points = {name: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]))
                   for name, c in curves.items()}
         plot_comparison(comparison.fits, plot, points=points, level=level, x_label=first.x_name, y_label=first.y_name,
-                        title=report.decision_sentence(payload))
+                        title=report.decision_sentence(payload), headline=comparison.headline())
 
 
 @app.command()
@@ -361,7 +363,8 @@ def plot(
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
     fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
-    target_x: Optional[float] = typer.Option(None, "--target-x", help="Extrapolate the curves to this compute."),
+    target_x: Optional[float] = typer.Option(None, "--target-x", "--budget",
+                                             help="Budget: extrapolate the curves to this compute and draw it."),
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
     reward_range: tuple[float, float] = REWARD_RANGE_OPTION,

@@ -168,7 +168,7 @@ def fit_sigmoid(
     n_starts: int = 4,
     band_scale: float = BAND_SCALE,
     rate_scale: float = RATE_SCALE,
-    average_forms=True,
+    average_forms: bool = True,
 ) -> FitResult:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 

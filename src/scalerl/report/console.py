@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalerl.escaping import for_rich, plain
+from scalerl.report.headline import fit_headline
 
 PARAMETERS = ("A", "B", "C_mid")
 PIPED_OUTPUT_WIDTH = 120
@@ -71,12 +72,20 @@ def estimate_with_interval(value, bounds, digits: int = 3) -> str:
 
 
 def power_law_payload(power_law_result, predict_at: Sequence[float], level: float) -> dict:
-    """JSON view of the power-law comparison fit: parameters, intervals and point predictions."""
+    """JSON view of the power-law comparison fit: parameters, intervals and point predictions.
+
+    The interval of the ceiling A is clipped to the reward range (the delta method knows no bounds;
+    a reward cannot leave its range); B's is clipped at 0.
+    """
     predictions = []
     for x in predict_at:
         lo, hi = power_law_result.interval(float(x), level)
         predictions.append({"x": float(x), "reward": float(power_law_result.predict(float(x))), "lo": lo, "hi": hi})
     intervals = {name: list(bounds) for name, bounds in power_law_result.conf_int(level).items()}
+    reward_range = getattr(power_law_result, "reward_range", None)
+    if reward_range is not None:
+        intervals["A"] = [min(max(v, reward_range[0]), reward_range[1]) for v in intervals["A"]]
+    intervals["B"] = [max(v, 0.0) for v in intervals["B"]]
     return plain_json_value({"params": power_law_result.params(), "intervals": intervals,
                              "n_points": power_law_result.n_points, "predictions": predictions})
 
@@ -85,6 +94,9 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     """Readable summary of one fit: parameters, predictions, target compute, warnings."""
     level = payload["level"]
     console.print(f"[bold]{for_rich(title)}[/bold]", soft_wrap=True, highlight=False)
+    budget = max((row["x"] for row in payload["predictions"] if row["x"] is not None), default=None)
+    console.print(f"[bold]{for_rich(fit_headline(result, budget=budget, target=target, level=level))}[/bold]",
+                  soft_wrap=True, highlight=False)
     console.print(parameter_table(payload, result.stderr))
     identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
     console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "
@@ -94,7 +106,7 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     if target is not None:
         console.print(f"target: {result.compute_to_reach(target, level).message()}")
     if power_law is not None:
-        console.print(power_law_table(power_law, payload["predictions"]))
+        console.print(power_law_table(power_law, payload))
     for warning in payload["warnings"]:
         console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
 
@@ -123,17 +135,26 @@ def prediction_table(predictions: Sequence[Mapping], level: float) -> Table:
     return table
 
 
-def power_law_table(power_law: Mapping, sigmoid_predictions: Sequence[Mapping]) -> Table:
-    """Power law R = A - D * C^(-B) next to the sigmoid (the paper prefers the sigmoid)."""
-    table = Table(title="Power law R(C) = A - D * C^(-B), for comparison", title_justify="left", min_width=56)
+def power_law_table(power_law: Mapping, payload: Mapping) -> Table:
+    """The power law R = A - D * C^(-B) beside the sigmoid, quantity by quantity, with intervals
+    (the paper prefers the sigmoid: the power law's ceiling runs to the top of the range)."""
+    level = f"{payload['level']:.0%}"
+    table = Table(title=f"Power law R(C) = A - D * C^(-B) beside the sigmoid ({level} intervals)",
+                  title_justify="left", min_width=56)
     table.add_column("quantity")
-    table.add_column("power law", justify="right")
-    table.add_column("sigmoid", justify="right")
-    for name, value in power_law["params"].items():
-        table.add_row(name, f"{format_number(value)} {format_interval(power_law['intervals'][name])}", "")
-    for law_row, sigmoid_row in zip(power_law["predictions"], sigmoid_predictions):
-        table.add_row(f"reward at x = {format_number(law_row['x'])}", format_number(law_row["reward"]),
-                      format_number(sigmoid_row["reward"]))
+    table.add_column("power law", justify="right", no_wrap=True)
+    table.add_column("sigmoid", justify="right", no_wrap=True)
+    law, sig = power_law, payload
+    table.add_row("ceiling A", estimate_with_interval(law["params"]["A"], law["intervals"]["A"]),
+                  estimate_with_interval(sig["params"]["A"], sig["intervals"]["A"]))
+    table.add_row("exponent B", estimate_with_interval(law["params"]["B"], law["intervals"]["B"]),
+                  estimate_with_interval(sig["params"]["B"], sig["intervals"]["B"]))
+    table.add_row("scale", f"D = {format_number(law['params']['D'], 3)}",
+                  f"C_mid = {estimate_with_interval(sig['params']['C_mid'], sig['intervals']['C_mid'])}")
+    for law_row, sigmoid_row in zip(law["predictions"], sig["predictions"]):
+        table.add_row(f"reward at x = {format_number(law_row['x'])}",
+                      estimate_with_interval(law_row["reward"], (law_row["lo"], law_row["hi"])),
+                      estimate_with_interval(sigmoid_row["reward"], (sigmoid_row["lo"], sigmoid_row["hi"])))
     return table
 
 

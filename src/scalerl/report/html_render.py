@@ -15,6 +15,7 @@ from html import escape
 from typing import Any, Iterable, Sequence
 
 from scalerl.report.console import comparison_payload, decision_sentence, format_number
+from scalerl.report.headline import fit_headline
 
 FORMULA = "R(C) = R0 + (A &minus; R0) / (1 + (C<sub>mid</sub> / C)<sup>B</sup>)"
 STYLE = """
@@ -26,6 +27,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; white-
 th { background: #f3f3f5; } td:first-child, th:first-child { text-align: left; }
 img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .warnings li { color: #8a4b00; } .source { color: #666; font-size: 0.85em; }
+.headline { font-weight: bold; font-size: 1.05em; }
 .error { color: #a00000; white-space: normal; }
 """
 
@@ -85,8 +87,8 @@ def comparison_html(report) -> str:
         rows.append([str(rank), escape(name), number(run["params"]["A"]), interval(run["intervals"]["A"]),
                      number(run["params"]["B"]), number(run["params"]["C_mid"]),
                      "-" if fixed is None else number(fixed["B"])])
-    return ("<h2>Comparison</h2>" + table("comparison", COMPARISON_HEADER, rows)
-            + f"<p>{escape(decision_sentence(payload))}</p>")
+    return (f'<h2>Comparison</h2><p class="headline">{escape(payload["headline"])}</p>'
+            + table("comparison", COMPARISON_HEADER, rows) + f"<p>{escape(decision_sentence(payload))}</p>")
 
 
 STUDY_HEADER = ("variant", "knob", "A", "A interval", "B", "C_mid", "ceiling identified", "verdict vs base",
@@ -160,12 +162,15 @@ def element_id(prefix: str, name: str) -> str:
     return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_]+", "-", name).strip("-")
 
 
-def run_html(run) -> str:
+def run_html(run, level: float = 0.8) -> str:
+    """A run's section: a headline sentence (ceiling, reward at the budget), its figure or its error."""
+    headline = "" if run.fit is None else \
+        f'<p class="headline">{escape(fit_headline(run.fit, budget=run.target_compute, level=level))}</p>'
     body = image(run.figure_png, f"fit of {run.name}") if run.figure_png else \
         f'<p class="error">{escape(run.error or "")}</p>'
     if run.history_png:
         body += image(run.history_png, f"live forecast history of {run.name}")
-    return f"<h2>Run: {escape(run.name)}</h2><p class=\"source\">{escape(run.source)}</p>{body}"
+    return f"<h2>Run: {escape(run.name)}</h2><p class=\"source\">{escape(run.source)}</p>{headline}{body}"
 
 
 def warnings_html(warnings: Sequence[str]) -> str:
@@ -185,7 +190,7 @@ def render_html(report) -> str:
         parts.append("<h2>Runs</h2>" + table("runs", RUN_HEADER, run_rows(report)))
     parts.append(comparison_html(report))
     parts += [study_html(study) for study in report.studies]
-    parts += [run_html(run) for run in report.runs]
+    parts += [run_html(run, report.level) for run in report.runs]
     parts.append(warnings_html(report.warnings))
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(report.title)}</title><style>{STYLE}</style></head><body>\n"

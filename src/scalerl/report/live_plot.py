@@ -28,7 +28,7 @@ def write_live_plot(forecast: LiveForecast, compute: Sequence[float], reward: Se
     title = f"live forecast, {compute.size} evaluations: {forecast.short_text()}, B = {forecast.fit.b:.2f}"
     figure = fit_figure(forecast.fit, not_fitted=(compute[unused], reward[unused]), target_compute=target,
                         level=level, x_label=x_label, y_label=y_label, title=title)
-    figure.subplots_adjust(left=0.09, right=0.64, bottom=0.12, top=0.92)  # room for the legend on the right
+    figure.subplots_adjust(left=0.09, right=0.64, bottom=0.12)  # room for the legend; the top is the headline's
     temp_path = path.with_name(f".{path.name}.tmp")
     figure.savefig(temp_path, format="png")
     os.replace(temp_path, path)

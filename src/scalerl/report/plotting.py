@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import textwrap
+
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -19,10 +21,15 @@ from matplotlib.transforms import blended_transform_factory
 
 from scalerl.escaping import for_mathtext
 from scalerl.errors import InputError
+from scalerl.report.headline import fit_headline
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 GRID_POINTS = 240
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+CEILING_COLOR = "#d99a1e"  # the ceiling's interval, never the colour of a run's prediction band
+TARGET_COLOR = "#2f7d32"
+HEADLINE_WIDTH = 100  # characters per headline line
+HEADLINE_LINES = 3
 
 
 @dataclass(frozen=True)
@@ -68,18 +75,29 @@ def fit_figure(
     x_label="compute",
     y_label="reward",
     title=None,
+    target_reward=None,
+    extend_to=None,
 ) -> Figure:
     """One fitted run: points, held-out points, fitted curve, band, extrapolation, ceiling A.
 
-    `held_out` / `not_fitted` are (compute, reward) arrays; `target_compute` extends the dashed
-    extrapolation to that budget.
+    `held_out` / `not_fitted` are (compute, reward) arrays; `target_compute` is the budget (the
+    compute the forecast is asked at): drawn as a vertical line, the dashed extrapolation reaches it;
+    `target_reward` (a reward to reach) is drawn as a horizontal line; `extend_to` extends the
+    extrapolation further (e.g. to where the target is reached). A headline sentence (ceiling, reward
+    at the budget, compute to the target) sits above the title.
     """
     figure, axes = _new_axes()
     points = RunPoints(held_out=held_out, not_fitted=not_fitted)
     extrapolate_to = _extrapolation_end([result], [points], target_compute)
+    if extend_to is not None and np.isfinite(extend_to):
+        extrapolate_to = max(extrapolate_to, float(extend_to))
     draw_run(axes, result, points, color=PALETTE[0], label=None, level=level, extrapolate_to=extrapolate_to)
+    if target_reward is not None:
+        axes.axhline(target_reward, color=TARGET_COLOR, linestyle="-.", linewidth=1.0,
+                     label=f"target reward {target_reward:.3g}")
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(for_mathtext(title) if title else fit_title(result, level), fontsize=10)
+    axes.set_title(for_mathtext(title) if title else fit_title(result, level), fontsize=9)
+    put_headline(figure, fit_headline(result, budget=target_compute, target=target_reward, level=level))
     return figure
 
 
@@ -92,8 +110,13 @@ def comparison_figure(
     x_label="compute",
     y_label="reward",
     title=None,
+    headline=None,
 ) -> Figure:
-    """Several fitted runs on one figure, one colour each; `points` maps a run name to RunPoints."""
+    """Several fitted runs on one figure, one colour each; `points` maps a run name to RunPoints.
+
+    `headline` (e.g. the comparison's verdict) is written above the title; without it each run's
+    ceiling phrase is (headline.fit_headline).
+    """
     if not results:
         raise InputError("nothing to plot: no fitted runs")
     points = points or {}
@@ -103,10 +126,27 @@ def comparison_figure(
     for index, (name, result) in enumerate(results.items()):
         color = PALETTE[index % len(PALETTE)]
         label = f"{for_mathtext(name)}: A={result.a:.3f}, B={result.b:.2f}, C_mid={result.c_mid:.3g}"
-        draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to)
+        draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to,
+                 ceiling_label=f"ceiling A {level:.0%} interval (hatched)" if index == 0 else None)
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(for_mathtext(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=10)
+    axes.set_title(for_mathtext(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=9)
+    if headline is None:
+        headline = "; ".join(f"{name}: {fit_headline(result, budget=target_compute, level=level)}"
+                             for name, result in results.items())
+    put_headline(figure, headline)
     return figure
+
+
+def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None:
+    """The headline sentence in bold at the top of the figure, wrapped, with the axes moved down
+    to make room for it and the axes title (at most HEADLINE_LINES lines; the rest is cut with ...)."""
+    lines = textwrap.wrap(text, width) or [""]
+    if len(lines) > HEADLINE_LINES:
+        lines = lines[:HEADLINE_LINES]
+        lines[-1] = lines[-1][: width - 3] + "..."
+    figure.suptitle("\n".join(for_mathtext(line) for line in lines), x=0.02, y=0.995, ha="left", va="top",
+                    fontsize=10, fontweight="bold")
+    figure.subplots_adjust(top=0.90 - 0.045 * len(lines))
 
 
 def fit_title(result, level=0.8) -> str:
@@ -119,8 +159,13 @@ def fit_title(result, level=0.8) -> str:
     )
 
 
-def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolate_to) -> None:
-    """Draw one run on `axes`: fitted curve (dashed beyond the data), band, ceiling, points."""
+def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolate_to, ceiling_label=None) -> None:
+    """Draw one run on `axes`: fitted curve (dashed beyond the data), band, ceiling, points.
+
+    The prediction band is shaded in the run's colour; the ceiling's interval is set apart from it:
+    its own colour (CEILING_COLOR) on a single-run figure, hatched in the run's colour on a figure of
+    several runs (`label` given), each with its legend entry.
+    """
     fitted_max = float(np.max(result.compute))
     grid = compute_grid(_positive_min(result, points), max(extrapolate_to, fitted_max))
     band_lo, band_hi = result.interval(grid, level)
@@ -134,9 +179,15 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
         axes.plot(grid[beyond], result.predict(grid[beyond]), color=color, linewidth=1.8, linestyle="--",
                   label=None if label else "extrapolation")
     a_lo, a_hi = result.conf_int(level)["A"]
-    axes.axhline(result.a, color=color, linestyle=":", linewidth=1.0,
-                 label=None if label else f"ceiling A = {result.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]")
-    axes.axhspan(a_lo, a_hi, color=color, alpha=0.07, linewidth=0)
+    if label:  # several runs: the run's colour, hatched
+        axes.axhline(result.a, color=color, linestyle=":", linewidth=1.0)
+        axes.axhspan(a_lo, a_hi, facecolor="none", edgecolor=color, hatch="///", alpha=0.35, linewidth=0,
+                     label=ceiling_label)
+    else:
+        identified = "" if result.ceiling_identified else ", not identified"
+        axes.axhline(result.a, color=CEILING_COLOR, linestyle=":", linewidth=1.2, label=f"ceiling A = {result.a:.3f}{identified}")
+        axes.axhspan(a_lo, a_hi, color=CEILING_COLOR, alpha=0.16, linewidth=0,
+                     label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]")
     _scatter(axes, result.compute, result.reward, color=color, filled=True,
              label=None if label else "fitted points")
     if points.held_out is not None and len(points.held_out[0]):
@@ -160,12 +211,12 @@ def _positive_min(result, points: RunPoints) -> float:
 
 
 def _extrapolation_end(results, run_points, target_compute) -> float:
-    """The largest compute to draw: the data, the held-out points, and the target budget."""
+    """The largest compute to draw: the data, the held-out points, and the budget."""
     ends = [float(np.max(result.compute)) for result in results]
     ends += [float(np.max(p.held_out[0])) for p in run_points if p.held_out is not None and len(p.held_out[0])]
     if target_compute is not None:
         if not np.isfinite(target_compute) or target_compute <= 0:
-            raise InputError(f"target compute must be a positive number, got {target_compute}")
+            raise InputError(f"budget (compute) must be a positive number, got {target_compute}")
         ends.append(float(target_compute))
     return max(ends)
 
@@ -205,7 +256,7 @@ def _finish_axes(axes, x_label, y_label, target_compute) -> None:
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes.xaxis.set_minor_formatter(NullFormatter())
     if target_compute is not None:
-        axes.axvline(target_compute, color="0.3", linestyle="-.", linewidth=0.9, label=f"target {target_compute:.3g}")
+        axes.axvline(target_compute, color="0.3", linestyle="-.", linewidth=0.9, label=f"budget {target_compute:.3g}")
     axes.set_xlabel(f"{for_mathtext(x_label)} (log scale; C = 0 points on the left edge)")
     axes.set_ylabel(for_mathtext(y_label))
     axes.grid(True, which="major", alpha=0.3)
