@@ -55,8 +55,8 @@ def test_dapo_clips_asymmetrically_and_grpo_symmetrically():
     logprobs, generator_logprobs = _inputs([[math.log(1.25)]])
     advantages = torch.tensor([2.0], dtype=torch.float64)
     mask = torch.ones(1, 1)
-    dapo_out = dapo(logprobs, generator_logprobs, advantages, mask)
-    grpo_out = grpo(logprobs, generator_logprobs, advantages, mask)
+    dapo_out = dapo(logprobs, generator_logprobs, advantages, mask, eps_low=0.2, eps_high=0.28)
+    grpo_out = grpo(logprobs, generator_logprobs, advantages, mask, eps=0.2, kl_coef=0.0)
     assert dapo_out.token_loss.item() == pytest.approx(-1.25 * 2.0)
     assert _grad(dapo_out, logprobs).item() == pytest.approx(-1.25 * 2.0)  # d rho / d logp = rho
     assert grpo_out.token_loss.item() == pytest.approx(-1.2 * 2.0)
@@ -69,7 +69,7 @@ def test_dapo_token_by_token_against_hand_computed_surrogate():
     advantages_per_token = [1.0, 1.0, -1.0, -1.0]
     logprobs, generator_logprobs = _inputs([[math.log(r)] for r in rhos])
     advantages = torch.tensor(advantages_per_token, dtype=torch.float64)
-    out = dapo(logprobs, generator_logprobs, advantages, torch.ones(4, 1))
+    out = dapo(logprobs, generator_logprobs, advantages, torch.ones(4, 1), eps_low=0.2, eps_high=0.28)
     # min(rho A, clip(rho, 0.8, 1.28) A) by hand:
     expected_objective = [1.28, 0.75, -0.8, -1.3]
     expected_grad = [0.0, -0.75, 0.0, 1.3]  # zero where the clipped branch is active
@@ -82,14 +82,15 @@ def test_grpo_k3_kl_term():
     logprobs, generator_logprobs = _inputs([[0.0, 0.0]], logprob_value=-1.0)
     ref_logprobs = torch.tensor([[-1.5, -0.5]], dtype=torch.float64)
     advantages = torch.tensor([1.0], dtype=torch.float64)
-    out = grpo(logprobs, generator_logprobs, advantages, torch.ones(1, 2), kl_coef=0.1, ref_logprobs=ref_logprobs)
+    out = grpo(logprobs, generator_logprobs, advantages, torch.ones(1, 2), eps=0.2, kl_coef=0.1,
+               ref_logprobs=ref_logprobs)
     diff = ref_logprobs - (-1.0)
     kl = diff.exp() - diff - 1.0
     assert torch.allclose(out.token_loss, -1.0 + 0.1 * kl)
     # d/dlogp [-rho A + beta (exp(ref - logp) - (ref - logp) - 1)] = -A + beta (1 - exp(ref - logp))
     assert torch.allclose(_grad(out, logprobs), -1.0 + 0.1 * (1.0 - diff.exp()))
     with pytest.raises(InputError, match="ref_logprobs"):
-        grpo(logprobs, generator_logprobs, advantages, torch.ones(1, 2), kl_coef=0.1)
+        grpo(logprobs, generator_logprobs, advantages, torch.ones(1, 2), eps=0.2, kl_coef=0.1)
 
 
 def test_gspo_uses_the_sequence_mean_of_log_ratios():
@@ -100,7 +101,7 @@ def test_gspo_uses_the_sequence_mean_of_log_ratios():
     generator_logprobs[0, 2] = -math.inf
     advantages = torch.tensor([2.0, 3.0], dtype=torch.float64)
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
-    out = gspo(logprobs, generator_logprobs, advantages, mask)
+    out = gspo(logprobs, generator_logprobs, advantages, mask, eps_low=3e-4, eps_high=4e-4)
 
     expected = torch.tensor([[-2.0, -2.0, 0.0], [-(1 + 4e-4) * 3.0] * 3], dtype=torch.float64)
     assert torch.allclose(out.token_loss, expected)
@@ -117,7 +118,8 @@ def test_padding_garbage_never_leaks_into_losses_or_gradients():
     generator_logprobs = torch.tensor([[-0.4, -math.inf]], dtype=torch.float64)
     mask = torch.tensor([[True, False]])
     for name in LOSSES:
-        out = get_loss(name)(logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask)
+        out = get_loss(name)(logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask,
+                             **LOSSES[name].kwargs({}))
         gradient = _grad(out, logprobs)
         assert torch.isfinite(out.token_loss).all(), name
         assert out.token_loss[0, 1] == 0.0 and gradient[0, 1] == 0.0, name
@@ -136,9 +138,9 @@ def test_registry_resolves_names_and_rejects_unknown_ones():
 def test_bad_shapes_and_eps_raise_clear_errors():
     logprobs, generator_logprobs = _inputs([[0.0, 0.0]])
     with pytest.raises(InputError, match="advantages"):
-        cispo(logprobs, generator_logprobs, torch.ones(3), torch.ones(1, 2))
+        cispo(logprobs, generator_logprobs, torch.ones(3), torch.ones(1, 2), eps_max=4.0)
     with pytest.raises(InputError, match="mask"):
-        dapo(logprobs, generator_logprobs, torch.ones(1), torch.ones(2, 2))
+        dapo(logprobs, generator_logprobs, torch.ones(1), torch.ones(2, 2), eps_low=0.2, eps_high=0.28)
     with pytest.raises(ConfigError, match="eps_max"):
         cispo(logprobs, generator_logprobs, torch.ones(1), torch.ones(1, 2), eps_max=0.0)
 
@@ -178,7 +180,7 @@ def test_one_gradient_step_favours_positive_advantage_sequences(loss_name):
         return torch.log_softmax(logits, dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
 
     before = token_logprobs().detach()
-    out = get_loss(loss_name)(token_logprobs(), before, advantages, mask)
+    out = get_loss(loss_name)(token_logprobs(), before, advantages, mask, **LOSSES[loss_name].kwargs({}))
     prompt_mean(out.token_loss, mask, torch.tensor([0, 0])).backward()
     with torch.no_grad():
         logits -= 0.1 * logits.grad

@@ -8,6 +8,10 @@ is always against the generator's own log-probs: rho_t = exp(logp_t - generator_
 Sign convention: loss = -objective, so minimising the loss ascends the objective. Each function
 returns a `LossOutput` whose `token_loss` is zero on padding; an aggregation from
 `scalerl.rl.aggregation` turns it into the scalar to back-propagate.
+
+The parameters (eps_max, eps_low, ...) have no defaults here: their defaults, bounds and meanings
+are declared once, in each loss's spec in `scalerl.rl.registry` (`LOSSES[name].kwargs({})` gives
+the defaults).
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def cispo(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps_max: float = 4.0,
+    eps_max: float,
 ) -> LossOutput:
     """CISPO, truncated importance-sampling REINFORCE (ScaleRL's default loss).
 
@@ -127,8 +131,8 @@ def dapo(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps_low: float = 0.2,
-    eps_high: float = 0.28,
+    eps_low: float,
+    eps_high: float,
 ) -> LossOutput:
     """DAPO token-level clipped surrogate with clip-higher (arXiv 2503.14476).
 
@@ -154,8 +158,8 @@ def grpo(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps: float = 0.2,
-    kl_coef: float = 0.0,
+    eps: float,
+    kl_coef: float,
     ref_logprobs: torch.Tensor | None = None,
 ) -> LossOutput:
     """GRPO clipped surrogate with a symmetric clip (DeepSeekMath, arXiv 2402.03300).
@@ -164,8 +168,8 @@ def grpo(
         KL_t = exp(ref_t - logp_t) - (ref_t - logp_t) - 1      (k3 estimator, >= 0)
         token_loss_t = -J_t
 
-    The KL term is off by default (ScaleRL uses no KL penalty); with `kl_coef` > 0 the reference
-    policy's log-probs `ref_logprobs` [N, T] are required.
+    kl_coef = 0 turns the KL term off (the spec's default: ScaleRL uses no KL penalty); with
+    `kl_coef` > 0 the reference policy's log-probs `ref_logprobs` [N, T] are required.
     """
     if kl_coef < 0:
         raise ConfigError(f"kl_coef must be >= 0, got {kl_coef}")
@@ -191,8 +195,8 @@ def gspo(
     advantages: torch.Tensor,
     mask: torch.Tensor,
     *,
-    eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_low: float,
+    eps_high: float,
 ) -> LossOutput:
     """GSPO, sequence-level clipped surrogate (arXiv 2507.18071).
 
