@@ -26,6 +26,10 @@ Device-hours = wall-clock hours of training x number of devices (the paper's GPU
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: this module stays torch-free
+    import torch
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,7 @@ def device_hours(wall_seconds: float, num_devices: int) -> float:
     return wall_seconds / 3600.0 * num_devices
 
 
-def model_shape(model) -> ModelShape:
+def model_shape(model: torch.nn.Module) -> ModelShape:
     """ModelShape of a Hugging Face causal LM: parameters minus the input-embedding lookup table
     (unless it is tied to the LM head, which does a matrix product with it)."""
     n_params = sum(p.numel() for p in model.parameters())

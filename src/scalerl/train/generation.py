@@ -15,7 +15,7 @@ load and 0.5 s with one thread).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -132,7 +132,7 @@ def _record_token(
 
 def generate_rollouts(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: Any,
     prompts: Sequence[str],
     prompt_indices: Sequence[int],
     *,
@@ -262,7 +262,7 @@ def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, to
 
 def evaluate_pass_rate(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: Any,
     task: Task,
     prompts: Sequence[TaskExample],
     samples_per_prompt: int,

@@ -9,6 +9,8 @@ perturbs the training run's random streams (a resumed run stays reproducible).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from scalerl.train.config import TrainConfig
@@ -39,7 +41,7 @@ def validation_examples(task: Task, config: TrainConfig) -> tuple[TaskExample, .
     return tuple(task.validation[: config.eval_prompts])
 
 
-def validation_pass_rate(model: torch.nn.Module, tokenizer, task: Task, config: TrainConfig) -> float:
+def validation_pass_rate(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig) -> float:
     """Mean of (reward > 0) over the held-out prompts x `eval_samples_per_prompt` samples."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed + _EVAL_SEED_OFFSET)

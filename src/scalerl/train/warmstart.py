@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
@@ -78,7 +78,7 @@ class WarmStartResult:
         return self.probe_history[-1][1] if self.probe_history else float("nan")
 
 
-def demonstration_ids(tokenizer, example: TaskExample) -> tuple[list[int], list[int]]:
+def demonstration_ids(tokenizer: Any, example: TaskExample) -> tuple[list[int], list[int]]:
     """(prompt ids, completion ids + EOS) of a worked example (the bare answer if none is given)."""
     target = example.demonstration if example.demonstration is not None else example.answer
     prompt_ids = list(tokenizer(example.prompt)["input_ids"])
@@ -86,7 +86,7 @@ def demonstration_ids(tokenizer, example: TaskExample) -> tuple[list[int], list[
     return prompt_ids, completion_ids + [tokenizer.eos_token_id]
 
 
-def supervised_loss(model, tokenizer, examples: list[TaskExample]) -> torch.Tensor:
+def supervised_loss(model: torch.nn.Module, tokenizer: Any, examples: list[TaskExample]) -> torch.Tensor:
     """Mean negative log-likelihood of the demonstration tokens given the prompt:
     L = -(1 / sum_i |y_i|) sum_i sum_t log pi(y_i,t | x_i, y_i,<t) (prompt tokens not scored)."""
     pairs = [demonstration_ids(tokenizer, example) for example in examples]
@@ -114,7 +114,7 @@ def _probe(model, tokenizer, task: Task, settings: WarmStartSettings) -> float:
 
 def warm_start(
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: Any,
     task: Task,
     steps: int,
     settings: WarmStartSettings = WarmStartSettings(),
@@ -200,7 +200,7 @@ def warm_start_code_digest(module: str = "scalerl.train.warmstart") -> str:
     return digest.hexdigest()
 
 
-def warm_start_cache_key(model, task: Task, steps: int, settings: WarmStartSettings) -> str:
+def warm_start_cache_key(model: torch.nn.Module, task: Task, steps: int, settings: WarmStartSettings) -> str:
     """A digest of everything the warm-started weights depend on: initial weights (so the model's
     shape, dtype and init seed), task prompts and demonstrations, steps and settings, the device
     type, the torch version and the source of the code that runs it (`warm_start_code_digest`)."""
@@ -231,7 +231,7 @@ def torch_threads(count: int) -> Iterator[None]:
 def warm_start_cached(
     cache_dir: str | os.PathLike,
     model: torch.nn.Module,
-    tokenizer,
+    tokenizer: Any,
     task: Task,
     steps: int,
     settings: WarmStartSettings = WarmStartSettings(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -60,7 +61,7 @@ def warm_start_settings(config: TrainConfig) -> WarmStartSettings:
                              max_new_tokens=config.sampling.max_new_tokens, seed=config.model.init_seed)
 
 
-def warm_start_for_config(config: TrainConfig, model: torch.nn.Module, tokenizer,
+def warm_start_for_config(config: TrainConfig, model: torch.nn.Module, tokenizer: Any,
                           task: Task) -> tuple[torch.nn.Module, object, WarmStartRecord]:
     """`warm_start_cached` with the config's settings and cache directory; `model` must be the
     freshly initialised policy. Returns the warm-started (model, tokenizer) and its record."""
