@@ -6,6 +6,7 @@ and changes it by kl_coef * k3, as the formula says.
 """
 
 import copy
+import dataclasses
 import json
 import math
 
@@ -141,6 +142,13 @@ def test_train_step_takes_the_kl_term_against_the_reference_policy():
     optimizer = build_optimizer(model, config.optim)
     with pytest.raises(InputError, match="needs the reference policy"):
         train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts, config)
+
+
+def test_every_loss_parameter_has_its_own_config_key_and_a_default_inside_its_bounds():
+    keys = [spec.config_key for spec in registry.loss_parameters()]
+    assert len(keys) == len(set(keys)) and not set(keys) & {item.name for item in dataclasses.fields(RLConfig)}
+    for spec in registry.loss_parameters():
+        assert spec.check(spec.default, spec.config_key) == spec.default
 
 
 def test_grpo_without_kl_is_unchanged_by_the_reference():

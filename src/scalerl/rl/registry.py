@@ -23,8 +23,8 @@ from scalerl.errors import ConfigError
 class ParamSpec:
     """One numeric parameter of a block: the function's keyword `name`, the config leaf
     `config_key` that sets it (unique across blocks, e.g. "cispo_eps_max"), its `default`, its
-    bounds, a one-line `meaning` and the names TRL gives it. Values must be finite and low < value < high (inclusive ends
-    where `low_inclusive` / `high_inclusive`)."""
+    bounds, a one-line `meaning` and the names TRL gives it. Values must be finite and
+    low < value < high (inclusive ends where `low_inclusive` / `high_inclusive`)."""
 
     name: str
     config_key: str
@@ -60,8 +60,8 @@ class BlockSpec:
 
     name: the config string ("cispo"). function: the callable, or "module:attribute" naming it
     (imported by `resolve`, so declaring a spec needs no torch), or None for a mode the trainer
-    applies itself (length control). meaning: one line for
-    `scalerl config keys`. parameters: the keyword arguments the config may set.
+    applies itself (length control). meaning: one line for `scalerl config keys`.
+    parameters: the keyword arguments the config may set.
     reference_when: a parameter whose value > 0 makes the block need the reference policy's
     log-probs (`ref_logprobs`), e.g. GRPO's "kl_coef"; "" if it never does.
     """
