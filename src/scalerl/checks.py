@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from scalerl.errors import ConfigError
 
 
@@ -16,13 +18,24 @@ def require_choice(value: str, field_path: str, choices: tuple[str, ...]) -> Non
     require(value in choices, field_path, f"{value!r} is not one of {', '.join(choices)}")
 
 
+def require_finite(value: float, field_path: str) -> None:
+    """`value` is a finite number (no inf, no NaN)."""
+    try:
+        finite = math.isfinite(value)
+    except TypeError:
+        finite = False
+    require(finite, field_path, f"must be a finite number, got {value!r}")
+
+
 def require_positive(value: float, field_path: str) -> None:
-    """`value` > 0."""
+    """`value` > 0 and finite."""
+    require_finite(value, field_path)
     require(value > 0, field_path, f"must be > 0, got {value!r}")
 
 
 def require_non_negative(value: float, field_path: str) -> None:
-    """`value` >= 0."""
+    """`value` >= 0 and finite."""
+    require_finite(value, field_path)
     require(value >= 0, field_path, f"must be >= 0, got {value!r}")
 
 

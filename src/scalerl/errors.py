@@ -15,3 +15,7 @@ class FitError(ScaleRLError):
 
 class ConfigError(ScaleRLError):
     """A bad configuration value; the message names the field."""
+
+
+class OutputError(ScaleRLError):
+    """A file could not be written (disk full, no permission); the message names the path."""

@@ -1,4 +1,5 @@
-"""Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback.
+"""Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback;
+Ctrl-C ends a command with exit code 130.
 
 Every `scalerl` command (forecasting here, training in scalerl.cli.train) wraps its body with
 `user_errors()` or decorates itself with `@exits_on_user_error`.
@@ -16,6 +17,7 @@ from scalerl.errors import ScaleRLError
 from scalerl.escaping import plain
 
 USER_ERROR_EXIT_CODE = 2
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT: what shells and schedulers expect after Ctrl-C
 
 
 def fail(message: object) -> None:
@@ -33,13 +35,17 @@ def describe_os_error(error: OSError) -> str:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Context in which ScaleRLError and OSError (bad input files) end the command cleanly."""
+    """Context in which ScaleRLError and OSError (bad input files) end the command cleanly, and
+    Ctrl-C with exit code 130."""
     try:
         yield
     except ScaleRLError as error:
         fail(str(error) or type(error).__name__)
     except OSError as error:
         fail(describe_os_error(error))
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        raise typer.Exit(code=INTERRUPTED_EXIT_CODE) from None
 
 
 def exits_on_user_error(command: Callable) -> Callable:

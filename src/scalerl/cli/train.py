@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from scalerl.cli.errors import exits_on_user_error
+from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
 
 SET_HELP = ("Override one config field: key=value (dotted path or unique leaf name), repeatable; "
@@ -114,17 +114,25 @@ def pipeline_assignments(mode: Optional[str], max_lag: Optional[int], generators
     return [f"pipeline.{key}={value}" for key, value in values.items() if value is not None]
 
 
-def run_on_ray(config, out: Path, resume: bool) -> None:
+def end_interrupted(out: Path, step: int) -> None:
+    """After Ctrl-C (a checkpoint of `step` written): say how to continue, exit with code 130."""
+    say(f"interrupted at step {step}; checkpoint written into {out}; continue with: "
+        f"scalerl train --out {out} --resume")
+    raise typer.Exit(code=INTERRUPTED_EXIT_CODE)
+
+
+def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> None:
     """`scalerl train --pipeline async|ppo-offpolicy`: the run on Ray (scalerl.distributed)."""
     from scalerl.distributed.pipeline import run_pipeline
 
     console = Console(soft_wrap=True)
-    result = run_pipeline(config, config.pipeline, out, resume=resume,
-                          log=lambda line: console.print(line, markup=False))
+    result = run_pipeline(config, config.pipeline, out, resume=resume, show_progress=show_progress,
+                          log=lambda line: console.print(line, markup=False, highlight=False))
+    if result.interrupted:
+        end_interrupted(out, result.steps_done)
     rates = [r["val_pass_rate"] for r in result.rows if r.get("val_pass_rate") is not None]
     last = f"{rates[-1]:.3f}" if rates else "n/a"
-    state = "interrupted at" if result.interrupted else "trained"
-    say(f"{state} step {result.steps_done} ({config.pipeline.mode}) into {out}; last validation pass rate {last}")
+    say(f"trained step {result.steps_done} ({config.pipeline.mode}) into {out}; last validation pass rate {last}")
     say(closing_hint(out))
 
 
@@ -141,7 +149,9 @@ def train_command(
     task: Optional[str] = typer.Option(None, "--task", help="'builtin' or a JSONL file of {prompt, answer}."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Number of optimiser steps."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress",
+        help="Show progress: a bar on a terminal, a plain line every few steps otherwise."),
     pipeline: Optional[str] = typer.Option(
         None, "--pipeline", help="sync (default) | async (PipelineRL on Ray) | ppo-offpolicy."),
     max_lag: Optional[int] = typer.Option(
@@ -170,11 +180,13 @@ def train_command(
     else:
         config = build_train_config(preset, set_, model, task, max_steps, config_file)
     if config.pipeline.mode != "sync":
-        run_on_ray(config, out, resume)
+        run_on_ray(config, out, resume, show_progress=progress)
         return
     from scalerl.train.trainer import train
 
     result = train(config, out, resume=resume, show_progress=progress)
+    if result.interrupted:
+        end_interrupted(out, result.last_step)
     last = f"{result.val_pass_rates[-1]:.3f}" if result.val_pass_rates else "n/a"
     say(f"trained {result.last_step} steps into {out}; last validation pass rate {last}")
     say(closing_hint(out))

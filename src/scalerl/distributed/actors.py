@@ -22,6 +22,7 @@ from scalerl.distributed.weights import (
     WeightSnapshot,
     WeightSubscriber,
     publish_weights,
+    registry_handle,
     snapshot_weights,
 )
 from scalerl.tasks.rollout import Rollout
@@ -58,7 +59,7 @@ class GeneratorWorker:
         self.generator_id = int(generator_id)
         self.task = build_task(config)
         self.backend = backend
-        self.subscriber = WeightSubscriber(registry, poll_interval_seconds)
+        self.subscriber = WeightSubscriber(registry_handle(registry), poll_interval_seconds)
         if backend == "vllm":
             from scalerl.distributed.vllm_generator import VllmRolloutBackend
 
@@ -110,7 +111,7 @@ class TrainerWorker:
                  resume_checkpoint: str | None = None) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
-        self.registry = registry
+        self.registry = registry = registry_handle(registry)
         self.task = build_task(config)
         self.model, self.tokenizer = starting_policy(config, self.task,
                                                      resuming=resume_checkpoint is not None)

@@ -21,6 +21,7 @@ from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError
+from scalerl.train.progress import ForecastProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
 TRAINER_QUEUE = 2  # optimiser steps handed to the trainer actor ahead of their bookkeeping
@@ -65,14 +66,16 @@ def init_ray(pipeline: PipelineConfig) -> bool:
 def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
                  on_row: RowCallback | None = None, keep_weights: bool = False,
                  log: Callable[[str], None] = print,
-                 workers: WorkerClasses | None = None) -> PipelineResult:
+                 workers: WorkerClasses | None = None, show_progress: bool = False) -> PipelineResult:
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
-    scalerl.distributed.simulated_device's).
+    scalerl.distributed.simulated_device's). `show_progress`: the synchronous trainer's progress
+    (scalerl.train.progress) on stderr, one update per logged row; `log` lines then go above it.
 
     Ctrl-C (KeyboardInterrupt) stops the run after writing a checkpoint of the last finished
-    step, in the synchronous trainer's format, so `resume=True` continues it.
+    step, in the synchronous trainer's format, so `resume=True` continues it; the result says
+    `interrupted` (the CLI exits with code 130).
     """
     if pipeline.mode == "sync":
         raise ConfigError("pipeline.mode: 'sync' runs the synchronous trainer, not the Ray pipeline")
@@ -82,7 +85,13 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     try:
         session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
                                    workers=workers)
-        interrupted = _run_loop(session, on_row)
+        with ForecastProgress(config.max_steps, enabled=show_progress,
+                              start_step=session.run_state.step) as progress:
+            session.progress = progress if show_progress else None
+            try:
+                interrupted = _run_loop(session, on_row)
+            finally:
+                session.progress = None
         weights = session.final_weights() if keep_weights else None
     finally:
         if session is not None:

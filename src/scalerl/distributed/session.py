@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +25,7 @@ from scalerl.distributed.staleness import batch_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.flops import ModelShape
+from scalerl.train.progress import ForecastProgress
 from scalerl.train.run_setup import build_task
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
 
@@ -42,11 +44,18 @@ class PipelineSession:
         self.run_state = RunState.open(config, self.run_dir, resume=resume,
                                        num_train_prompts=len(build_task(config).train))
         resume_checkpoint = self.run_state.resumed_from
-        self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).remote()
+        self.progress: ForecastProgress | None = None  # set by the caller while a progress display runs
+        for note in self.run_state.notes:
+            self.log(note)
+        # the actors find the registry by name: an actor handle among a restartable actor's
+        # constructor arguments is an object-store reference Ray warns about (at ERROR level)
+        registry_name = f"scalerl-weights-{uuid.uuid4().hex}"
+        self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).options(
+            name=registry_name).remote()
         trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
         trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus,
                                      num_gpus=trainer_gpus)
-        self.trainer = trainer_class.remote(config, self.registry,
+        self.trainer = trainer_class.remote(config, registry_name,
                                             torch_threads=pipeline.torch_threads,
                                             resume_checkpoint=None if resume_checkpoint is None
                                             else str(resume_checkpoint),
@@ -55,7 +64,7 @@ class PipelineSession:
                                        num_gpus=generator_gpus,
                                        max_restarts=pipeline.max_generator_restarts)
         self.generators = [
-            generator_class.remote(config, index, self.registry, torch_threads=pipeline.torch_threads,
+            generator_class.remote(config, index, registry_name, torch_threads=pipeline.torch_threads,
                                    poll_interval_seconds=pipeline.weight_poll_seconds,
                                    backend=pipeline.backend, **workers.generator_kwargs)
             for index in range(pipeline.num_generators)]
@@ -87,8 +96,12 @@ class PipelineSession:
         return sorted({generating[ref][0] for ref in running})
 
     def log(self, message: str) -> None:
+        """One line to the user: above the progress display while it runs, else to `log`."""
         self.log_lines.append(message)
-        self._log(message)
+        if self.progress is not None:
+            self.progress.note(message)
+        else:
+            self._log(message)
 
     def generator_failed(self, index: int, error: Exception, dispatched_at: float) -> bool:
         """A generator's batch failed because the actor died: count the death once and log it.
@@ -212,7 +225,9 @@ class PipelineSession:
                 self.validation_seconds += finished - started
                 row["val_pass_rate"] = pass_rate
             self.pending.popleft()
-            self.run_state.append(row)
+            forecast = self.run_state.append(row)
+            if self.progress is not None:
+                self.progress.show_row(row, self.run_state.last_val_pass_rate, forecast)
             if snapshot is not None:
                 self.checkpoint(snapshot)
             written.append(row)

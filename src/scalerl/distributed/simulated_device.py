@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.distributed.weights import WeightSubscriber
+from scalerl.distributed.weights import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 from scalerl.tasks.rollout import Rollout
 
@@ -99,7 +99,7 @@ class SimulatedGenerator:
         self.generator_id = int(generator_id)
         self.backend = "simulated"
         self.costs = costs
-        self.subscriber = WeightSubscriber(registry, poll_interval_seconds)
+        self.subscriber = WeightSubscriber(registry_handle(registry), poll_interval_seconds)
         self.bytes_fetched = 0
 
     def _load(self, snapshot) -> None:

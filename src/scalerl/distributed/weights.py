@@ -179,3 +179,16 @@ class WeightSubscriber:
     def hook_for(self, model: torch.nn.Module):
         """A zero-argument weight_update_hook bound to `model` (see generate_rollouts)."""
         return lambda: self.maybe_update(model)
+
+
+def registry_handle(registry):
+    """The weight registry actor: `registry` itself, or the named actor when given its name.
+
+    The pipeline passes the name: an actor handle among the constructor arguments of a
+    restartable actor is an object-store reference, which Ray warns about at ERROR level
+    (ray-project/ray#53727); a name is plain data and a restarted actor looks it up again."""
+    if isinstance(registry, str):
+        import ray
+
+        return ray.get_actor(registry)
+    return registry

@@ -296,7 +296,9 @@ def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = Tru
         for number, job in enumerate(jobs, start=1):
             progress.start_job(number, job_label(plan, job), job.status, job.config.max_steps)
             if job.status != "finished":
-                train_fn(job.config, job.run_dir, resume=job.status == "partial", show_progress=False,
-                         on_row=progress.row)
+                result = train_fn(job.config, job.run_dir, resume=job.status == "partial", show_progress=False,
+                                  on_row=progress.row)
+                if getattr(result, "interrupted", False):
+                    raise KeyboardInterrupt  # Ctrl-C checkpointed this run: stop the study (a rerun resumes)
             progress.finish_job()
     return jobs

@@ -13,23 +13,31 @@ subfolder where model loaders do not look. Layout of `RUN/checkpoints/step_00000
 Checkpoints written before this layout (the same files, flat) still load.
 A checkpoint is assembled in a hidden temporary directory, every file fsynced, then renamed into
 place (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
-partial one. Only the last `keep` checkpoints are kept.
+partial one; a failed write (disk full) removes the temporary directory and is one OutputError
+naming the checkpoint. Only the last `keep` checkpoints are kept.
+`verify_checkpoint` checks every file of a checkpoint (JSON structure, safetensors headers, RNG
+states, weight shapes when known) without loading the large tensors; `load_checkpoint` verifies
+before it changes anything, so a damaged checkpoint is one InputError naming the file and what is
+wrong with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from scalerl.errors import InputError
-from scalerl.models.hf_folder import load_weights_into, write_model_folder
+from scalerl.models.hf_folder import load_weights_into, weight_files, write_model_folder
+from scalerl.train.safe_writes import fsync_path, writing
 
 CHECKPOINTS_DIR_NAME = "checkpoints"
 TRAINING_STATE_DIR = "training_state"
@@ -48,14 +56,6 @@ def training_file(checkpoint: str | os.PathLike, name: str) -> Path:
     nested = checkpoint / TRAINING_STATE_DIR / name
     flat = checkpoint / name
     return flat if not nested.exists() and flat.exists() else nested
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _split_optimizer_state(state_dict: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -114,18 +114,9 @@ def save_checkpoint(
     when given, is saved with the model so the folder loads on its own.
     """
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
-    root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(step)
     staging = root / f".tmp-{checkpoint_name(step)}-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
-    write_model_folder(model, tokenizer, staging)
-    state_dir = staging / TRAINING_STATE_DIR
-    state_dir.mkdir()
     optimizer_tensors, optimizer_rest = _split_optimizer_state(optimizer.state_dict())
-    save_file(optimizer_tensors, str(state_dir / "optimizer.safetensors"))
-    save_file(_rng_tensors(torch_generators), str(state_dir / "rng.safetensors"))
     run_state = {
         "step": int(step),
         "optimizer": optimizer_rest,
@@ -133,27 +124,43 @@ def save_checkpoint(
         "numpy_rng": numpy_rng.bit_generator.state,
         "run": dict(state),
     }
-    (state_dir / _STATE_FILE).write_text(json.dumps(run_state, indent=1))
-    for path in [*staging.iterdir(), *state_dir.iterdir()]:
-        _fsync_path(path)
-    _fsync_path(state_dir)
-    _fsync_path(staging)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(staging, final)
-    _fsync_path(root)
+    try:
+        with writing(final):
+            root.mkdir(parents=True, exist_ok=True)
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir()
+            _write_checkpoint_files(staging, model, tokenizer, optimizer_tensors, _rng_tensors(torch_generators),
+                                    run_state)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staging, final)
+            fsync_path(root)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     prune_checkpoints(run_dir, keep)
     return final
 
 
+def _write_checkpoint_files(staging: Path, model: torch.nn.Module, tokenizer: Any,
+                            optimizer_tensors: Mapping[str, torch.Tensor], rng_tensors: Mapping[str, torch.Tensor],
+                            run_state: Mapping[str, Any]) -> None:
+    """The model folder and training_state/ of one checkpoint into `staging`, every file fsynced."""
+    write_model_folder(model, tokenizer, staging)
+    state_dir = staging / TRAINING_STATE_DIR
+    state_dir.mkdir()
+    save_file(dict(optimizer_tensors), str(state_dir / "optimizer.safetensors"))
+    save_file(dict(rng_tensors), str(state_dir / "rng.safetensors"))
+    (state_dir / _STATE_FILE).write_text(json.dumps(run_state, indent=1))
+    for path in [*staging.iterdir(), *state_dir.iterdir()]:
+        fsync_path(path)
+    fsync_path(state_dir)
+    fsync_path(staging)
+
+
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """Complete checkpoints of a run, oldest first."""
-    root = Path(run_dir) / CHECKPOINTS_DIR_NAME
-    if not root.is_dir():
-        return []
-    found = [path for path in root.iterdir()
-             if path.is_dir() and path.name.startswith(_PREFIX) and training_file(path, _STATE_FILE).is_file()]
-    return sorted(found, key=lambda path: int(path.name[len(_PREFIX):]))
+    """Complete checkpoints of a run (with a state.json), oldest first."""
+    return [path for path in checkpoint_folders(run_dir) if training_file(path, _STATE_FILE).is_file()]
 
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
@@ -171,6 +178,116 @@ def prune_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
+def checkpoint_step(path: str | os.PathLike) -> int | None:
+    """The step in a checkpoint folder's name (step_00000120 -> 120); None for another name."""
+    name = Path(path).name
+    return int(name[len(_PREFIX):]) if name.startswith(_PREFIX) and name[len(_PREFIX):].isdigit() else None
+
+
+def checkpoint_folders(run_dir: str | os.PathLike) -> list[Path]:
+    """Every step_N folder of a run, complete or not, oldest first (what a resume must account for)."""
+    root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    if not root.is_dir():
+        return []
+    return sorted((path for path in root.iterdir() if path.is_dir() and checkpoint_step(path) is not None),
+                  key=checkpoint_step)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Any failure to read or use `path` in the block becomes one InputError naming it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise InputError(f"{path} is missing") from None
+    except (OSError, SafetensorError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RuntimeError) as error:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        raise InputError(f"{path} is damaged: {detail[:300]}") from None
+
+
+def _require_intact(ok: bool, path: Path, message: str) -> None:
+    if not ok:
+        raise InputError(f"{path} is damaged: {message}")
+
+
+def read_training_state(path: str | os.PathLike) -> dict[str, Any]:
+    """The checked state.json of a checkpoint: step (that of the folder's name), optimizer
+    param groups, scheduler, numpy RNG and the caller's run state."""
+    state_file = training_file(path, _STATE_FILE)
+    with _reading(state_file):
+        run_state = json.loads(state_file.read_text())
+    _require_intact(isinstance(run_state, dict), state_file, "not a JSON object")
+    missing = [key for key in ("step", "optimizer", "scheduler", "numpy_rng", "run") if key not in run_state]
+    _require_intact(not missing, state_file, f"no {', '.join(missing)}")
+    step = run_state["step"]
+    _require_intact(isinstance(step, int) and not isinstance(step, bool), state_file,
+                   f"step is {step!r}, not an integer")
+    _require_intact(checkpoint_step(path) in (None, step), state_file,
+                   f"step {step} is not that of the folder {Path(path).name}")
+    for key in ("optimizer", "scheduler", "numpy_rng", "run"):
+        _require_intact(isinstance(run_state[key], dict), state_file, f"{key} is not a JSON object")
+    groups, scalars = run_state["optimizer"].get("param_groups"), run_state["optimizer"].get("scalars")
+    _require_intact(isinstance(groups, list) and all(isinstance(g, dict) and isinstance(g.get("params"), list)
+                                                    for g in groups) and isinstance(scalars, dict),
+                   state_file, "optimizer.param_groups/scalars are not what an optimiser saved")
+    with _reading(state_file):
+        np.random.default_rng(0).bit_generator.state = run_state["numpy_rng"]
+    return run_state
+
+
+def _verify_tensor_file(path: Path) -> dict[str, tuple[int, ...]]:
+    """Shapes of the tensors of a safetensors file, from its header (a truncated or foreign file fails)."""
+    with _reading(path), safe_open(str(path), framework="pt") as handle:
+        return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+
+
+def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
+    with _reading(path):
+        rng = load_file(str(path))
+        torch.Generator().set_state(rng["global_cpu"])
+        for name in generator_names:
+            _require_intact(f"generator/{name}" in rng, path, f"no state of the {name!r} generator")
+
+
+def _verify_weights(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> None:
+    """Every weight file's header, and each tensor's shape against the model's (when given)."""
+    files = weight_files(path)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in files:
+        _require_intact(file.is_file(), file, "missing")
+        shapes.update(_verify_tensor_file(file))
+    for name, shape in shapes.items():
+        expected = None if weight_shapes is None else weight_shapes.get(name, "absent")
+        _require_intact(expected is None or expected == shape, files[0] if len(files) == 1 else path,
+                       f"tensor {name} has shape {shape}, the model "
+                       f"{'has no such tensor' if expected == 'absent' else expected}")
+
+
+def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                      generator_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Check every file of a checkpoint before anything is loaded from it; return its state.json.
+
+    Reads state.json and rng.safetensors (small) in full and only the headers of the weight and
+    optimiser files: a truncated, empty or foreign file, a missing key, a wrong type, an RNG
+    state that does not load, or (with `weight_shapes`, the model's) a tensor of another shape
+    is an InputError naming the file and the problem.
+    """
+    path = Path(path)
+    run_state = read_training_state(path)
+    _verify_rng(training_file(path, "rng.safetensors"), generator_names)
+    optimizer_file = training_file(path, "optimizer.safetensors")
+    param_ids = {param_id for group in run_state["optimizer"]["param_groups"] for param_id in group["params"]}
+    for key in _verify_tensor_file(optimizer_file):
+        parts = key.split("/", 2)
+        _require_intact(len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) in param_ids,
+                       optimizer_file, f"tensor {key!r} belongs to no optimiser parameter")
+    _verify_weights(path, weight_shapes)
+    return run_state
+
+
 def load_checkpoint(
     path: str | os.PathLike,
     *,
@@ -186,23 +303,33 @@ def load_checkpoint(
     `model`, `optimizer`, `scheduler` (it also gets the global torch CPU RNG back); the run's
     bookkeeping passes `torch_generators` and `numpy_rng`. The synchronous trainer passes all
     of them; the pipeline's trainer actor and driver each pass their own part.
+    The checkpoint is verified first; what still fails is an InputError naming the file.
     """
     path = Path(path)
-    try:
-        run_state = json.loads(training_file(path, _STATE_FILE).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise InputError(f"checkpoint {path} is unreadable: {error}") from None
-    rng = load_file(str(training_file(path, "rng.safetensors")))
+    run_state = verify_checkpoint(path, weight_shapes=None if model is None else weight_shapes_of(model),
+                                  generator_names=tuple(torch_generators or ()))
+    rng_file = training_file(path, "rng.safetensors")
+    with _reading(rng_file):
+        rng = load_file(str(rng_file))
     if model is not None:
         load_weights_into(model, path)
         torch.set_rng_state(rng["global_cpu"])
     if optimizer is not None:
-        optimizer_tensors = load_file(str(training_file(path, "optimizer.safetensors")))
-        optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
-    if scheduler is not None:
-        scheduler.load_state_dict(run_state["scheduler"])
-    for name, generator in (torch_generators or {}).items():
-        generator.set_state(rng[f"generator/{name}"])
-    if numpy_rng is not None:
-        numpy_rng.bit_generator.state = run_state["numpy_rng"]
-    return int(run_state["step"]), run_state["run"]
+        optimizer_file = training_file(path, "optimizer.safetensors")
+        with _reading(optimizer_file):
+            optimizer_tensors = load_file(str(optimizer_file))
+            optimizer.load_state_dict(_join_optimizer_state(optimizer_tensors, run_state["optimizer"]))
+    with _reading(training_file(path, _STATE_FILE)):
+        if scheduler is not None:
+            scheduler.load_state_dict(run_state["scheduler"])
+        if numpy_rng is not None:
+            numpy_rng.bit_generator.state = run_state["numpy_rng"]
+    with _reading(rng_file):
+        for name, generator in (torch_generators or {}).items():
+            generator.set_state(rng[f"generator/{name}"])
+    return run_state["step"], run_state["run"]
+
+
+def weight_shapes_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor of a model's state dict (what its checkpoint's weights must have)."""
+    return {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -25,10 +26,11 @@ from scalerl.checks import require_non_negative as _require_non_negative
 from scalerl.checks import require_positive as _require_positive
 from scalerl.errors import ConfigError
 from scalerl.models.config import ModelConfig
-from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
 from scalerl.rl.registry import LENGTH_CONTROLS, loss_parameters
-
+from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
 from scalerl.train.rl_config import RLConfig, gather_loss_params, spread_loss_params
+from scalerl.train.safe_writes import write_atomically, writing
+
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
 
@@ -175,8 +177,10 @@ class TrainConfig:
         for name in ("max_steps", "eval_every", "eval_prompts", "eval_samples_per_prompt",
                      "checkpoint_every", "keep_checkpoints", "num_devices"):
             _require_positive(getattr(self, name), name)
-        _require(self.device == "cpu" or self.device.startswith(("cuda", "mps")), "device",
-                 f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
+        device_index = self.device[len("cuda:"):] if self.device.startswith("cuda:") else "0"
+        _require(self.device in ("cpu", "cuda", "mps") or (self.device.startswith("cuda:") and device_index.isdigit()),
+                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
+        _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_non_negative(self.torch_threads, "torch_threads")
         _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
@@ -330,7 +334,7 @@ def parse_value(text: str, value_type: type, field_path: str) -> Any:
             number = float(stripped) if any(c in stripped for c in ".eE") else int(stripped)
         except ValueError:
             raise ConfigError(f"{field_path}: expected an integer, got {text!r}") from None
-        if number != int(number):
+        if not math.isfinite(number) or number != int(number):
             raise ConfigError(f"{field_path}: expected an integer, got {text!r}")
         return int(number)
     if value_type is float:
@@ -359,12 +363,12 @@ def _set_nested(values: dict[str, Any], path: str, value: Any) -> None:
 
 
 def save_config(config: TrainConfig, run_dir: str | os.PathLike) -> Path:
-    """Write `config.json` into the run directory (atomically) and return its path."""
+    """Write `config.json` into the run directory (atomically; OutputError names it when the
+    write fails) and return its path."""
     path = Path(run_dir) / CONFIG_FILE_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp_path = path.with_suffix(".json.tmp")
-    temp_path.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-    os.replace(temp_path, path)
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, (json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n").encode())
     return path
 
 

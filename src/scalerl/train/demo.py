@@ -139,13 +139,16 @@ def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
 
 
 def train_demo(out_dir: Path, overrides: Sequence[str] = (), *, show_progress: bool = True) -> float:
-    """Train (or resume an unfinished demo run in `out_dir`); return the seconds it took."""
+    """Train (or resume an unfinished demo run in `out_dir`); return the seconds it took.
+    KeyboardInterrupt when Ctrl-C stopped the run (its checkpoint written)."""
     from scalerl.train.trainer import train
 
     out_dir = Path(out_dir)
     started = time.perf_counter()
-    train(demo_config(overrides), out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(),
-          show_progress=show_progress)
+    result = train(demo_config(overrides), out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(),
+                   show_progress=show_progress)
+    if result.interrupted:
+        raise KeyboardInterrupt  # Ctrl-C checkpointed the run: no forecast; rerunning the demo resumes it
     return time.perf_counter() - started
 
 

@@ -1,8 +1,10 @@
 """The run's `metrics.jsonl`: one JSON object per line, appended atomically, truncated on resume.
 
 Each append writes one complete line, flushes and fsyncs before returning, so after a crash
-(even `kill -9`) the file holds whole rows plus at most one torn last line, which readers ignore
-and `truncate_after_step` removes. Non-finite floats are written as null (strict JSON).
+(even `kill -9`) the file holds whole rows plus at most one torn last line (no newline), which
+readers ignore and `truncate_after_step` removes. Any other line that is not a JSON object with
+an integer step is damage: InputError names the file and the line. Non-finite floats are written
+as null (strict JSON).
 Optionally mirrors every numeric column to TensorBoard.
 """
 
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from scalerl.errors import InputError
+from scalerl.train.safe_writes import write_atomically, writing
 
 METRICS_FILE_NAME = "metrics.jsonl"
 
@@ -39,18 +42,37 @@ def format_row(row: Mapping[str, Any]) -> str:
 
 
 def append_row(path: str | os.PathLike, row: Mapping[str, Any]) -> None:
-    """Append one row and make it durable: write, flush, fsync."""
+    """Append one row and make it durable: write, flush, fsync (OutputError names the file)."""
     line = format_row(row).encode()
-    with open(path, "ab") as handle:
+    with writing(path), open(path, "ab") as handle:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def _complete_lines(data: bytes) -> list[bytes]:
-    """Lines of `data` that end with a newline (a torn last line is dropped)."""
-    lines = data.split(b"\n")
-    return [line for line in lines[:-1] if line.strip()]
+def _complete_lines(data: bytes) -> list[tuple[int, bytes]]:
+    """(line number, line) of each non-blank line of `data` that ends with a newline: a torn last
+    line (a crash in the middle of an append) is left out."""
+    lines = data.split(b"\n")[:-1]
+    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+
+
+def _parse_row(path: Path, number: int, line: bytes) -> dict[str, Any]:
+    """One complete line: a JSON object with an integer `step`, else InputError naming file and line."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise InputError(f"{path}: line {number} is not valid JSON; fix or delete that line") from None
+    if not isinstance(row, dict) or isinstance(row.get("step"), bool) or not isinstance(row.get("step"), int):
+        raise InputError(f"{path}: line {number} is not a metrics row (a JSON object with an integer step)")
+    return row
+
+
+def _read_lines(path: Path) -> list[tuple[int, bytes]]:
+    try:
+        return _complete_lines(path.read_bytes())
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
 
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
@@ -58,13 +80,7 @@ def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    rows = []
-    for number, line in enumerate(_complete_lines(path.read_bytes()), start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise InputError(f"{path}: line {number} is not valid JSON") from None
-    return rows
+    return [_parse_row(path, number, line) for number, line in _read_lines(path)]
 
 
 def truncate_after_step(path: str | os.PathLike, last_step: int) -> int:
@@ -76,15 +92,15 @@ def truncate_after_step(path: str | os.PathLike, last_step: int) -> int:
     path = Path(path)
     if not path.exists():
         return 0
-    kept = [line for line in _complete_lines(path.read_bytes())
-            if json.loads(line)["step"] <= last_step]
-    temp_path = path.with_suffix(".jsonl.tmp")
-    with open(temp_path, "wb") as handle:
-        handle.write(b"".join(line + b"\n" for line in kept))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp_path, path)
+    kept = [line for number, line in _read_lines(path) if _parse_row(path, number, line)["step"] <= last_step]
+    write_atomically(path, b"".join(line + b"\n" for line in kept))
     return len(kept)
+
+
+def missing_steps(steps: list[int], last_step: int) -> list[int]:
+    """Steps 0..last_step that have no row among `steps`."""
+    present = set(steps)
+    return [step for step in range(last_step + 1) if step not in present]
 
 
 class TensorBoardMirror:
@@ -146,45 +162,3 @@ class MetricsLog:
     def close(self) -> None:
         for mirror in self._mirrors:
             mirror.close()
-
-
-class RunProgress:
-    """A rich progress bar on stderr: step, last train reward, last validation pass rate."""
-
-    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0):
-        self._enabled = enabled
-        self._total = total_steps
-        self._start = start_step
-        self._progress = None
-        self._task_id = None
-
-    def __enter__(self) -> "RunProgress":
-        if self._enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-                TextColumn("{task.fields[rewards]}"), console=Console(stderr=True))
-            self._progress.start()
-            self._task_id = self._progress.add_task("train", total=self._total, completed=self._start,
-                                                    rewards="")
-        return self
-
-    def update(self, step: int, train_reward: float | None, val_pass_rate: float | None) -> None:
-        if self._progress is None:
-            return
-        parts = []
-        if train_reward is not None:
-            parts.append(f"reward {train_reward:+.3f}")
-        if val_pass_rate is not None:
-            parts.append(f"val pass rate {val_pass_rate:.3f}")
-        self._progress.update(self._task_id, completed=step, rewards="  ".join(parts))
-
-    def note(self, message: str) -> None:
-        if self._progress is not None:
-            self._progress.console.print(message)
-
-    def __exit__(self, *exc_info) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -9,7 +9,7 @@ reproduces the synchronous run because both call these very functions.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -21,7 +21,7 @@ from scalerl.rl.registry import LOSSES, lookup
 from scalerl.tasks.arithmetic import Task
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config, save_config
+from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.train_step import build_optimizer, build_scheduler
 from scalerl.train.validation import length_control, sampling_settings
@@ -31,7 +31,8 @@ RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wand
 
 
 def check_paths(config: TrainConfig) -> None:
-    """model.path and task.name must be 'builtin' or exist (checked before a run starts)."""
+    """model.path and task.name must be 'builtin' or exist, and the device must be there
+    (checked before a run starts)."""
     model_path = config.model.path
     if model_path != BUILTIN_MODEL and not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
@@ -39,10 +40,23 @@ def check_paths(config: TrainConfig) -> None:
     task_name = config.task.name
     if task_name != "builtin" and not Path(task_name).is_file():
         raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+    check_device(config.device)
     if config.wandb:
         from scalerl.train.wandb_log import require_wandb
 
         require_wandb()
+
+
+def check_device(device: str) -> None:
+    """The configured device exists on this machine (checked before anything is written)."""
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.split(":", 1)[1]) if ":" in device else 0
+        if index >= count:
+            found = f"{count} CUDA device(s)" if count else "no CUDA device"
+            raise ConfigError(f"device: {device!r} is not available on this machine ({found}); use device=cpu")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError("device: 'mps' is not available on this machine; use device=cpu")
 
 
 def build_task(config: TrainConfig) -> Task:
@@ -86,21 +100,6 @@ def starting_policy(config: TrainConfig, task: Task, *, resuming: bool) -> tuple
     return fresh_policy(config) if resuming else build_policy(config, task)
 
 
-def build_optimisation(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
-    """(AdamW, warm-up LR schedule) of the run's optimiser settings."""
-    optimizer = build_optimizer(model, config.optim)
-    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
-
-
-def _check_resumable(config: TrainConfig, run_dir: Path) -> None:
-    saved = load_config(run_dir)
-    changed = [key for key, value in config.to_dict().items()
-               if key not in RESUMABLE_CHANGES and saved.to_dict()[key] != value]
-    if changed:
-        raise ConfigError(f"--resume: the config differs from the saved run's in {', '.join(changed)}; "
-                          "only max_steps may change (and tensorboard, wandb*, forecast.*)")
-
-
 def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
     """The frozen policy a loss's KL penalty is measured against (GRPO with rl.grpo_kl_coef > 0:
     the run's starting policy, its warm start read from the cache, the same on a resume), or
@@ -112,16 +111,53 @@ def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
     return model.requires_grad_(False)
 
 
-def prepare_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
-    """Check the run directory suits a fresh run or a resume; write config.json."""
+def build_optimisation(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
+    """(AdamW, warm-up LR schedule) of the run's optimiser settings."""
+    optimizer = build_optimizer(model, config.optim)
+    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
+
+
+def _leaf_values(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'optim.lr': 0.01, ...} of a nested config dict."""
+    leaves: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            leaves.update(_leaf_values(value, f"{prefix}{key}."))
+        else:
+            leaves[f"{prefix}{key}"] = value
+    return leaves
+
+
+def resume_changes(saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[str]:
+    """`key: old -> new` for each setting a resume may not change (RESUMABLE_CHANGES may).
+
+    Keys present on one side only are a change of scalerl's config schema, not of the run."""
+    before, after = _leaf_values(saved), _leaf_values(config)
+    return [f"{key}: {before[key]!r} -> {after[key]!r}" for key in sorted(before.keys() & after.keys())
+            if key.split(".")[0] not in RESUMABLE_CHANGES and before[key] != after[key]]
+
+
+def check_resumable(config: TrainConfig, saved: Mapping[str, Any], source: str) -> None:
+    """ConfigError listing what differs between the run saved in `source` and `config`."""
+    changed = resume_changes(saved, config.to_dict())
+    if changed:
+        raise ConfigError(f"--resume: the config differs from the saved run's in {'; '.join(changed)} "
+                          f"({source}); only max_steps may change (and tensorboard, wandb*, forecast.*)")
+
+
+def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
+    """The run directory suits a fresh run (no run there yet) or a resume (config.json there, and
+    `config` differs from it only where a resume may); nothing is written."""
     has_run = (run_dir / CONFIG_FILE_NAME).exists()
     if resume and not has_run:
         raise ConfigError(f"--resume: no run to resume in {run_dir} (no {CONFIG_FILE_NAME})")
     if resume:
-        _check_resumable(config, run_dir)
-    elif has_run:
-        raise ConfigError(f"{run_dir} already holds a run; pass --resume or choose another --out")
-    save_config(config, run_dir)
+        check_resumable(config, load_config(run_dir).to_dict(), str(run_dir / CONFIG_FILE_NAME))
+        return
+    run_files = [name for name in (CONFIG_FILE_NAME, "metrics.jsonl", "checkpoints") if (run_dir / name).exists()]
+    if run_files:
+        raise ConfigError(f"{run_dir} already holds a run ({', '.join(run_files)}); pass --resume or choose "
+                          "another --out")
 
 
 def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:

@@ -9,16 +9,19 @@ driver (scalerl.distributed.session) holds one while its actors hold the model; 
 the same methods, so the pipeline with max_lag = 0 reproduces the synchronous run and a pipeline
 checkpoint is a synchronous checkpoint.
 
-A checkpoint is the trainer's tensors (weights, optimiser, LR schedule) plus a `RunSnapshot`,
-written by `save_run_checkpoint` (scalerl.train.checkpoint's format) wherever the tensors live.
+A checkpoint is the trainer's tensors (weights, optimiser, LR schedule) plus a `RunSnapshot`
+(with the run's config, so a resume can tell what changed), written by `save_run_checkpoint`
+(scalerl.train.checkpoint's format) wherever the tensors live. A resume reads the newest intact
+checkpoint (`read_resume_point`, scalerl.train.resume) before it writes anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,10 +31,12 @@ from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
-from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from scalerl.train.config import TrainConfig
-from scalerl.train.metrics_log import MetricsLog, truncate_after_step
-from scalerl.train.run_setup import prepare_run_dir
+from scalerl.errors import ConfigError, InputError
+from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file, verify_checkpoint
+from scalerl.train.config import TrainConfig, save_config
+from scalerl.train.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
+from scalerl.train.resume import check_rows_for_resume, newest_intact
+from scalerl.train.run_setup import check_resumable, check_run_dir
 from scalerl.train.train_step import StepStats
 
 ROLLOUT_GENERATOR = "rollout"  # the checkpoint's name for the run's sampling stream
@@ -63,6 +68,51 @@ class RunSnapshot:
     run: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ResumePoint:
+    """What a checkpoint restores of the run state, read and checked before it is used."""
+
+    step: int
+    pool: PromptPool
+    counters: Counters
+    last_val_pass_rate: float | None
+    rollout_rng: torch.Tensor
+    numpy_rng: dict[str, Any]
+    config: dict[str, Any] | None  # the run's config when the checkpoint was written (None: older checkpoints)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def read_resume_point(checkpoint: Path, config: TrainConfig, *, num_train_prompts: int, rng_device: str = "cpu",
+                      weight_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ResumePoint:
+    """Verify every file of `checkpoint` and read the run state it holds; InputError names the
+    file and the problem, ConfigError a checkpoint of another task."""
+    verify_checkpoint(checkpoint, weight_shapes=weight_shapes, generator_names=(ROLLOUT_GENERATOR,))
+    generator, numpy_rng = torch.Generator(device=rng_device), np.random.default_rng(0)
+    step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng)
+    state_file = training_file(checkpoint, "state.json")
+    counters, last_val = run.get("counters"), run.get("last_val_pass_rate")
+    counter_names = {f.name for f in dataclasses.fields(Counters)}
+    if not (isinstance(counters, dict) and set(counters) == counter_names
+            and all(_is_number(value) for value in counters.values())):
+        raise InputError(f"{state_file} is damaged: run.counters is not {sorted(counter_names)} as numbers")
+    if not (last_val is None or _is_number(last_val)):
+        raise InputError(f"{state_file} is damaged: run.last_val_pass_rate is {last_val!r}")
+    try:
+        pool = PromptPool.from_state_dict(run["pool"])
+    except (KeyError, TypeError, ValueError, InputError, ConfigError) as error:
+        raise InputError(f"{state_file} is damaged: run.pool: {error}") from None
+    if pool.num_prompts != num_train_prompts:
+        raise ConfigError(f"checkpoint {checkpoint} has a pool of {pool.num_prompts} training prompts, the "
+                          f"task now {num_train_prompts}: was the task file changed?")
+    saved_config = run.get("config")
+    return ResumePoint(step=step, pool=pool, counters=Counters(**counters), last_val_pass_rate=last_val,
+                       rollout_rng=generator.get_state(), numpy_rng=numpy_rng.bit_generator.state,
+                       config=saved_config if isinstance(saved_config, dict) else None)
+
+
 class RunState:
     """Step accounting, schedule, prompt pool, RNG streams and metrics rows of one run."""
 
@@ -80,32 +130,47 @@ class RunState:
         self.rows: list[dict[str, Any]] = []
         self.resumed_from: Path | None = None
         self._rng_out = 0  # requests handed out since the stream was last given back
+        self.notes: list[str] = []  # what opening the run skipped or dropped (said to the user)
         self.log = MetricsLog.for_config(self.run_dir, config)
 
     @classmethod
     def open(cls, config: TrainConfig, run_dir: str | Path, *, resume: bool, num_train_prompts: int,
-             rng_device: str = "cpu") -> RunState:
-        """Check and prepare `run_dir` (config.json), then a fresh state, or on resume the state of
-        its last checkpoint with the metrics rows written after it dropped."""
+             rng_device: str = "cpu", weight_shapes: Mapping[str, tuple[int, ...]] | None = None) -> RunState:
+        """Check `run_dir` suits the run, then a fresh state, or on resume the state of its newest
+        intact checkpoint (scalerl.train.resume; `weight_shapes`, the model's, when the caller
+        knows them) with the metrics rows written after it dropped. config.json is written only
+        once every check passed; `notes` says what the resume skipped or dropped."""
         run_dir = Path(run_dir)
-        prepare_run_dir(config, run_dir, resume)
+        check_run_dir(config, run_dir, resume)
+        checkpoint, point, notes = None, None, []
+        if resume:
+            chosen = newest_intact(run_dir, lambda folder: read_resume_point(
+                folder, config, num_train_prompts=num_train_prompts, rng_device=rng_device,
+                weight_shapes=weight_shapes))
+            if chosen is not None:
+                checkpoint, point, notes = chosen
+                if point.config is not None:
+                    check_resumable(config, point.config, f"checkpoint {checkpoint}")
+            notes = [*notes, *check_rows_for_resume(run_dir / METRICS_FILE_NAME,
+                                                    None if point is None else point.step, config.max_steps)]
+        save_config(config, run_dir)
         state = cls(config, run_dir, num_train_prompts=num_train_prompts, rng_device=rng_device)
-        checkpoint = latest_checkpoint(run_dir) if resume else None
-        if checkpoint is not None:
-            state._restore(checkpoint)
-        truncate_after_step(state.log.path, state.step if checkpoint is not None else -1)
-        if checkpoint is not None:
+        state.notes = notes
+        if point is not None:
+            state._apply(checkpoint, point)
+        truncate_after_step(state.log.path, state.step if point is not None else -1)
+        if point is not None:
             state.val_curve = [(float(row["flops"]), float(row["val_pass_rate"])) for row in state.log.rows()
                                if row.get("val_pass_rate") is not None]
         return state
 
-    def _restore(self, checkpoint: Path) -> None:
-        step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: self.rollout_generator},
-                                    numpy_rng=self.numpy_rng)
-        self.step = step
-        self.pool = PromptPool.from_state_dict(run["pool"])
-        self.counters = Counters(**run["counters"])
-        self.last_val_pass_rate = run.get("last_val_pass_rate")
+    def _apply(self, checkpoint: Path, point: ResumePoint) -> None:
+        self.step = point.step
+        self.pool = point.pool
+        self.counters = point.counters
+        self.last_val_pass_rate = point.last_val_pass_rate
+        self.rollout_generator.set_state(point.rollout_rng)
+        self.numpy_rng.bit_generator.state = point.numpy_rng
         self.resumed_from = checkpoint
 
     # ------------------------------------------------------------------ prompts and RNG streams
@@ -213,7 +278,7 @@ class RunState:
             step=self.step, rollout_rng=self.rollout_generator.get_state(), rng_device=self.rng_device,
             numpy_rng=self.numpy_rng.bit_generator.state,
             run={"pool": self.pool.state_dict(), "counters": dataclasses.asdict(self.counters),
-                 "last_val_pass_rate": self.last_val_pass_rate})
+                 "last_val_pass_rate": self.last_val_pass_rate, "config": self.config.to_dict()})
 
     def close(self) -> None:
         self.log.close()

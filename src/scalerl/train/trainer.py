@@ -23,11 +23,14 @@ from scalerl.tasks.arithmetic import Task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.config import TrainConfig
+from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
+from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.progress import ForecastProgress
 from scalerl.train.run_setup import (
     build_optimisation,
     build_task,
     check_paths,
+    fresh_policy,
     generate_step,
     reference_policy,
     starting_policy,
@@ -72,17 +75,23 @@ class TrainResult:
     val_steps: tuple[int, ...]
     val_flops: tuple[float, ...]
     val_pass_rates: tuple[float, ...]
+    interrupted: bool = False  # stopped by Ctrl-C (a checkpoint of the last step was written)
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool) -> Run:
     """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped).
 
-    Paths and the task are checked before anything is written into `run_dir`."""
+    Paths and the task are checked before anything is written into `run_dir`. On resume the
+    bare architecture is built first, so that checkpoints whose weights do not fit it are skipped
+    like any damaged checkpoint."""
     check_paths(config)
     task = build_task(config)
+    bare = fresh_policy(config) if resume and checkpoint_folders(run_dir) else None
     state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
-                          rng_device=config.device)
-    model, tokenizer = starting_policy(config, task, resuming=state.resumed_from is not None)
+                          rng_device=config.device,
+                          weight_shapes=None if bare is None else weight_shapes_of(bare[0]))
+    resumed = state.resumed_from is not None
+    model, tokenizer = bare if resumed else starting_policy(config, task, resuming=False)
     optimizer, scheduler = build_optimisation(model, config)
     if state.resumed_from is not None:
         restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -121,39 +130,53 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: ForecastProg
     if validate:
         row["val_pass_rate"] = validation_pass_rate(run.model, run.tokenizer, run.task, run.config)
     forecast = run.state.append(row)
-    if forecast is not None:
-        progress.show_forecast(forecast.short_text())
-    progress.update(run.step, row.get("train_reward"), run.state.last_val_pass_rate)
+    progress.show_row(row, run.state.last_val_pass_rate, forecast)
     if on_row is not None:
         on_row(row)
 
 
-def _result(run: Run) -> TrainResult:
+def _result(run: Run, interrupted: bool) -> TrainResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
     return TrainResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
                        tuple(float(r["flops"]) for r in rows),
-                       tuple(float(r["val_pass_rate"]) for r in rows))
+                       tuple(float(r["val_pass_rate"]) for r in rows), interrupted)
+
+
+def _run_loop(run: Run, progress: ForecastProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
+    """Step 0's validation, then steps until the run is finished or Ctrl-C asked it to stop."""
+    state = run.state
+    if run.step == 0:
+        _write(run, state.initial_row(), True, progress, on_row)
+    while not state.finished() and not stop.requested:
+        row = run_one_step(run)
+        _write(run, row, state.validation_due(run.step), progress, on_row)
+        if state.checkpoint_due(run.step):
+            _checkpoint(run)
+    if stop.requested:
+        if run.step > 0 and not state.checkpoint_due(run.step):
+            _checkpoint(run)
+        progress.note(f"interrupted: checkpoint of step {run.step} written; continue with --resume")
+    elif run.step < run.config.max_steps:
+        progress.note(f"stopped at step {run.step}: every training prompt left the pool")
 
 
 def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
           show_progress: bool = True, on_row: RowCallback | None = None) -> TrainResult:
-    """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged."""
+    """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged.
+
+    Ctrl-C (SIGINT, in the main thread) stops the run after the step it is in, with a checkpoint
+    of that step: the result says `interrupted` and `resume=True` continues it; a second Ctrl-C
+    stops at once (KeyboardInterrupt)."""
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     run = open_run(config, Path(run_dir), resume)
     state = run.state
     progress = ForecastProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:
-        with progress:
-            if run.step == 0:
-                _write(run, state.initial_row(), True, progress, on_row)
-            while not state.finished():
-                row = run_one_step(run)
-                _write(run, row, state.validation_due(run.step), progress, on_row)
-                if state.checkpoint_due(run.step):
-                    _checkpoint(run)
-            if run.step < config.max_steps:
-                progress.note(f"stopped at step {run.step}: every training prompt left the pool")
+        with progress, stop_on_interrupt(lambda: progress.note(STOPPING_NOTE)) as stop:
+            for note in state.notes:
+                progress.note(note)
+            _run_loop(run, progress, on_row, stop)
     finally:
         state.close()
-    return _result(run)
+    return _result(run, stop.requested)
