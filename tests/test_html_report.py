@@ -143,8 +143,8 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
         fit = fit_sigmoid(*points[name], n_bootstrap=40)
         assert table[name]["A"] == format_number(fit.a) and table[name]["B"] == format_number(fit.b)
         assert table[name]["A interval"] == "[{}, {}]".format(*map(format_number, fit.conf_int(0.8)["A"]))
-        assert table[name]["target compute"] == format_number(2 * FLOPS.max())
-        assert table[name]["reward at target"] == format_number(float(fit.predict(2 * FLOPS.max())))
+        assert table[name]["budget (compute)"] == format_number(2 * FLOPS.max())
+        assert table[name]["reward at budget"] == format_number(float(fit.predict(2 * FLOPS.max())))
         assert float(table[name]["A"]) == pytest.approx(RUNS[name][0], abs=0.02)
     assert table["flat"]["A"] == "-" and "flat run" in table["flat"]["reward interval"]
 
@@ -171,7 +171,7 @@ def test_a_single_run_directory_needs_no_comparison(tmp_path, inputs):
     page = PageParser()
     page.feed(output.read_text())
     assert "comparison" not in page.tables and len(page.images) == 1
-    assert rows_by_first_cell(page.tables["runs"])["run_a"]["target compute"] == "20000"
+    assert rows_by_first_cell(page.tables["runs"])["run_a"]["budget (compute)"] == "20000"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 

@@ -39,8 +39,8 @@ A_PRIOR_BETA = 2.0  # Beta(2, 2) on the gain fraction
 LOG_B_PRIOR = (np.log(1.5), 0.8)  # mean, sd of log B
 LOG_SIGMA_PRIOR_SD = 0.7
 N_WALKERS = 32
-N_STEPS = 200
-N_BURN = 100
+N_STEPS = 300
+N_BURN = 150
 
 
 def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
@@ -111,7 +111,7 @@ def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: flo
                      n_draws: int, seed: int) -> np.ndarray:
     """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
 
-    32 walkers x 200 steps, the first 100 discarded as burn-in; the kept 32 x 100 states are
+    32 walkers x 300 steps, the first 150 discarded as burn-in; the kept 32 x 150 states are
     thinned evenly to `n_draws` rows (repeated when more are asked for than the chain holds).
     """
     rng = np.random.default_rng(seed)

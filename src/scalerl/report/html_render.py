@@ -2,7 +2,7 @@
 script and no external resource, so it opens from a file or an e-mail without a server.
 
 Tables: `runs` (each run's fit: A, B, C_mid with intervals, ceiling identified, predicted reward
-at the extrapolation target), `comparison` (the paper's ranking, when two or more runs were fitted)
+at the budget, the compute extrapolated to), `comparison` (the paper's ranking, when two or more runs were fitted)
 and `study-<name>` (a study directory's variants and verdicts, from its study.json, or the
 seed-mean parameters and effects of an ablation.json / sweep.json). Numbers are printed with
 scalerl.report.console.format_number (4 significant digits).
@@ -53,11 +53,11 @@ def image(png_base64: str, alt: str) -> str:
 
 
 RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "ceiling identified",
-              "target compute", "reward at target", "reward interval")
+              "budget (compute)", "reward at budget", "reward interval")
 
 
 def run_rows(report) -> list[list[str]]:
-    """One row per run: the fit and its prediction at the target, or the reason it has none."""
+    """One row per run: the fit and its prediction at the budget, or the reason it has none."""
     rows = []
     for run in report.runs:
         if run.fit is None:
