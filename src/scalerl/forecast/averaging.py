@@ -23,8 +23,10 @@ leave the weights near equal. No constant is tuned. With too few points to hold 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import power_law_reward, sigmoid_reward
@@ -51,7 +53,8 @@ class FormCurve:
     params: tuple = ()
     floor: float = -np.inf
 
-    def reward(self, compute, posterior_median, reward_range=None) -> np.ndarray:
+    def reward(self, compute: ArrayLike, posterior_median: ArrayLike | None,
+               reward_range: tuple[float, float] | None = None) -> np.ndarray:
         """R(C) of this form at each compute; the power law is clipped to [floor, top of `reward_range`]."""
         if self.kind == "posterior":
             return np.asarray(posterior_median, dtype=float)
@@ -64,7 +67,8 @@ class FormCurve:
         return np.clip(value, low, top)
 
 
-def least_squares_sigmoid(compute, reward, r0, reward_range) -> tuple | None:
+def least_squares_sigmoid(compute: ArrayLike, reward: ArrayLike, r0: float,
+                          reward_range: tuple[float, float] | None) -> tuple[float, float, float, float] | None:
     """(A, B, C_mid, R0) of the bounded multi-start least-squares sigmoid, None if it cannot fit."""
     compute, reward = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     keep = compute > 0
@@ -82,7 +86,8 @@ def least_squares_sigmoid(compute, reward, r0, reward_range) -> tuple | None:
     return float(theta[0]), float(theta[1]), float(compute_ref * np.exp(theta[2])), float(r0)
 
 
-def least_squares_power_law(compute, reward, reward_range) -> tuple | None:
+def least_squares_power_law(compute: ArrayLike, reward: ArrayLike,
+                            reward_range: tuple[float, float] | None) -> tuple[float, float, float] | None:
     """(A, D, B) of fit_power_law, None when it refuses (fewer than 4 points, overflow, ...)."""
     try:
         with np.errstate(all="ignore"):
@@ -92,7 +97,8 @@ def least_squares_power_law(compute, reward, reward_range) -> tuple | None:
     return (fit.a, fit.d, fit.b) if np.all(np.isfinite([fit.a, fit.d, fit.b])) else None
 
 
-def fit_forms(compute, reward, r0, reward_range) -> dict:
+def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float,
+              reward_range: tuple[float, float] | None) -> dict[str, FormCurve | None]:
     """{name: FormCurve with weight 0 or None} for the least-squares members on these points."""
     out = {}
     for name, kind, params in (
@@ -104,14 +110,15 @@ def fit_forms(compute, reward, r0, reward_range) -> dict:
     return out
 
 
-def held_out_count(n_points) -> int:
+def held_out_count(n_points: int) -> int:
     """Later fitted points held out for the within-run check: a third, at least 1, 0 when fewer
     than MIN_REFIT_POINTS would remain to refit on."""
     hold = max(1, n_points // 3)
     return hold if n_points - hold >= MIN_REFIT_POINTS else 0
 
 
-def cross_validated_errors(compute, reward, r0, reward_range) -> dict:
+def cross_validated_errors(compute: ArrayLike, reward: ArrayLike, r0: float,
+                           reward_range: tuple[float, float] | None) -> dict[str, float | None]:
     """{name: mean squared error on the held-out later points, or None} per least-squares form."""
     compute, reward = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     hold = held_out_count(compute.size)
@@ -128,7 +135,7 @@ def cross_validated_errors(compute, reward, r0, reward_range) -> dict:
     return errors
 
 
-def form_weights(errors, noise_sd) -> dict:
+def form_weights(errors: Mapping[str, float | None], noise_sd: float) -> dict[str, float]:
     """w_f proportional to 1 / (e_f + sigma^2); equal weights when any member has no error."""
     values = list(errors.values())
     if not values:
@@ -140,7 +147,8 @@ def form_weights(errors, noise_sd) -> dict:
     return {name: v / total for name, v in inverse.items()}
 
 
-def averaged_forms(compute, reward, r0, reward_range, noise_sd) -> tuple:
+def averaged_forms(compute: ArrayLike, reward: ArrayLike, r0: float, reward_range: tuple[float, float] | None,
+                   noise_sd: float) -> tuple[FormCurve, ...]:
     """The members of the averaged forecast with their weights (FormCurve tuple, posterior first).
 
     The posterior member shares the cross-validated error of the least-squares sigmoid (the same
@@ -157,7 +165,7 @@ def averaged_forms(compute, reward, r0, reward_range, noise_sd) -> tuple:
     return tuple(out)
 
 
-def draw_members(forms, n_draws, seed) -> np.ndarray:
+def draw_members(forms: Sequence[FormCurve], n_draws: int, seed: int) -> np.ndarray:
     """Index into `forms` for each posterior draw: counts proportional to the weights (largest
     remainders), in a seeded random order so that no stretch of the chain belongs to one form."""
     weights = np.array([form.weight for form in forms], dtype=float)

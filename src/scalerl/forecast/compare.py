@@ -28,6 +28,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.fitting import fit_sigmoid
@@ -83,7 +84,7 @@ class Comparison:
         return "\n".join(lines)
 
 
-def ahead(draws_first, draws_second, level) -> bool:
+def ahead(draws_first: ArrayLike, draws_second: ArrayLike, level: float) -> bool:
     """Whether the first quantity is above the second at `level`: the central `level` interval of
     the difference of their (independent) posterior draws lies above 0. Two 80 % intervals may
     overlap while their difference is clearly positive, so the difference is what is tested."""
@@ -106,7 +107,7 @@ def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) ->
                           if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level))
 
 
-def compute_to_separate(fits: Mapping[str, FitResult], names) -> float | None:
+def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str]) -> float | None:
     """Times the current compute after which the runs' ceilings can be told apart (rough).
 
     An unidentified ceiling needs the run to pass its inflection: 2 x max(C_mid, C_last) / C_last

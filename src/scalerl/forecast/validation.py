@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from scalerl.errors import ConfigError, InputError
 
 MAX_ABS_REWARD = 1e100  # squared residuals must stay finite
 
 
-def validate_curve(compute, reward, reward_range):
+def validate_curve(compute: ArrayLike, reward: ArrayLike,
+                   reward_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
     """Arrays of equal length, finite, compute >= 0 and non-decreasing, reward inside its range."""
     compute = np.asarray(compute, dtype=float).ravel()
     reward = np.asarray(reward, dtype=float).ravel()
