@@ -371,3 +371,15 @@ def test_an_async_run_shows_progress_and_logs_no_error_line(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "step 1/2  reward" in result.stderr and "step 2/2  reward" in result.stderr
     assert not [line for line in result.stderr.splitlines() if " E " in line or "ERROR" in line], result.stderr
+
+
+def test_the_pipeline_checks_paths_and_device_before_starting_anything(tmp_path, monkeypatch):
+    from scalerl.distributed.session import PipelineSession
+    from scalerl.distributed.settings import PipelineConfig
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="device: 'cuda' is not available"):
+        PipelineSession(_config("device=cuda"), PipelineConfig(mode="async"), tmp_path / "run")
+    with pytest.raises(ConfigError, match="task.name"):
+        PipelineSession(_config("task.name=/no/such.jsonl"), PipelineConfig(mode="async"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -26,7 +26,7 @@ from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.flops import ModelShape
 from scalerl.train.progress import ForecastProgress
-from scalerl.train.run_setup import build_task
+from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
 
 
@@ -39,6 +39,8 @@ class PipelineSession:
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
         self._log = log
+        # a local cluster runs the actors on this machine: its device must exist here
+        check_paths(config, device_here=not pipeline.ray_address)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # the driver's RunState keeps the sampling stream on the CPU: it crosses to the actors
         self.run_state = RunState.open(config, self.run_dir, resume=resume,

@@ -30,9 +30,9 @@ from scalerl.train.validation import length_control, sampling_settings
 RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
 
 
-def check_paths(config: TrainConfig) -> None:
-    """model.path and task.name must be 'builtin' or exist, and the device must be there
-    (checked before a run starts)."""
+def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
+    """model.path and task.name must be 'builtin' or exist, and (`device_here`: the device is
+    this machine's, not a Ray cluster's) the device must be there; checked before a run starts."""
     model_path = config.model.path
     if model_path != BUILTIN_MODEL and not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
@@ -40,7 +40,8 @@ def check_paths(config: TrainConfig) -> None:
     task_name = config.task.name
     if task_name != "builtin" and not Path(task_name).is_file():
         raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
-    check_device(config.device)
+    if device_here:
+        check_device(config.device)
     if config.wandb:
         from scalerl.train.wandb_log import require_wandb
 
