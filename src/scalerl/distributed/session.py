@@ -253,7 +253,13 @@ class PipelineSession:
         import ray
 
         snapshot = self.run_state.snapshot() if snapshot is None else snapshot
-        ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), snapshot))
+        try:
+            ray.get(self.trainer.save_checkpoint.remote(str(self.run_dir), snapshot))
+        except ray.exceptions.RayTaskError as error:
+            # e.g. a full disk: the actor's OutputError names the checkpoint; its traceback would not help
+            if isinstance(error.cause, ScaleRLError):
+                raise error.cause from None
+            raise
 
     def model_shape(self) -> ModelShape:
         import ray
