@@ -66,3 +66,12 @@ def test_fixed_ceiling_and_average_forms_false_keep_the_posterior_alone():
     alone = fit_sigmoid(compute, reward, r0=0.2, n_bootstrap=30, average_forms=False)
     assert alone.forms == () and float(alone.predict(8000.0)) == pytest.approx(
         float(np.median(sigmoid_reward(8000.0, *alone.param_draws.T, 0.2))))
+
+
+def test_the_r0_zero_form_only_where_zero_is_the_floor():
+    compute = np.linspace(100.0, 4000.0, 12)
+    reward = sigmoid_reward(compute, 0.4, 2.0, 1000.0, -0.6)  # mean of +1/-1 rewards
+    names = {form.name for form in averaged_forms(compute, reward, -0.6, (-1.0, 1.0), 0.01)}
+    assert "sigmoid_r0_zero" not in names and {"sigmoid_posterior", "sigmoid"} <= names
+    names = {form.name for form in averaged_forms(compute, reward + 0.6, 0.0, (0.0, 1.0), 0.01)}
+    assert "sigmoid_r0_zero" in names

@@ -5,7 +5,8 @@ second form fitted on the same points is wrong differently. The forecast average
 
     sigmoid_posterior   posterior median of the ScaleRL sigmoid, R0 fixed (forecast.posterior)
     sigmoid             least-squares ScaleRL sigmoid, R0 fixed
-    sigmoid_r0_zero     least-squares sigmoid with R0 = 0 (the paper's seed form A / (1 + (C_mid / C)^B))
+    sigmoid_r0_zero     least-squares sigmoid with R0 = 0 (the paper's seed form A / (1 + (C_mid / C)^B)),
+                        only where 0 is the floor of the reward range
     power_law           R = A - D C^(-B), the paper's alternative
 
 (Khatri, Madaan et al., arXiv 2510.13786: the sigmoid, its R0 = 0 form and the power law.) The
@@ -97,13 +98,20 @@ def least_squares_power_law(compute: ArrayLike, reward: ArrayLike,
     return (fit.a, fit.d, fit.b) if np.all(np.isfinite([fit.a, fit.d, fit.b])) else None
 
 
+def zero_is_the_floor(reward_range: tuple[float, float] | None) -> bool:
+    """The R0 = 0 form only makes sense where 0 is the lowest reward (pass rates in [0, 1]); with
+    +1/-1 rewards or an open range a start at 0 is no natural floor."""
+    return reward_range is not None and float(reward_range[0]) == 0.0
+
+
 def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float,
               reward_range: tuple[float, float] | None) -> dict[str, FormCurve | None]:
     """{name: FormCurve with weight 0 or None} for the least-squares members on these points."""
     out = {}
+    r0_zero = least_squares_sigmoid(compute, reward, 0.0, reward_range) if zero_is_the_floor(reward_range) else None
     for name, kind, params in (
         ("sigmoid", "sigmoid", least_squares_sigmoid(compute, reward, r0, reward_range)),
-        ("sigmoid_r0_zero", "sigmoid", least_squares_sigmoid(compute, reward, 0.0, reward_range)),
+        ("sigmoid_r0_zero", "sigmoid", r0_zero),
         ("power_law", "power_law", least_squares_power_law(compute, reward, reward_range)),
     ):
         out[name] = None if params is None else FormCurve(name, 0.0, kind, params, floor=float(r0))
