@@ -107,7 +107,7 @@ def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) ->
                           if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level))
 
 
-def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str]) -> float | None:
+def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str], level: float = 0.8) -> float | None:
     """Times the current compute after which the runs' ceilings can be told apart (rough).
 
     An unidentified ceiling needs the run to pass its inflection: 2 x max(C_mid, C_last) / C_last
@@ -126,7 +126,7 @@ def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str]) -> 
     if len(names) < 2:
         return None
     first, second = names[0], names[1]
-    (lo1, hi1), (lo2, hi2) = fits[first].conf_int()["A"], fits[second].conf_int()["A"]
+    (lo1, hi1), (lo2, hi2) = fits[first].conf_int(level)["A"], fits[second].conf_int(level)["A"]
     gap = abs(fits[first].a - fits[second].a)
     if gap <= 0:
         return None
@@ -191,7 +191,7 @@ def compare_runs(curves: Mapping[str, object], margin: float = 0.02, **fit_optio
     efficiency_supported = _efficiency_supported(leaders, fixed_fits, level)
     if undecided and not efficiency_supported:
         decided_by = "undecided"
-    more = None if decided_by != "undecided" else compute_to_separate(fits, leaders or ranking[:2])
+    more = None if decided_by != "undecided" else compute_to_separate(fits, leaders or ranking[:2], level)
     return Comparison(
         fits=MappingProxyType(fits), fixed_ceiling_fits=MappingProxyType(fixed_fits), ranking=tuple(ranking),
         clusters=clusters, decided_by=decided_by, margin=float(margin), warnings=tuple(warnings),
