@@ -1,0 +1,124 @@
+"""Benchmark: time and memory of `scalerl fit` on long logs (10^4, 10^5, 10^6 rows).
+
+For each size and format (CSV, JSON lines) a log of a noisy ScaleRL sigmoid is written to a temp
+dir (columns gpu_hours, step, loss, val_pass_rate, as a W&B export has extra columns), then
+`scalerl fit LOG --json` runs in a fresh subprocess: its wall time and peak resident memory are
+recorded (the child's own getrusage ru_maxrss, printed as it exits: RUSAGE_CHILDREN in the parent
+would keep the largest child so far, hiding smaller runs after a large one). The target (issue 16): 10^6 rows read
+and fitted in under ~30 s and 1 GB. Prints a table and writes benchmarks/results/reader_scale.json.
+A script, not a test: it asserts nothing.
+
+    python benchmarks/reader_scale.py                  # all sizes, both formats (about a minute)
+    python benchmarks/reader_scale.py --sizes 10000    # quicker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results" / "reader_scale.json"
+SIZES = (10_000, 100_000, 1_000_000)
+FORMATS = ("csv", "jsonl")
+A, B, C_MID, R0 = 0.61, 1.92, 2542.0, 0.1  # ScaleRL 8B dense (paper table)
+CHILD_SCRIPT = (
+    "import resource, sys\n"
+    "from scalerl.cli.app import main\n"
+    "try:\n"
+    "    main()\n"
+    "finally:\n"
+    "    sys.stderr.write(f'maxrss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n')\n"
+)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="rows per log")
+    parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    return parser.parse_args(argv)
+
+
+def curve_columns(n_rows: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """The log's columns: compute up to 16,000 GPU-hours, the sigmoid plus noise, a step and a loss."""
+    rng = np.random.default_rng(seed)
+    gpu_hours = np.linspace(0.0, 16_000.0, n_rows)
+    clean = R0 + (A - R0) / (1.0 + (C_MID / np.maximum(gpu_hours, 1e-9)) ** B)
+    reward = np.clip(clean + rng.normal(0.0, 0.02, n_rows), 0.0, 1.0)
+    return {"step": np.arange(n_rows), "gpu_hours": gpu_hours, "loss": rng.random(n_rows), "val_pass_rate": reward}
+
+
+def write_log(directory: Path, fmt: str, n_rows: int) -> Path:
+    """Write the log in `fmt`; returns its path."""
+    columns = curve_columns(n_rows)
+    path = directory / f"run_{n_rows}.{fmt}"
+    names = list(columns)
+    with path.open("w", encoding="utf-8") as handle:
+        if fmt == "csv":
+            handle.write(",".join(names) + "\n")
+            for row in zip(*(columns[name].tolist() for name in names)):
+                handle.write(",".join(repr(value) for value in row) + "\n")
+        else:
+            for row in zip(*(columns[name].tolist() for name in names)):
+                handle.write(json.dumps(dict(zip(names, row))) + "\n")
+    return path
+
+
+def run_fit(path: Path) -> dict:
+    """Run `scalerl fit PATH --json` in a fresh interpreter; wall seconds, peak MB, exit code."""
+    started = time.perf_counter()
+    completed = subprocess.run([sys.executable, "-c", CHILD_SCRIPT, "fit", str(path), "--json"],
+                               capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    rss_lines = [line for line in completed.stderr.splitlines() if line.startswith("maxrss_kb=")]
+    peak_kb = int(rss_lines[-1].split("=")[1]) if rss_lines else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    payload = json.loads(completed.stdout) if completed.returncode == 0 else {}
+    return {
+        "exit_code": completed.returncode,
+        "seconds": round(seconds, 2),
+        "peak_mb": round(peak_kb / 1024.0, 1),
+        "n_points": payload.get("n_points"),
+        "A": payload.get("params", {}).get("A"),
+        "notes": [w for w in payload.get("warnings", []) if "binned" in w],
+        "error": None if completed.returncode == 0 else completed.stderr.strip().splitlines()[:1],
+    }
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for n_rows in args.sizes:
+            for fmt in args.formats:
+                path = write_log(Path(scratch), fmt, n_rows)
+                result = {"rows": n_rows, "format": fmt, "file_mb": round(path.stat().st_size / 2**20, 1),
+                          **run_fit(path)}
+                rows.append(result)
+                path.unlink()
+                print(f"{n_rows:>9} {fmt:<6} {result['file_mb']:>7.1f} MB file  {result['seconds']:>7.2f} s  "
+                      f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  points {result['n_points']}",
+                      flush=True)
+    print("\n| rows | format | file MB | seconds | peak RSS MB | points fitted |\n|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['rows']:,} | {row['format']} | {row['file_mb']} | {row['seconds']} | {row['peak_mb']} "
+              f"| {row['n_points']} |")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "load_average": os.getloadavg()}
+    args.out.write_text(json.dumps({"meta": meta, "target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
+                                   indent=2) + "\n")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
