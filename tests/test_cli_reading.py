@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,19 @@ def test_power_law_on_subnormal_compute_keeps_stdout_one_json_object(tmp_path):
     payload = json.loads(completed.stdout)
     assert payload["n_points"] == 4
     assert "power_law" not in payload or payload["power_law"] is None or "too many decades" in completed.stdout
+
+
+def test_power_law_prediction_at_zero_compute_prints_no_numpy_warning(tmp_path):
+    # Found by tests/test_cli_fuzz.py: the power law's band at C = 0 divided by zero and numpy
+    # printed a RuntimeWarning after the result.
+    path = g_csv(tmp_path / "g.csv", pairs=[(0, 0.1), (1, 0.2), (2, 0.3), (3, 0.35), (4, 0.4), (5, 0.42)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = invoke("fit", path, "--power-law", "--predict-at", "0", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "" and result.stdout.count("\n") == 1
+    prediction = json.loads(result.stdout)["power_law"]["predictions"][0]
+    assert prediction["x"] == 0.0 and prediction["lo"] is None and prediction["hi"] is None
 
 
 # --- runs are never mixed --------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def test_missing_file(tmp_path):
 def test_binary_file_with_csv_suffix(tmp_path):
     path = tmp_path / "m.csv"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe\x00")
-    with pytest.raises(InputError, match="not a UTF-8 text file"):
+    with pytest.raises(InputError, match="not a UTF-8 or UTF-16 text file"):
         read_curve(path)
 
 
@@ -224,3 +224,29 @@ def test_corrupt_event_file(tmp_path):
 def test_rewards_outside_unit_range_are_passed_through(tmp_path):
     curve = read_curve(write(tmp_path / "m.csv", "compute,reward\n1,-0.5\n2,1.5\n"))
     np.testing.assert_array_equal(curve.reward, [-0.5, 1.5])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig", "utf-16-be"])
+def test_utf16_and_bom_files_are_read_as_text(tmp_path, encoding):
+    text = "step,val_pass_rate\n1,0.1\n2,0.25\n"
+    data = text.encode(encoding) if encoding != "utf-16-be" else b"\xfe\xff" + text.encode("utf-16-be")
+    path = tmp_path / "m.csv"
+    path.write_bytes(data)
+    curve = read_curve(path)
+    np.testing.assert_allclose(curve.reward, [0.1, 0.25])
+    assert curve.notes == ()
+
+
+def test_latin1_file_is_read_with_a_note(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_bytes("step,val_pass_rate,café\n1,0.1,x\n2,0.25,y\n".encode("latin-1"))
+    curve = read_curve(path)
+    np.testing.assert_allclose(curve.reward, [0.1, 0.25])
+    assert any("not UTF-8 (byte 22): read as Latin-1" in note for note in curve.notes)
+
+
+def test_bad_utf16_after_its_bom_is_refused(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_bytes(b"\xff\xfes\x00t\x00\x00\xd8")  # a lone high surrogate
+    with pytest.raises(InputError, match="not valid UTF-16"):
+        read_curve(path)

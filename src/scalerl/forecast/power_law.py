@@ -92,8 +92,9 @@ class PowerLawFitResult:
         scalar = np.ndim(compute) == 0
         norm = np.atleast_1d(np.asarray(compute, dtype=float)) / self.compute_ref
         d_norm = self.d / self.compute_ref**self.b
-        grad = _jacobian((self.a, d_norm, self.b), norm, np.zeros_like(norm))
-        variance = np.einsum("ij,jk,ik->i", grad, self.covariance, grad)
+        with np.errstate(divide="ignore", invalid="ignore"):  # C = 0: the power law is undefined there (NaN band)
+            grad = _jacobian((self.a, d_norm, self.b), norm, np.zeros_like(norm))
+            variance = np.einsum("ij,jk,ik->i", grad, self.covariance, grad)
         if kind == "observation":
             variance = variance + self.noise_sd**2
         half = self._t_quantile(level) * np.sqrt(np.maximum(variance, 0.0))

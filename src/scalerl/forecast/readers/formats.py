@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from pathlib import Path
 
 from scalerl.errors import InputError
@@ -30,9 +31,17 @@ def read_table(path: Path, *, run: str | None = None, allow_partial: bool = Fals
 
         return read_tensorboard_table(path, run=run, allow_partial=allow_partial)
     suffix = path.suffix.lower()
-    text = read_text(path)
+    text, encoding_note = read_text(path)
     if not text.strip():
         raise InputError(f"{path} is empty")
+    table = _read_text_table(text, path, suffix)
+    if encoding_note:
+        table.notes.insert(0, encoding_note)
+    return table
+
+
+def _read_text_table(text: str, path: Path, suffix: str) -> LogTable:
+    """The table of a decoded text log, by its suffix, then by what it holds."""
     if suffix in CSV_SUFFIXES:
         return read_csv_table(text, path, delimiter="\t" if suffix == ".tsv" else ",")
     if suffix == ".json" and text.lstrip().startswith("{") and "\n{" not in text.strip():
@@ -54,11 +63,31 @@ def is_tensorboard_file(path: Path) -> bool:
     return "tfevents" in path.name
 
 
-def read_text(path: Path) -> str:
-    """The file as UTF-8 text (a BOM is dropped); InputError for binary or unreadable files."""
+def read_text(path: Path) -> tuple[str, str | None]:
+    """(the file as text, a note when it was not UTF-8); InputError for binary or unreadable files."""
     try:
-        return path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{path} is not a UTF-8 text file (byte {error.start})") from None
+        data = path.read_bytes()
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    return decode_text(data, path)
+
+
+def decode_text(data: bytes, path: Path) -> tuple[str, str | None]:
+    """Text of a log file and a note on its encoding when it is not UTF-8.
+
+    UTF-8 (a BOM is dropped); UTF-16 with its BOM (Excel's "Unicode text", PowerShell's `>`);
+    otherwise, when it holds no NUL byte, Latin-1 (old Windows exports), said in the note, since
+    any bytes decode so. A file with NUL bytes and no UTF-16 BOM is binary: InputError.
+    """
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16"), None
+        except UnicodeDecodeError as error:
+            raise InputError(f"{path} starts as UTF-16 but is not valid UTF-16 (byte {error.start})") from None
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as error:
+        first_bad = error.start
+    if b"\x00" in data:
+        raise InputError(f"{path} is not a UTF-8 or UTF-16 text file (byte {first_bad})")
+    return data.decode("latin-1"), f"{path} is not UTF-8 (byte {first_bad}): read as Latin-1"
