@@ -243,7 +243,8 @@ def check_outcome(argv: list[str], exit_code: int, stdout: str, stderr: str) -> 
             assert stderr == "", shown
         else:
             assert stdout.strip(), shown
-            assert all(line.startswith("note: ") for line in stderr.splitlines() if line.strip()), shown
+            said = [line for line in stderr.splitlines() if line.strip()]
+            assert all(line.startswith(("note: ", "figure written to ")) for line in said), shown
         return
     assert exit_code == 2, shown
     lines = [line for line in stderr.splitlines() if line.strip()]

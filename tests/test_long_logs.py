@@ -130,3 +130,31 @@ def test_json_lines_keys_first_seen_after_a_chunk_are_missing_before(tmp_path):
     curve = read_curve(path)
     np.testing.assert_array_equal(curve.compute, CHUNK_ROWS + 5 + np.arange(4))
     np.testing.assert_allclose(curve.reward, [0.0, 0.1, 0.2, 0.3])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_million_row_log_is_read_and_fitted(tmp_path, suffix):
+    # The reproducer: a 10^6-row CSV made the fit's starting grid allocate about 11 GB
+    # (MemoryError). Time and memory are measured by benchmarks/reader_scale.py, not asserted here.
+    from typer.testing import CliRunner
+
+    from scalerl.cli.app import app
+
+    n_rows = 1_000_000
+    compute = np.linspace(0.0, 16_000.0, n_rows)
+    reward = 0.1 + 0.51 / (1.0 + (2542.0 / np.maximum(compute, 1e-9)) ** 1.92)
+    path = tmp_path / f"big{suffix}"
+    with path.open("w", encoding="utf-8") as handle:
+        if suffix == ".csv":
+            handle.write("gpu_hours,val_pass_rate\n")
+            handle.writelines(f"{c!r},{r!r}\n" for c, r in zip(compute.tolist(), reward.tolist()))
+        else:
+            handle.writelines(f'{{"gpu_hours": {c!r}, "val_pass_rate": {r!r}}}\n'
+                              for c, r in zip(compute.tolist(), reward.tolist()))
+    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n_points"] == MAX_POINTS - 1  # the first bin sets R0
+    assert any(f"{n_rows} points binned into {MAX_POINTS}" in warning for warning in payload["warnings"])
+    assert payload["params"]["A"] == pytest.approx(0.61, abs=0.02)
