@@ -117,6 +117,15 @@ def test_several_verl_datasets_are_listed(tmp_path):
     assert read_curve(path, y="val-core/math/reward/mean@1").reward.tolist() == [0.2, 0.2, 0.2]
 
 
+def test_two_reward_names_of_one_tier_are_listed_not_picked(tmp_path):
+    path = write(tmp_path / "m.csv", "step,reward,train/reward\n1,0.1,0.5\n2,0.2,0.6\n")
+    with pytest.raises(InputError, match=r"several reward columns .*\(reward, train/reward\); pass --y NAME"):
+        read_curve(path)
+    assert read_curve(path, y="train/reward").reward.tolist() == [0.5, 0.6]
+    both_tiers = write(tmp_path / "n.csv", "step,reward,eval_reward\n1,0.1,0.5\n2,0.2,0.6\n")
+    assert read_curve(both_tiers).y_name == "eval_reward"  # an evaluation column before a training one
+
+
 def test_text_file_with_no_step_lines_is_an_unknown_format(tmp_path):
     with pytest.raises(InputError, match="unknown log format"):
         read_curve(write(tmp_path / "notes.txt", "hello\nworld\n"))

@@ -45,14 +45,13 @@ def choose_y(names: Collection[str], requested: str | None, source: str) -> str:
     if requested is not None:
         return require(names, requested, source)
     for tier in DEFAULT_Y_TIERS:
-        for pattern in tier:
-            found = matches(pattern, names)
-            if len(found) > 1:
-                raise InputError(
-                    f"several reward columns in {source} could be the y axis ({', '.join(found)}); pass --y NAME"
-                )
-            if found:
-                return found[0]
+        found = list(dict.fromkeys(name for pattern in tier for name in matches(pattern, names)))
+        if len(found) > 1:  # e.g. two verl datasets, or `reward` beside `train/reward`: not ours to pick
+            raise InputError(
+                f"several reward columns in {source} could be the y axis ({', '.join(found)}); pass --y NAME"
+            )
+        if found:
+            return found[0]
     raise InputError(
         f"none of the default y columns ({', '.join(DEFAULT_Y_COLUMNS)}) is in {source}; "
         f"pass --y (available columns: {available(names)})"
