@@ -42,7 +42,8 @@ def plain_csv_texts(draw):
         lines.append({"row": ",".join(row), "blank": "", "short": ",".join(row[:-1]), "long": ",".join(row + ["1"]),
                       "spaces": "   "}[kind])
     ending = draw(st.sampled_from(["\n", "\r\n"]))
-    return ending.join(lines) + draw(st.sampled_from(["", ending]))
+    blank_lines_before = ending * draw(st.integers(0, 2))
+    return blank_lines_before + ending.join(lines) + draw(st.sampled_from(["", ending]))
 
 
 @given(text=plain_csv_texts())

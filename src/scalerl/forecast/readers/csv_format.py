@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,8 @@ from scalerl.forecast.readers.wandb import is_chart_export, reshape_chart_export
 
 # Below this size the csv module is fast enough and the one path to reason about.
 FAST_PARSE_MIN_CHARS = 1 << 20
+
+FIRST_CONTENT = re.compile(r"[^\r\n]")
 
 # Columns that name the run of each row in a long-format file, in order of preference.
 RUN_COLUMNS: tuple[str, ...] = ("run", "run_name", "run_id", "series")
@@ -72,9 +75,11 @@ def parse_plain_csv_fast(text: str, path: Path, delimiter: str = ",") -> RawTabl
     plain = '"' not in text and "\x00" not in text and text.count("\r") == text.count("\r\n")
     if not plain:
         return None
-    header_line = next((line for line in text.split("\n", 64)[:64] if line.strip("\r")), None)
-    if header_line is None:
+    first = FIRST_CONTENT.search(text)  # the csv module skips empty lines before the header
+    if first is None:
         return None
+    line_end = text.find("\n", first.start())
+    header_line = text[first.start():] if line_end == -1 else text[first.start():line_end]
     header = [name.strip() for name in header_line.rstrip("\r").split(delimiter)]
     if len(header) < 2 or len(set(header)) != len(header):
         return None  # the csv path gives the duplicate-name error
