@@ -1,7 +1,8 @@
 """Benchmark: time and memory of `scalerl fit` on long logs (10^4, 10^5, 10^6 rows).
 
-For each size and format (CSV, JSON lines) a log of a noisy ScaleRL sigmoid is written to a temp
-dir (columns gpu_hours, step, loss, val_pass_rate, as a W&B export has extra columns), then
+For each size and format (CSV, JSON lines, a TensorBoard event file) a log of a noisy ScaleRL
+sigmoid is written to a temp dir (gpu_hours, step, loss, val_pass_rate, as a W&B export has extra
+columns; TensorBoard: one event per step with the three scalars), then
 `scalerl fit LOG --json` runs in a fresh subprocess: its wall time and peak resident memory are
 recorded (the child's own getrusage ru_maxrss, printed as it exits: RUSAGE_CHILDREN in the parent
 would keep the largest child so far, hiding smaller runs after a large one). The target (issue 16): 10^6 rows read
@@ -29,7 +30,7 @@ import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "reader_scale.json"
 SIZES = (10_000, 100_000, 1_000_000)
-FORMATS = ("csv", "jsonl")
+FORMATS = ("csv", "jsonl", "tensorboard")
 A, B, C_MID, R0 = 0.61, 1.92, 2542.0, 0.1  # ScaleRL 8B dense (paper table)
 CHILD_SCRIPT = (
     "import resource, sys\n"
@@ -61,6 +62,8 @@ def curve_columns(n_rows: int, seed: int = 0) -> dict[str, np.ndarray]:
 def write_log(directory: Path, fmt: str, n_rows: int) -> Path:
     """Write the log in `fmt`; returns its path."""
     columns = curve_columns(n_rows)
+    if fmt == "tensorboard":
+        return write_event_file(directory / f"tb_{n_rows}", columns)
     path = directory / f"run_{n_rows}.{fmt}"
     names = list(columns)
     with path.open("w", encoding="utf-8") as handle:
@@ -72,6 +75,20 @@ def write_log(directory: Path, fmt: str, n_rows: int) -> Path:
             for row in zip(*(columns[name].tolist() for name in names)):
                 handle.write(json.dumps(dict(zip(names, row))) + "\n")
     return path
+
+
+def write_event_file(directory: Path, columns: dict[str, np.ndarray]) -> Path:
+    """One TensorBoard event per step holding the non-step columns as scalars; returns the file."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(directory), max_queue_size=10_000)
+    tags = [name for name in columns if name != "step"]
+    for step, row in enumerate(zip(*(columns[tag].tolist() for tag in tags))):
+        values = [summary_pb2.Summary.Value(tag=tag, simple_value=value) for tag, value in zip(tags, row)]
+        writer.add_event(event_pb2.Event(wall_time=1.0, step=step, summary=summary_pb2.Summary(value=values)))
+    writer.close()
+    return next(directory.glob("events.out.tfevents.*"))
 
 
 def run_fit(path: Path) -> dict:
@@ -104,7 +121,7 @@ def main(argv=None) -> None:
                 result = {"rows": n_rows, "format": fmt, "file_mb": round(path.stat().st_size / 2**20, 1),
                           **run_fit(path)}
                 rows.append(result)
-                path.unlink()
+                path.unlink()  # a TensorBoard file's folder stays, empty
                 print(f"{n_rows:>9} {fmt:<6} {result['file_mb']:>7.1f} MB file  {result['seconds']:>7.2f} s  "
                       f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  points {result['n_points']}",
                       flush=True)

@@ -111,3 +111,20 @@ def test_a_tag_with_non_scalar_tensors_is_not_a_column(tmp_path):
     with pytest.raises(InputError, match="column 'histogram' not found"):
         read_curve(tmp_path, y="histogram")
     np.testing.assert_allclose(read_curve(tmp_path).reward, [0.1, 0.2, 0.3, 0.4])
+
+
+def test_a_nan_logged_to_tensorboard_is_an_error_not_a_missing_value(tmp_path):
+    write_events(tmp_path, [(1, 0.1), (2, float("nan")), (3, 0.3), (4, 0.4)])
+    with pytest.raises(InputError, match=r"non-finite value \(nan\) at row 2"):
+        read_curve(tmp_path)
+
+
+def test_tags_logged_at_different_steps_are_joined_on_step(tmp_path):
+    write_events(tmp_path, [(0, 0.1), (10, 0.3)], tag="eval/reward")
+    write_events(tmp_path, [(0, 0.0), (5, 50.0), (10, 100.0)], tag="tokens")
+    curve = read_curve(tmp_path, x="step", y="tokens")
+    np.testing.assert_array_equal(curve.compute, [0, 5, 10])
+    by_tokens = read_curve(tmp_path)
+    assert (by_tokens.x_name, by_tokens.y_name) == ("tokens", "eval/reward")
+    np.testing.assert_array_equal(by_tokens.compute, [0.0, 100.0])
+    np.testing.assert_allclose(by_tokens.reward, [0.1, 0.3])

@@ -39,13 +39,27 @@ def read_tensorboard_table(path: Path, run: str | None = None, allow_partial: bo
     values_by_tag = {tag: by_step for tag, by_step in values_by_tag.items() if tag not in dropped_tags and by_step}
     if not values_by_tag:
         raise InputError(f"no scalar summaries in the TensorBoard events of {path}")
-    steps = sorted({step for by_step in values_by_tag.values() for step in by_step})
-    columns: dict[str, list] = {"step": [float(step) for step in steps]}
+    return LogTable(join_on_step(values_by_tag), notes=notes)
+
+
+def join_on_step(values_by_tag: dict[str, dict[int, float]]) -> dict:
+    """{"step": every step logged, tag: its values at those steps} as float arrays, NaN where a tag
+    was not logged. A tag holding a NaN value stays a list of cells (None where not logged), so
+    that NaN is an error when the tag is used, not a missing value."""
+    tag_steps = {tag: np.fromiter(by_step, dtype=np.int64, count=len(by_step)) for tag, by_step in values_by_tag.items()}
+    steps = np.unique(np.concatenate(list(tag_steps.values())))
+    columns: dict = {"step": steps.astype(float)}
     for tag, by_step in values_by_tag.items():
         if tag == "step":
             continue  # the global step is the join key; a scalar named "step" would shadow it
-        columns[tag] = [by_step.get(step) for step in steps]
-    return LogTable(columns, notes=notes)
+        values = np.fromiter(by_step.values(), dtype=float, count=len(by_step))
+        if np.isnan(values).any():
+            columns[tag] = [by_step.get(int(step)) for step in steps.tolist()]
+            continue
+        column = np.full(steps.size, np.nan)
+        column[np.searchsorted(steps, tag_steps[tag])] = values
+        columns[tag] = column
+    return columns
 
 
 def single_run_target(path: Path, run: str | None = None) -> Path:
