@@ -15,6 +15,7 @@ import numpy as np
 
 CRC32C_POLYNOMIAL = 0x82F63B78  # Castagnoli, bit-reversed
 MASK_DELTA = 0xA282EAD8
+CRC_BATCH_ROWS = 1 << 15
 
 
 def _crc_table() -> np.ndarray:
@@ -104,9 +105,11 @@ def _crcs_match(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     (spans of one length are checked together)."""
     matches = np.zeros(starts.size, dtype=bool)
     for length in np.unique(lengths):
-        chosen = np.flatnonzero(lengths == length)
-        rows = buffer[starts[chosen, None] + np.arange(length)]
-        stored = buffer[starts[chosen, None] + length + np.arange(4)].astype(np.uint32)
-        stored_crc = stored[:, 0] | (stored[:, 1] << 8) | (stored[:, 2] << 16) | (stored[:, 3] << 24)
-        matches[chosen] = masked_crc32c_rows(rows) == stored_crc
+        same_length = np.flatnonzero(lengths == length)
+        for first in range(0, same_length.size, CRC_BATCH_ROWS):  # bounded index arrays: memory stays flat
+            chosen = same_length[first:first + CRC_BATCH_ROWS]
+            rows = buffer[starts[chosen, None] + np.arange(length)]
+            stored = buffer[starts[chosen, None] + length + np.arange(4)].astype(np.uint32)
+            stored_crc = stored[:, 0] | (stored[:, 1] << 8) | (stored[:, 2] << 16) | (stored[:, 3] << 24)
+            matches[chosen] = masked_crc32c_rows(rows) == stored_crc
     return matches
