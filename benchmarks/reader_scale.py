@@ -113,6 +113,7 @@ def run_fit(path: Path) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    load_at_start = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for n_rows in args.sizes:
@@ -131,7 +132,7 @@ def main(argv=None) -> None:
               f"| {row['n_points']} |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_average": os.getloadavg()}
+            "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg()[0]}
     args.out.write_text(json.dumps({"meta": meta, "target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
                                    indent=2) + "\n")
     print(f"\nwrote {args.out}")
