@@ -9,6 +9,8 @@ checked in about a second rather than the minutes a per-byte Python loop takes.
 from __future__ import annotations
 
 import struct
+from array import array
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,20 +86,23 @@ def _frame(data: bytes) -> tuple[np.ndarray, np.ndarray, bool]:
     """(header offsets, (data offset, data length) of each complete record, whether the file ends
     inside a record). A header whose length field is damaged may frame nonsense after it: its
     CRC, checked next, stops the reading there."""
-    headers: list[int] = []
-    bodies: list[tuple[int, int]] = []
-    offset, size = 0, len(data)
+    headers, body_starts, body_lengths = array("q"), array("q"), array("q")  # 8 bytes per record each
+    offset, size, truncated = 0, len(data), False
     while offset < size:
         if size - offset < 12:
-            return np.array(headers, dtype=np.int64), np.array(bodies, dtype=np.int64).reshape(-1, 2), True
+            truncated = True
+            break
         (length,) = struct.unpack_from("<Q", data, offset)
         headers.append(offset)
         end = offset + 12 + length + 4
         if end > size:
-            return np.array(headers, dtype=np.int64), np.array(bodies, dtype=np.int64).reshape(-1, 2), True
-        bodies.append((offset + 12, length))
+            truncated = True
+            break
+        body_starts.append(offset + 12)
+        body_lengths.append(length)
         offset = end
-    return np.array(headers, dtype=np.int64), np.array(bodies, dtype=np.int64).reshape(-1, 2), False
+    bodies = np.column_stack([np.frombuffer(body_starts, dtype=np.int64), np.frombuffer(body_lengths, dtype=np.int64)])
+    return np.frombuffer(headers, dtype=np.int64), bodies.reshape(-1, 2), truncated
 
 
 def _crcs_match(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
