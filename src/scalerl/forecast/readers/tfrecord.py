@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from array import array
-from array import array
 from dataclasses import dataclass
 
 import numpy as np
