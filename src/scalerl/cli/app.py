@@ -54,8 +54,9 @@ MAX_REWARD_MAGNITUDE = 1e6
 X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
           "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
           "train/global_step, global_step, step, Step, _step).")
-Y_HELP = ("Reward column (default: the first present of val_pass_rate, val/pass_rate, eval_reward, eval/reward, "
-          "val-core/<data>/reward/mean@1, val/test_score/<data>, reward, train/reward).")
+Y_HELP = ("Reward column (default: the first tier with a column present, in order: val_pass_rate, val/pass_rate; "
+          "eval_reward, eval/reward; val-core/<data>/reward/mean@1; val/test_score/<data>; reward, train/reward; "
+          "several columns in one tier are an error that lists them).")
 
 
 # --- small pure helpers ---------------------------------------------------------------------------
