@@ -1,5 +1,7 @@
 """The simulated-device backend (benchmark/test only): its cost arithmetic, its fake rollouts
 meet the generator contract, and a short real pipeline run on it paces at its analytic bound."""
+import subprocess
+import sys
 import time
 
 import pytest
@@ -26,6 +28,15 @@ def test_fake_rollouts_meet_the_contract_and_keep_every_prompt_in_the_pool():
     for group in (0, 1):
         rewards = [r.reward for r in rollouts if r.group_index == group]
         assert sorted(rewards) == [-1.0, -1.0, 1.0, 1.0]
+
+
+def test_the_registry_and_a_simulated_generator_start_without_torch():
+    # their actor processes only pass snapshots along; eight of them importing torch on a
+    # 2-core machine took longer to start than the benchmark cell ran
+    code = ("import sys, scalerl.distributed.weights, scalerl.distributed.simulated_device; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.slow

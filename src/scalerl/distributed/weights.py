@@ -12,12 +12,22 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-# numpy has no bfloat16: such tensors travel as int16 bit patterns and are viewed back.
-_BIT_VIEWS = {torch.bfloat16: torch.int16}
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where tensors are touched, so that the registry actor and generators that
+# only pass snapshots along (simulated devices, vLLM) start without it.
+
+
+def _bit_views() -> dict:
+    """numpy has no bfloat16: such tensors travel as int16 bit patterns and are viewed back."""
+    import torch
+
+    return {torch.bfloat16: torch.int16}
 
 
 @dataclass(frozen=True)
@@ -35,12 +45,13 @@ class WeightSnapshot:
 
 def snapshot_weights(model: torch.nn.Module, version: int) -> WeightSnapshot:
     """Copy the model's state dict to CPU numpy arrays (bfloat16 kept bit-exact as int16)."""
+    bit_views = _bit_views()
     arrays, dtypes = {}, {}
     for name, tensor in model.state_dict().items():
         tensor = tensor.detach().to("cpu")
         dtypes[name] = str(tensor.dtype).removeprefix("torch.")
-        if tensor.dtype in _BIT_VIEWS:
-            tensor = tensor.view(_BIT_VIEWS[tensor.dtype])
+        if tensor.dtype in bit_views:
+            tensor = tensor.view(bit_views[tensor.dtype])
         arrays[name] = tensor.numpy().copy()
     return WeightSnapshot(version=int(version), arrays=arrays, dtypes=dtypes)
 
@@ -50,6 +61,9 @@ def load_snapshot(model: torch.nn.Module, snapshot: WeightSnapshot) -> None:
 
     Raises KeyError if the snapshot lacks one of the model's tensors (a different architecture).
     """
+    import torch
+
+    bit_views = _bit_views()
     state = model.state_dict()
     with torch.no_grad(), warnings.catch_warnings():
         # arrays from the object store are read-only; they are only read here (copied into place)
@@ -57,7 +71,7 @@ def load_snapshot(model: torch.nn.Module, snapshot: WeightSnapshot) -> None:
         for name, target in state.items():
             source = torch.from_numpy(np.asarray(snapshot.arrays[name]))
             dtype = getattr(torch, snapshot.dtypes[name])
-            if dtype in _BIT_VIEWS:
+            if dtype in bit_views:
                 source = source.view(dtype)
             target.copy_(source.to(device=target.device, dtype=target.dtype))
 
@@ -137,14 +151,15 @@ class WeightSubscriber:
         return self._watch
 
     def _take(self, target, started: float) -> int:
-        """Load the weights the (resolved) long poll points to into `target` (a torch model, or
-        a callable taking a WeightSnapshot, e.g. another backend's loader)."""
+        """Load the weights the (resolved) long poll points to into `target` (a torch model, i.e.
+        anything with a state_dict, or a callable taking a WeightSnapshot, e.g. another
+        backend's loader)."""
         import ray
 
         version, wrapped_ref = ray.get(self._watch)
         self._watch = None
         snapshot = ray.get(wrapped_ref[0])
-        if callable(target) and not isinstance(target, torch.nn.Module):
+        if callable(target) and not hasattr(target, "state_dict"):
             target(snapshot)
         else:
             load_snapshot(target, snapshot)
