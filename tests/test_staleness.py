@@ -126,6 +126,28 @@ def test_async_loop_dispatch_gate_asks_with_the_latest_consumer_version():
     assert not loop.may_dispatch()  # would be consumed at version <= 6: lag 3 > 2
 
 
+def test_a_request_queued_behind_a_running_batch_must_leave_room_for_one_more():
+    from scalerl.distributed.pipeline import _AsyncLoop
+
+    # k = 2, both generators running: a free generator could start a third batch, but queued
+    # behind a running one it would hold the last of the k + 1 places while generating nothing
+    loop = _AsyncLoop(_fake_session(max_lag=2, on_stale="wait", committed=3, published=3), None)
+    loop.generating.update({"a": (0, None, 0.0), "b": (1, None, 0.0)})
+    assert loop.would_queue(0) and loop.would_queue(1)
+    assert loop.may_dispatch() and not loop.may_dispatch(queued=True)
+    assert loop.generator_slots() == [0, 1]  # both slots would queue: the run loop sends none
+    # k = 8: places for the queued requests too
+    loop = _AsyncLoop(_fake_session(max_lag=8, on_stale="wait", committed=3, published=3), None)
+    loop.generating.update({"a": (0, None, 0.0), "b": (1, None, 0.0)})
+    assert loop.may_dispatch(queued=True)
+    # one live generator: its queued request takes no other generator's place
+    session = _fake_session(max_lag=1, on_stale="wait", committed=3, published=3)
+    session.alive = [True, False]
+    loop = _AsyncLoop(session, None)
+    loop.generating["a"] = (0, None, 0.0)
+    assert not loop.would_queue(0) and loop.may_dispatch()
+
+
 def test_async_loop_drops_stale_batches_under_drop_and_trains_fresh_ones():
     from scalerl.distributed.pipeline import _AsyncLoop
 
