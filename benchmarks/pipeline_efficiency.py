@@ -8,21 +8,28 @@ generation : training time ratios 1:1, 3:1, 8:1 and 1, 2, 4, 8 generators it mea
 pipeline with k = 0, one generator), async k = 1, 2, 4, 8 and PPO-off-policy-k, divides each
 steady-state step rate by its bound (scalerl.distributed.overlap_bounds: sync G + T, async
 max(G / n, T), off-policy G / n + T) and records the policy-lag distribution and the per-step
-overhead (publication, generator weight fetch, driver bookkeeping). It then measures weight
+overhead (publication, the trainer's hand-off between two steps, generator weight fetch, driver
+bookkeeping). The steady state is the second half of a run, past twice the pipeline's depth, timed
+between rows at the same phase of their rounds and without the last row, which waits for the run's
+final validation and checkpoint (cell_steps, steady_step_seconds); PPO-off-policy-k is timed over
+one whole round after the first. Each cell keeps its rows' arrival times (`row_seconds`), and
+`--keep-partial` reuses the cells of an interrupted run. It then measures weight
 publication (snapshot + ray.put, and a fetch from another process) for model sizes from the
 built-in one to ~1 B parameters. Prints tables, writes benchmarks/results/pipeline_efficiency.json
 (+ .md) and the figure docs/pipeline_efficiency.png (pipeline_efficiency_report.py). A script,
 not a test: it asserts nothing about time.
 
-    python benchmarks/pipeline_efficiency.py            # full grid (about 15 minutes)
-    python benchmarks/pipeline_efficiency.py --quick    # a few cells (about 2 minutes)
+    python benchmarks/pipeline_efficiency.py            # full grid (about 25 minutes on 2 cores)
+    python benchmarks/pipeline_efficiency.py --quick    # a few cells (about 3 minutes)
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -43,12 +50,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--generators", default="1,2,4,8")
     parser.add_argument("--lags", default="1,2,4,8", help="async max_lag values")
     parser.add_argument("--offpolicy-k", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=24, help="optimiser steps per cell")
+    parser.add_argument("--intervals", type=int, default=16,
+                        help="steady-state steps timed per async/sync cell (after the fill)")
     parser.add_argument("--param-sizes", default="builtin,xl,125e6,350e6,1e9",
                         help="model sizes for the publication measurement")
     parser.add_argument("--workdir", default="runs/bench_pipeline_efficiency")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--figure", default=str(HERE.parent / "docs" / "pipeline_efficiency.png"))
+    parser.add_argument("--keep-partial", action="store_true",
+                        help="reuse the cells of an interrupted run (OUT.partial.jsonl) with the "
+                             "same settings instead of measuring them again")
     return parser.parse_args(argv)
 
 
@@ -70,6 +81,53 @@ def plan(args) -> list[dict]:
     return cells
 
 
+def cell_steps(cell: dict, generate_s: float, train_s: float, intervals: int) -> tuple[int, int]:
+    """(optimiser steps to run, rows to skip before timing) for one cell.
+
+    Async/sync: skip the fill, at least twice the steps one batch takes to cross the pipeline
+    at the cell's own pace t = max(G / n, T, (G + T) / (k + 1)), i.e. 2 ceil((G + T) / t) + 1
+    rows, and at least the first half of the run (a start-up stall leaves up to k + 1 finished
+    batches waiting, which the trainer works off faster than the steady pace: see
+    first_timed_row); then time at least `intervals` steps; one more row (the last, which waits
+    for the final validation and checkpoint) is not timed. Off-policy-k: three rounds of k
+    steps, the second one timed.
+    """
+    from scalerl.distributed import overlap_bounds as ob
+
+    n, k = cell["generators"], cell["k"]
+    if cell["mode"] == "ppo-offpolicy":
+        return 3 * k, k
+    pace = ob.async_lag_step_seconds(generate_s, train_s, n, k)
+    skip = 2 * math.ceil((generate_s + train_s) / pace - 1e-9) + 1
+    return max(skip + intervals + 1, 2 * (intervals + 1)), skip
+
+
+def first_timed_row(num_rows: int, skip: int) -> int:
+    """Step of the first timed row: past the fill (`skip`) and in the second half of the run."""
+    return max(skip, math.ceil(num_rows / 2))
+
+
+def steady_step_seconds(stamps: list[float], skip: int, mode: str, k: int,
+                        generators: int) -> float:
+    """Seconds per step in the steady state (see cell_steps), from the rows' arrival times.
+
+    Rows arrive in bursts: with n generators running back to back, the n batches of one round
+    of generation reach the trainer close together (and with a binding lag bound, k + 1 batches
+    go round the pipeline together). So the window runs between two rows at the same phase of
+    that pattern, a multiple of p = min(n, k + 1) rows apart, from the first timed row
+    (first_timed_row) to the last timed one:
+        t_step = (s_last - s_first) / (last - first),   last - first = m p
+    Off-policy-k: one whole round, (s_{2k} - s_k) / k (rows of step j at index j - 1).
+    """
+    if mode == "ppo-offpolicy":
+        return (stamps[2 * k - 1] - stamps[k - 1]) / k
+    period = max(1, min(int(generators), int(k) + 1))
+    last = len(stamps) - 2  # index of the last timed row (the final row is not timed)
+    first = first_timed_row(len(stamps), skip) - 1
+    first = last - period * max(1, (last - first) // period)
+    return (stamps[last] - stamps[first]) / (last - first)
+
+
 class Instrument:
     """Driver-side timing of the session's bookkeeping (benchmark-only wrapper, restored after)."""
 
@@ -79,6 +137,7 @@ class Instrument:
         self.cls = PipelineSession
         self.original = (PipelineSession.complete_step, PipelineSession.flush)
         self.bookkeeping, self.publish, self.fetch = [], [], []
+        self.train_spans, self.swaps = [], []
 
     def __enter__(self) -> "Instrument":
         complete, flush = self.original
@@ -90,6 +149,8 @@ class Instrument:
             me.bookkeeping.append(time.perf_counter() - started)
             me.publish.append(result.publish_seconds)
             me.fetch.append(batch.weight_sync_seconds)
+            me.train_spans.append((result.started_at, result.finished_at))
+            me.swaps.append(batch.num_weight_swaps)
 
         def timed_flush(session, *a, **kw):
             started = time.perf_counter()
@@ -114,13 +175,13 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
     from scalerl.distributed.simulated_trainer import simulated_workers
     from scalerl.train.config import TrainConfig
 
-    steps = args.steps if cell["mode"] != "ppo-offpolicy" else max(args.steps, 3 * cell["k"])
+    train_s = args.train_seconds
+    generate_s = cell["ratio"] * train_s
+    steps, skip = cell_steps(cell, generate_s, train_s, args.intervals)
     config = TrainConfig().with_overrides([
         *batch, "model.warmstart_steps=0", f"max_steps={steps}", f"eval_every={steps}",
         f"checkpoint_every={steps}", f"max_new_tokens={max(64, completion_tokens + 1)}"])
     sequences = config.sampling.prompts_per_step * config.sampling.generations_per_prompt
-    train_s = args.train_seconds
-    generate_s = cell["ratio"] * train_s
     costs = DeviceCosts.for_step(generate_s, train_s, sequences, completion_tokens)
     n, k = cell["generators"], cell["k"]
     mode = "ppo-offpolicy" if cell["mode"] == "ppo-offpolicy" else "async"
@@ -129,14 +190,16 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
                               max_generator_restarts=0)
     stamps: list[float] = []
     run_dir = workdir / f"{cell['mode']}_k{k}_r{cell['ratio']}_n{n}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # the benchmark's own scratch run of this cell
     started = time.perf_counter()
     with Instrument() as probe:
         result = run_pipeline(config, pipeline, run_dir, workers=simulated_workers(costs),
                               log=lambda _m: None,
                               on_row=lambda _row, _s: stamps.append(time.perf_counter()))
-    # steady state: skip the pipeline's fill (a quarter of the steps; whole rounds off-policy)
-    skip = cell["k"] if mode == "ppo-offpolicy" else max(1, len(stamps) // 4)
-    measured = (stamps[-1] - stamps[skip - 1]) / (len(stamps) - skip)
+    measured = steady_step_seconds(stamps, skip, mode, k, n)
+    # the trainer's hand-off between two queued steps: return, next call's arguments, dispatch
+    spans = probe.train_spans[first_timed_row(len(stamps), skip):]
+    gaps = [start - previous_end for (_, previous_end), (start, _) in zip(spans, spans[1:])]
     if cell["mode"] == "sync":
         bound = ob.sync_step_seconds(generate_s, train_s)
     elif mode == "ppo-offpolicy":
@@ -145,7 +208,10 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
         bound = ob.async_step_seconds(generate_s, train_s, n)
     rows = result.rows[1:]
     lag_max = [int(r["policy_lag_max"]) for r in rows]
-    return {**cell, "steps": steps, "generate_seconds": generate_s, "train_seconds": train_s,
+    return {**cell, "steps": steps, "fill_steps": skip,
+            "timed_from_step": k if mode == "ppo-offpolicy" else first_timed_row(len(stamps), skip),
+            "generate_seconds": generate_s,
+            "train_seconds": train_s,
             "sequences_per_step": sequences, "completion_tokens": completion_tokens,
             "measured_step_seconds": measured, "bound_step_seconds": bound,
             "lag_bound_step_seconds": ob.async_lag_step_seconds(generate_s, train_s, n, k)
@@ -157,7 +223,62 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
             "publish_ms": 1e3 * statistics.median(probe.publish),
             "generator_fetch_ms": 1e3 * statistics.median(probe.fetch),
             "bookkeeping_ms": 1e3 * statistics.median(probe.bookkeeping),
+            "trainer_gap_ms": 1e3 * statistics.median(gaps) if gaps else None,
+            "weight_swaps_per_step": sum(probe.swaps) / len(probe.swaps),
+            "row_seconds": [round(stamp - started, 4) for stamp in stamps],
             "wall_seconds": time.perf_counter() - started}
+
+
+def reestimate(cell: dict) -> dict:
+    """A saved cell with its steady-state step time and efficiency recomputed from its rows'
+    arrival times (`row_seconds`) by steady_step_seconds (the report re-renders with this)."""
+    from scalerl.distributed import overlap_bounds as ob
+
+    skip = cell.get("fill_steps", cell["timed_from_step"])
+    stamps = cell["row_seconds"]
+    measured = steady_step_seconds(stamps, skip, cell["mode"], cell["k"], cell["generators"])
+    timed_from = cell["k"] if cell["mode"] == "ppo-offpolicy" else first_timed_row(len(stamps), skip)
+    return {**cell, "fill_steps": skip, "timed_from_step": timed_from,
+            "measured_step_seconds": measured,
+            "efficiency": ob.efficiency(measured, cell["bound_step_seconds"])}
+
+
+def _key(cell: dict) -> tuple:
+    return cell["mode"], cell["k"], cell["ratio"], cell["generators"]
+
+
+def _settings(args) -> dict:
+    return {"train_seconds": args.train_seconds, "intervals": args.intervals}
+
+
+def _partial_cells(path: Path, args) -> dict:
+    """Cells an interrupted run measured with the same settings, by (mode, k, ratio, n)."""
+    if not path.exists():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {_key(line["cell"]): line["cell"] for line in lines
+            if line["settings"] == _settings(args)}
+
+
+def expected_run_seconds(cell: dict, args) -> float:
+    """Device time a cell will take (its steps at its own pace), for the progress line."""
+    from scalerl.distributed import overlap_bounds as ob
+
+    train_s = args.train_seconds
+    generate_s = cell["ratio"] * train_s
+    steps, _ = cell_steps(cell, generate_s, train_s, args.intervals)
+    if cell["mode"] == "ppo-offpolicy":
+        return steps * ob.offpolicy_step_seconds(generate_s, train_s, cell["generators"], cell["k"])
+    return steps * ob.async_lag_step_seconds(generate_s, train_s, cell["generators"], cell["k"])
+
+
+def progress(done: int, todo: list[dict], cells: list[dict], args, elapsed: float) -> str:
+    """'[done/total mm:ss, ~mm:ss left]': the rest at its device time plus the mean start-up
+    (actors, model) the finished cells paid."""
+    startup = statistics.fmean(c["wall_seconds"] - expected_run_seconds(c, args) for c in cells)
+    left = sum(expected_run_seconds(c, args) + max(0.0, startup) for c in todo[done:])
+    return (f"[{done:2d}/{len(todo)} {int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}, "
+            f"~{int(left) // 60:02d}:{int(left) % 60:02d} left]")
 
 
 def main(argv=None) -> int:
@@ -172,11 +293,22 @@ def main(argv=None) -> int:
              configure_logging=False)
     started = time.time()
     cells = []
+    todo = plan(args)
+    if args.quick:
+        args.intervals = min(args.intervals, 8)
+    partial = Path(args.out).with_suffix(".partial.jsonl")
+    done = _partial_cells(partial, args) if args.keep_partial else {}
+    partial.unlink(missing_ok=True)
     try:
-        for cell in plan(args):
-            result = run_cell(cell, args, workdir)
+        for index, cell in enumerate(todo):
+            key = _key(cell)
+            result = reestimate(done[key]) if key in done else run_cell(cell, args, workdir)
+            result.setdefault("load_average_1min", os.getloadavg()[0])
             cells.append(result)
-            print(f"{cell['mode']:>13} k={cell['k']} {cell['ratio']}:1 n={cell['generators']}: "
+            with partial.open("a") as out:  # an interrupted run keeps what it measured
+                out.write(json.dumps({"settings": _settings(args), "cell": result}) + "\n")
+            print(f"{progress(index + 1, todo, cells, args, time.time() - started)} "
+                  f"{cell['mode']:>13} k={cell['k']} {cell['ratio']}:1 n={cell['generators']}: "
                   f"{result['measured_step_seconds'] * 1e3:7.1f} ms/step, bound "
                   f"{result['bound_step_seconds'] * 1e3:7.1f} ms, efficiency "
                   f"{result['efficiency']:.3f}", flush=True)
@@ -187,7 +319,7 @@ def main(argv=None) -> int:
     finally:
         ray.shutdown()
     payload = {
-        "benchmark": "pipeline_efficiency", "quick": args.quick,
+        "benchmark": "pipeline_efficiency", "quick": args.quick, "intervals": args.intervals,
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "load_average_at_end": list(os.getloadavg())},
         "train_seconds": args.train_seconds, "cells": cells,
@@ -198,6 +330,7 @@ def main(argv=None) -> int:
     }
     for line in write_outputs(payload, Path(args.out), Path(args.figure)):
         print(line)
+    partial.unlink(missing_ok=True)
     return 0
 
 
