@@ -5,26 +5,13 @@ import json
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
-from scalerl.cli.app import app, main, split_pair_values
+from cli_invocation import assert_one_line_error, invoke
+from scalerl.cli.app import main, split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
-from scalerl.errors import ConfigError, InputError
-from scalerl.train.config import TrainConfig, all_field_paths, load_config, save_config
+from scalerl.errors import ConfigError
+from scalerl.train.config import TrainConfig, all_field_paths, save_config
 
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(arg) for arg in args])
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def test_config_file_from_a_saved_run_reproduces_its_config_and_set_applies_on_top(tmp_path):

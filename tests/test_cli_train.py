@@ -4,11 +4,9 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from scalerl.cli.app import app
+from cli_invocation import assert_one_line_error, invoke
 
-runner = CliRunner()
 
 TINY = [
     "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
@@ -19,21 +17,8 @@ TINY = [
 ]
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(arg) for arg in args])
-
-
 def tiny_sets(*extra):
     return [token for assignment in [*TINY, *extra] for token in ("--set", assignment)]
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
-from typer.testing import CliRunner
 
-from scalerl.cli.app import app
+from cli_invocation import assert_one_line_error as _assert_one_error_line, invoke as _cli
 from scalerl.errors import ConfigError, InputError, OutputError
 from scalerl.train.config import TrainConfig, load_config
 from scalerl.train.metrics_log import append_row, read_rows
@@ -30,7 +29,6 @@ TINY_RUN = [
     "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2", "torch_threads=1",
 ]
 RUN_SETTINGS = ["eval_every=2", "checkpoint_every=2", "keep_checkpoints=2"]
-runner = CliRunner()
 
 
 def _config(*extra):
@@ -114,19 +112,6 @@ def test_resuming_from_the_older_checkpoint_reproduces_the_undamaged_run(runs, r
     _truncate(_newest(run) / "model.safetensors")
     train(_config("max_steps=6"), run, resume=True, show_progress=False)
     assert _comparable(read_rows(run / "metrics.jsonl")) == _comparable(read_rows(runs / "six" / "metrics.jsonl"))
-
-
-def _cli(*args):
-    return runner.invoke(app, [str(arg) for arg in args])
-
-
-def _assert_one_error_line(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("damage", ["truncated weights", "empty rng", "step six"])
