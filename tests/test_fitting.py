@@ -63,12 +63,26 @@ def test_robust_loss_resists_one_outlier():
 def test_to_dict_matches_cli_contract_and_is_json():
     compute, reward = paper_curve(noise_sd=0.01)
     out = fit_sigmoid(compute, reward, n_bootstrap=40).to_dict(0.8, predict_at=[1e5], target=0.9)
-    assert set(out) == {"params", "intervals", "level", "ceiling_identified", "predictions",
+    assert set(out) == {"params", "intervals", "level", "ceiling_identified", "ceiling_at_bound", "predictions",
                         "compute_to_target", "n_points", "warnings"}
     assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
     assert set(out["predictions"][0]) == {"x", "reward", "lo", "hi"}
     assert out["compute_to_target"] is None  # 0.9 is above the ceiling
     json.dumps(out, allow_nan=False)
+
+
+def test_a_ceiling_pinned_at_the_top_of_its_range_is_reported_as_a_limit():
+    # The demo's shape: R = R0 + (1 - R0) C / (C + C_mid) with its true ceiling at 1, the top of
+    # the pass-rate range, and least squares lands there.
+    steps = np.arange(0.0, 201.0, 10.0)
+    reward = 0.28 + 0.72 * steps / (steps + 180.0)
+    fit = fit_sigmoid(steps, reward, n_bootstrap=40)
+    assert fit.a == pytest.approx(1.0, abs=1e-3)
+    assert fit.ceiling_at_bound and not fit.ceiling_identified
+    assert "a limit, not an estimate" in fit.summary()
+    assert fit.to_dict()["ceiling_at_bound"] is True
+    identified = fit_sigmoid(*paper_curve(), n_bootstrap=40)
+    assert not identified.ceiling_at_bound and "a limit" not in identified.summary()
 
 
 def test_compute_to_reach_inverts_the_curve():

@@ -230,4 +230,5 @@ def fit_sigmoid(
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
         forms=forms, form_of_draw=draw_members(forms, param_draws.shape[0], seed) if forms else None,
+        a_upper_bound=float(problem.upper[0]),
     )

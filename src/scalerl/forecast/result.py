@@ -102,6 +102,7 @@ class FitResult:
     rate_draws: np.ndarray | None = None
     forms: tuple = ()  # averaging.FormCurve members of the point forecast; () = the posterior median alone
     form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
+    a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -119,6 +120,14 @@ class FitResult:
             members.setflags(write=False)
             object.__setattr__(self, "form_of_draw", members)
         object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
+
+    @property
+    def ceiling_at_bound(self) -> bool:
+        """A sits at the top of its range: the data bound the ceiling from below only, so `a` is a
+        limit, not an estimate (the posterior interval says how far down it may be)."""
+        if self.a_upper_bound is None or "A" in self.fixed:
+            return False
+        return self.a >= self.a_upper_bound - 1e-3 * max(abs(self.a_upper_bound - self.r0), 1e-9)
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
@@ -259,7 +268,8 @@ class FitResult:
             "ScaleRL sigmoid fit  R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)",
             f"  points used: {self.n_points}   loss: {self.loss}   fixed: {fixed}",
             f"  R0    = {self.r0:.4f}",
-            f"  A     = {self.a:.4f}   80% CI [{ci['A'][0]:.4f}, {ci['A'][1]:.4f}]",
+            f"  A     = {self.a:.4f}   80% CI [{ci['A'][0]:.4f}, {ci['A'][1]:.4f}]"
+            + ("   (at the top of its range: a limit, not an estimate)" if self.ceiling_at_bound else ""),
             f"  B     = {self.b:.3f}    80% CI [{ci['B'][0]:.3f}, {ci['B'][1]:.3f}]",
             f"  C_mid = {self.c_mid:.4g}  80% CI [{ci['C_mid'][0]:.4g}, {ci['C_mid'][1]:.4g}]",
             f"  evaluation noise sd: {self.noise_sd:.4f}",
@@ -288,6 +298,7 @@ class FitResult:
             "intervals": {name: [_json_number(lo), _json_number(hi)] for name, (lo, hi) in self.conf_int(level).items()},
             "level": level,
             "ceiling_identified": bool(self.ceiling_identified),
+            "ceiling_at_bound": bool(self.ceiling_at_bound),
             "predictions": predictions,
             "compute_to_target": compute_to_target,
             "n_points": int(self.n_points),
