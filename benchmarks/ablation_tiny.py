@@ -45,8 +45,8 @@ QUICK_SWEEP = "batch_prompts=8,32"
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 knobs, 2 batch sizes, a few steps")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 360; quick 12)")
-    parser.add_argument("--eval-every", type=int, default=None, help="default 24 (quick 3)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 400, the demo's; quick 12)")
+    parser.add_argument("--eval-every", type=int, default=None, help="default 10, the demo's (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
     parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP})")
@@ -62,8 +62,8 @@ def settings(args) -> dict:
     quick = args.quick
     return {
         "quick": quick,
-        "steps": args.steps or (12 if quick else 360),
-        "eval_every": args.eval_every or (3 if quick else 24),
+        "steps": args.steps or (12 if quick else 400),
+        "eval_every": args.eval_every or (3 if quick else 10),
         "seeds": args.seeds or (1 if quick else 3),
         "margin": args.margin,
         "knobs": tuple(args.knobs.split(",")) if args.knobs else (QUICK_KNOBS if quick else KNOBS),
@@ -73,10 +73,22 @@ def settings(args) -> dict:
     }
 
 
+SCHEDULE_KEYS = ("max_steps", "eval_every", "checkpoint_every")
+
+
+def demo_setting() -> list[str]:
+    """The demo's model, warm start, task and evaluation (train/demo.py DEMO_OVERRIDES), without
+    its schedule: the study's base is the run `scalerl demo` makes."""
+    from scalerl.train.demo import DEMO_OVERRIDES
+
+    return [item for item in DEMO_OVERRIDES if item.split("=", 1)[0] not in SCHEDULE_KEYS]
+
+
 def common_overrides(config: dict) -> list[str]:
-    """Shared by every run: steps, evaluation schedule, checkpoints, one torch thread."""
+    """Shared by every run: the demo's setting, steps, evaluation schedule, checkpoints, one torch thread."""
     every = config["eval_every"]
-    return [f"max_steps={config['steps']}", f"eval_every={every}", f"checkpoint_every={2 * every}", "torch_threads=1"]
+    return [*demo_setting(), f"max_steps={config['steps']}", f"eval_every={every}",
+            f"checkpoint_every={max(every, 20)}", "torch_threads=1"]
 
 
 def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
