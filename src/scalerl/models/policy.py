@@ -10,10 +10,13 @@ nothing; it matters for bf16 runs (GPU, or `dtype="bfloat16"` on CPU, which test
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -147,6 +150,19 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
 
 
+@lru_cache(maxsize=None)
+def _cache_keyword(forward) -> str:
+    """The body's name for the KV cache argument: `cache` in transformers >= 5.2x, where
+    `past_key_values` is deprecated; `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(forward).parameters else "past_key_values"
+
+
+def _returned_cache(body_output) -> object | None:
+    """The KV cache of a body output, under either name (`cache` in newer transformers)."""
+    names = {f.name for f in dataclasses.fields(body_output)} if dataclasses.is_dataclass(body_output) else set()
+    return getattr(body_output, "cache" if "cache" in names else "past_key_values", None)
+
+
 def policy_forward(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -166,12 +182,13 @@ def policy_forward(
     """
     if position_ids is None:
         position_ids = positions_from_mask(attention_mask)[:, -input_ids.shape[1] :]
-    body_output = model.base_model(
+    body = model.base_model
+    body_output = body(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=position_ids,
-        past_key_values=past_key_values,
         use_cache=use_cache,
+        **{_cache_keyword(type(body).forward): past_key_values},
     )
     hidden = body_output.last_hidden_state
     head = model.get_output_embeddings()
@@ -180,7 +197,7 @@ def policy_forward(
         logits = F.linear(hidden.float(), head.weight.float(), bias)
     else:
         logits = head(hidden)
-    return PolicyOutput(logits=logits, past_key_values=body_output.past_key_values if use_cache else None)
+    return PolicyOutput(logits=logits, past_key_values=_returned_cache(body_output) if use_cache else None)
 
 
 def policy_logits(
