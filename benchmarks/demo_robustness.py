@@ -10,6 +10,7 @@ forecast.json), the warm start's cache key and weights-file digest, and the seco
 spread of A over all runs. A script, not a test: prints a table, writes JSON.
 
     python benchmarks/demo_robustness.py --seeds 5 --threads 1,2                 # the full benchmark (hours on 2 cores)
+    python benchmarks/demo_robustness.py --runs 0x1,1x1,2x1,3x1,4x1,0x2,1x2 --parallel 2   # two demos at a time
     python benchmarks/demo_robustness.py --seeds 1 --threads 1 --max-steps 20 --set eval_every=2 \
         --out /tmp/demo_robustness_smoke.json                                    # a smoke check of the path
 """
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="extra config override for every run, key=value (repeatable)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS.relative_to(REPO)})")
     parser.add_argument("--keep", type=Path, default=None, help="keep each run's directory under this folder")
+    parser.add_argument("--runs", default=None,
+                        help="explicit SEEDxTHREADS list instead of --seeds x --threads, e.g. 0x1,1x1,0x2")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="demos at once, each in its own empty HOME (default 1; seconds then include the sharing)")
     args = parser.parse_args(argv)
     try:
         args.thread_counts = [int(item) for item in args.threads.split(",") if item.strip()]
@@ -51,6 +57,16 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--threads: expected integers such as 1,2, got {args.threads!r}")
     if args.seeds < 1 or not args.thread_counts or min(args.thread_counts) < 1:
         parser.error("--seeds and every --threads value must be >= 1")
+    if args.parallel < 1:
+        parser.error("--parallel must be >= 1")
+    args.plan = [(seed, threads) for threads in args.thread_counts for seed in range(args.seeds)]
+    if args.runs:
+        try:
+            args.plan = [tuple(int(part) for part in item.split("x")) for item in args.runs.split(",") if item.strip()]
+        except ValueError:
+            parser.error(f"--runs: expected SEEDxTHREADS items such as 0x1,1x2, got {args.runs!r}")
+        if not args.plan or any(len(item) != 2 or item[0] < 0 or item[1] < 1 for item in args.plan):
+            parser.error(f"--runs: expected SEEDxTHREADS items with seed >= 0 and threads >= 1, got {args.runs!r}")
     return args
 
 
@@ -95,7 +111,7 @@ def curve_numbers(run_dir: Path) -> dict:
     from scalerl.errors import ScaleRLError
     from scalerl.forecast.fitting import fit_sigmoid
 
-    numbers: dict = {"R0": None, "final_plateau": None, "A": None, "A_interval": None, "ceiling_identified": None,
+    numbers: dict = {"R0": None, "final_plateau": None, "A": None, "A_interval": None, "ceiling_identified": None, "ceiling_at_bound": None,
                      "first_half_coverage": None, "held_out_points": None, "n_evaluations": 0, "fit_error": None}
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
@@ -108,7 +124,7 @@ def curve_numbers(run_dir: Path) -> dict:
     try:
         fit = fit_sigmoid(flops, pass_rate, level=LEVEL)
         numbers.update(A=fit.a, A_interval=list(fit.conf_int(LEVEL)["A"]),
-                       ceiling_identified=bool(fit.ceiling_identified))
+                       ceiling_identified=bool(fit.ceiling_identified), ceiling_at_bound=bool(fit.ceiling_at_bound))
     except ScaleRLError as error:
         numbers["fit_error"] = str(error)
     forecast = run_dir / "forecast.json"
@@ -162,7 +178,7 @@ def table(results: list[dict]) -> str:
         coverage = "-" if r["first_half_coverage"] is None else \
             f"{r['first_half_coverage']:.0%} of {r['held_out_points']}"
         lines.append(" | ".join([str(r["seed"]), str(r["threads"]), number(r["R0"]), number(r["final_plateau"]),
-                                 f"{number(r['A'])} {interval}", coverage,
+                                 f"{number(r['A'])}{' (limit)' if r['ceiling_at_bound'] else ''} {interval}", coverage,
                                  (r["warm_start"]["weights_file_sha256"] or "-")[:12], f"{r['seconds']:.0f}",
                                  str(r["exit_code"])]))
     return "\n".join(lines)
@@ -172,19 +188,20 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    results = []
-    for threads in args.thread_counts:
-        for seed in range(args.seeds):
-            print(f"demo seed {seed}, {threads} thread(s), empty cache ...", flush=True)
-            results.append(run_once(seed, threads, args))
-            print(table(results[-1:]).splitlines()[-1], flush=True)
+    print(f"{len(args.plan)} demos, {args.parallel} at a time, each from an empty cache ...", flush=True)
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        futures = [pool.submit(run_once, seed, threads, args) for seed, threads in args.plan]
+        for future in as_completed(futures):
+            print(table([future.result()]).splitlines()[-1], flush=True)
+    results = [future.result() for future in futures]
     summary = spread(results)
     print()
     print(table(results))
     print()
     print(json.dumps(summary, indent=2))
     payload = {"command": "python benchmarks/demo_robustness.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "settings": {"seeds": args.seeds, "threads": args.thread_counts, "max_steps": args.max_steps,
+               "settings": {"runs": [list(item) for item in args.plan], "parallel": args.parallel,
+                            "max_steps": args.max_steps,
                             "overrides": args.overrides, "level": LEVEL},
                "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
