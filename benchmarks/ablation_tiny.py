@@ -49,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=None, help="default 10, the demo's (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
-    parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP})")
+    parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP}; 'none' for the leave-one-out study alone)")
     parser.add_argument("--margin", type=float, default=None, help="margin on A (default: the paper's 0.02)")
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
@@ -157,21 +157,27 @@ def main(argv=None) -> int:
     workdir = config["workdir"]
     loo_plan = plan_leave_one_out("scalerl", config["knobs"], common_overrides=common_overrides(config),
                                   seeds=config["seeds"])
-    sweep_plan = plan_sweep("scalerl", config["sweep"], common_overrides=common_overrides(config),
-                            seeds=config["seeds"])
-    print(f"leave-one-out: {len(loo_plan.variants)} variants x {config['seeds']} seeds; sweep {config['sweep']}: "
-          f"{len(sweep_plan.variants)} settings x {config['seeds']} seeds; {config['steps']} steps each", flush=True)
+    sweep_plan = None if config["sweep"] == "none" else plan_sweep(
+        "scalerl", config["sweep"], common_overrides=common_overrides(config), seeds=config["seeds"])
+    sweep_size = "no sweep" if sweep_plan is None else \
+        f"sweep {config['sweep']}: {len(sweep_plan.variants)} settings x {config['seeds']} seeds"
+    print(f"leave-one-out: {len(loo_plan.variants)} variants x {config['seeds']} seeds; {sweep_size}; "
+          f"{config['steps']} steps each", flush=True)
     loo, loo_md, loo_written, loo_seconds = run_and_report(loo_plan, workdir / "loo", config, command.strip())
-    for slug in link_reused_runs(sweep_plan, loo_plan, workdir):
-        print(f"sweep setting {slug} is the leave-one-out base: its runs are reused", flush=True)
-    sweep, sweep_md, sweep_written, sweep_seconds = run_and_report(sweep_plan, workdir / "sweep", config,
-                                                                   command.strip())
-    print(loo_md, "\n", sweep_md, flush=True)
+    print(loo_md, flush=True)
+    sweep = sweep_written = sweep_seconds = None
+    if sweep_plan is not None:
+        for slug in link_reused_runs(sweep_plan, loo_plan, workdir):
+            print(f"sweep setting {slug} is the leave-one-out base: its runs are reused", flush=True)
+        sweep, sweep_md, sweep_written, sweep_seconds = run_and_report(sweep_plan, workdir / "sweep", config,
+                                                                       command.strip())
+        print(sweep_md, flush=True)
     payload = {
         "command": command.strip(), "settings": {**config, "workdir": str(workdir), "knobs": list(config["knobs"])},
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "train_seconds": {"leave_one_out": loo_seconds, "sweep": sweep_seconds},
-        "leave_one_out": report_payload(loo, loo_plan.design()), "sweep": report_payload(sweep, sweep_plan.design()),
+        "leave_one_out": report_payload(loo, loo_plan.design()),
+        "sweep": None if sweep_plan is None else report_payload(sweep, sweep_plan.design()),
     }
     results = RESULTS_DIR / ("ablation_tiny_quick.json" if config["quick"] else "ablation_tiny.json")
     results.parent.mkdir(parents=True, exist_ok=True)
@@ -180,7 +186,7 @@ def main(argv=None) -> int:
     os.replace(temp, results)
     print(f"written: {results}")
     if not config["quick"]:
-        for written, stem in ((loo_written, "ablation_tiny"), (sweep_written, "ablation_tiny_sweep")):
+        for written, stem in ((loo_written, "ablation_tiny"), (sweep_written or [], "ablation_tiny_sweep")):
             published = publish(written, stem)
             if (DOCS_DIR / f"{stem}.png") in published:
                 fix_figure_links(DOCS_DIR / f"{stem}.md", f"{stem}.png")
