@@ -151,3 +151,28 @@ def test_the_json_passes_the_report_schema(paired_report):
     for report in (paired_report, single):
         summary = AblationSummary.model_validate(json.loads(json_text(report_payload(report))))
         assert summary.variants[1].effect.effect is not None
+
+
+def test_ceilings_that_are_both_limits_are_never_called_equal(tmp_path):
+    # R = R0 + (1 - R0) C / (C + C_mid): the ceiling is the top of the pass-rate range, so both fits
+    # put A at its bound (a limit). dA = 0 there measures nothing: no "no measurable effect" and
+    # no "efficiency only" (both say A is within the margin), even with B clearly different.
+    steps = np.arange(0.0, 301.0, 10.0)
+    runs = []
+    for slug, c_mid in (("base", 180.0), ("faster", 60.0)):
+        paths = []
+        for k in range(3):
+            path = tmp_path / slug / f"seed-{k}" / "metrics.jsonl"
+            path.parent.mkdir(parents=True)
+            seed_c_mid = c_mid * (0.9, 1.0, 1.1)[k]  # seed i's luck, shared by both variants
+            for step, reward in zip(steps, 0.28 + 0.72 * steps / (steps + seed_c_mid)):
+                append_row(path, {"step": int(step), "flops": float(step) * 1e11, "val_pass_rate": float(reward)})
+            paths.append(path)
+        runs.append(ReportRun(slug, slug, None if slug == "base" else "knob=faster", slug == "base", tuple(paths)))
+    report = build_ablation_report(runs, seeds=3, margin=0.02)
+    base, faster = report.variants
+    assert all(fit.ceiling_at_bound for fit in base.fitted + faster.fitted)
+    verdict = faster.verdict
+    assert verdict.verdict == "undecided" and verdict.a_call == "unclear"
+    assert all(pair.ceilings_at_bound and pair.verdict == ("undecided", None) for pair in verdict.pairs)
+    assert "top of their range" in verdict.reason and "dB at the shared A" in verdict.reason

@@ -123,11 +123,14 @@ class FitResult:
 
     @property
     def ceiling_at_bound(self) -> bool:
-        """A sits at the top of its range: the data bound the ceiling from below only, so `a` is a
-        limit, not an estimate (the posterior interval says how far down it may be)."""
+        """The data bound the ceiling from below only: A, or the upper end of its 80 % posterior
+        interval, sits at the top of its range (within 1e-3 of the gain). `a` is then a limit, not
+        an estimate; the interval's lower end says how far down the ceiling may be."""
         if self.a_upper_bound is None or "A" in self.fixed:
             return False
-        return self.a >= self.a_upper_bound - 1e-3 * max(abs(self.a_upper_bound - self.r0), 1e-9)
+        top = self.a_upper_bound - 1e-3 * max(abs(self.a_upper_bound - self.r0), 1e-9)
+        upper_end = float(np.quantile(self.param_draws[:, 0], 0.9))
+        return self.a >= top or upper_end >= top
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
