@@ -155,6 +155,11 @@ def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
     return gain
 
 
+def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
+    """value >= upper - 1e-3 * |upper - R0|: at the top of A's range, up to a thousandth of the room."""
+    return value >= upper_bound - 1e-3 * max(abs(upper_bound - r0), 1e-9)
+
+
 def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple[float, float], a_upper_bound: float,
                             max_compute: float, *, residual_dof: int = 1,
                             b_at_bound: bool = False) -> tuple[bool, str | None]:
@@ -172,7 +177,7 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     reasons = []
     if max_compute < c_mid:
         reasons.append(f"the last point (compute {max_compute:.4g}) is before the fitted inflection C_mid = {c_mid:.4g}")
-    if a >= a_upper_bound - 1e-3 * max(abs(a_upper_bound - r0), 1e-9):
+    if at_upper_bound(a, a_upper_bound, r0):
         reasons.append(f"A sits at its upper bound {a_upper_bound:g}")
     if hi - lo > CEILING_WIDTH_FRACTION * gain:
         reasons.append(f"the A interval [{lo:.3f}, {hi:.3f}] is wider than a third of the gain A - R0 = {gain:.3f}")

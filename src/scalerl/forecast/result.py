@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
+from scalerl.forecast.diagnostics import at_upper_bound
 from scalerl.forecast.uncertainty import rate_discrepancy, widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
@@ -128,9 +129,8 @@ class FitResult:
         an estimate; the interval's lower end says how far down the ceiling may be."""
         if self.a_upper_bound is None or "A" in self.fixed:
             return False
-        top = self.a_upper_bound - 1e-3 * max(abs(self.a_upper_bound - self.r0), 1e-9)
         upper_end = float(np.quantile(self.param_draws[:, 0], 0.9))
-        return self.a >= top or upper_end >= top
+        return any(at_upper_bound(value, self.a_upper_bound, self.r0) for value in (self.a, upper_end))
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
