@@ -73,6 +73,35 @@ def test_train_and_validation_prompts_are_disjoint_unique_and_seeded():
     assert {e.prompt for e in other_seed.train} != train
 
 
+def test_hard_share_has_the_stated_count_and_length_in_each_pool():
+    settings = TaskConfig(num_train_prompts=300, num_val_prompts=50, hard_fraction=0.2, hard_num_operands=9)
+    task = ArithmeticTask(settings)
+    operand_counts = lambda pool: [e.prompt.count("+") + 1 for e in pool]
+    assert sorted(set(operand_counts(task.validation))) == [4, 9]
+    assert operand_counts(task.validation).count(9) == 10  # round(0.2 * 50)
+    assert operand_counts(task.train).count(9) == 60
+    hard = [e for e in task.validation if e.prompt.count("+") == 8]
+    assert all(e.demonstration.count(";") == 7 for e in hard)  # 8 reductions, one per step
+    assert not {e.prompt for e in task.train} & {e.prompt for e in task.validation}
+    assert operand_counts(task.validation)[:10] != [4] * 10  # shuffled in, not appended
+
+
+def test_no_hard_share_keeps_the_prompts_of_the_plain_task():
+    plain = ArithmeticTask(SMALL_TASK)
+    assert plain.validation[0].prompt == "6+6+0+4="  # the seed-0 task, prompt for prompt
+    assert ArithmeticTask(TaskConfig(num_train_prompts=300, num_val_prompts=50, hard_fraction=0.0)).train == plain.train
+
+
+def test_hard_share_bad_values_are_config_errors():
+    with pytest.raises(ConfigError, match="task.hard_fraction"):
+        TaskConfig(hard_fraction=1.0)
+    with pytest.raises(ConfigError, match="task.hard_num_operands"):
+        TaskConfig(hard_num_operands=1)
+    with pytest.raises(ConfigError, match="with 2 operands"):
+        ArithmeticTask(TaskConfig(num_train_prompts=300, num_val_prompts=50, hard_fraction=0.5,
+                                  hard_num_operands=2))
+
+
 def test_validation_set_does_not_depend_on_the_training_pool_size():
     small = ArithmeticTask(SMALL_TASK)
     large = ArithmeticTask(TaskConfig(num_train_prompts=900, num_val_prompts=50, seed=0))

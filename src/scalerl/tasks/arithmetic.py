@@ -3,7 +3,11 @@
 Built-in task: prompts like `12+47+30=`, worked solutions like `<think>12+47=59;59+30=89</think>89`
 (one reduction per step, `*` before `+`/`-`, left to right). Reward +1 if the final answer (the text
 after `</think>`) equals the reference exactly, else -1. Difficulty: number of operands, digits,
-operations. Train and validation prompts are disjoint and deterministic under the seed.
+operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
+worked solution does not fit the thinking budget: like the problems of a real training set that lie
+beyond the model's generation budget, they cap the attainable pass rate below 1, so a run's ceiling
+A is a property of the task that a forecast can pin (ScaleRL, arXiv 2510.13786, section 2: A is the
+asymptotic pass rate). Train and validation prompts are disjoint and deterministic under the seed.
 """
 
 from __future__ import annotations
@@ -73,35 +77,58 @@ def arithmetic_example(operands: Sequence[int], operations: Sequence[str]) -> Ta
     return TaskExample(prompt=prompt, answer=str(value), demonstration=demonstration)
 
 
-def _random_example(settings: TaskConfig, rng: random.Random) -> TaskExample:
-    operands = [rng.randrange(10**settings.max_digits) for _ in range(settings.num_operands)]
-    operations = [rng.choice(settings.operations) for _ in range(settings.num_operands - 1)]
+def _random_example(settings: TaskConfig, rng: random.Random, num_operands: int) -> TaskExample:
+    operands = [rng.randrange(10**settings.max_digits) for _ in range(num_operands)]
+    operations = [rng.choice(settings.operations) for _ in range(num_operands - 1)]
     return arithmetic_example(operands, operations)
 
 
-def _unique_examples(
-    count: int, settings: TaskConfig, rng: random.Random, exclude: set[str]
-) -> list[TaskExample]:
+def _unique_examples(count: int, settings: TaskConfig, rng: random.Random, exclude: set[str],
+                     num_operands: int) -> list[TaskExample]:
     examples: list[TaskExample] = []
     while len(examples) < count:
-        example = _random_example(settings, rng)
+        example = _random_example(settings, rng, num_operands)
         if example.prompt not in exclude:
             exclude.add(example.prompt)
             examples.append(example)
     return examples
 
 
+def hard_count(settings: TaskConfig, pool_size: int) -> int:
+    """Hard prompts in a pool of `pool_size`: round(hard_fraction * pool_size)."""
+    return int(round(settings.hard_fraction * pool_size))
+
+
+def distinct_prompts(settings: TaskConfig, num_operands: int) -> int:
+    """(10**max_digits)**num_operands * len(set(operations))**(num_operands - 1)."""
+    return (10**settings.max_digits) ** num_operands * len(set(settings.operations)) ** (num_operands - 1)
+
+
 def check_enough_prompts(settings: TaskConfig) -> None:
-    """ConfigError unless twice the train + validation prompts fit in the distinct prompts:
-    (10**max_digits)**num_operands * len(set(operations))**(num_operands - 1)."""
-    distinct = (10**settings.max_digits) ** settings.num_operands * len(set(settings.operations)) ** (
-        settings.num_operands - 1
-    )
-    if 2 * (settings.num_train_prompts + settings.num_val_prompts) > distinct:
-        raise ConfigError(
-            f"only {distinct} distinct prompts exist at this difficulty; ask for at most "
-            f"{distinct // 2} train + validation prompts"
-        )
+    """ConfigError unless twice the train + validation prompts of each difficulty fit in the
+    distinct prompts of that difficulty (`distinct_prompts`)."""
+    pools = (settings.num_train_prompts, settings.num_val_prompts)
+    hard = sum(hard_count(settings, size) for size in pools)
+    wanted = {settings.num_operands: sum(pools) - hard}
+    if hard:
+        wanted[settings.hard_num_operands] = wanted.get(settings.hard_num_operands, 0) + hard
+    for num_operands, count in wanted.items():
+        distinct = distinct_prompts(settings, num_operands)
+        if 2 * count > distinct:
+            raise ConfigError(
+                f"only {distinct} distinct prompts exist with {num_operands} operands at this "
+                f"difficulty; ask for at most {distinct // 2} train + validation prompts of them"
+            )
+
+
+def _pool(size: int, settings: TaskConfig, rng: random.Random, seen: set[str]) -> tuple[TaskExample, ...]:
+    """`size` distinct prompts, `hard_count` of them hard, in an order shuffled by `rng`."""
+    hard = hard_count(settings, size)
+    examples = _unique_examples(size - hard, settings, rng, seen, settings.num_operands)
+    if hard:
+        examples += _unique_examples(hard, settings, rng, seen, settings.hard_num_operands)
+        rng.shuffle(examples)
+    return tuple(examples)
 
 
 class ArithmeticTask:
@@ -111,13 +138,15 @@ class ArithmeticTask:
     def __init__(self, settings: TaskConfig = TaskConfig()) -> None:
         check_enough_prompts(settings)
         self.settings = settings
+        hard = (f"+{settings.hard_fraction:g}x{settings.hard_num_operands}"
+                if hard_count(settings, settings.num_val_prompts + settings.num_train_prompts) else "")
         self.name = (
-            f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}"
+            f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}{hard}"
         )
         rng = random.Random(settings.seed)
         seen: set[str] = set()
-        self.validation = tuple(_unique_examples(settings.num_val_prompts, settings, rng, seen))
-        self.train = tuple(_unique_examples(settings.num_train_prompts, settings, rng, seen))
+        self.validation = _pool(settings.num_val_prompts, settings, rng, seen)
+        self.train = _pool(settings.num_train_prompts, settings, rng, seen)
 
     def reward(self, completion_text: str, example: TaskExample) -> float:
         return answer_reward(completion_text, example.answer, check="exact")

@@ -26,6 +26,11 @@ class TaskConfig:
     answer_check: str = "exact"
     val_fraction: float = 0.1
     seed: int = 0
+    # A share of prompts with `hard_num_operands` operands, in both pools (validation prompts:
+    # round(hard_fraction * num_val_prompts) of them). Their worked solution is longer than the
+    # thinking budget, so they stay unsolved and cap the pass rate near 1 - hard_fraction.
+    hard_fraction: float = 0.0
+    hard_num_operands: int = 12
 
     def __post_init__(self) -> None:
         require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
@@ -36,6 +41,10 @@ class TaskConfig:
                  f"{self.operations!r} must be made of the characters + - *")
         require_positive(self.num_train_prompts, "task.num_train_prompts")
         require_positive(self.num_val_prompts, "task.num_val_prompts")
+        require(0 <= self.hard_fraction < 1, "task.hard_fraction",
+                 f"must be in [0, 1), got {self.hard_fraction!r}")
+        require(self.hard_num_operands >= 2, "task.hard_num_operands",
+                 f"must be >= 2, got {self.hard_num_operands}")
         require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
         require(0 < self.val_fraction < 1, "task.val_fraction",
                  f"must be in (0, 1), got {self.val_fraction!r}")

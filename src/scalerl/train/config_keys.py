@@ -29,6 +29,8 @@ KEY_MEANINGS: dict[str, str] = {
     "task.num_operands": "built-in task: operands per problem",
     "task.max_digits": "built-in task: most digits per operand",
     "task.operations": "built-in task: operators to draw from (characters of + - *)",
+    "task.hard_fraction": "built-in task: share of prompts with hard_num_operands operands (beyond the thinking budget)",
+    "task.hard_num_operands": "built-in task: operands of the hard prompts",
     "task.num_train_prompts": "built-in task: training prompts",
     "task.num_val_prompts": "built-in task: held-out validation prompts",
     "task.answer_check": "how a completion's answer is compared with the reference (exact, math)",
