@@ -1,0 +1,118 @@
+"""Benchmark: does a run of the built-in setting predict its own second half?
+
+The runs in benchmarks/data/tiny_runs (validation curves of the demo, the tiny leave-one-out study
+and the batch sweep, all on the demo's setting; their sources in SOURCES.md) are each fitted on the
+first half of their compute, as `scalerl demo` does (scalerl.train.demo.forecast_from_metrics), and
+the later evaluations are compared with the extrapolated curve and its band. Per run: held-out
+evaluations, how many the band holds, mean abs error. Overall: the share of all held-out
+evaluations inside the band (an 80 % band should hold about 80 %), how many runs hold at least
+70 % (the demo's target), the median and the lowest per-run share. None of these curves was used
+to choose the forecaster's forms or its band scale (those come from the real curves of
+benchmarks/forecast_accuracy.py), so this is an out-of-sample check. A script, not a test: prints a
+table, writes JSON.
+
+    python benchmarks/tiny_self_forecast.py                       # ~15 s
+    python benchmarks/tiny_self_forecast.py --fit-fraction 0.25   # forecast from the first quarter
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "benchmarks" / "data" / "tiny_runs"
+RESULTS = REPO / "benchmarks" / "results" / "tiny_self_forecast.json"
+TARGET_PER_RUN = 0.7
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit-fraction", type=float, default=0.5, help="share of the compute fitted (default 0.5, the demo's)")
+    parser.add_argument("--level", type=float, default=0.8, help="band level (default 0.8, the demo's)")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of step,flops,val_pass_rate CSVs")
+    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS.relative_to(REPO)}; "
+                        "another name for another --fit-fraction)")
+    return parser.parse_args(argv)
+
+
+def score_run(path: Path, fit_fraction: float, level: float) -> dict:
+    """The demo's first-part forecast of one run and how its band held the rest."""
+    from scalerl.errors import ScaleRLError
+    from scalerl.train.demo import forecast_from_metrics
+
+    group = path.stem.split("__", 1)[0]
+    try:
+        report = forecast_from_metrics(path, fit_fraction=fit_fraction, level=level)
+    except ScaleRLError as error:
+        return {"run": path.stem, "group": group, "error": str(error)}
+    inside = int(sum(point.inside_band for point in report.held_out))
+    return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
+            "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
+            "ceiling_at_bound": bool(report.fit.ceiling_at_bound)}
+
+
+def summary(scored: list[dict]) -> dict:
+    """Pooled coverage (held-in evaluations / held-out evaluations), per-run coverage spread."""
+    fitted = [run for run in scored if run["error"] is None and run["held_out"]]
+    if not fitted:
+        return {"runs": len(scored), "runs_fitted": 0}
+    per_run = np.array([run["coverage"] for run in fitted])
+    inside, total = sum(run["inside"] for run in fitted), sum(run["held_out"] for run in fitted)
+    return {"runs": len(scored), "runs_fitted": len(fitted), "held_out": total, "inside": inside,
+            "pooled_coverage": inside / total, "runs_at_least_target": int((per_run >= TARGET_PER_RUN).sum()),
+            "target_per_run": TARGET_PER_RUN, "median_run_coverage": float(np.median(per_run)),
+            "lowest_run_coverage": float(per_run.min()),
+            "mean_abs_error_median": float(np.median([run["mean_abs_error"] for run in fitted]))}
+
+
+def table(scored: list[dict]) -> str:
+    lines = ["run | held out | inside band | coverage | mean abs error", "--- | --- | --- | --- | ---"]
+    for run in scored:
+        if run["error"]:
+            lines.append(f"{run['run']} | - | - | - | no fit: {run['error']}")
+        else:
+            lines.append(f"{run['run']} | {run['held_out']} | {run['inside']} | {run['coverage']:.0%} | "
+                         f"{run['mean_abs_error']:.3f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    paths = sorted(args.data.glob("*.csv"))
+    if not paths:
+        print(f"no run CSVs in {args.data}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    scored = [score_run(path, args.fit_fraction, args.level) for path in paths]
+    seconds = time.perf_counter() - started
+    groups = sorted({run["group"] for run in scored})
+    result = {"command": "python benchmarks/tiny_self_forecast.py" + ("" if args.fit_fraction == 0.5 else f" --fit-fraction {args.fit_fraction:g}"),
+              "fit_fraction": args.fit_fraction, "level": args.level, "seconds": seconds,
+              "machine": {"platform": platform.platform(), "python": platform.python_version()},
+              "summary": summary(scored), "by_group": {group: summary([r for r in scored if r["group"] == group]) for group in groups},
+              "runs": scored}
+    print(table(scored))
+    print()
+    for name, part in [("all", result["summary"]), *result["by_group"].items()]:
+        if part.get("runs_fitted"):
+            print(f"{name}: {part['inside']} of {part['held_out']} held-out evaluations inside the {args.level:.0%} band "
+                  f"({part['pooled_coverage']:.0%}); {part['runs_at_least_target']} of {part['runs_fitted']} runs hold "
+                  f">= {TARGET_PER_RUN:.0%}; per run median {part['median_run_coverage']:.0%}, lowest {part['lowest_run_coverage']:.0%}")
+    out = args.out or (RESULTS if args.fit_fraction == 0.5 else RESULTS.with_name(f"tiny_self_forecast_fit{args.fit_fraction:g}.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(out)
+    print(f"written: {out.relative_to(REPO) if out.is_relative_to(REPO) else out} ({seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
