@@ -8,8 +8,14 @@ evaluations, how many the band holds, mean abs error. Overall: the share of all 
 evaluations inside the band (an 80 % band should hold about 80 %), how many runs hold at least
 70 % (the demo's target), the median and the lowest per-run share. None of these curves was used
 to choose the forecaster's forms or its band scale (those come from the real curves of
-benchmarks/forecast_accuracy.py), so this is an out-of-sample check. A script, not a test: prints a
-table, writes JSON.
+benchmarks/forecast_accuracy.py), so this is an out-of-sample check.
+
+Known ceiling: the runs in benchmarks/data/tiny_capped_runs are on the built-in task with a hard
+share (`task.hard_fraction=0.25`: 32 of the 128 validation prompts need a worked solution longer
+than the thinking budget; the policy never solves them, so the validation pass rate can never
+exceed 0.75). Each is fitted on all its evaluations, as `scalerl fit` does, and the fitted ceiling A
+and its 80 % interval are checked against that bound: an honest interval must reach down to 0.75
+or below. A script, not a test: prints tables, writes JSON.
 
     python benchmarks/tiny_self_forecast.py                       # ~15 s
     python benchmarks/tiny_self_forecast.py --fit-fraction 0.25   # forecast from the first quarter
@@ -28,6 +34,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "benchmarks" / "data" / "tiny_runs"
+CAPPED_DATA = REPO / "benchmarks" / "data" / "tiny_capped_runs"
+# 96 of the 128 validation prompts are solvable: 1 - round(0.25 * 128) / 128 (SOURCES.md there)
+KNOWN_CEILING = 0.75
 RESULTS = REPO / "benchmarks" / "results" / "tiny_self_forecast.json"
 TARGET_PER_RUN = 0.7
 
@@ -37,6 +46,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--fit-fraction", type=float, default=0.5, help="share of the compute fitted (default 0.5, the demo's)")
     parser.add_argument("--level", type=float, default=0.8, help="band level (default 0.8, the demo's)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of step,flops,val_pass_rate CSVs")
+    parser.add_argument("--capped-data", type=Path, default=CAPPED_DATA,
+                        help=f"runs whose validation pass rate cannot exceed {KNOWN_CEILING} (the A check)")
     parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS.relative_to(REPO)}; "
                         "another name for another --fit-fraction)")
     return parser.parse_args(argv)
@@ -56,6 +67,24 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
     return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
             "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
             "ceiling_at_bound": bool(report.fit.ceiling_at_bound)}
+
+
+def ceiling_check(path: Path, level: float, known_ceiling: float = KNOWN_CEILING) -> dict:
+    """Fit on every evaluation (as `scalerl fit`); does the A interval admit the known bound?"""
+    from scalerl.errors import ScaleRLError
+    from scalerl.forecast.fitting import fit_sigmoid
+    from scalerl.forecast.readers import read_curve
+
+    curve = read_curve(path, x="flops", y="val_pass_rate")
+    try:
+        fit = fit_sigmoid(curve.compute, curve.reward, level=level)
+    except ScaleRLError as error:
+        return {"run": path.stem, "error": str(error)}
+    low, high = fit.conf_int(level)["A"]
+    return {"run": path.stem, "error": None, "A": fit.a, "A_interval": [float(low), float(high)], "B": fit.b,
+            "known_ceiling": known_ceiling, "interval_admits_bound": bool(low <= known_ceiling),
+            "ceiling_identified": bool(fit.ceiling_identified), "last_value": float(curve.reward[-1]),
+            "max_value": float(curve.reward.max())}
 
 
 def summary(scored: list[dict]) -> dict:
@@ -86,20 +115,38 @@ def table(scored: list[dict]) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     paths = sorted(args.data.glob("*.csv"))
+    capped_paths = sorted(args.capped_data.glob("*.csv")) if args.capped_data.is_dir() else []
     if not paths:
         print(f"no run CSVs in {args.data}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    scored = [score_run(path, args.fit_fraction, args.level) for path in paths]
+    scored = [score_run(path, args.fit_fraction, args.level) for path in [*paths, *capped_paths]]
+    ceilings = [ceiling_check(path, args.level) for path in capped_paths]
     seconds = time.perf_counter() - started
     groups = sorted({run["group"] for run in scored})
     result = {"command": "python benchmarks/tiny_self_forecast.py" + ("" if args.fit_fraction == 0.5 else f" --fit-fraction {args.fit_fraction:g}"),
               "fit_fraction": args.fit_fraction, "level": args.level, "seconds": seconds,
               "machine": {"platform": platform.platform(), "python": platform.python_version()},
               "summary": summary(scored), "by_group": {group: summary([r for r in scored if r["group"] == group]) for group in groups},
-              "runs": scored}
+              "runs": scored,
+              "known_ceiling": {"bound": KNOWN_CEILING, "runs": ceilings,
+                                "intervals_admitting_bound": sum(bool(c.get("interval_admits_bound")) for c in ceilings),
+                                "fitted": sum(c["error"] is None for c in ceilings)}}
     print(table(scored))
     print()
+    if ceilings:
+        print(f"known ceiling {KNOWN_CEILING} (validation pass rate cannot exceed it); fit on every evaluation:")
+        print("run | A [80 %] | B | identified | interval reaches the bound | highest value seen")
+        print("--- | --- | --- | --- | --- | ---")
+        for check in ceilings:
+            if check["error"]:
+                print(f"{check['run']} | no fit: {check['error']} | | | |")
+                continue
+            low, high = check["A_interval"]
+            print(f"{check['run']} | {check['A']:.3f} [{low:.3f}, {high:.3f}] | {check['B']:.2f} | "
+                  f"{'yes' if check['ceiling_identified'] else 'no'} | {'yes' if check['interval_admits_bound'] else 'NO'} | "
+                  f"{check['max_value']:.3f}")
+        print()
     for name, part in [("all", result["summary"]), *result["by_group"].items()]:
         if part.get("runs_fitted"):
             print(f"{name}: {part['inside']} of {part['held_out']} held-out evaluations inside the {args.level:.0%} band "
