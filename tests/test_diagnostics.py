@@ -173,3 +173,42 @@ def test_erratic_falls_after_a_small_rise_are_collapses():
         reward = np.clip(np.concatenate([rise, fall]), 0.0, 1.0)
         fired += detect_collapse(np.arange(reward.size) * 1.0, reward) is not None
     assert fired >= 95
+
+
+# --- late plateau: the interval of A reaches down to a level the data cannot exclude ----------
+
+def test_late_plateau_floor_is_the_upper_end_of_the_late_mean_when_the_end_is_flat():
+    from scipy.stats import t as student_t
+
+    from scalerl.forecast.diagnostics import late_plateau_floor
+
+    compute = np.arange(1.0, 21.0)
+    reward = np.concatenate([np.linspace(0.1, 0.6, 15), [0.61, 0.59, 0.62, 0.60, 0.61]])
+    late = reward[-5:]  # max(5, ceil(0.25 * 20)) points
+    expected = late.mean() - student_t.ppf(0.9, 4) * late.std(ddof=1) / np.sqrt(5)
+    assert late_plateau_floor(compute, reward, level=0.8) == pytest.approx(expected)
+
+
+def test_late_plateau_floor_is_none_while_the_run_still_rises():
+    from scalerl.forecast.diagnostics import late_plateau_floor
+
+    compute = np.geomspace(1.0, 100.0, 20)
+    reward = 0.2 + 0.5 / (1.0 + (30.0 / compute) ** 1.5)  # noise-free, still climbing at the end
+    assert late_plateau_floor(compute, reward, level=0.8) is None
+    assert late_plateau_floor(compute[:4], reward[:4]) is None  # too few points for a slope
+
+
+def test_ceiling_interval_holds_a_cap_that_the_sigmoid_overshoots():
+    """A hyperbolic rise cut flat at 0.66 (the true ceiling) from ~55 % of the compute on: the
+    sigmoid extrapolates the rise and its posterior interval of A alone sits above 0.66 on these
+    seeds; the interval must still hold 0.66 (the flat end cannot exclude it)."""
+    held = 0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        compute = np.linspace(5e11, 1.8e13, 40)
+        reward = np.minimum(0.24 + 0.76 * compute / (compute + 8e12), 0.66) + rng.normal(0.0, 0.015, compute.size)
+        fit = fit_sigmoid(compute, reward)
+        assert np.quantile(fit.param_draws[:, 0], 0.1) > 0.66  # the posterior alone misses the cap
+        low, high = fit.conf_int(0.8)["A"]
+        held += low <= 0.66 <= high
+    assert held >= 3

@@ -23,6 +23,10 @@ LEARNING_NOISE_SDS = 3.0
 CEILING_WIDTH_FRACTION = 1.0 / 3.0
 # Points before a candidate collapse needed to measure the noise of the healthy part on its own.
 MIN_POINTS_FOR_NOISE = 5
+# The late stretch whose slope tests "has the run already levelled off?": the last quarter of the
+# fitted points, and at least this many of them (a line through fewer says nothing about a slope).
+LATE_FRACTION = 0.25
+MIN_LATE_POINTS = 5
 
 
 def point_noise_sd(reward: ArrayLike, noise_floor: float = 0.01) -> float:
@@ -153,6 +157,37 @@ def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
             f"{LEARNING_NOISE_SDS:g} noise sds = {LEARNING_NOISE_SDS * noise_sd:.4f})"
         )
     return gain
+
+
+def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8) -> float | None:
+    """Lower end of the late level when the data cannot exclude that the run has levelled off.
+
+    Late stretch: the last max(MIN_LATE_POINTS, LATE_FRACTION * n) points (x = ln C, y = reward).
+    Least-squares line y = a + beta x with residual sd s (n - 2 dof), se(beta) = s / sqrt(Sxx).
+    If beta - t_q(n - 2) se(beta) <= 0 (q = (1 + level) / 2: the slope's interval reaches 0, so a
+    flat end fits the data), return ybar - t_q(n - 1) sd(y) / sqrt(n), the lower end of the late
+    level's interval. A rising curve's ceiling is at least its current level, and a ceiling at that
+    level fits a flat end as well as the extrapolated one, so the interval of A must reach down to
+    it (it then holds a ceiling equal to the late level with probability q). Otherwise (the run is
+    still rising) return None.
+    """
+    from scipy.stats import t as student_t
+
+    compute, reward = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
+    n = max(MIN_LATE_POINTS, int(np.ceil(LATE_FRACTION * reward.size)))
+    if reward.size < n or n < MIN_LATE_POINTS:
+        return None
+    x, y = np.log(compute[-n:]), reward[-n:]
+    sxx = float(np.sum((x - x.mean()) ** 2))
+    if sxx <= 0:
+        return None
+    beta = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
+    resid = y - (y.mean() + beta * (x - x.mean()))
+    s = float(np.sqrt(np.sum(resid**2) / (n - 2)))
+    q = (1.0 + level) / 2.0
+    if beta - student_t.ppf(q, n - 2) * s / np.sqrt(sxx) > 0:
+        return None
+    return float(y.mean() - student_t.ppf(q, n - 1) * np.std(y, ddof=1) / np.sqrt(n))
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:

@@ -19,6 +19,7 @@ from scalerl.forecast.averaging import averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
     ceiling_identifiability,
     check_learning,
+    late_plateau_floor,
     detect_collapse,
     point_noise_sd,
 )
@@ -137,11 +138,13 @@ def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
     return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a), compute_ref
 
 
-def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level):
+def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_plateau_level=None):
     if problem.fixed_a is not None:
         return True, None
     tail = (1.0 - level) / 2.0
     a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
+    if a_plateau_level is not None:
+        a_interval = (min(a_interval[0], a_plateau_level), a_interval[1])
     c_mid = compute_ref * np.exp(theta_hat[2])
     b_span = problem.upper[1] - problem.lower[1]
     b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
@@ -210,7 +213,10 @@ def fit_sigmoid(
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
     # u = 0 is the last fitted point: gain fraction there = expit(B (0 - s)).
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
-    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level)
+    # A flat late stretch is as consistent with a ceiling at the current level as with the fitted
+    # one: the interval of A then reaches down to that level (diagnostics.late_plateau_floor).
+    a_plateau_level = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level)
+    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_plateau_level)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")

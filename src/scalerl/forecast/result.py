@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
-from scalerl.forecast.diagnostics import at_upper_bound
+from scalerl.forecast.diagnostics import at_upper_bound, late_plateau_floor
 from scalerl.forecast.uncertainty import rate_discrepancy, widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
@@ -136,13 +136,18 @@ class FitResult:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
 
     def conf_int(self, level: float = 0.8) -> dict:
-        """Posterior percentile interval per parameter: {name: (lo, hi)}."""
+        """Posterior percentile interval per parameter: {name: (lo, hi)}. The interval of a free A
+        reaches down to the late level when the last stretch of the fitted points is flat within
+        its noise (diagnostics.late_plateau_floor): the data cannot tell that ceiling from the fit's."""
         lo_q, hi_q = _tails(level)
         out = {}
         for column, name in enumerate(PARAM_NAMES):
             lo, hi = np.quantile(self.param_draws[:, column], [lo_q, hi_q])
             estimate = self.params()[name]
             out[name] = (float(min(lo, estimate)), float(max(hi, estimate)))
+        plateau = None if "A" in self.fixed else late_plateau_floor(self.compute, self.reward, level)
+        if plateau is not None:
+            out["A"] = (float(min(out["A"][0], plateau)), out["A"][1])
         return out
 
     def predict(self, compute: ArrayLike) -> np.ndarray:
