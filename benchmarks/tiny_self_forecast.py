@@ -64,9 +64,11 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
     except ScaleRLError as error:
         return {"run": path.stem, "group": group, "error": str(error)}
     inside = int(sum(point.inside_band for point in report.held_out))
+    whole = forecast_from_metrics(path, fit_fraction=1.0, level=level).fit  # every evaluation, as `scalerl fit`
     return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
             "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
-            "ceiling_at_bound": bool(report.fit.ceiling_at_bound)}
+            "A_all_points": whole.a, "A_interval_all_points": list(whole.conf_int(level)["A"]),
+            "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound)}
 
 
 def ceiling_check(path: Path, level: float, known_ceiling: float = KNOWN_CEILING) -> dict:
@@ -102,13 +104,16 @@ def summary(scored: list[dict]) -> dict:
 
 
 def table(scored: list[dict]) -> str:
-    lines = ["run | held out | inside band | coverage | mean abs error", "--- | --- | --- | --- | ---"]
+    lines = ["run | held out | inside band | coverage | mean abs error | A [80 %], all points",
+             "--- | --- | --- | --- | --- | ---"]
     for run in scored:
         if run["error"]:
-            lines.append(f"{run['run']} | - | - | - | no fit: {run['error']}")
+            lines.append(f"{run['run']} | - | - | - | no fit: {run['error']} | -")
         else:
+            low, high = run["A_interval_all_points"]
+            limit = " (limit)" if run["ceiling_at_bound_all_points"] else ""
             lines.append(f"{run['run']} | {run['held_out']} | {run['inside']} | {run['coverage']:.0%} | "
-                         f"{run['mean_abs_error']:.3f}")
+                         f"{run['mean_abs_error']:.3f} | {run['A_all_points']:.3f}{limit} [{low:.3f}, {high:.3f}]")
     return "\n".join(lines)
 
 
