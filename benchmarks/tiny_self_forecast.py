@@ -17,7 +17,7 @@ exceed 0.75). Each is fitted on all its evaluations, as `scalerl fit` does, and 
 and its 80 % interval are checked against that bound: an honest interval must reach down to 0.75
 or below. A script, not a test: prints tables, writes JSON.
 
-    python benchmarks/tiny_self_forecast.py                       # ~15 s
+    python benchmarks/tiny_self_forecast.py                       # ~20 s
     python benchmarks/tiny_self_forecast.py --fit-fraction 0.25   # forecast from the first quarter
 """
 
