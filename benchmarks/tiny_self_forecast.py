@@ -54,39 +54,38 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def score_run(path: Path, fit_fraction: float, level: float) -> dict:
-    """The demo's first-part forecast of one run and how its band held the rest."""
+    """The demo's first-part forecast of one run and how its band held the rest; and the fit on
+    every evaluation (as `scalerl fit`) with its ceiling."""
     from scalerl.errors import ScaleRLError
+    from scalerl.forecast.fitting import fit_sigmoid
+    from scalerl.forecast.readers import read_curve
     from scalerl.train.demo import forecast_from_metrics
 
     group = path.stem.split("__", 1)[0]
     try:
         report = forecast_from_metrics(path, fit_fraction=fit_fraction, level=level)
+        curve = read_curve(path, x="flops", y="val_pass_rate")
+        whole = fit_sigmoid(curve.compute, curve.reward, level=level)
     except ScaleRLError as error:
         return {"run": path.stem, "group": group, "error": str(error)}
     inside = int(sum(point.inside_band for point in report.held_out))
-    whole = forecast_from_metrics(path, fit_fraction=1.0, level=level).fit  # every evaluation, as `scalerl fit`
     return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
             "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
             "A_all_points": whole.a, "A_interval_all_points": list(whole.conf_int(level)["A"]),
-            "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound)}
+            "B_all_points": whole.b, "ceiling_identified_all_points": bool(whole.ceiling_identified),
+            "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound),
+            "last_value": float(curve.reward[-1]), "max_value": float(curve.reward.max())}
 
 
-def ceiling_check(path: Path, level: float, known_ceiling: float = KNOWN_CEILING) -> dict:
-    """Fit on every evaluation (as `scalerl fit`); does the A interval admit the known bound?"""
-    from scalerl.errors import ScaleRLError
-    from scalerl.forecast.fitting import fit_sigmoid
-    from scalerl.forecast.readers import read_curve
-
-    curve = read_curve(path, x="flops", y="val_pass_rate")
-    try:
-        fit = fit_sigmoid(curve.compute, curve.reward, level=level)
-    except ScaleRLError as error:
-        return {"run": path.stem, "error": str(error)}
-    low, high = fit.conf_int(level)["A"]
-    return {"run": path.stem, "error": None, "A": fit.a, "A_interval": [float(low), float(high)], "B": fit.b,
-            "known_ceiling": known_ceiling, "interval_admits_bound": bool(low <= known_ceiling),
-            "ceiling_identified": bool(fit.ceiling_identified), "last_value": float(curve.reward[-1]),
-            "max_value": float(curve.reward.max())}
+def ceiling_check(run: dict, known_ceiling: float = KNOWN_CEILING) -> dict:
+    """A scored run's all-point ceiling against a known bound: does the A interval admit it?"""
+    if run["error"]:
+        return {"run": run["run"], "error": run["error"]}
+    low, high = run["A_interval_all_points"]
+    return {"run": run["run"], "error": None, "A": run["A_all_points"], "A_interval": [low, high],
+            "B": run["B_all_points"], "known_ceiling": known_ceiling, "interval_admits_bound": bool(low <= known_ceiling),
+            "ceiling_identified": run["ceiling_identified_all_points"], "last_value": run["last_value"],
+            "max_value": run["max_value"]}
 
 
 def summary(scored: list[dict]) -> dict:
@@ -126,7 +125,7 @@ def main(argv=None) -> int:
         return 2
     started = time.perf_counter()
     scored = [score_run(path, args.fit_fraction, args.level) for path in [*paths, *capped_paths]]
-    ceilings = [ceiling_check(path, args.level) for path in capped_paths]
+    ceilings = [ceiling_check(run) for run in scored[len(paths):]]
     seconds = time.perf_counter() - started
     groups = sorted({run["group"] for run in scored})
     result = {"command": "python benchmarks/tiny_self_forecast.py" + ("" if args.fit_fraction == 0.5 else f" --fit-fraction {args.fit_fraction:g}"),

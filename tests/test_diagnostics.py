@@ -177,7 +177,7 @@ def test_erratic_falls_after_a_small_rise_are_collapses():
 
 # --- late plateau: the interval of A reaches down to a level the data cannot exclude ----------
 
-def test_late_plateau_floor_is_the_upper_end_of_the_late_mean_when_the_end_is_flat():
+def test_late_plateau_floor_is_the_lower_end_of_the_late_mean_when_the_end_is_flat():
     from scipy.stats import t as student_t
 
     from scalerl.forecast.diagnostics import late_plateau_floor

@@ -175,7 +175,7 @@ def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8
 
     compute, reward = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     n = max(MIN_LATE_POINTS, int(np.ceil(LATE_FRACTION * reward.size)))
-    if reward.size < n or n < MIN_LATE_POINTS:
+    if reward.size < n:
         return None
     x, y = np.log(compute[-n:]), reward[-n:]
     sxx = float(np.sum((x - x.mean()) ** 2))

@@ -19,8 +19,8 @@ from scalerl.forecast.averaging import averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
     ceiling_identifiability,
     check_learning,
-    late_plateau_floor,
     detect_collapse,
+    late_plateau_floor,
     point_noise_sd,
 )
 from scalerl.forecast.result import FitResult
@@ -138,13 +138,13 @@ def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
     return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a), compute_ref
 
 
-def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_plateau_level=None):
+def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor=None):
     if problem.fixed_a is not None:
         return True, None
     tail = (1.0 - level) / 2.0
     a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
-    if a_plateau_level is not None:
-        a_interval = (min(a_interval[0], a_plateau_level), a_interval[1])
+    if a_floor is not None:
+        a_interval = (min(a_interval[0], a_floor), a_interval[1])
     c_mid = compute_ref * np.exp(theta_hat[2])
     b_span = problem.upper[1] - problem.lower[1]
     b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
@@ -215,8 +215,8 @@ def fit_sigmoid(
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
     # A flat late stretch is as consistent with a ceiling at the current level as with the fitted
     # one: the interval of A then reaches down to that level (diagnostics.late_plateau_floor).
-    a_plateau_level = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level)
-    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_plateau_level)
+    a_floor = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level)
+    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
