@@ -60,7 +60,7 @@ def test_fit_json_recovers_known_parameters(run_csv):
     assert result.stdout.count("\n") == 1  # exactly one JSON object, nothing else
     payload = strict_json(result.stdout)
     assert set(payload) == {"params", "intervals", "level", "ceiling_identified", "ceiling_at_bound", "predictions",
-                            "compute_to_target", "n_points", "warnings"}
+                            "compute_to_target", "compute_near_ceiling", "n_points", "warnings"}
     params = payload["params"]
     assert params["R0"] == pytest.approx(TRUE["R0"])
     assert params["A"] == pytest.approx(TRUE["A"], abs=0.02)

@@ -64,7 +64,8 @@ def test_to_dict_matches_cli_contract_and_is_json():
     compute, reward = paper_curve(noise_sd=0.01)
     out = fit_sigmoid(compute, reward, n_bootstrap=40).to_dict(0.8, predict_at=[1e5], target=0.9)
     assert set(out) == {"params", "intervals", "level", "ceiling_identified", "ceiling_at_bound", "predictions",
-                        "compute_to_target", "n_points", "warnings"}
+                        "compute_to_target", "compute_near_ceiling", "n_points", "warnings"}
+    assert set(out["compute_near_ceiling"]) == {"within", "value", "lo", "hi", "times_current", "level"}
     assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
     assert set(out["predictions"][0]) == {"x", "reward", "lo", "hi"}
     assert out["compute_to_target"] is None  # 0.9 is above the ceiling
@@ -150,3 +151,34 @@ def test_fixed_ceiling_fits_only_b_and_c_mid():
     fit = fit_sigmoid(compute, reward, fixed_a=0.61, n_bootstrap=30)
     assert fit.a == 0.61 and fit.fixed == ("R0", "A")
     assert fit.b == pytest.approx(1.92, rel=1e-3) and fit.conf_int()["A"] == (0.61, 0.61)
+
+
+def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_hand():
+    compute, reward = paper_curve(noise_sd=0.01, seed=3)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    near = fit.compute_near_ceiling(0.02, level=0.8)
+    assert near.value == pytest.approx(fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b), rel=1e-9)
+    a, b, c_mid = fit.param_draws.T
+    by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b)  # R(C) = A - 0.02 solved for C, per draw
+    lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")
+    assert (near.lo, near.hi) == (pytest.approx(min(lo, near.value)), pytest.approx(max(hi, near.value)))
+    assert near.times_current == pytest.approx(near.value / compute.max())
+
+
+def test_compute_near_ceiling_recovers_the_true_run_length_of_a_run_stopped_early():
+    # Stopped at 2 C_mid (before the plateau): the true curve is within 0.02 of A = 0.61 at
+    # C = C_mid ((0.61 - 0.2) / 0.02 - 1)^(1 / 1.92) = 4.78 C_mid, 2.4 times the stopping point.
+    compute, reward = paper_curve(noise_sd=0.003, seed=4, n=12, c_max=2 * 2542.0)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=80)
+    truth = 2542.0 * ((0.61 - 0.2) / 0.02 - 1.0) ** (1.0 / 1.92)
+    near = fit.compute_near_ceiling(0.02)
+    assert near.value == pytest.approx(truth, rel=0.25)
+    assert near.times_current > 1.5 and "times the current max" in near.message()
+
+
+def test_a_run_already_on_its_plateau_needs_no_more_compute():
+    compute, reward = paper_curve(noise_sd=0.002, seed=5, c_max=200 * 2542.0, n=20)
+    near = fit_sigmoid(compute, reward, n_bootstrap=40).compute_near_ceiling(0.02)
+    assert near.times_current < 1.0 and "within 0.02 of its ceiling at the last point" in near.message()
+    with pytest.raises(InputError, match="within must be in"):
+        fit_sigmoid(compute, reward, n_bootstrap=40).compute_near_ceiling(0.0)

@@ -176,3 +176,18 @@ def test_ceilings_that_are_both_limits_are_never_called_equal(tmp_path):
     assert verdict.verdict == "undecided" and verdict.a_call == "unclear"
     assert all(pair.ceilings_at_bound and pair.verdict == ("undecided", None) for pair in verdict.pairs)
     assert "top of their range" in verdict.reason and "dB at the shared A" in verdict.reason
+
+
+def test_unidentified_seeds_get_the_run_length_that_would_pin_their_ceilings(tmp_path):
+    # Noise-free sigmoids (A 0.6, B 1.5, R0 0.2) stopped at 1.5 C_mid: the curve is within the
+    # margin 0.02 of A at C_mid (0.4 / 0.02 - 1)^(1 / 1.5) = 7.12 C_mid, 4.7 times the last point.
+    from scalerl.forecast.fitting import fit_sigmoid
+    from scalerl.study.ablation_views import run_length_advice
+
+    compute = np.concatenate([[0.0], np.geomspace(100.0, 1500.0, 14)])
+    fits = [fit_sigmoid(compute, sigmoid_reward(compute, 0.6, 1.5, 1000.0, 0.2) + shift * (compute > 0),
+                        n_bootstrap=60) for shift in (0.0, 0.001, -0.001)]
+    advice = run_length_advice(fits, 0.02)
+    times = float(advice.split("at about ")[1].split(" times")[0])
+    assert times == pytest.approx(7.12 / 1.5, rel=0.1)
+    assert "within 0.02 of their ceilings" in advice

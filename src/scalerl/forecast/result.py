@@ -16,6 +16,7 @@ from scalerl.forecast.diagnostics import at_upper_bound, late_plateau_floor
 from scalerl.forecast.uncertainty import rate_discrepancy, widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
+NEAR_CEILING_WITHIN = 0.02  # the paper's margin on A (arXiv 2510.13786, section 2)
 
 
 def _check_level(level):
@@ -57,6 +58,43 @@ class ComputeToTarget:
             return f"reward {self.target:g} not reachable: above the fitted ceiling"
         hi = "not reachable" if math.isinf(self.hi) else f"{self.hi:.4g}"
         return f"reward {self.target:g} at compute {self.value:.4g} ({self.level:.0%} interval {self.lo:.4g} .. {hi})"
+
+
+def _compute_within(within, a, b, c_mid, r0):
+    """C where |R(C) - A| = within: the sigmoid's inverse at A - within sign(A - R0)."""
+    a = np.asarray(a, dtype=float)
+    return sigmoid_compute_for_reward(a - within * np.sign(a - r0), a, b, c_mid, r0)
+
+
+@dataclass(frozen=True)
+class ComputeNearCeiling:
+    """Compute at which the fitted curve comes within `within` of its own ceiling A: how far a run
+    must go before its late points pin A to about that width. value from the fitted parameters, lo and
+    hi the `level` interval of the posterior draws; current is the largest fitted compute."""
+
+    within: float
+    value: float
+    lo: float
+    hi: float
+    current: float
+    level: float
+
+    @property
+    def times_current(self) -> float:
+        return self.value / self.current if self.current > 0 else math.inf
+
+    def message(self) -> str:
+        if self.value <= self.current:
+            return (f"the fitted curve is within {self.within:g} of its ceiling at the last point "
+                    f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})")
+        return (f"the fitted curve comes within {self.within:g} of its ceiling at compute ~{self.value:.3g}, "
+                f"{self.times_current:.1f} times the current max ({self.level:.0%} interval "
+                f"{self.lo:.3g} .. {self.hi:.3g}): run about that far to pin A to that width")
+
+    def to_dict(self) -> dict:
+        return {"within": self.within, "value": _json_number(self.value), "lo": _json_number(self.lo),
+                "hi": _json_number(self.hi), "times_current": _json_number(self.times_current),
+                "level": self.level}
 
 
 @dataclass(frozen=True)
@@ -251,6 +289,26 @@ class FitResult:
         reachable = bool(math.isfinite(value))
         return ComputeToTarget(target, value, float(min(lo, value)), float(max(hi, value)), reachable, level)
 
+    def compute_near_ceiling(self, within: float = 0.02, level: float = 0.8) -> ComputeNearCeiling:
+        """Compute at which the fitted curve is within `within` of its ceiling:
+
+            C_within = C_mid (|A - R0| / within - 1)^(1/B)    (|R(C_within) - A| = within)
+
+        (0 when the whole gain |A - R0| is within `within`). value: the fitted parameters; interval:
+        the `level` quantiles of each posterior draw's own C_within. Read with the fit's caveat: it
+        assumes the curve keeps the sigmoid's shape; a ceiling at the top of its range (a limit)
+        gives the compute to get that close to the limit."""
+        within = float(within)
+        if not 0.0 < within < 1.0:
+            raise InputError(f"within must be in (0, 1), got {within:g}")
+        lo_q, hi_q = _tails(level)
+        value = float(_compute_within(within, self.a, self.b, self.c_mid, self.r0))
+        draws = self.param_draws
+        per_draw = _compute_within(within, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
+        lo, hi = np.quantile(per_draw, [lo_q, hi_q], method="inverted_cdf")
+        return ComputeNearCeiling(within, value, float(min(lo, value)), float(max(hi, value)),
+                                  float(np.max(self.compute)), float(level))
+
     def _invert_point_forecast(self, target):
         if target <= self.r0:
             return 0.0
@@ -284,6 +342,7 @@ class FitResult:
             *([f"  point forecast averaged over forms: "
                + ", ".join(f"{form.name} {form.weight:.2f}" for form in self.forms)] if self.forms else []),
             f"  ceiling identified: {'yes' if self.ceiling_identified else 'NO'}",
+            f"  run length: {self.compute_near_ceiling(NEAR_CEILING_WITHIN).message()}",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -309,6 +368,7 @@ class FitResult:
             "ceiling_at_bound": bool(self.ceiling_at_bound),
             "predictions": predictions,
             "compute_to_target": compute_to_target,
+            "compute_near_ceiling": self.compute_near_ceiling(NEAR_CEILING_WITHIN, level).to_dict(),
             "n_points": int(self.n_points),
             "warnings": [str(w) for w in self.warnings],
         }

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalerl.escaping import for_rich, plain
+from scalerl.forecast.result import NEAR_CEILING_WITHIN
 from scalerl.report.headline import fit_headline
 
 PARAMETERS = ("A", "B", "C_mid")
@@ -101,6 +102,10 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
     console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "
                   f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}")
+    near_ceiling = getattr(result, "compute_near_ceiling", None)
+    if near_ceiling is not None:
+        console.print(f"run length: {for_rich(near_ceiling(NEAR_CEILING_WITHIN, level).message())}",
+                      soft_wrap=True, highlight=False)
     if payload["predictions"]:
         console.print(prediction_table(payload["predictions"], level))
     if target is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from scalerl.report.console import json_text
 from scalerl.study.ablate_analysis import AblationReport, VariantResult, warm_start_summary
 from scalerl.study.paired import PairedInterval
@@ -150,11 +152,22 @@ def report_notes(report: AblationReport) -> list[str]:
                          "the model or the warm start): its pairs share the RL seeds only")
         if item.verdict is not None and item.verdict.reason:
             notes.append(f"{item.run.slug}: {item.verdict.verdict}: {item.verdict.reason}")
-        unidentified = sum(not fit.ceiling_identified for fit in item.fitted)
+        unidentified = [fit for fit in item.fitted if not fit.ceiling_identified]
         if unidentified:
-            notes.append(f"{item.run.slug}: ceiling not identified on {unidentified} of {len(item.fitted)} fitted "
-                         "seeds (the run has not bent over yet: its A is uncertain)")
+            notes.append(f"{item.run.slug}: ceiling not identified on {len(unidentified)} of {len(item.fitted)} fitted "
+                         f"seeds (the run has not bent over yet: its A is uncertain); {run_length_advice(unidentified, report.margin)}")
     return notes
+
+
+def run_length_advice(fits, margin: float) -> str:
+    """How much longer the unidentified seeds must run: the median over them of the compute at which
+    each fitted curve comes within the margin of its own ceiling (FitResult.compute_near_ceiling),
+    as a multiple of the compute they reached."""
+    times = float(np.median([fit.compute_near_ceiling(margin).times_current for fit in fits]))
+    if times <= 1.0:
+        return f"their fitted curves are already within {margin:.3g} of their ceilings"
+    return (f"their fitted curves come within {margin:.3g} of their ceilings at about {times:.1f} times "
+            "the compute they reached (median): run that much longer to pin A at the margin")
 
 
 def knob_sentence(report: AblationReport, item: VariantResult) -> str:
