@@ -107,6 +107,26 @@ def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_upd
                                        for r in mixed)
 
 
+def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
+    model, tokenizer = _tiny_model()
+    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 0), _rollout(model, tokenizer, "5+1=", "9", -1.0, 0),
+             _rollout(model, tokenizer, "2+2=", "4", 1.0, 1), _rollout(model, tokenizer, "2+2=", "5", -1.0, 1),
+             _rollout(model, tokenizer, "3+4=", "7", 1.0, 2), _rollout(model, tokenizer, "3+4=", "7", 1.0, 2)]
+    gated = TrainConfig().with_overrides(["rl.min_kept_prompts=3"])
+    optimizer, scheduler = _optimiser(model, gated)
+    weights = [p.detach().clone() for p in model.parameters()]
+    stats = train_step(model, optimizer, scheduler, mixed, gated)  # 2 of 3 prompts kept, 3 required
+    assert not stats.updated and (stats.kept_prompts, stats.total_prompts) == (2, 3)
+    assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
+    assert scheduler.last_epoch == 1
+    stats = train_step(model, optimizer, scheduler, mixed, TrainConfig().with_overrides(["rl.min_kept_prompts=2"]))
+    assert stats.updated and stats.kept_prompts == 2
+    assert not all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
+    for bad in ("0", "1.5", "true"):
+        with pytest.raises(ConfigError, match="rl.min_kept_prompts"):
+            TrainConfig().with_overrides([f"rl.min_kept_prompts={bad}"])
+
+
 # ---------------------------------------------------------------- end-to-end runs of the trainer
 
 from scalerl.errors import ConfigError  # noqa: E402

@@ -47,6 +47,7 @@ KEY_MEANINGS: dict[str, str] = {
     "rl.zero_variance_filter": "drop prompt groups whose completions all got the same reward",
     "rl.npr": "no-positive-resampling: retire prompts the policy solves reliably",
     "rl.npr_threshold": "no-positive-resampling: pass rate at which a prompt is retired",
+    "rl.min_kept_prompts": "a step whose filters keep fewer prompts than this makes no update (1: any)",
     "optim.lr": "AdamW learning rate (TRL's learning_rate)",
     "optim.warmup_steps": "linear learning-rate warm-up steps",
     "optim.weight_decay": "AdamW decoupled weight decay",

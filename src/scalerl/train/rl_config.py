@@ -63,6 +63,7 @@ class RLConfig:
     zero_variance_filter: bool = True
     npr: bool = True
     npr_threshold: float = 0.9
+    min_kept_prompts: int = 1
 
     def __post_init__(self) -> None:
         require_choice(self.loss, "rl.loss", tuple(LOSSES))
@@ -70,6 +71,9 @@ class RLConfig:
         require_choice(self.aggregation, "rl.aggregation", tuple(AGGREGATIONS))
         require_choice(self.advantage_norm, "rl.advantage_norm", tuple(ADVANTAGE_NORMALISATIONS))
         require_fraction(self.npr_threshold, "rl.npr_threshold", open_low=True)
+        if isinstance(self.min_kept_prompts, bool) or not isinstance(self.min_kept_prompts, int) \
+                or self.min_kept_prompts < 1:
+            raise ConfigError(f"rl.min_kept_prompts: must be an integer >= 1, got {self.min_kept_prompts!r}")
 
     def loss_kwargs(self) -> dict[str, float]:
         """The selected loss's keyword arguments, e.g. {"eps_max": 4.0} for cispo."""

@@ -1,7 +1,8 @@
 """One optimiser step on a batch of rollouts: the code the synchronous trainer and the async
 pipeline share (so that the pipeline with k = 0 reproduces the synchronous run exactly).
 
-    rollouts -> zero-variance filter -> group-centred advantages (configured normalisation)
+    rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
+             -> group-centred advantages (configured normalisation)
              -> padded tensors -> teacher-forced log-probs with the FP32-head forward
              -> loss (registry spec: its function and config parameters; GRPO's KL term
                 with the frozen reference policy's log-probs) -> aggregation (registry)
@@ -176,7 +177,9 @@ def _trained_token_counts(rollouts: Sequence[Rollout]) -> tuple[int, int]:
 
 def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts,
                   tokens: tuple[int, int]) -> StepStats:
-    """Nothing survived the filter: no gradient, no optimiser update; the LR schedule advances."""
+    """Nothing, or fewer prompts than rl.min_kept_prompts, survived the filter: no gradient, no
+    optimiser update (a full-size Adam step on one or two prompts is mostly noise); the LR schedule
+    advances and the step's generation still counts as compute."""
     lr = float(optimizer.param_groups[0]["lr"])
     with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
         warnings.simplefilter("ignore", UserWarning)
@@ -199,7 +202,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     keep = keep_mask_for(rewards, group_ids, config.rl)
     kept = count_kept_prompts(keep, group_ids)
     kept_rollouts = [r for r, k in zip(rollouts, keep.tolist()) if k]
-    if not kept_rollouts:
+    if not kept_rollouts or kept.kept < config.rl.min_kept_prompts:
         return _skipped_step(optimizer, scheduler, kept, (0, 0))
     tokens = _trained_token_counts(kept_rollouts)
     advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
