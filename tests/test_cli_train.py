@@ -94,7 +94,7 @@ def _synthetic_metrics(path, a=0.8, b=2.0, c_mid=4e12, r0=0.1):
 
 
 def test_demo_forecast_fits_the_first_half_and_checks_the_rest(tmp_path):
-    from scalerl.train.demo import forecast_from_metrics, report_to_dict, write_outputs
+    from scalerl.train.demo import forecast_from_metrics, report_to_dict, whole_run_line, write_outputs
 
     metrics = tmp_path / "metrics.jsonl"
     _synthetic_metrics(metrics)
@@ -110,6 +110,13 @@ def test_demo_forecast_fits_the_first_half_and_checks_the_rest(tmp_path):
     assert len(payload["held_out"]) == 8 and payload == report_to_dict(report)
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert np.isfinite(payload["mean_abs_error"])
+    # The whole run, as `scalerl fit` sees it, with how far it must go to read A to 0.02.
+    whole = payload["fit_all_points"]
+    assert whole["n_points"] == 15 and whole["params"]["A"] == pytest.approx(0.8, abs=0.01)
+    assert whole["compute_near_ceiling"]["value"] == pytest.approx(
+        report.whole.c_mid * ((report.whole.a - 0.1) / 0.02 - 1.0) ** (1.0 / report.whole.b))
+    line = whole_run_line(report.whole, 0.8)
+    assert line.startswith(f"fitted on every evaluation: A = {report.whole.a:.3f} [") and "run length:" in line
 
 
 def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):

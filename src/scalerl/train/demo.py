@@ -71,6 +71,7 @@ class DemoReport:
     level: float
     held_out: tuple[HeldOutPoint, ...]
     train_seconds: float
+    whole: object = None  # FitResult on every evaluation (None when it cannot be fitted)
 
     @property
     def mean_abs_error(self) -> float:
@@ -107,7 +108,18 @@ def forecast_from_metrics(metrics_path: Path, *, fit_fraction: float = 0.5, leve
         lower, upper = result.interval(later_compute, level=level)
         points = tuple(HeldOutPoint(float(c), float(r), float(p), float(lo), float(hi))
                        for c, r, p, lo, hi in zip(later_compute, later_reward, predicted, lower, upper))
-    return DemoReport(result, fit_until, level, points, train_seconds)
+    return DemoReport(result, fit_until, level, points, train_seconds, _fit_whole(curve, level))
+
+
+def _fit_whole(curve, level: float):
+    """The sigmoid on every evaluation, as `scalerl fit` gives it; None when it cannot be fitted."""
+    from scalerl.errors import FitError
+    from scalerl.forecast.fitting import fit_sigmoid
+
+    try:
+        return fit_sigmoid(curve.compute, curve.reward, level=level)
+    except FitError:
+        return None
 
 
 def report_to_dict(report: DemoReport) -> dict:
@@ -120,7 +132,8 @@ def report_to_dict(report: DemoReport) -> dict:
             "mean_abs_error": _finite_or_none(report.mean_abs_error),
             "max_abs_error": _finite_or_none(report.max_abs_error),
             "band_coverage": _finite_or_none(report.band_coverage),
-            "train_seconds": _finite_or_none(report.train_seconds)}
+            "train_seconds": _finite_or_none(report.train_seconds),
+            "fit_all_points": None if report.whole is None else report.whole.to_dict(report.level)}
 
 
 def _finite_or_none(value: float):
@@ -190,3 +203,16 @@ def render_report(report: DemoReport, console) -> None:
                   f"band coverage {report.band_coverage:.0%}")
     for warning in fit.warnings:
         console.print(f"[yellow]warning: {warning}")
+    if report.whole is not None:
+        console.print(whole_run_line(report.whole, report.level), highlight=False, soft_wrap=True)
+
+
+def whole_run_line(whole, level: float) -> str:
+    """The fit on every evaluation: A with its interval, and how far the run would have to go for A
+    to be read to the paper's margin (FitResult.compute_near_ceiling)."""
+    from scalerl.forecast.result import NEAR_CEILING_WITHIN
+
+    lo, hi = whole.conf_int(level)["A"]
+    limit = " (a limit, not an estimate)" if whole.ceiling_at_bound else ""
+    return (f"fitted on every evaluation: A = {whole.a:.3f}{limit} [{lo:.3f}, {hi:.3f}]; "
+            f"run length: {whole.compute_near_ceiling(NEAR_CEILING_WITHIN, level).message()}")
