@@ -57,7 +57,6 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
     """The demo's first-part forecast of one run and how its band held the rest; and the fit on
     every evaluation (as `scalerl fit`) with its ceiling."""
     from scalerl.errors import ScaleRLError
-    from scalerl.forecast.fitting import fit_sigmoid
     from scalerl.forecast.readers import read_curve
     from scalerl.train.demo import forecast_from_metrics
 
@@ -65,9 +64,11 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
     try:
         report = forecast_from_metrics(path, fit_fraction=fit_fraction, level=level)
         curve = read_curve(path, x="flops", y="val_pass_rate")
-        whole = fit_sigmoid(curve.compute, curve.reward, level=level)
     except ScaleRLError as error:
         return {"run": path.stem, "group": group, "error": str(error)}
+    whole = report.whole  # the fit on every evaluation, as `scalerl fit` gives it
+    if whole is None:
+        return {"run": path.stem, "group": group, "error": "the whole run cannot be fitted"}
     inside = int(sum(point.inside_band for point in report.held_out))
     return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
             "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
