@@ -77,6 +77,10 @@ def test_ceiling_rule_each_reason():
     assert not ok and "upper bound" in warning
     ok, warning = ceiling_identifiability(0.6, 0.2, 100.0, (0.5, 0.64), 1.0, 1000.0)
     assert not ok and "wider than a third of the gain" in warning
+    # With B the warning adds the run length: C_mid (|A - R0| / 0.02 - 1)^(1/B) = 2000 x 19^(1/2),
+    # 8.7 times the current max 1000.
+    ok, warning = ceiling_identifiability(0.6, 0.2, 2000.0, (0.59, 0.61), 1.0, 1000.0, b=2.0)
+    assert not ok and "Reading A to +-0.02 needs ~8.7 times (the run length)." in warning
 
 
 def test_fit_before_the_inflection_is_flagged_and_says_how_far_to_run():

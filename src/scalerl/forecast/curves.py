@@ -42,6 +42,18 @@ def sigmoid_compute_for_reward(reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_
     return np.where(gain_fraction <= 0.0, 0.0, compute)
 
 
+def sigmoid_compute_near_ceiling(within: float, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
+                                 r0: ArrayLike = 0.0) -> np.ndarray:
+    """Compute at which the sigmoid is within `within` of its ceiling A:
+
+        C_within = C_mid (|A - R0| / within - 1)^(1/B)    (|R(C_within) - A| = within)
+
+    0 where the whole gain |A - R0| is within `within`.
+    """
+    a = np.asarray(a, dtype=float)
+    return sigmoid_compute_for_reward(a - within * np.sign(a - r0), a, b, c_mid, r0)
+
+
 def linearised_sigmoid(compute: ArrayLike, reward: ArrayLike, a: float,
                        r0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """The straight-line form of the sigmoid for a fixed ceiling A.

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError
+from scalerl.forecast.curves import sigmoid_compute_near_ceiling
 
 # A drop counts as a collapse when it exceeds both this many noise sds and this fraction of the gain.
 COLLAPSE_NOISE_SDS = 3.0
@@ -21,6 +22,7 @@ LEARNING_NOISE_SDS = 3.0
 # (A known to worse than about +-1/6 of the gain). On synthetic curves cut at 1-3 x C_mid, 1/2
 # let through fits whose A was off by ~0.15; 1/3 keeps the median A error of accepted fits < 0.04.
 CEILING_WIDTH_FRACTION = 1.0 / 3.0
+NEAR_CEILING_WITHIN = 0.02  # the run length's width: the paper's margin on A (arXiv 2510.13786, section 2)
 # Points before a candidate collapse needed to measure the noise of the healthy part on its own.
 MIN_POINTS_FOR_NOISE = 5
 # The late stretch whose slope tests "has the run already levelled off?": the last quarter of the
@@ -197,7 +199,7 @@ def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
 
 def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple[float, float], a_upper_bound: float,
                             max_compute: float, *, residual_dof: int = 1,
-                            b_at_bound: bool = False) -> tuple[bool, str | None]:
+                            b_at_bound: bool = False, b: float | None = None) -> tuple[bool, str | None]:
     """Rule: the ceiling A is identified unless the data cannot pin it down.
 
     Unidentified when (1) the last point is below the fitted C_mid (still before the inflection),
@@ -205,7 +207,9 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     or (4) there are no residual degrees of freedom (n <= p: an exact fit cannot test the shape),
     or (5) B sits at a bound (a step or a straight line: the bend is not resolved by the data).
     Returns (identified, warning or None); the warning says how far to run: to at least
-    2 x max(C_mid, current max compute), where the curve has passed its inflection.
+    2 x max(C_mid, current max compute), where the curve has passed its inflection, and, given the
+    fitted B, to C_mid (|A - R0| / 0.02 - 1)^(1/B), where the fitted curve is within the paper's
+    margin 0.02 of A (curves.sigmoid_compute_near_ceiling, the fit's "run length").
     """
     lo, hi = a_interval
     gain = max(a - r0, 1e-12)
@@ -223,7 +227,11 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     if not reasons:
         return True, None
     advised = 2.0 * max(c_mid, max_compute)
+    near = "" if b is None else (
+        f" Reading A to +-{NEAR_CEILING_WITHIN:g} needs ~"
+        f"{float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) / max_compute:.1f} "
+        "times (the run length).")
     return False, (
         "ceiling not identified: " + "; ".join(reasons) + f". Run to at least ~{advised:.3g} compute "
-        f"({advised / max_compute:.1f} times the current max) to pass the inflection."
+        f"({advised / max_compute:.1f} times the current max) to pass the inflection." + near
     )

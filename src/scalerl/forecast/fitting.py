@@ -150,7 +150,7 @@ def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor=
     b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
     return ceiling_identifiability(
         theta_hat[0], problem.r0, c_mid, a_interval, problem.upper[0], compute_ref,
-        residual_dof=problem.reward.size - 3, b_at_bound=bool(b_at_bound),
+        residual_dof=problem.reward.size - 3, b_at_bound=bool(b_at_bound), b=float(theta_hat[1]),
     )
 
 

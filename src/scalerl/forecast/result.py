@@ -11,12 +11,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
-from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
-from scalerl.forecast.diagnostics import at_upper_bound, late_plateau_floor
+from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
+from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, late_plateau_floor
 from scalerl.forecast.uncertainty import rate_discrepancy, widen
 
 PARAM_NAMES = ("A", "B", "C_mid")
-NEAR_CEILING_WITHIN = 0.02  # the paper's margin on A (arXiv 2510.13786, section 2)
 
 
 def _check_level(level):
@@ -58,12 +57,6 @@ class ComputeToTarget:
             return f"reward {self.target:g} not reachable: above the fitted ceiling"
         hi = "not reachable" if math.isinf(self.hi) else f"{self.hi:.4g}"
         return f"reward {self.target:g} at compute {self.value:.4g} ({self.level:.0%} interval {self.lo:.4g} .. {hi})"
-
-
-def _compute_within(within, a, b, c_mid, r0):
-    """C where |R(C) - A| = within: the sigmoid's inverse at A - within sign(A - R0)."""
-    a = np.asarray(a, dtype=float)
-    return sigmoid_compute_for_reward(a - within * np.sign(a - r0), a, b, c_mid, r0)
 
 
 @dataclass(frozen=True)
@@ -302,9 +295,9 @@ class FitResult:
         if not 0.0 < within < 1.0:
             raise InputError(f"within must be in (0, 1), got {within:g}")
         lo_q, hi_q = _tails(level)
-        value = float(_compute_within(within, self.a, self.b, self.c_mid, self.r0))
+        value = float(sigmoid_compute_near_ceiling(within, self.a, self.b, self.c_mid, self.r0))
         draws = self.param_draws
-        per_draw = _compute_within(within, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
+        per_draw = sigmoid_compute_near_ceiling(within, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
         lo, hi = np.quantile(per_draw, [lo_q, hi_q], method="inverted_cdf")
         return ComputeNearCeiling(within, value, float(min(lo, value)), float(max(hi, value)),
                                   float(np.max(self.compute)), float(level))

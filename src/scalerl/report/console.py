@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scalerl.escaping import for_rich, plain
-from scalerl.forecast.result import NEAR_CEILING_WITHIN
+from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN
 from scalerl.report.headline import fit_headline
 
 PARAMETERS = ("A", "B", "C_mid")
