@@ -282,7 +282,7 @@ class FitResult:
         reachable = bool(math.isfinite(value))
         return ComputeToTarget(target, value, float(min(lo, value)), float(max(hi, value)), reachable, level)
 
-    def compute_near_ceiling(self, within: float = 0.02, level: float = 0.8) -> ComputeNearCeiling:
+    def compute_near_ceiling(self, within: float = NEAR_CEILING_WITHIN, level: float = 0.8) -> ComputeNearCeiling:
         """Compute at which the fitted curve is within `within` of its ceiling:
 
             C_within = C_mid (|A - R0| / within - 1)^(1/B)    (|R(C_within) - A| = within)
@@ -332,10 +332,10 @@ class FitResult:
             f"  B     = {self.b:.3f}    80% CI [{ci['B'][0]:.3f}, {ci['B'][1]:.3f}]",
             f"  C_mid = {self.c_mid:.4g}  80% CI [{ci['C_mid'][0]:.4g}, {ci['C_mid'][1]:.4g}]",
             f"  evaluation noise sd: {self.noise_sd:.4f}",
-            *([f"  point forecast averaged over forms: "
+            *(["  point forecast averaged over forms: "
                + ", ".join(f"{form.name} {form.weight:.2f}" for form in self.forms)] if self.forms else []),
             f"  ceiling identified: {'yes' if self.ceiling_identified else 'NO'}",
-            f"  run length: {self.compute_near_ceiling(NEAR_CEILING_WITHIN).message()}",
+            f"  run length: {self.compute_near_ceiling().message()}",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -361,7 +361,7 @@ class FitResult:
             "ceiling_at_bound": bool(self.ceiling_at_bound),
             "predictions": predictions,
             "compute_to_target": compute_to_target,
-            "compute_near_ceiling": self.compute_near_ceiling(NEAR_CEILING_WITHIN, level).to_dict(),
+            "compute_near_ceiling": self.compute_near_ceiling(level=level).to_dict(),
             "n_points": int(self.n_points),
             "warnings": [str(w) for w in self.warnings],
         }

@@ -15,7 +15,6 @@ from rich.console import Console
 from rich.table import Table
 
 from scalerl.escaping import for_rich, plain
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN
 from scalerl.report.headline import fit_headline
 
 PARAMETERS = ("A", "B", "C_mid")
@@ -104,7 +103,7 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
                   f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}")
     near_ceiling = getattr(result, "compute_near_ceiling", None)
     if near_ceiling is not None:
-        console.print(f"run length: {for_rich(near_ceiling(NEAR_CEILING_WITHIN, level).message())}",
+        console.print(f"run length: {for_rich(near_ceiling(level=level).message())}",
                       soft_wrap=True, highlight=False)
     if payload["predictions"]:
         console.print(prediction_table(payload["predictions"], level))

@@ -210,9 +210,7 @@ def render_report(report: DemoReport, console) -> None:
 def whole_run_line(whole, level: float) -> str:
     """The fit on every evaluation: A with its interval, and how far the run would have to go for A
     to be read to the paper's margin (FitResult.compute_near_ceiling)."""
-    from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN
-
     lo, hi = whole.conf_int(level)["A"]
     limit = " (a limit, not an estimate)" if whole.ceiling_at_bound else ""
     return (f"fitted on every evaluation: A = {whole.a:.3f}{limit} [{lo:.3f}, {hi:.3f}]; "
-            f"run length: {whole.compute_near_ceiling(NEAR_CEILING_WITHIN, level).message()}")
+            f"run length: {whole.compute_near_ceiling(level=level).message()}")

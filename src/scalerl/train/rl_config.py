@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator, Mapping
 
-from scalerl.checks import require_choice, require_fraction
+from scalerl.checks import require, require_choice, require_fraction
 from scalerl.errors import ConfigError
 from scalerl.rl.registry import ADVANTAGE_NORMALISATIONS, AGGREGATIONS, LOSSES, loss_parameters
 
@@ -71,9 +71,9 @@ class RLConfig:
         require_choice(self.aggregation, "rl.aggregation", tuple(AGGREGATIONS))
         require_choice(self.advantage_norm, "rl.advantage_norm", tuple(ADVANTAGE_NORMALISATIONS))
         require_fraction(self.npr_threshold, "rl.npr_threshold", open_low=True)
-        if isinstance(self.min_kept_prompts, bool) or not isinstance(self.min_kept_prompts, int) \
-                or self.min_kept_prompts < 1:
-            raise ConfigError(f"rl.min_kept_prompts: must be an integer >= 1, got {self.min_kept_prompts!r}")
+        whole_number = isinstance(self.min_kept_prompts, int) and not isinstance(self.min_kept_prompts, bool)
+        require(whole_number and self.min_kept_prompts >= 1, "rl.min_kept_prompts",
+                f"must be an integer >= 1, got {self.min_kept_prompts!r}")
 
     def loss_kwargs(self) -> dict[str, float]:
         """The selected loss's keyword arguments, e.g. {"eps_max": 4.0} for cispo."""
