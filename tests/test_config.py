@@ -132,3 +132,15 @@ def test_torch_threads_knob_is_validated_and_round_trips(tmp_path):
     assert TrainConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ConfigError, match="torch_threads"):
         TrainConfig().with_overrides(["torch_threads=-2"])
+
+
+def test_greedy_validation_needs_one_sample_per_prompt_and_evaluates_at_temperature_zero():
+    from scalerl.train.validation import validation_sampling
+
+    with pytest.raises(ConfigError, match="eval_samples_per_prompt=1, not 4"):
+        TrainConfig().with_overrides(["eval_greedy=true"])
+    greedy = TrainConfig().with_overrides(["eval_greedy=true", "eval_samples_per_prompt=1",
+                                           "sampling.temperature=0.7"])
+    assert validation_sampling(greedy).temperature == 0.0
+    assert validation_sampling(TrainConfig().with_overrides(["sampling.temperature=0.7"])).temperature == 0.7
+    assert TrainConfig.from_dict(greedy.to_dict()) == greedy

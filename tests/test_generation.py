@@ -276,7 +276,7 @@ def test_sampling_and_length_settings_are_validated():
     with pytest.raises(ConfigError, match="top_p"):
         SamplingSettings(top_p=0.0)
     with pytest.raises(ConfigError, match="temperature"):
-        SamplingSettings(temperature=0.0)
+        SamplingSettings(temperature=float("nan"))
     with pytest.raises(ConfigError, match="interrupt, truncate, penalty"):
         LengthControl(mode="cut")
     with pytest.raises(ConfigError, match="thinking budgets"):
@@ -297,6 +297,30 @@ def test_gumbel_max_sampling_follows_the_softmax():
     assert torch.allclose(frequencies, expected, atol=0.014)
     top_p = sample_with_noise(logits.expand(draws, 4), SamplingSettings(top_p=0.5), noise)
     assert set(top_p.tolist()) == {0}
+
+
+def test_temperature_zero_is_greedy_whatever_the_noise():
+    logits = torch.tensor([[0.1, 2.0, 1.9, -1.0], [3.0, -1.0, 2.9, 0.0]])
+    noise = gumbel_noise(2, 4, torch.Generator().manual_seed(0)) * 100.0  # noise that would flip a sample
+    greedy = SamplingSettings(temperature=0.0)
+    assert sample_with_noise(logits, greedy, noise).tolist() == [1, 0]
+    assert sample_with_noise(logits, SamplingSettings(), noise).tolist() != [1, 0]
+
+
+def test_greedy_rollouts_repeat_for_any_generator_seed(policy):
+    model, tokenizer = policy
+    greedy = SamplingSettings(max_new_tokens=12, temperature=0.0)
+    first, second = (generate_rollouts(model, tokenizer, PROMPTS, [0, 1, 2], num_generations=2, sampling=greedy,
+                                       length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(s))
+                     for s in (1, 2))
+    assert [r.completion_token_ids for r in first] == [r.completion_token_ids for r in second]
+    # both generations of a prompt are the argmax path
+    assert first[0].completion_token_ids == first[1].completion_token_ids
+
+
+def test_negative_temperature_is_a_config_error():
+    with pytest.raises(ConfigError, match="temperature must be >= 0"):
+        SamplingSettings(temperature=-0.5)
 
 
 def test_should_compact_waits_for_an_eighth_of_the_batch():

@@ -234,3 +234,40 @@ def test_load_task_dispatches_on_the_name(tmp_path):
     task = load_task(TaskConfig(name=str(path), answer_check="exact"))
     assert isinstance(task, JsonlTask) and task.answer_check == "exact"
     assert len(task.train) == 1 and len(task.validation) == 1
+
+
+def test_the_demo_task_caps_its_validation_pass_rate_at_three_quarters():
+    """The demo's ceiling by construction: a quarter of its held-out prompts need a worked solution
+    longer than any thinking budget, so even their reference completion cannot be produced in time."""
+    from scalerl.train.demo import demo_config
+
+    config = demo_config()
+    task = ArithmeticTask(config.task)
+    held_out = task.validation[: config.eval_prompts]
+    too_long = [e for e in held_out
+                if len(e.demonstration.split("</think>")[0]) > config.sampling.thinking_budget_max]
+    assert len(held_out) == 512 and len(too_long) == 128
+    assert all(len(e.demonstration.split("</think>")[0]) <= config.sampling.thinking_budget_min
+               for e in held_out if e not in too_long)
+    assert config.eval_greedy and config.eval_samples_per_prompt == 1
+
+
+def test_modulus_keeps_every_reduction_modulo_m():
+    assert solve_with_steps([7, 5, 9, 3], "+++", modulus=10) == (["7+5=2", "2+9=1", "1+3=4"], 4)
+    assert solve_with_steps([3, 4, 5], "+*", modulus=10) == (["4*5=0", "3+0=3"], 3)
+    assert solve_with_steps([3, 8], "-", modulus=10) == (["3-8=5"], 5)  # (3 - 8) mod 10, never negative
+    assert solve_with_steps([7, 5, 9, 3], "+++") == (["7+5=12", "12+9=21", "21+3=24"], 24)
+    task = ArithmeticTask(TaskConfig(num_train_prompts=200, num_val_prompts=20, modulus=10))
+    assert task.name == "arithmetic-4x1d-+-mod10"
+    for example in task.train + task.validation:
+        assert task.reward(example.demonstration, example) == 1.0
+        operands = [int(v) for v in example.prompt[:-1].split("+")]
+        assert example.answer == str(sum(operands) % 10)
+        # every step is `a+b=c` with one-digit a, b, c: the same layout in every prompt
+        assert [len(step) for step in example.demonstration[7:].split("</think>")[0].split(";")] == [5, 5, 5]
+
+
+@pytest.mark.parametrize("modulus", [1, -10])
+def test_bad_modulus_is_a_config_error(modulus):
+    with pytest.raises(ConfigError, match="task.modulus"):
+        TaskConfig(modulus=modulus)

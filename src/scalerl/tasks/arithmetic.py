@@ -1,7 +1,10 @@
 """Verifiable tasks: the protocol the trainer uses, and the built-in multi-step arithmetic task.
 
 Built-in task: prompts like `12+47+30=`, worked solutions like `<think>12+47=59;59+30=89</think>89`
-(one reduction per step, `*` before `+`/`-`, left to right). Reward +1 if the final answer (the text
+(one reduction per step, `*` before `+`/`-`, left to right). With `modulus` m > 0 every reduction
+keeps its result modulo m (`7+8=5` for m = 10): every intermediate result of one-digit operands is
+then one digit, each step sits at the same offset in every prompt, and all prompts are equally
+hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if the final answer (the text
 after `</think>`) equals the reference exactly, else -1. Difficulty: number of operands, digits,
 operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
 worked solution does not fit the thinking budget: like the problems of a real training set that lie
@@ -53,26 +56,29 @@ def _apply(left: int, operation: str, right: int) -> int:
     return left * right
 
 
-def solve_with_steps(operands: Sequence[int], operations: Sequence[str]) -> tuple[list[str], int]:
-    """Evaluate with the usual precedence, one binary reduction per step.
+def solve_with_steps(operands: Sequence[int], operations: Sequence[str],
+                     modulus: int = 0) -> tuple[list[str], int]:
+    """Evaluate with the usual precedence, one binary reduction per step; with modulus m > 0 each
+    reduction's result is taken modulo m (r = (a op b) mod m, in [0, m)).
 
-    Returns the steps (e.g. ["4*5=20", "3+20=23"] for 3+4*5) and the value.
+    Returns the steps (e.g. ["4*5=20", "3+20=23"] for 3+4*5; ["4*5=0", "3+0=3"] with m = 10) and the value.
     """
     values, ops = list(operands), list(operations)
     steps = []
     while ops:
         index = ops.index("*") if "*" in ops else 0
         result = _apply(values[index], ops[index], values[index + 1])
+        result = result % modulus if modulus else result
         steps.append(f"{values[index]}{ops[index]}{values[index + 1]}={result}")
         values[index : index + 2] = [result]
         del ops[index]
     return steps, values[0]
 
 
-def arithmetic_example(operands: Sequence[int], operations: Sequence[str]) -> TaskExample:
+def arithmetic_example(operands: Sequence[int], operations: Sequence[str], modulus: int = 0) -> TaskExample:
     """The prompt `a+b+c=`, the answer, and the worked demonstration `<think>steps</think>answer`."""
     prompt = "".join(f"{value}{op}" for value, op in zip(operands, list(operations) + ["="]))
-    steps, value = solve_with_steps(operands, operations)
+    steps, value = solve_with_steps(operands, operations, modulus)
     demonstration = f"<think>{';'.join(steps)}</think>{value}"
     return TaskExample(prompt=prompt, answer=str(value), demonstration=demonstration)
 
@@ -80,7 +86,7 @@ def arithmetic_example(operands: Sequence[int], operations: Sequence[str]) -> Ta
 def _random_example(settings: TaskConfig, rng: random.Random, num_operands: int) -> TaskExample:
     operands = [rng.randrange(10**settings.max_digits) for _ in range(num_operands)]
     operations = [rng.choice(settings.operations) for _ in range(num_operands - 1)]
-    return arithmetic_example(operands, operations)
+    return arithmetic_example(operands, operations, settings.modulus)
 
 
 def _unique_examples(count: int, settings: TaskConfig, rng: random.Random, exclude: set[str],
@@ -140,8 +146,9 @@ class ArithmeticTask:
         self.settings = settings
         hard = (f"+{settings.hard_fraction:g}x{settings.hard_num_operands}"
                 if hard_count(settings, settings.num_val_prompts + settings.num_train_prompts) else "")
+        modulus = f"-mod{settings.modulus}" if settings.modulus else ""
         self.name = (
-            f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}{hard}"
+            f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}{modulus}{hard}"
         )
         rng = random.Random(settings.seed)
         seen: set[str] = set()

@@ -31,6 +31,8 @@ class TaskConfig:
     # thinking budget, so they stay unsolved and cap the pass rate near 1 - hard_fraction.
     hard_fraction: float = 0.0
     hard_num_operands: int = 12
+    # 0: plain arithmetic; m > 0: every reduction's result modulo m (one-digit results for m = 10).
+    modulus: int = 0
 
     def __post_init__(self) -> None:
         require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
@@ -45,6 +47,8 @@ class TaskConfig:
                  f"must be in [0, 1), got {self.hard_fraction!r}")
         require(self.hard_num_operands >= 2, "task.hard_num_operands",
                  f"must be >= 2, got {self.hard_num_operands}")
+        require(self.modulus == 0 or self.modulus >= 2, "task.modulus",
+                 f"must be 0 (plain arithmetic) or >= 2, got {self.modulus}")
         require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
         require(0 < self.val_fraction < 1, "task.val_fraction",
                  f"must be in (0, 1), got {self.val_fraction!r}")

@@ -68,7 +68,8 @@ class Rollout:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """How the generator samples: temperature and nucleus (top-p) truncation, maximum length."""
+    """How the generator samples: temperature and nucleus (top-p) truncation, maximum length.
+    Temperature 0 is greedy decoding: the most likely token at every step (validation only)."""
 
     max_new_tokens: int = 64
     temperature: float = 1.0
@@ -78,8 +79,8 @@ class SamplingSettings:
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if not self.temperature >= 0:
+            raise ConfigError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
 

@@ -158,6 +158,9 @@ class TrainConfig:
     eval_every: int = 10
     eval_prompts: int = 64
     eval_samples_per_prompt: int = 4
+    # Greedy validation (temperature 0, as verl's default validation): the pass rate of the policy's
+    # most likely completion, one per prompt; false: samples at sampling.temperature (the paper's).
+    eval_greedy: bool = False
     checkpoint_every: int = 10
     keep_checkpoints: int = 1
     seed: int = 0
@@ -183,6 +186,9 @@ class TrainConfig:
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_non_negative(self.torch_threads, "torch_threads")
+        _require(not self.eval_greedy or self.eval_samples_per_prompt == 1, "eval_samples_per_prompt",
+                 f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
+                 f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}")
         _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")

@@ -55,9 +55,12 @@ def sample_with_noise(logits: torch.Tensor, sampling: SamplingSettings, noise: t
     """One token per row from softmax(top_p(logits / temperature)), by the Gumbel-max trick:
     argmax_v (l_v + g_v) with g_v i.i.d. standard Gumbel is distributed as softmax(l)
     (Gumbel 1954; Maddison, Tarlow & Minka 2014). logits, noise [N, V] -> ids [N].
+    Temperature 0: argmax_v l_v (greedy; the noise is drawn all the same and ignored).
 
     On a CPU this is ~5x faster than torch.multinomial (whose exponential draws dominate a
     decoding step of the built-in model)."""
+    if sampling.temperature == 0:  # greedy: the limit of softmax(l / T) as T -> 0
+        return torch.argmax(logits.float(), dim=-1)
     scaled = top_p_filter(logits.float() / sampling.temperature, sampling.top_p)
     return torch.argmax(scaled + noise, dim=-1)
 

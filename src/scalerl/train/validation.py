@@ -9,6 +9,7 @@ perturbs the training run's random streams (a resumed run stays reproducible).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -36,17 +37,24 @@ def length_control(config: TrainConfig) -> LengthControl:
                          thinking_budget_max=sampling.thinking_budget_max)
 
 
+def validation_sampling(config: TrainConfig) -> SamplingSettings:
+    """The sampling settings of an evaluation: the run's, at temperature 0 (greedy) with eval_greedy."""
+    sampling = sampling_settings(config)
+    return dataclasses.replace(sampling, temperature=0.0) if config.eval_greedy else sampling
+
+
 def validation_examples(task: Task, config: TrainConfig) -> tuple[TaskExample, ...]:
     """The held-out prompts every evaluation uses (at most `eval_prompts`)."""
     return tuple(task.validation[: config.eval_prompts])
 
 
 def validation_pass_rate(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig) -> float:
-    """Mean of (reward > 0) over the held-out prompts x `eval_samples_per_prompt` samples."""
+    """Mean of (reward > 0) over the held-out prompts x `eval_samples_per_prompt` samples
+    (one greedy completion each with eval_greedy)."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed + _EVAL_SEED_OFFSET)
     return evaluate_pass_rate(
         model, tokenizer, task, validation_examples(task, config), config.eval_samples_per_prompt,
-        sampling=sampling_settings(config), length_control=length_control(config),
+        sampling=validation_sampling(config), length_control=length_control(config),
         torch_generator=generator,
     )
