@@ -4,16 +4,16 @@ seed), classified by the paired rule of `scalerl ablate` (moves the ceiling / mo
 / no measurable effect at the margin / undecided, with the agreement of the seed pairs; --margin,
 default the paper's 0.02). A script, not a test.
 
-    python benchmarks/ablation_tiny.py            # the full study: about 1.5 h on 2 free CPU cores
+    python benchmarks/ablation_tiny.py --sweep none   # the leave-one-out study: about 1.5 h on 2 free CPU cores
     python benchmarks/ablation_tiny.py --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
 
-Batch: the demo's 32 prompts x 16 generations (a pilot at 16 x 8 did not rise above the evaluation
-noise in 200 steps; the demo's batch rises from ~0.08 to ~0.18 by step 300). Budget: the base and 5
+Setting: the demo's (train/demo.py DEMO_OVERRIDES: sums modulo 10 with an unsolvable quarter,
+greedy validation of 512 held-out prompts, 32 prompts x 16 generations) and its 250 steps, whose
+curves level off from step ~80-100, so each run's ceiling can be read. Budget: the base and 5
 leave-one-out variants x 3 seeds = 18 runs, plus batch sizes 8 and 16 x 3 seeds (batch 32 is the
 base's runs, linked, not retrained) = 6 runs costing a quarter and a half of a base run: about 20
-base-run equivalents of 360 steps at ~1.2 s per single-thread step (the demo measured 0.85 s with
-two threads on free cores) = ~8,700 s of training, run two at a time on Ray (1 CPU each): ~75 min,
-plus warm starts and 15 evaluations per run (every 24 steps: 16 points per curve with R0).
+base-run equivalents of 250 steps at ~2 s per single-thread step two at a time (~1 s alone), run
+two at a time on Ray (1 CPU each): about 80 min for the leave-one-out study, plus one warm start.
 Writes docs/ablation_tiny.{md,png}, docs/ablation_tiny_sweep.{md,png} and
 benchmarks/results/ablation_tiny.json (--quick: only the JSON, as ablation_tiny_quick.json).
 Finished runs under --workdir are reused: rerun the same command to continue after a stop.
@@ -45,7 +45,7 @@ QUICK_SWEEP = "batch_prompts=8,32"
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 knobs, 2 batch sizes, a few steps")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 400, the demo's; quick 12)")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default: the demo's max_steps; quick 12)")
     parser.add_argument("--eval-every", type=int, default=None, help="default 10, the demo's (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
@@ -62,7 +62,7 @@ def settings(args) -> dict:
     quick = args.quick
     return {
         "quick": quick,
-        "steps": args.steps or (12 if quick else 400),
+        "steps": args.steps or (12 if quick else demo_steps()),
         "eval_every": args.eval_every or (3 if quick else 10),
         "seeds": args.seeds or (1 if quick else 3),
         "margin": args.margin,
@@ -74,6 +74,13 @@ def settings(args) -> dict:
 
 
 SCHEDULE_KEYS = ("max_steps", "eval_every", "checkpoint_every")
+
+
+def demo_steps() -> int:
+    """The demo's run length (train/demo.py DEMO_OVERRIDES)."""
+    from scalerl.train.demo import demo_config
+
+    return demo_config().max_steps
 
 
 def demo_setting() -> list[str]:
