@@ -133,7 +133,8 @@ def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):
 @pytest.mark.slow  # a 2-step demo: ~4 s
 def test_a_demo_too_short_to_fit_trains_says_so_and_exits_0(tmp_path):
     out = tmp_path / "demo"
-    result = invoke("demo", "--out", out, "--no-progress", *tiny_sets("max_steps=2", "eval_every=1"))
+    result = invoke("demo", "--out", out, "--no-progress",
+                    *tiny_sets("max_steps=2", "eval_every=1", "eval_samples_per_prompt=1"))
     assert result.exit_code == 0, result.output
     assert "no forecast" in result.stdout and "too few points" in result.stdout
     assert "scalerl demo --out" in result.stdout and not (out / "forecast.json").exists()
