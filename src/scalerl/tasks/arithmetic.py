@@ -4,8 +4,8 @@ Built-in task: prompts like `12+47+30=`, worked solutions like `<think>12+47=59;
 (one reduction per step, `*` before `+`/`-`, left to right). With `modulus` m > 0 every reduction
 keeps its result modulo m (`7+8=5` for m = 10): every intermediate result of one-digit operands is
 then one digit, each step sits at the same offset in every prompt, and all prompts are equally
-hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if
-the final answer (the text after `</think>`) equals the reference exactly, else -1. Difficulty: number of operands, digits,
+hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if the final answer (the text
+after `</think>`) equals the reference exactly, else -1. Difficulty: number of operands, digits,
 operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
 worked solution does not fit the thinking budget: like the problems of a real training set that lie
 beyond the model's generation budget, they cap the attainable pass rate below 1, so a run's ceiling
