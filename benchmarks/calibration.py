@@ -14,6 +14,8 @@ still rising), k_s(kappa) is the smallest k covering 80 % of the other groups' c
 status; kappa is the one that makes the statuses most alike (the rate term widens only bands of
 curves still rising at their last point, so it is what can balance them), and k = max_s k_s.
 Coverage at every level is the share of the held-out cells inside their band with that (kappa, k).
+Where a cell's fitted points end flat, its band's lower edge is at most the floor of a flat
+continuation (`floors`, as FitResult.interval gives it), whatever the stretch.
 """
 
 from __future__ import annotations
@@ -34,17 +36,27 @@ def band_quantiles(samples, centre, levels=LEVELS):
     return out
 
 
-def k_needed(band, centre, truth):
-    """Smallest stretch k that puts `truth` inside `band` = (lo, hi) stretched about `centre`."""
+def k_needed(band, centre, truth, floor=None):
+    """Smallest stretch k that puts `truth` inside `band` = (lo, hi) stretched about `centre`;
+    0 when a `floor` (the band's lower edge wherever the stretched one is higher) holds it."""
     lo, hi = band
+    if floor is not None and floor <= truth <= centre:
+        return 0.0
     if truth >= centre:
         return 0.0 if truth == centre else (truth - centre) / max(hi - centre, 1e-12)
     return (centre - truth) / max(centre - lo, 1e-12)
 
 
-def stretched(band, centre, k):
+def stretched(band, centre, k, floor=None):
+    """The band stretched by k about `centre`, its lower edge no higher than `floor` (if any)."""
     lo, hi = band
-    return centre + k * (lo - centre), centre + k * (hi - centre)
+    lo = centre + k * (lo - centre)
+    return (lo if floor is None else min(lo, floor)), centre + k * (hi - centre)
+
+
+def floor_of(cell, level):
+    """The cell's band floor at `level` (a flat continuation of its fitted points), or None."""
+    return cell.get("floors", {}).get(level)
 
 
 def interval_score(band, truth, level):
@@ -63,7 +75,8 @@ def choose_constants(cells, level=CHOICE_LEVEL):
     for kappa in KAPPA_GRID:
         per_status = []
         for status in statuses:
-            needed = [k_needed(c["bands"][kappa][level], c["centre"], c["truth"]) for c in cells if c["status"] == status]
+            needed = [k_needed(c["bands"][kappa][level], c["centre"], c["truth"], floor_of(c, level))
+                      for c in cells if c["status"] == status]
             per_status.append(float(np.quantile(needed, level, method="inverted_cdf")))
         spread = max(per_status) / max(min(per_status), 1e-12)
         if best is None or spread < best[2] - 1e-9:
@@ -82,7 +95,7 @@ def loco_coverage(cells, levels=LEVELS):
         cell["constants"] = {"kappa": kappa, "k": k}
         cell["covered"] = {}
         for level in levels:
-            lo, hi = stretched(cell["bands"][kappa][level], cell["centre"], k)
+            lo, hi = stretched(cell["bands"][kappa][level], cell["centre"], k, floor_of(cell, level))
             cell["covered"][level] = bool(lo <= cell["truth"] <= hi)
     return cells
 

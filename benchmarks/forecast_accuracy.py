@@ -6,8 +6,8 @@ mean of the last three evaluations. Methods: scalerl.fit_sigmoid and the baselin
 baselines.py: the paper's grid with R0 = first evaluation and with R0 = 0, the power law, plain
 least squares (curve_fit) and the last value. Errors are given over every cell, a failed fit
 scored as the last value (the headline), over the forecasts each method made, and over the cells
-every method forecast. scalerl's 50 / 80 / 95 % bands are scored
-leave-one-curve-out (calibration.py): the band-widening constants used for a run are chosen on the
+every method forecast. scalerl's 50 / 80 / 95 % bands (with their floor where the fitted
+points end flat, as FitResult.interval gives them) are scored leave-one-curve-out (calibration.py): the band-widening constants used for a run are chosen on the
 other runs only; runs from the same training run are held out together.
 
     nice python benchmarks/forecast_accuracy.py [--data DIR] [--out DIR] [--figure PNG]
@@ -33,7 +33,7 @@ from calibration import (  # noqa: E402
 )
 
 from scalerl.errors import ScaleRLError  # noqa: E402
-from scalerl.forecast.diagnostics import detect_collapse  # noqa: E402
+from scalerl.forecast.diagnostics import detect_collapse, late_plateau_floor  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
 from scalerl.forecast.power_law import fit_power_law  # noqa: E402
 
@@ -68,8 +68,10 @@ def score_scalerl(train_c, train_r, test_c, truth):
     base = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=0.0).mean(axis=1)
     unit = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=1.0).mean(axis=1) - base
     bands = {kappa: band_quantiles(base + kappa * unit, centre) for kappa in KAPPA_GRID}
+    # The band's floor where the fitted points end flat (FitResult.interval: a flat continuation).
+    floors = {level: late_plateau_floor(fit.compute, fit.reward, level, N_HELD_OUT) for level in LEVELS}
     return {"abs_error": abs(centre - truth), "forecast": centre, "seconds": seconds, "cpu_seconds": cpu_seconds,
-            "bands": bands,
+            "bands": bands, "floors": floors,
             "gain_reached": fit.gain_reached}
 
 
@@ -198,7 +200,8 @@ def main(argv=None):
     cells = forecast_cells(runs)
     scored = [c for c in cells if "bands" in c.get("scalerl", {})]
     calibration_cells = [{"group": c["group"], "status": c["status"], "truth": c["truth"],
-                          "centre": c["scalerl"]["forecast"], "bands": c["scalerl"].pop("bands")} for c in scored]
+                          "centre": c["scalerl"]["forecast"], "bands": c["scalerl"].pop("bands"),
+                          "floors": c["scalerl"].pop("floors")} for c in scored]
     loco_coverage(calibration_cells)
     for cell, calibrated in zip(scored, calibration_cells):
         cell["scalerl"].update(loco_constants=calibrated["constants"], covered=calibrated["covered"])

@@ -202,6 +202,56 @@ def test_late_plateau_floor_is_none_while_the_run_still_rises():
     assert late_plateau_floor(compute[:4], reward[:4]) is None  # too few points for a slope
 
 
+def test_late_plateau_floor_of_new_evaluations_is_the_prediction_interval_by_hand():
+    from scipy.stats import t as student_t
+
+    from scalerl.forecast.diagnostics import late_plateau_floor
+
+    compute = np.arange(1.0, 21.0)
+    reward = np.concatenate([np.linspace(0.1, 0.6, 15), [0.61, 0.59, 0.62, 0.60, 0.61]])
+    late = reward[-5:]
+    one = late.mean() - student_t.ppf(0.9, 4) * late.std(ddof=1) * np.sqrt(1.0 + 1.0 / 5)
+    three = late.mean() - student_t.ppf(0.9, 4) * late.std(ddof=1) * np.sqrt(1.0 / 3 + 1.0 / 5)
+    assert late_plateau_floor(compute, reward, level=0.8, n_average=1) == pytest.approx(one)
+    assert late_plateau_floor(compute, reward, level=0.8, n_average=3) == pytest.approx(three)
+    assert one < three < late_plateau_floor(compute, reward, level=0.8)
+
+
+def test_forecast_band_beyond_a_flat_end_reaches_down_to_a_flat_continuation():
+    """A pass rate that climbs linearly in compute and stops dead at 0.78 (as the demo's greedy
+    validation does), fitted on the first half, whose last five points are flat: the sigmoid forms
+    extrapolate the climb (A ~0.84), and the band beyond the data must still hold the flat
+    continuation (it reaches down to the floor; on seed 3 the posterior band alone holds 10 of 13)."""
+    from scalerl.forecast.diagnostics import late_plateau_floor
+
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        steps = np.arange(0.0, 26.0)
+        compute = steps * 1e12
+        reward = np.minimum(0.44 + 0.045 * steps, 0.78) + rng.normal(0.0, 0.004, steps.size)
+        fit = fit_sigmoid(compute[:13], reward[:13])
+        assert fit.a > 0.8  # the extrapolated climb
+        lower, upper = fit.interval(compute[13:], level=0.8)
+        floor = late_plateau_floor(compute[:13], reward[:13], 0.8, n_average=1)
+        assert floor is not None and np.all(lower <= floor + 1e-12)
+        assert np.mean((lower <= reward[13:]) & (reward[13:] <= upper)) >= 0.8
+
+
+def test_forecast_band_of_a_rising_run_is_the_posterior_band_alone():
+    """No flat end, no floor: the band beyond the data is the stretched posterior-predictive band."""
+    from scalerl.forecast.diagnostics import late_plateau_floor
+    from scalerl.forecast.uncertainty import widen
+
+    compute = np.geomspace(1.0, 100.0, 20)
+    reward = 0.2 + 0.5 / (1.0 + (30.0 / compute) ** 1.5) + np.random.default_rng(0).normal(0.0, 0.002, 20)
+    fit = fit_sigmoid(compute, reward)
+    assert late_plateau_floor(compute, reward, 0.8, n_average=1) is None
+    later = np.geomspace(150.0, 1000.0, 5)
+    centre = fit.predict(later)
+    by_hand = np.minimum(np.quantile(widen(fit.observation_draws(later), centre, fit.band_scale), 0.1, axis=0), centre)
+    assert fit.interval(later, level=0.8)[0] == pytest.approx(np.clip(by_hand, 0.0, 1.0))
+
+
 def test_ceiling_interval_holds_a_cap_that_the_sigmoid_overshoots():
     """A hyperbolic rise cut flat at 0.66 (the true ceiling) from ~55 % of the compute on: the
     sigmoid extrapolates the rise and its posterior interval of A alone sits above 0.66 on these

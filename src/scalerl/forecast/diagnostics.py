@@ -5,6 +5,7 @@ Each rule is a small function with its threshold stated; fitting calls them, nev
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,17 +162,24 @@ def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
     return gain
 
 
-def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8) -> float | None:
+def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8,
+                       n_average: float = math.inf) -> float | None:
     """Lower end of the late level when the data cannot exclude that the run has levelled off.
 
     Late stretch: the last max(MIN_LATE_POINTS, LATE_FRACTION * n) points (x = ln C, y = reward).
     Least-squares line y = a + beta x with residual sd s (n - 2 dof), se(beta) = s / sqrt(Sxx).
     If beta - t_q(n - 2) se(beta) <= 0 (q = (1 + level) / 2: the slope's interval reaches 0, so a
-    flat end fits the data), return ybar - t_q(n - 1) sd(y) / sqrt(n), the lower end of the late
-    level's interval. A rising curve's ceiling is at least its current level, and a ceiling at that
-    level fits a flat end as well as the extrapolated one, so the interval of A must reach down to
-    it (it then holds a ceiling equal to the late level with probability q). Otherwise (the run is
-    still rising) return None.
+    flat end fits the data), return
+
+        ybar - t_q(n - 1) sd(y) sqrt(1 / n_average + 1 / n)
+
+    the lower end of the level-`level` interval of the late level itself (n_average infinite: the
+    floor of the ceiling A) or of the mean of `n_average` new evaluations if the run stays at that
+    level (n_average = 1: the prediction interval of one new evaluation, the floor of a forecast
+    band beyond the data). A rising curve's ceiling is at least its current level, and a ceiling at
+    that level fits a flat end as well as the extrapolated one, so the intervals must reach down to
+    it (they then hold a flat continuation with probability q). Otherwise (the run is still
+    rising) return None.
     """
     from scipy.stats import t as student_t
 
@@ -189,7 +197,8 @@ def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8
     q = (1.0 + level) / 2.0
     if beta - student_t.ppf(q, n - 2) * s / np.sqrt(sxx) > 0:
         return None
-    return float(y.mean() - student_t.ppf(q, n - 1) * np.std(y, ddof=1) / np.sqrt(n))
+    spread = np.sqrt(1.0 / float(n_average) + 1.0 / n)
+    return float(y.mean() - student_t.ppf(q, n - 1) * np.std(y, ddof=1) * spread)
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:

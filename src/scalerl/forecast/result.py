@@ -260,10 +260,27 @@ class FitResult:
             samples = samples + rate_discrepancy(slope, distance, self._paired(self.rate_draws)[:, :1], self.rate_scale)
         lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
+        lo = self._reach_flat_end(compute, lo, level, kind)
         if self.reward_range is not None:
             lo = np.clip(lo, self.reward_range[0], self.reward_range[1])
             hi = np.clip(hi, self.reward_range[0], self.reward_range[1])
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
+
+    def _reach_flat_end(self, compute, lower, level, kind):
+        """Lower band edges beyond the data, lowered to a flat continuation where one fits.
+
+        When the last stretch of the fitted points is flat within its noise, staying at the late
+        level is as consistent with the data as the fitted rise (diagnostics.late_plateau_floor):
+        beyond the last fitted compute the band reaches down to that continuation's lower end
+        (one new evaluation for "observation", the level itself for "mean", as for A's interval).
+        """
+        if "A" in self.fixed:
+            return lower
+        floor = late_plateau_floor(self.compute, self.reward, level, 1.0 if kind == "observation" else math.inf)
+        if floor is None:
+            return lower
+        beyond = np.atleast_1d(np.asarray(compute, dtype=float)) > float(np.max(self.compute))
+        return np.where(beyond, np.minimum(lower, floor), lower)
 
     def compute_to_reach(self, target: float, level: float = 0.8) -> ComputeToTarget:
         """Compute at which the point forecast reaches `target`, with a posterior interval.
