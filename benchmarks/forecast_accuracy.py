@@ -69,7 +69,7 @@ def score_scalerl(train_c, train_r, test_c, truth):
     unit = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=1.0).mean(axis=1) - base
     bands = {kappa: band_quantiles(base + kappa * unit, centre) for kappa in KAPPA_GRID}
     # The band's floor where the fitted points end flat (FitResult.interval: a flat continuation).
-    floors = {level: late_plateau_floor(fit.compute, fit.reward, level, N_HELD_OUT) for level in LEVELS}
+    floors = {level: late_plateau_floor(fit.compute, fit.reward, level, N_HELD_OUT, fit.noise_sd) for level in LEVELS}
     return {"abs_error": abs(centre - truth), "forecast": centre, "seconds": seconds, "cpu_seconds": cpu_seconds,
             "bands": bands, "floors": floors,
             "gain_reached": fit.gain_reached}

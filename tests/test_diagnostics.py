@@ -217,6 +217,22 @@ def test_late_plateau_floor_of_new_evaluations_is_the_prediction_interval_by_han
     assert one < three < late_plateau_floor(compute, reward, level=0.8)
 
 
+def test_late_plateau_floor_judges_a_quiet_late_stretch_with_the_runs_noise():
+    """Five late points that rise by 0.01 with a scatter of ~0.004 look like a steady climb on their
+    own three residual dof; with the run's noise of 0.013 the slope's interval reaches 0 and the
+    floor uses that noise (the demo's plateau start on two threads)."""
+    from scipy.stats import t as student_t
+
+    from scalerl.forecast.diagnostics import late_plateau_floor
+
+    compute = np.array([1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.2, 4.7, 5.2, 5.8, 6.3]) * 1e12
+    reward = np.array([0.48, 0.55, 0.60, 0.66, 0.69, 0.71, 0.775, 0.777, 0.787, 0.785, 0.785])
+    assert late_plateau_floor(compute, reward, 0.8, n_average=1) is None
+    late = reward[-5:]
+    expected = late.mean() - student_t.ppf(0.9, 4) * 0.013 * np.sqrt(1.0 + 1.0 / 5)
+    assert late_plateau_floor(compute, reward, 0.8, n_average=1, noise_sd=0.013) == pytest.approx(expected)
+
+
 def test_forecast_band_beyond_a_flat_end_reaches_down_to_a_flat_continuation():
     """A pass rate that climbs linearly in compute and stops dead at 0.78 (as the demo's greedy
     validation does), fitted on the first half, whose last five points are flat: the sigmoid forms

@@ -163,7 +163,7 @@ def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
 
 
 def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8,
-                       n_average: float = math.inf) -> float | None:
+                       n_average: float = math.inf, noise_sd: float = 0.0) -> float | None:
     """Lower end of the late level when the data cannot exclude that the run has levelled off.
 
     Late stretch: the last max(MIN_LATE_POINTS, LATE_FRACTION * n) points (x = ln C, y = reward).
@@ -173,6 +173,10 @@ def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8
 
         ybar - t_q(n - 1) sd(y) sqrt(1 / n_average + 1 / n)
 
+    Both s and sd(y) are at least `noise_sd`, the whole fit's noise estimate: five late points
+    leave three degrees of freedom for their own scatter, and a late stretch that looks quieter
+    than the run's noise is more often chance than a quieter run (it made a plateau's first points
+    look like a steady rise and the band miss the plateau).
     the lower end of the level-`level` interval of the late level itself (n_average infinite: the
     floor of the ceiling A) or of the mean of `n_average` new evaluations if the run stays at that
     level (n_average = 1: the prediction interval of one new evaluation, the floor of a forecast
@@ -193,12 +197,12 @@ def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8
         return None
     beta = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
     resid = y - (y.mean() + beta * (x - x.mean()))
-    s = float(np.sqrt(np.sum(resid**2) / (n - 2)))
+    s = max(float(np.sqrt(np.sum(resid**2) / (n - 2))), float(noise_sd))
     q = (1.0 + level) / 2.0
     if beta - student_t.ppf(q, n - 2) * s / np.sqrt(sxx) > 0:
         return None
     spread = np.sqrt(1.0 / float(n_average) + 1.0 / n)
-    return float(y.mean() - student_t.ppf(q, n - 1) * np.std(y, ddof=1) * spread)
+    return float(y.mean() - student_t.ppf(q, n - 1) * max(float(np.std(y, ddof=1)), float(noise_sd)) * spread)
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:

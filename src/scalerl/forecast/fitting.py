@@ -215,7 +215,8 @@ def fit_sigmoid(
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
     # A flat late stretch is as consistent with a ceiling at the current level as with the fitted
     # one: the interval of A then reaches down to that level (diagnostics.late_plateau_floor).
-    a_floor = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level)
+    a_floor = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level,
+                                                                      noise_sd=noise_sd)
     identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:

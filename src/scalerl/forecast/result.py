@@ -176,7 +176,8 @@ class FitResult:
             lo, hi = np.quantile(self.param_draws[:, column], [lo_q, hi_q])
             estimate = self.params()[name]
             out[name] = (float(min(lo, estimate)), float(max(hi, estimate)))
-        plateau = None if "A" in self.fixed else late_plateau_floor(self.compute, self.reward, level)
+        plateau = None if "A" in self.fixed else late_plateau_floor(self.compute, self.reward, level,
+                                                                          noise_sd=self.noise_sd)
         if plateau is not None:
             out["A"] = (float(min(out["A"][0], plateau)), out["A"][1])
         return out
@@ -276,7 +277,8 @@ class FitResult:
         """
         if "A" in self.fixed:
             return lower
-        floor = late_plateau_floor(self.compute, self.reward, level, 1.0 if kind == "observation" else math.inf)
+        floor = late_plateau_floor(self.compute, self.reward, level, 1.0 if kind == "observation" else math.inf,
+                                   self.noise_sd)
         if floor is None:
             return lower
         beyond = np.atleast_1d(np.asarray(compute, dtype=float)) > float(np.max(self.compute))

@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 DEFAULT_NOISE_FLOOR = 0.01
-BAND_SCALE = 0.674
+BAND_SCALE = 0.668
 RATE_SCALE = 1.5
 
 
