@@ -155,7 +155,7 @@ def test_fixed_ceiling_fits_only_b_and_c_mid():
 
 def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_hand():
     compute, reward = paper_curve(noise_sd=0.01, seed=3)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60, average_forms=False)
     near = fit.compute_near_ceiling(0.02, level=0.8)
     assert near.value == pytest.approx(fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b), rel=1e-9)
     a, b, c_mid = fit.param_draws.T
@@ -163,6 +163,33 @@ def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_ha
     lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")
     assert (near.lo, near.hi) == (pytest.approx(min(lo, near.value)), pytest.approx(max(hi, near.value)))
     assert near.times_current == pytest.approx(near.value / compute.max())
+
+
+def test_compute_near_ceiling_moves_each_draw_by_its_member_form_by_hand():
+    """With averaged forms a draw of member f is scaled by C_within(f) / C_within(fit): the sigmoid
+    forms' C_mid (|A - R0| / w - 1)^(1/B), the power law's (D / w)^(1/B) (D C^-B = w)."""
+    compute, reward = paper_curve(noise_sd=0.01, seed=3, n=12, c_max=3 * 2542.0)
+    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    assert len(fit.forms) >= 3
+    near = fit.compute_near_ceiling(0.02, level=0.8)
+    own = fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b)
+    ratios = []
+    for form in fit.forms:
+        if form.kind == "posterior":
+            ratios.append(1.0)
+        elif form.kind == "sigmoid":
+            a, b, c_mid, r0 = form.params
+            ratios.append(c_mid * ((a - r0) / 0.02 - 1.0) ** (1.0 / b) / own)
+        else:
+            _, d, b = form.params
+            ratios.append((d / 0.02) ** (1.0 / b) / own)
+    a, b, c_mid = fit.param_draws.T
+    by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b) * np.array(ratios)[fit.form_of_draw]
+    lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")
+    assert near.value == pytest.approx(own, rel=1e-9)
+    assert (near.lo, near.hi) == (pytest.approx(min(lo, near.value)), pytest.approx(max(hi, near.value)))
+    posterior_only = fit_sigmoid(compute, reward, n_bootstrap=60, average_forms=False).compute_near_ceiling(0.02)
+    assert (near.lo, near.hi) != (pytest.approx(posterior_only.lo), pytest.approx(posterior_only.hi))
 
 
 def test_compute_near_ceiling_recovers_the_true_run_length_of_a_run_stopped_early():

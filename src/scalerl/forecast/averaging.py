@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import ScaleRLError
-from scalerl.forecast.curves import power_law_reward, sigmoid_reward
+from scalerl.forecast.curves import power_law_reward, sigmoid_compute_near_ceiling, sigmoid_reward
 from scalerl.forecast.power_law import fit_power_law
 from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds
 
@@ -66,6 +66,25 @@ class FormCurve:
         top = np.inf if reward_range is None else reward_range[1]
         low = self.floor if reward_range is None else max(self.floor, reward_range[0])
         return np.clip(value, low, top)
+
+
+def form_compute_near_ceiling(form: FormCurve, within: float) -> float | None:
+    """Compute at which a least-squares form comes within `within` of its own limit as C grows:
+
+        sigmoid    C_mid (|A - R0| / within - 1)^(1/B)    (0 when the whole gain is within)
+        power law  (D / within)^(1/B)                      (D C^(-B) = within; 0 when D <= 0)
+
+    None for the posterior member (its draws carry their own)."""
+    if form.kind == "posterior":
+        return None
+    if form.kind == "sigmoid":
+        a, b, c_mid, r0 = form.params
+        return float(sigmoid_compute_near_ceiling(within, a, b, c_mid, r0))
+    _, d, b = form.params
+    if d <= 0:
+        return 0.0
+    with np.errstate(over="ignore"):
+        return float(np.power(d / within, 1.0 / b))
 
 
 def least_squares_sigmoid(compute: ArrayLike, reward: ArrayLike, r0: float,

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
+from scalerl.forecast.averaging import form_compute_near_ceiling
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
 from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, late_plateau_floor
 from scalerl.forecast.uncertainty import rate_discrepancy, widen
@@ -309,7 +310,10 @@ class FitResult:
         (0 when the whole gain |A - R0| is within `within`). value: the fitted parameters; interval:
         the `level` quantiles of each posterior draw's own C_within. Read with the fit's caveat: it
         assumes the curve keeps the sigmoid's shape; a ceiling at the top of its range (a limit)
-        gives the compute to get that close to the limit."""
+        gives the compute to get that close to the limit. With averaged forms (forecast.averaging)
+        each draw is moved as the band moves it, by its member form, here in log compute:
+        C_within(draw) x C_within(form) / C_within(fitted parameters), so the interval also holds
+        the forms' disagreement about when the run settles."""
         within = float(within)
         if not 0.0 < within < 1.0:
             raise InputError(f"within must be in (0, 1), got {within:g}")
@@ -317,6 +321,12 @@ class FitResult:
         value = float(sigmoid_compute_near_ceiling(within, self.a, self.b, self.c_mid, self.r0))
         draws = self.param_draws
         per_draw = sigmoid_compute_near_ceiling(within, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
+        if self.forms and math.isfinite(value) and value > 0:
+            ratios = np.array([1.0 if (c := form_compute_near_ceiling(form, within)) is None else c / value
+                               for form in self.forms])
+            with np.errstate(invalid="ignore"):
+                moved = per_draw * ratios[self.form_of_draw]
+            per_draw = np.where(np.isnan(moved), per_draw, moved)  # 0 x inf: a draw already settled
         lo, hi = np.quantile(per_draw, [lo_q, hi_q], method="inverted_cdf")
         return ComputeNearCeiling(within, value, float(min(lo, value)), float(max(hi, value)),
                                   float(np.max(self.compute)), float(level))
