@@ -166,8 +166,8 @@ def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_ha
 
 
 def test_compute_near_ceiling_moves_each_draw_by_its_member_form_by_hand():
-    """With averaged forms a draw of member f is scaled by C_within(f) / C_within(fit): the sigmoid
-    forms' C_mid (|A - R0| / w - 1)^(1/B), the power law's (D / w)^(1/B) (D C^-B = w)."""
+    """With averaged forms a draw of a sigmoid member f is scaled by C_within(f) / C_within(fit),
+    the form's C_mid (|A - R0| / w - 1)^(1/B); posterior and power-law draws keep their own."""
     compute, reward = paper_curve(noise_sd=0.01, seed=3, n=12, c_max=3 * 2542.0)
     fit = fit_sigmoid(compute, reward, n_bootstrap=60)
     assert len(fit.forms) >= 3
@@ -175,14 +175,11 @@ def test_compute_near_ceiling_moves_each_draw_by_its_member_form_by_hand():
     own = fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b)
     ratios = []
     for form in fit.forms:
-        if form.kind == "posterior":
-            ratios.append(1.0)
-        elif form.kind == "sigmoid":
+        if form.kind == "sigmoid":
             a, b, c_mid, r0 = form.params
             ratios.append(c_mid * ((a - r0) / 0.02 - 1.0) ** (1.0 / b) / own)
         else:
-            _, d, b = form.params
-            ratios.append((d / 0.02) ** (1.0 / b) / own)
+            ratios.append(1.0)
     a, b, c_mid = fit.param_draws.T
     by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b) * np.array(ratios)[fit.form_of_draw]
     lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")

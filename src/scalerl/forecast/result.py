@@ -311,9 +311,9 @@ class FitResult:
         the `level` quantiles of each posterior draw's own C_within. Read with the fit's caveat: it
         assumes the curve keeps the sigmoid's shape; a ceiling at the top of its range (a limit)
         gives the compute to get that close to the limit. With averaged forms (forecast.averaging)
-        each draw is moved as the band moves it, by its member form, here in log compute:
+        a draw of a sigmoid member form is moved as the band moves it, here in log compute:
         C_within(draw) x C_within(form) / C_within(fitted parameters), so the interval also holds
-        the forms' disagreement about when the run settles."""
+        the sigmoid forms' disagreement about when the run settles (averaging.form_compute_near_ceiling)."""
         within = float(within)
         if not 0.0 < within < 1.0:
             raise InputError(f"within must be in (0, 1), got {within:g}")
