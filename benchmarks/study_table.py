@@ -71,7 +71,7 @@ def export_curve(metrics_path: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     with open(tmp, "w", newline="") as handle:
-        writer = csv.writer(handle)
+        writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(["step", "flops", "val_pass_rate"])
         writer.writerows([step, repr(flops), repr(value)] for step, flops, value in rows)
     tmp.replace(target)
