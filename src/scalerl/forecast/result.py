@@ -177,8 +177,7 @@ class FitResult:
             lo, hi = np.quantile(self.param_draws[:, column], [lo_q, hi_q])
             estimate = self.params()[name]
             out[name] = (float(min(lo, estimate)), float(max(hi, estimate)))
-        plateau = None if "A" in self.fixed else late_plateau_floor(self.compute, self.reward, level,
-                                                                          noise_sd=self.noise_sd)
+        plateau = self._late_floor(level)
         if plateau is not None:
             out["A"] = (float(min(out["A"][0], plateau)), out["A"][1])
         return out
@@ -268,6 +267,12 @@ class FitResult:
             hi = np.clip(hi, self.reward_range[0], self.reward_range[1])
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
 
+    def _late_floor(self, level, n_average=math.inf):
+        """diagnostics.late_plateau_floor of the fitted points with this fit's noise; None for a fixed A."""
+        if "A" in self.fixed:
+            return None
+        return late_plateau_floor(self.compute, self.reward, level, n_average, self.noise_sd)
+
     def _reach_flat_end(self, compute, lower, level, kind):
         """Lower band edges beyond the data, lowered to a flat continuation where one fits.
 
@@ -276,10 +281,7 @@ class FitResult:
         beyond the last fitted compute the band reaches down to that continuation's lower end
         (one new evaluation for "observation", the level itself for "mean", as for A's interval).
         """
-        if "A" in self.fixed:
-            return lower
-        floor = late_plateau_floor(self.compute, self.reward, level, 1.0 if kind == "observation" else math.inf,
-                                   self.noise_sd)
+        floor = self._late_floor(level, 1.0 if kind == "observation" else math.inf)
         if floor is None:
             return lower
         beyond = np.atleast_1d(np.asarray(compute, dtype=float)) > float(np.max(self.compute))
