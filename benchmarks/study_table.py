@@ -10,7 +10,8 @@ same RL seed, with its paired t-interval at the study's verdict level:
 
 (q = (1 + level) / 2). Curves come from --curves (study__SLUG__seed-I.csv, step,flops,val_pass_rate);
 --export first copies them there from the runs' metrics.jsonl named in the results (the workdir of
-`python benchmarks/ablation_tiny.py`), so a clone keeps the curves behind the table. Prints the
+`python benchmarks/ablation_tiny.py`), with the batch sweep's (sweep__SLUG__seed-I.csv; the batch
+setting that is the base's runs is not copied twice), so a clone keeps the curves behind the table. Prints the
 markdown table and writes JSON. A script, not a test.
 
     python benchmarks/study_table.py --export     # after ablation_tiny.py, while its workdir exists
@@ -44,8 +45,23 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def curve_file(curves: Path, slug: str, seed_index: int) -> Path:
-    return curves / f"study__{slug}__seed-{seed_index}.csv"
+def curve_file(curves: Path, slug: str, seed_index: int, kind: str = "study") -> Path:
+    return curves / f"{kind}__{slug}__seed-{seed_index}.csv"
+
+
+def export_runs(study: dict, curves: Path, kind: str, skip: set[Path] = frozenset()) -> set[Path]:
+    """Copy every run's evaluations to curves/KIND__SLUG__seed-I.csv, except runs whose
+    metrics.jsonl (resolved) is in `skip`: a sweep setting that is the leave-one-out base, linked,
+    is kept once, as the study's curve. Returns the resolved metrics paths exported."""
+    exported = set()
+    for variant in study["variants"]:
+        for index, seed in enumerate(variant["seeds"]):
+            metrics = Path(seed["metrics"]).resolve()
+            if metrics in skip:
+                continue
+            export_curve(metrics, curve_file(curves, variant["slug"], index, kind))
+            exported.add(metrics)
+    return exported
 
 
 def evaluation_rows(metrics_path: Path) -> list[tuple[int, float, float]]:
@@ -163,9 +179,10 @@ def main(argv=None) -> int:
         print(f"{args.results} has no leave-one-out study", file=sys.stderr)
         return 2
     if args.export:
-        for variant in study["variants"]:
-            for index, seed in enumerate(variant["seeds"]):
-                export_curve(Path(seed["metrics"]), curve_file(args.curves, variant["slug"], index))
+        exported = export_runs(study, args.curves, "study")
+        sweep = json.loads(args.results.read_text()).get("sweep")
+        if sweep:
+            export_runs(sweep, args.curves, "sweep", skip=exported)
     rows = variant_rows(study, args.curves)
     print(markdown(rows, study))
     args.out.parent.mkdir(parents=True, exist_ok=True)
