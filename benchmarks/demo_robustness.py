@@ -41,7 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="RL seeds 0..N-1 (default 5)")
     parser.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
-    parser.add_argument("--max-steps", type=int, default=None, help="override the demo's 400 steps (smoke checks)")
+    parser.add_argument("--max-steps", type=int, default=None, help="override the demo's max_steps, 250 (smoke checks)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="extra config override for every run, key=value (repeatable)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS.relative_to(REPO)})")

@@ -191,3 +191,42 @@ def test_unidentified_seeds_get_the_run_length_that_would_pin_their_ceilings(tmp
     times = float(advice.split("at about ")[1].split(" times")[0])
     assert times == pytest.approx(7.12 / 1.5, rel=0.1)
     assert "within 0.02 of their ceilings" in advice
+
+
+def test_a_run_that_has_not_bent_over_never_moves_the_ceiling(tmp_path):
+    # The base (C_mid 1e15) stops at a third of its midpoint: its A is an extrapolation, whatever
+    # the fit says; the variant (C_mid 1e13) bends over by 1e14. The per-seed dA differ (the base's
+    # extrapolated A is off), yet they compare no ceilings: the knob is undecided, and says why.
+    specs = {"base": {"c_mid": 1e15, "a": 0.8}, "early": {"c_mid": 1e13}}
+    report = build_ablation_report(synthetic_runs(tmp_path, specs), seeds=3, margin=0.02)
+    base, early = report.variants
+    assert not any(fit.ceiling_identified for fit in base.fitted)
+    assert all(fit.ceiling_identified for fit in early.fitted)
+    verdict = early.verdict
+    assert all(pair.delta_a > 0.02 for pair in verdict.pairs)  # read as ceilings: "moves the ceiling up"
+    assert all(pair.ceiling_unidentified and not pair.measures_a for pair in verdict.pairs)
+    assert all(pair.verdict == ("undecided", None) for pair in verdict.pairs)
+    assert verdict.verdict == "undecided" and "not bent over" in verdict.reason
+
+
+def test_pairs_with_a_run_not_bent_over_are_left_out_of_da(tmp_path):
+    # Seeds 0-2 of both runs bend over (dA = +0.1 by construction, every pair); seed 3 of the base
+    # is cut at a tenth of the compute (not bent over). The ceiling is judged on the three
+    # measurable pairs alone, and the fourth pair says undecided.
+    runs = synthetic_runs(tmp_path, {"base": {}, "a-up": {"a": 0.7}}, seeds=3)
+    for slug, run_index in (("base", 0), ("a-up", 1)):
+        path = tmp_path / slug / "seed-3" / "metrics.jsonl"
+        cut = FLOPS <= (3e12 if slug == "base" else FLOPS[-1])
+        rewards = sigmoid_reward(FLOPS, BASE["a"] + (0.1 if slug == "a-up" else 0.0), BASE["b"], BASE["c_mid"], BASE["r0"])
+        path.parent.mkdir(parents=True)
+        for step, (flops, reward) in enumerate(zip(FLOPS[cut], rewards[cut])):
+            append_row(path, {"step": step, "flops": float(flops), "val_pass_rate": float(reward)})
+        runs[run_index] = ReportRun(slug, slug, runs[run_index].knob, slug == "base", runs[run_index].metrics_paths + (path,))
+    report = build_ablation_report(runs, seeds=4, margin=0.02)
+    base, a_up = report.variants
+    assert not base.seeds[3].fit.ceiling_identified
+    verdict = a_up.verdict
+    assert [pair.measures_a for pair in verdict.pairs] == [True, True, True, False]
+    assert verdict.delta_a.n == 3 and verdict.delta_a.mean == pytest.approx(0.1, abs=0.01)
+    assert (verdict.verdict, verdict.direction) == (CEILING, "up")
+    assert verdict.pairs[3].verdict == ("undecided", None)

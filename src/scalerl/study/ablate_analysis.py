@@ -78,6 +78,12 @@ class SeedPair:
     b_halfwidth: float | None
     verdict: tuple[str, str | None]
     ceilings_at_bound: bool = False  # both A at the top of their range: limits, dA not measurable
+    ceiling_unidentified: bool = False  # a run of the pair has not bent over: its A is an extrapolation
+
+    @property
+    def measures_a(self) -> bool:
+        """Whether dA_i measures a difference of ceilings (both identified, not both limits)."""
+        return self.delta_a is not None and not (self.ceilings_at_bound or self.ceiling_unidentified)
 
 
 @dataclass(frozen=True)
@@ -188,19 +194,23 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     """dA_i = A_v,i - A_b,i; both refitted with A fixed to (A_v,i + A_b,i) / 2 for
     dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2); the pair's own verdict.
     When both A sit at the top of their range (FitResult.ceiling_at_bound) each is a lower limit:
-    dA_i = 0 measures nothing, so the pair says "undecided" whatever dB_i (kept for the report)."""
+    dA_i = 0 measures nothing; when either run has not bent over (not FitResult.ceiling_identified)
+    its A is an extrapolation, and dA_i says how two extrapolations differ, not two ceilings. Either
+    way the pair says "undecided" whatever dB_i (kept for the report)."""
     if variant.fit is None or base.fit is None:
         return SeedPair(index, None, None, None, None, pair_verdict(None, None, margin, None))
     both_limits = bool(variant.fit.ceiling_at_bound and base.fit.ceiling_at_bound)
+    unidentified = not (variant.fit.ceiling_identified and base.fit.ceiling_identified)
     delta_a = variant.fit.a - base.fit.a
     shared_a = (variant.fit.a + base.fit.a) / 2.0
     fixed_v = b_at_shared_a(variant, shared_a, x, y, fit_options, level)
     fixed_b = b_at_shared_a(base, shared_a, x, y, fit_options, level)
     if fixed_v is None or fixed_b is None:
-        return SeedPair(index, delta_a, shared_a, None, None, pair_verdict(delta_a, None, margin, None))
+        verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, None, margin, None)
+        return SeedPair(index, delta_a, shared_a, None, None, verdict, both_limits, unidentified)
     delta_b, halfwidth = fixed_v[0] - fixed_b[0], float(np.hypot(fixed_v[1], fixed_b[1]))
-    verdict = (UNDECIDED, None) if both_limits else pair_verdict(delta_a, delta_b, margin, halfwidth)
-    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits)
+    verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, delta_b, margin, halfwidth)
+    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified)
 
 
 def difference_interval(values: list[float | None], single_halfwidth: float | None, level: float) -> PairedInterval:
@@ -224,12 +234,18 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
         pair, fit_v, fit_b = fitted[0]
         single_a = float(np.hypot(_halfwidth(fit_v, "A", level), _halfwidth(fit_b, "A", level)))
         single_b = pair.b_halfwidth
-    # Pairs whose two ceilings are both limits carry no dA; the ceiling is judged on the others.
-    measurable = [None if pair.ceilings_at_bound else pair.delta_a for pair in pairs]
+    # Pairs whose dA measures no ceilings (both limits, or a run not bent over) are left out of
+    # the dA interval; the ceiling is judged on the others.
+    measurable = [pair.delta_a if pair.measures_a else None for pair in pairs]
     delta_a = difference_interval(measurable, single_a, level)
     delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
+    unmeasured_only = bool(fitted) and not any(pair.measures_a for pair, _, _ in fitted)
+    if unmeasured_only:
+        a_call = "unclear"
+    b_text = (f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
+              if np.isfinite(delta_b.lo) else "")
     verdict, direction = knob_verdict(a_call, b_call)
     agreement = verdict_agreement([pair.verdict for pair in pairs if pair.delta_a is not None], (verdict, direction))
     reason = None
@@ -237,8 +253,10 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
         reason = "no seed pair with both the variant and the base fitted"
     elif limits_only:
         reason = ("in every seed pair both ceilings sit at the top of their range (limits, not estimates), "
-                  "so dA cannot be measured" + (f"; dB at the shared A: {delta_b.mean:+.2f} "
-                                                f"[{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]" if np.isfinite(delta_b.lo) else ""))
+                  "so dA cannot be measured" + b_text)
+    elif unmeasured_only:
+        reason = ("in every seed pair a run has not bent over (ceiling not identified: its A is an "
+                  "extrapolation), so dA cannot be measured; run longer" + b_text)
     elif a_call == "unclear":
         reason = (f"the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
                   if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
