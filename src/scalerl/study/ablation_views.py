@@ -200,7 +200,7 @@ def verdict_payload(item: VariantResult) -> dict | None:
         "A_call": verdict.a_call, "B_call": verdict.b_call,
         "pairs": [{"seed": pair.seed_index, "delta_A": pair.delta_a, "shared_A": pair.shared_a,
                    "delta_B": pair.delta_b, "B_noise": pair.b_halfwidth, "verdict": pair.verdict[0],
-                   "direction": pair.verdict[1]} for pair in verdict.pairs],
+                   "direction": pair.verdict[1], "measures_A": pair.measures_a} for pair in verdict.pairs],
         "agreement": {"agreeing": verdict.agreement.agreeing, "pairs": verdict.agreement.pairs,
                       "modal": None if verdict.agreement.modal is None else list(verdict.agreement.modal),
                       "modal_count": verdict.agreement.modal_count},
