@@ -152,7 +152,10 @@ def main(argv=None) -> int:
     print(markdown(rows, args.level, args.last))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"curves": str(args.curves), "reference": args.reference, "last": args.last,
+    curves = args.curves.resolve()
+    curves_text = str(curves.relative_to(REPO)) if curves.is_relative_to(REPO) else str(curves)
+    tmp.write_text(json.dumps({"command": " ".join(["python benchmarks/sweep_equal_compute.py", *(argv or sys.argv[1:])]),
+                               "curves": curves_text, "reference": args.reference, "last": args.last,
                                "level": args.level, "rows": rows}, indent=1) + "\n")
     tmp.replace(args.out)
     print(f"written: {args.out}")
