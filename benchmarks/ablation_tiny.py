@@ -5,6 +5,7 @@ seed), classified by the paired rule of `scalerl ablate` (moves the ceiling / mo
 default the paper's 0.02). A script, not a test.
 
     python benchmarks/ablation_tiny.py --sweep none   # the leave-one-out study: about 1.5 h on 2 free CPU cores
+    python benchmarks/ablation_tiny.py --steps 200 --seeds 5 --workdir DIR   # the published one, with the sweep: ~2.5 h
     python benchmarks/ablation_tiny.py --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
 
 Setting: the demo's (train/demo.py DEMO_OVERRIDES: sums modulo 10 with an unsolvable quarter,
