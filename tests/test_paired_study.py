@@ -230,3 +230,4 @@ def test_pairs_with_a_run_not_bent_over_are_left_out_of_da(tmp_path):
     assert verdict.delta_a.n == 3 and verdict.delta_a.mean == pytest.approx(0.1, abs=0.01)
     assert (verdict.verdict, verdict.direction) == (CEILING, "up")
     assert verdict.pairs[3].verdict == ("undecided", None)
+    assert "1 of 4 seed pairs left out of dA" in verdict.reason and "judged on the other 3" in verdict.reason

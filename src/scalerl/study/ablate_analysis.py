@@ -262,6 +262,11 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
                   if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
     elif a_call == "within" and b_call == "unclear":
         reason = "no interval for dB at the shared A"
+    left_out = sum(not pair.measures_a for pair, _, _ in fitted)
+    if left_out and not unmeasured_only:
+        note = (f"{left_out} of {len(fitted)} seed pairs left out of dA (a run not bent over, or both ceilings "
+                f"limits); the ceiling is judged on the other {len(fitted) - left_out}")
+        reason = note if reason is None else f"{reason}; {note}"
     return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
                          delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason)
 
