@@ -207,6 +207,9 @@ def test_a_run_that_has_not_bent_over_never_moves_the_ceiling(tmp_path):
     assert all(pair.ceiling_unidentified and not pair.measures_a for pair in verdict.pairs)
     assert all(pair.verdict == ("undecided", None) for pair in verdict.pairs)
     assert verdict.verdict == "undecided" and "not bent over" in verdict.reason
+    from scalerl.study.ablation_views import knob_sentence
+
+    assert "paired dA not measured" in knob_sentence(report, early)
 
 
 def test_pairs_with_a_run_not_bent_over_are_left_out_of_da(tmp_path):

@@ -173,8 +173,9 @@ def run_length_advice(fits, margin: float) -> str:
 def knob_sentence(report: AblationReport, item: VariantResult) -> str:
     """One line per non-base variant: its verdict with the paired numbers, next to the paper's finding."""
     verdict, knob = item.verdict, item.run.knob or item.run.slug
-    said = (f"{verdict.label}: paired dA {difference_text(verdict.delta_a, '.3f')} against the margin "
-            f"+-{verdict.margin:.3g}, dB at the shared A {difference_text(verdict.delta_b, '.2f')}; "
+    a_text = (f"paired dA {difference_text(verdict.delta_a, '.3f')} against the margin +-{verdict.margin:.3g}"
+              if verdict.delta_a.n else "paired dA not measured")
+    said = (f"{verdict.label}: {a_text}, dB at the shared A {difference_text(verdict.delta_b, '.2f')}; "
             f"{agreement_text(item)} seed pairs agree")
     if verdict.reason:
         said += f" ({verdict.reason})"
