@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
+
+from scalerl.study.paired import paired_t_interval
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results" / "ablation_tiny.json"
@@ -106,13 +107,12 @@ def plateau(values: np.ndarray) -> float:
 
 
 def paired_interval(differences: list[float], level: float) -> dict:
-    """mean(d) +- t_q(n - 1) sd(d) / sqrt(n), q = (1 + level) / 2."""
-    d = np.asarray(differences, dtype=float)
-    mean = float(d.mean())
-    if d.size < 2:
-        return {"mean": mean, "lo": None, "hi": None, "n": int(d.size)}
-    half = float(student_t.ppf((1.0 + level) / 2.0, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(d.size)}
+    """scalerl.study.paired.paired_t_interval as a dict: mean(d) +- t_q(n - 1) sd(d) / sqrt(n),
+    q = (1 + level) / 2; lo, hi None for one pair."""
+    interval = paired_t_interval(differences, level)
+    bounded = bool(np.isfinite(interval.lo))
+    return {"mean": interval.mean, "lo": interval.lo if bounded else None,
+            "hi": interval.hi if bounded else None, "n": interval.n}
 
 
 def signed(value: float | None, digits: int = 3) -> str:

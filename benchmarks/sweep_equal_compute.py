@@ -19,15 +19,16 @@ the markdown table and writes benchmarks/results/sweep_equal_compute.json. A scr
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-import math
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import t as student_t
+
+from scalerl.errors import InputError
+from scalerl.forecast.readers import read_curve as read_logged_curve
+from scalerl.study.paired import paired_t_interval
 
 REPO = Path(__file__).resolve().parent.parent
 CURVES = REPO / "benchmarks" / "data" / "tiny_mod10_runs"
@@ -46,16 +47,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def read_curve(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(flops, val_pass_rate) of a step,flops,val_pass_rate CSV."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    if not rows or not {"flops", "val_pass_rate"} <= set(rows[0]):
-        raise SystemExit(f"{path}: expected the columns step,flops,val_pass_rate")
-    compute = np.array([float(row["flops"]) for row in rows])
-    values = np.array([float(row["val_pass_rate"]) for row in rows])
-    if np.any(np.diff(compute) <= 0) or not np.all(np.isfinite(values)):
-        raise SystemExit(f"{path}: compute must increase and pass rates be finite")
-    return compute, values
+    """(flops, val_pass_rate) of a step,flops,val_pass_rate CSV, by the forecaster's reader (which
+    names a missing column, a non-finite value or a compute that does not increase)."""
+    try:
+        curve = read_logged_curve(path, x="flops", y="val_pass_rate")
+    except InputError as error:
+        raise SystemExit(f"{path}: {error}") from None
+    return curve.compute, curve.reward
 
 
 def equal_compute_levels(compute, values, ref_compute, ref_values, last: int) -> tuple[float, float]:
@@ -70,13 +68,11 @@ def equal_compute_levels(compute, values, ref_compute, ref_values, last: int) ->
 
 
 def paired_interval(gains: list[float], level: float) -> dict:
-    """mean(g) +- t_q(n - 1) sd(g) / sqrt(n), q = (1 + level) / 2 (no interval for one pair)."""
-    g = np.asarray(gains, dtype=float)
-    mean = float(g.mean())
-    if g.size < 2:
-        return {"mean": mean, "lo": None, "hi": None, "n": int(g.size)}
-    half = float(student_t.ppf((1.0 + level) / 2.0, g.size - 1) * g.std(ddof=1) / math.sqrt(g.size))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(g.size)}
+    """scalerl.study.paired.paired_t_interval of the gains as a dict (lo, hi None for one pair)."""
+    interval = paired_t_interval(gains, level)
+    bounded = np.isfinite(interval.lo)
+    return {"mean": interval.mean, "lo": interval.lo if bounded else None,
+            "hi": interval.hi if bounded else None, "n": interval.n}
 
 
 def setting_order(path: Path) -> tuple:
