@@ -242,8 +242,6 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
     unmeasured_only = bool(fitted) and not any(pair.measures_a for pair, _, _ in fitted)
-    if unmeasured_only:
-        a_call = "unclear"
     b_text = (f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
               if np.isfinite(delta_b.lo) else "")
     verdict, direction = knob_verdict(a_call, b_call)
