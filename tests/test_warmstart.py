@@ -171,25 +171,70 @@ def test_the_warm_start_runs_on_one_thread_whatever_the_run_uses(tmp_path, monke
     assert seen == [warmstart_module.WARM_START_THREADS] and torch.get_num_threads() == 2
 
 
-def test_code_digest_covers_the_warm_start_code_and_not_the_rl_losses(tmp_path, monkeypatch):
+def test_behaviour_dump_ignores_comments_docstrings_and_layout_but_not_code():
+    from scalerl.train.warmstart import behaviour_dump
+
+    plain = "def f(x):\n    return x + 1\n"
+    annotated = ('"""Module doc."""\n# a comment\n\n\ndef f(x):  # why\n    """Doc."""\n'
+                 '    return (x +\n            1)\n')
+    assert behaviour_dump(annotated) == behaviour_dump(plain)
+    assert behaviour_dump("def f(x):\n    return x + 2\n") != behaviour_dump(plain)
+    # a string statement after the first one is code, not a docstring
+    assert behaviour_dump("def f(x):\n    return x + 1\n    'tail'\n") != behaviour_dump(plain)
+
+
+@pytest.fixture
+def copied_package(tmp_path, monkeypatch):
+    """A copy of the scalerl sources that the code digest reads instead of the real ones."""
     import shutil
 
     copy = tmp_path / "scalerl"
     shutil.copytree(warmstart_module.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(warmstart_module, "PACKAGE_ROOT", copy)
+    warmstart_module.warm_start_code_digest.cache_clear()
+    yield copy
+    warmstart_module.warm_start_code_digest.cache_clear()
 
-    def digest():
-        warmstart_module.warm_start_code_digest.cache_clear()
-        return warmstart_module.warm_start_code_digest()
 
-    before = digest()
-    with open(copy / "rl" / "losses.py", "a") as handle:  # RL maths: not part of the warm start
-        handle.write("\n# edited\n")
-    assert digest() == before
-    for covered in ("train/generation.py", "models/policy.py", "tasks/arithmetic.py", "train/warmstart.py"):
-        with open(copy / covered, "a") as handle:
-            handle.write("\n# edited\n")
-        after = digest()
+def code_digest(*modules: str) -> str:
+    warmstart_module.warm_start_code_digest.cache_clear()
+    return warmstart_module.warm_start_code_digest(*modules)
+
+
+def append(path, text: str) -> None:
+    with open(path, "a") as handle:
+        handle.write(text)
+
+
+def test_code_digest_keeps_its_value_on_comment_and_docstring_edits(copied_package):
+    before = code_digest()
+    append(copied_package / "rl" / "registry.py", "\n# a comment\n")
+    policy = copied_package / "models" / "policy.py"
+    source = policy.read_text()
+    first_docstring_end = source.index('"""', 3) + 3
+    policy.write_text('"""Another module docstring."""' + source[first_docstring_end:])
+    assert code_digest() == before
+
+
+def test_code_digest_covers_the_warm_start_code_and_not_the_rl_losses(copied_package):
+    before = code_digest()
+    append(copied_package / "rl" / "losses.py", "\nEDITED = 1\n")  # RL maths: not part of the warm start
+    assert code_digest() == before
+    for covered in ("train/generation.py", "models/policy.py", "rl/registry.py", "tasks/rollout.py",
+                    "train/warmstart.py"):
+        append(copied_package / covered, "\nEDITED = 1\n")
+        after = code_digest()
         assert after != before, covered
         before = after
+
+
+def test_the_cache_key_covers_the_task_module_the_probe_rewards_with(copied_package):
+    task = ArithmeticTask(EASY)
+    model, _ = build_tiny_model(SPEC)
+    before = warmstart_module.warm_start_cache_key(model, task, 3, QUICK)
+    append(copied_package / "tasks" / "arithmetic.py", "\n# a comment\n")
     warmstart_module.warm_start_code_digest.cache_clear()
+    assert warmstart_module.warm_start_cache_key(model, task, 3, QUICK) == before
+    append(copied_package / "tasks" / "arithmetic.py", "\nEDITED = 1\n")
+    warmstart_module.warm_start_code_digest.cache_clear()
+    assert warmstart_module.warm_start_cache_key(model, task, 3, QUICK) != before

@@ -6,7 +6,8 @@ most prompts there is nothing left to climb. The demo wants the sigmoid in betwe
 
 One warm start per model/task configuration, shared by every RL seed and every variant of a study:
 it depends on model.init_seed (not the run's seed), runs on one torch thread whatever the run's
-thread count, and its cache key covers everything it depends on, the code that produces it included.
+thread count, and its cache key covers everything it depends on, the code that produces it included
+(its parsed code, so a comment or docstring edit keeps the key).
 """
 
 from __future__ import annotations
@@ -158,7 +159,9 @@ def weights_digest(model: torch.nn.Module) -> str:
 
 
 def _module_file(module: str) -> Path | None:
-    """The source file of a `scalerl.*` module (package: its __init__.py); None if not a module."""
+    """The source file of a `scalerl.*` module (package: its __init__.py); None if not one."""
+    if module != "scalerl" and not module.startswith("scalerl."):
+        return None
     candidate = PACKAGE_ROOT.joinpath(*module.split(".")[1:])
     if candidate.with_suffix(".py").is_file():
         return candidate.with_suffix(".py")
@@ -177,14 +180,29 @@ def _imported_modules(path: Path) -> set[str]:
     return {".".join(name.split(".")[:end]) for name in scalerl_names for end in range(1, name.count(".") + 2)}
 
 
+def behaviour_dump(source: str) -> str:
+    """`ast.dump` of Python source without its docstrings (module, class and function): comments,
+    docstrings, blank lines, line breaks and line numbers drop out, so two sources give the same
+    dump exactly when they parse to the same code. The dump's format follows the Python version."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                node.body = node.body[1:]
+    return ast.dump(tree)
+
+
 @lru_cache(maxsize=None)
-def warm_start_code_digest(module: str = "scalerl.train.warmstart") -> str:
-    """sha256 over the source of `module` and every scalerl module it imports, transitively
-    (relative path and text of each file, in path order): the code that produces a warm start.
-    Any edit to it (the model, the tokenizer, the task, generation, this file) gives a new key.
-    Packages on the way are covered by their __init__.py text, without following its re-exports."""
+def warm_start_code_digest(*modules: str) -> str:
+    """sha256 over the code of `modules` (default: this one) and every scalerl module they import,
+    transitively: each file's path relative to the package and its `behaviour_dump`, in path order.
+    A code edit to what produces a warm start (the model, the tokenizer, the task, generation, this
+    file) gives a new key; a comment or docstring edit does not. Packages on the way are covered by
+    their __init__.py, without following its re-exports. Names outside scalerl are skipped."""
     seen: dict[str, Path] = {}
-    pending = [module]
+    pending = list(modules or ("scalerl.train.warmstart",))
     while pending:
         name = pending.pop()
         path = _module_file(name)
@@ -196,14 +214,15 @@ def warm_start_code_digest(module: str = "scalerl.train.warmstart") -> str:
     digest = hashlib.sha256()
     for path in sorted(set(seen.values())):
         digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
-        digest.update(path.read_bytes())
+        digest.update(behaviour_dump(path.read_text()).encode())
     return digest.hexdigest()
 
 
 def warm_start_cache_key(model: torch.nn.Module, task: Task, steps: int, settings: WarmStartSettings) -> str:
     """A digest of everything the warm-started weights depend on: initial weights (so the model's
     shape, dtype and init seed), task prompts and demonstrations, steps and settings, the device
-    type, the torch version and the source of the code that runs it (`warm_start_code_digest`)."""
+    type, the torch version and the code that runs it: this module's and the task class's module's
+    (`warm_start_code_digest`; the probe scores completions with the task's reward)."""
     task_digest = hashlib.sha256(
         json.dumps([(e.prompt, e.answer, e.demonstration) for e in task.train + task.validation]).encode()
     ).hexdigest()
@@ -211,7 +230,7 @@ def warm_start_cache_key(model: torch.nn.Module, task: Task, steps: int, setting
     description = json.dumps(
         {"weights": weights_digest(model), "task": task_digest, "steps": steps, "settings": asdict(settings),
          "dtype": str(parameter.dtype), "device": parameter.device.type, "torch": torch.__version__,
-         "code": warm_start_code_digest()},
+         "code": warm_start_code_digest("scalerl.train.warmstart", type(task).__module__)},
         sort_keys=True,
     )
     return hashlib.sha256(description.encode()).hexdigest()[:20]

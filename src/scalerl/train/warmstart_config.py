@@ -1,7 +1,7 @@
 """The warm start of a run's config: its settings, cache directory and the record of which
 warm-started weights a run starts from (cache key and weights digest), for the trainer and studies.
 
-Kept apart from scalerl.train.warmstart so that the code digest in the cache key (the source the
+Kept apart from scalerl.train.warmstart so that the code digest in the cache key (the code the
 warm start runs, `warm_start_code_digest`) does not cover the run config's other sections.
 """
 
