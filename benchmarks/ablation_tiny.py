@@ -4,9 +4,9 @@ seed), classified by the paired rule of `scalerl ablate` (moves the ceiling / mo
 / no measurable effect at the margin / undecided, with the agreement of the seed pairs; --margin,
 default the paper's 0.02). A script, not a test.
 
-    python benchmarks/ablation_tiny.py --sweep none   # the leave-one-out study: about 1.5 h on 2 free CPU cores
-    python benchmarks/ablation_tiny.py --steps 200 --seeds 5 --workdir DIR   # the published one, with the sweep: ~2.5 h
-    python benchmarks/ablation_tiny.py --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
+    python -m benchmarks.ablation_tiny --sweep none   # the leave-one-out study: about 1.5 h on 2 free CPU cores
+    python -m benchmarks.ablation_tiny --steps 200 --seeds 5 --workdir DIR   # the published one, with the sweep: ~2.5 h
+    python -m benchmarks.ablation_tiny --quick    # end-to-end check: 1 seed, 2 knobs, a few steps (~3 min)
 
 Setting: the demo's (train/demo.py DEMO_OVERRIDES: sums modulo 10 with an unsolvable quarter,
 greedy validation of 512 held-out prompts, 32 prompts x 16 generations) and its 250 steps, whose
@@ -22,19 +22,13 @@ Finished runs under --workdir are reused: rerun the same command to continue aft
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS_DIR = ROOT / "benchmarks" / "results"
-DOCS_DIR = ROOT / "docs"
-# The paper's leave-one-out knobs (issue 7). model.fp32_head=false is left out: in float32 it
+from benchmarks.common import DOCS_DIR, RESULTS_DIR, command_line, copy_file, write_result, write_text
+
+# The paper's leave-one-out knobs. model.fp32_head=false is left out: in float32 it
 # repeats the base exactly, and bfloat16 on a CPU is several times slower.
 KNOBS = ("loss=dapo", "aggregation=sample", "adv_norm=none", "zero_var_filter=false",
          "no_positive_resampling=false")
@@ -140,10 +134,7 @@ def publish(written: list[Path], stem: str) -> list[Path]:
     for path in written:
         if path.suffix in (".md", ".png"):
             target = DOCS_DIR / f"{stem}{path.suffix}"
-            temp = target.with_name(f".{target.name}.tmp")
-            shutil.copyfile(path, temp)
-            os.replace(temp, target)
-            published.append(target)
+            published.append(copy_file(path, target))
     return published
 
 
@@ -151,17 +142,16 @@ def fix_figure_links(markdown_path: Path, figure_name: str) -> None:
     """The published markdown shows its figure (docs/<stem>.png) under the title."""
     text = markdown_path.read_text()
     lines = text.split("\n", 2)
-    markdown_path.write_text(f"{lines[0]}\n\n![all curves with their fits]({figure_name})\n{lines[1]}\n{lines[2]}")
+    write_text(markdown_path, f"{lines[0]}\n\n![all curves with their fits]({figure_name})\n{lines[1]}\n{lines[2]}")
 
 
 def main(argv=None) -> int:
-    from scalerl.report.console import json_text
     from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
     from scalerl.study.ablation_views import report_payload
 
     args = parse_args(argv)
     config = settings(args)
-    command = "python benchmarks/ablation_tiny.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    command = command_line("ablation_tiny", argv)
     workdir = config["workdir"]
     loo_plan = plan_leave_one_out("scalerl", config["knobs"], common_overrides=common_overrides(config),
                                   seeds=config["seeds"])
@@ -181,17 +171,13 @@ def main(argv=None) -> int:
                                                                        command.strip())
         print(sweep_md, flush=True)
     payload = {
-        "command": command.strip(), "settings": {**config, "workdir": str(workdir), "knobs": list(config["knobs"])},
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "settings": {**config, "workdir": str(workdir), "knobs": list(config["knobs"])},
         "train_seconds": {"leave_one_out": loo_seconds, "sweep": sweep_seconds},
         "leave_one_out": report_payload(loo, loo_plan.design()),
         "sweep": None if sweep_plan is None else report_payload(sweep, sweep_plan.design()),
     }
     results = RESULTS_DIR / ("ablation_tiny_quick.json" if config["quick"] else "ablation_tiny.json")
-    results.parent.mkdir(parents=True, exist_ok=True)
-    temp = results.with_name(results.name + ".tmp")
-    temp.write_text(json_text(payload) + "\n")
-    os.replace(temp, results)
+    write_result(results, payload, command)
     print(f"written: {results}")
     if not config["quick"]:
         for written, stem in ((loo_written, "ablation_tiny"), (sweep_written or [], "ablation_tiny_sweep")):

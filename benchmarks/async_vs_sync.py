@@ -14,22 +14,23 @@ over prompt + completion costs more than KV-cached decoding at every batch tried
 `--batch demo` uses the demo's 32 x 16. Before the modes run, the script measures the split of a
 synchronous step into generation and training (one thread, a few steps) and reports it.
 
-    python benchmarks/async_vs_sync.py            # full run (about 10 minutes on 2 CPU cores)
-    python benchmarks/async_vs_sync.py --quick    # smoke run (a few minutes)
+    python -m benchmarks.async_vs_sync            # full run (about 10 minutes on 2 CPU cores)
+    python -m benchmarks.async_vs_sync --quick    # smoke run (a few minutes)
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "async_vs_sync.json"
+from benchmarks.common import RESULTS_DIR, command_line, write_result
+
+RESULTS = RESULTS_DIR / "async_vs_sync.json"
 A_MARGIN = 0.02  # the paper's margin within which two ceilings count as the same
 THROUGHPUT_TARGET = 1.3  # async k = 8 vs sync, generated tokens per second
 BATCHES = {  # prompts x generations per step
@@ -277,7 +278,9 @@ def main(argv=None) -> int:
         report = json.loads(out.read_text())
         report["interleaved"] = interleaved_throughput(config, workdir, args.generators,
                                                        args.interleave, args.interleave_steps)
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        commands = [report["command"]] if report.get("command") else []  # the modes' run, then this one
+        write_result(out, report, " && ".join([*commands, command_line("async_vs_sync", argv)]),
+                     (report.get("machine") or {}).get("load_average_before"))
         print(f"added interleaved throughput to {out}: {report['interleaved']['median_tokens_per_second']}")
         return 0
     compare_with_sync(results)
@@ -285,17 +288,12 @@ def main(argv=None) -> int:
     report = {
         "benchmark": "async_vs_sync", "quick": args.quick, "preset": "scalerl (demo run)",
         "batch": args.batch, "overrides": overrides, "sync_step_split": split, "x_axis": "device_hours", "generators": args.generators,
-        "machine": {
-            "cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": sys.version.split()[0],
-            "load_average_before": load_before, "load_average_after": os.getloadavg()},
         "results": results, "targets": targets(results),
     }
     if args.interleave:
         report["interleaved"] = interleaved_throughput(config, workdir, args.generators,
                                                        args.interleave, args.interleave_steps)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    write_result(out, report, command_line("async_vs_sync", argv), load_before)
     print(f"wrote {out}")
     return 0
 

@@ -9,9 +9,9 @@ evaluations inside the 80 % band of the fit on the first half of the compute, fr
 forecast.json), the warm start's cache key and weights-file digest, and the seconds. Then the
 spread of A over all runs. A script, not a test: prints a table, writes JSON.
 
-    python benchmarks/demo_robustness.py --seeds 5 --threads 1,2                 # the full benchmark (hours on 2 cores)
-    python benchmarks/demo_robustness.py --runs 0x1,1x1,2x1,3x1,4x1,0x2,1x2 --parallel 2   # two demos at a time
-    python benchmarks/demo_robustness.py --seeds 1 --threads 1 --max-steps 20 --set eval_every=2 \
+    python -m benchmarks.demo_robustness --seeds 5 --threads 1,2                 # the full benchmark (hours on 2 cores)
+    python -m benchmarks.demo_robustness --runs 0x1,1x1,2x1,3x1,4x1,0x2,1x2 --parallel 2   # two demos at a time
+    python -m benchmarks.demo_robustness --seeds 1 --threads 1 --max-steps 20 --set eval_every=2 \
         --out /tmp/demo_robustness_smoke.json                                    # a smoke check of the path
 """
 
@@ -21,7 +21,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -32,8 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results" / "demo_robustness.json"
+from benchmarks.common import REPO, RESULTS_DIR, command_line, write_result
+
+RESULTS = RESULTS_DIR / "demo_robustness.json"
 LEVEL = 0.8
 
 
@@ -199,17 +199,11 @@ def main(argv=None) -> int:
     print(table(results))
     print()
     print(json.dumps(summary, indent=2))
-    payload = {"command": "python benchmarks/demo_robustness.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-               "settings": {"runs": [list(item) for item in args.plan], "parallel": args.parallel,
+    payload = {"settings": {"runs": [list(item) for item in args.plan], "parallel": args.parallel,
                             "max_steps": args.max_steps,
                             "overrides": args.overrides, "level": LEVEL},
-               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                           "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
                "runs": results, "summary": summary}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    temp = args.out.with_name(args.out.name + ".tmp")
-    temp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    os.replace(temp, args.out)
+    write_result(args.out, payload, command_line("demo_robustness", argv), indent=2)
     print(f"written: {args.out}")
     return 0 if all(r["exit_code"] == 0 for r in results) else 1
 

@@ -12,15 +12,12 @@ Overhead = (refit + plot) / (eval_every x median step time): the share of traini
 forecast adds with the demo's eval_every. Prints a table and writes
 benchmarks/results/live_forecast_overhead.json. A script, not a test: it asserts nothing.
 
-    python benchmarks/live_forecast_overhead.py              # 30 steps, repeats 5 (about 2 minutes)
-    python benchmarks/live_forecast_overhead.py --steps 12   # quicker
+    python -m benchmarks.live_forecast_overhead              # 30 steps, repeats 5 (about 2 minutes)
+    python -m benchmarks.live_forecast_overhead --steps 12   # quicker
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -29,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results" / "live_forecast_overhead.json"
+from benchmarks.common import RESULTS_DIR, command_line, write_result
+
+RESULTS = RESULTS_DIR / "live_forecast_overhead.json"
 CURVE_LENGTHS = (5, 10, 20, 40, 61)  # the demo makes 61 evaluations (steps 0, 10, ..., 600)
 EVAL_SAMPLES = 64 * 4
 
@@ -134,9 +133,7 @@ def main(argv=None) -> None:
         row["overhead_percent"] = 100.0 * (row["median_fit_seconds"] + row["median_plot_seconds"]) / interval_seconds
     real_refits = real["refit_seconds"]
     real["overhead_percent_of_real_refits"] = [100.0 * s / interval_seconds for s in real_refits]
-    payload = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                           "load_average": os.getloadavg()},
-               "n_bootstrap": n_bootstrap, "real_run": real, "synthetic_curves": synthetic,
+    payload = {"n_bootstrap": n_bootstrap, "real_run": real, "synthetic_curves": synthetic,
                "max_overhead_percent": max(row["overhead_percent"] for row in synthetic)}
     print(f"demo config, {args.steps} steps, one torch thread: median step {real['median_step_seconds']:.3f} s, "
           f"eval every {args.eval_every} steps -> {interval_seconds:.2f} s between validations")
@@ -146,11 +143,7 @@ def main(argv=None) -> None:
     for row in synthetic:
         print(f"| {row['n_points']} | {row['fitted']}/{row['repeats']} | {row['median_fit_seconds']:.3f} | "
               f"{row['median_plot_seconds']:.3f} | {row['overhead_percent']:.2f} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    temp = out.with_suffix(".json.tmp")
-    temp.write_text(json.dumps(payload, indent=2) + "\n")
-    os.replace(temp, out)
+    out = write_result(Path(args.out), payload, command_line("live_forecast_overhead", argv), indent=2)
     print(f"\nwritten: {out}")
 
 

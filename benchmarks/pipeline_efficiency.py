@@ -16,28 +16,29 @@ one whole round after the first. Each cell keeps its rows' arrival times (`row_s
 `--keep-partial` reuses the cells of an interrupted run. It then measures weight
 publication (snapshot + ray.put, and a fetch from another process) for model sizes from the
 built-in one to ~1 B parameters. Prints tables, writes benchmarks/results/pipeline_efficiency.json
-(+ .md) and the figure docs/pipeline_efficiency.png (pipeline_efficiency_report.py). A script,
+(+ .md) and the figure docs/pipeline_efficiency.png (pipeline_efficiency_report.py; step timing in
+pipeline_timing.py). A script,
 not a test: it asserts nothing about time.
 
-    python benchmarks/pipeline_efficiency.py            # full grid (about 25 minutes on 2 cores)
-    python benchmarks/pipeline_efficiency.py --quick    # a few cells (about 3 minutes)
+    python -m benchmarks.pipeline_efficiency            # full grid (about 25 minutes on 2 cores)
+    python -m benchmarks.pipeline_efficiency --quick    # a few cells (about 3 minutes)
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import platform
 import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-RESULTS = HERE / "results" / "pipeline_efficiency.json"
+from benchmarks.common import DOCS_DIR, RESULTS_DIR, command_line
+from benchmarks.pipeline_efficiency_report import publication_costs, summarise, write_outputs
+from benchmarks.pipeline_timing import cell_steps, first_timed_row, reestimate, steady_step_seconds
+
+RESULTS = RESULTS_DIR / "pipeline_efficiency.json"
 BATCH = ("prompts_per_step=8", "generations_per_prompt=8")  # 64 sequences x 32 tokens per step
 DEFAULT_BATCH = ()  # TrainConfig's 32 x 16, for the overhead cell
 
@@ -56,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="model sizes for the publication measurement")
     parser.add_argument("--workdir", default="runs/bench_pipeline_efficiency")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--figure", default=str(HERE.parent / "docs" / "pipeline_efficiency.png"))
+    parser.add_argument("--figure", default=str(DOCS_DIR / "pipeline_efficiency.png"))
     parser.add_argument("--keep-partial", action="store_true",
                         help="reuse the cells of an interrupted run (OUT.partial.jsonl) with the "
                              "same settings instead of measuring them again")
@@ -79,53 +80,6 @@ def plan(args) -> list[dict]:
             cells.append({"mode": "ppo-offpolicy", "k": args.offpolicy_k, "ratio": r,
                           "generators": n})
     return cells
-
-
-def cell_steps(cell: dict, generate_s: float, train_s: float, intervals: int) -> tuple[int, int]:
-    """(optimiser steps to run, rows to skip before timing) for one cell.
-
-    Async/sync: skip the fill, at least twice the steps one batch takes to cross the pipeline
-    at the cell's own pace t = max(G / n, T, (G + T) / (k + 1)), i.e. 2 ceil((G + T) / t) + 1
-    rows, and at least the first half of the run (a start-up stall leaves up to k + 1 finished
-    batches waiting, which the trainer works off faster than the steady pace: see
-    first_timed_row); then time at least `intervals` steps; one more row (the last, which waits
-    for the final validation and checkpoint) is not timed. Off-policy-k: three rounds of k
-    steps, the second one timed.
-    """
-    from scalerl.distributed import overlap_bounds as ob
-
-    n, k = cell["generators"], cell["k"]
-    if cell["mode"] == "ppo-offpolicy":
-        return 3 * k, k
-    pace = ob.async_lag_step_seconds(generate_s, train_s, n, k)
-    skip = 2 * math.ceil((generate_s + train_s) / pace - 1e-9) + 1
-    return max(skip + intervals + 1, 2 * (intervals + 1)), skip
-
-
-def first_timed_row(num_rows: int, skip: int) -> int:
-    """Step of the first timed row: past the fill (`skip`) and in the second half of the run."""
-    return max(skip, math.ceil(num_rows / 2))
-
-
-def steady_step_seconds(stamps: list[float], skip: int, mode: str, k: int,
-                        generators: int) -> float:
-    """Seconds per step in the steady state (see cell_steps), from the rows' arrival times.
-
-    Rows arrive in bursts: with n generators running back to back, the n batches of one round
-    of generation reach the trainer close together (and with a binding lag bound, k + 1 batches
-    go round the pipeline together). So the window runs between two rows at the same phase of
-    that pattern, a multiple of p = min(n, k + 1) rows apart, from the first timed row
-    (first_timed_row) to the last timed one:
-        t_step = (s_last - s_first) / (last - first),   last - first = m p
-    Off-policy-k: one whole round, (s_{2k} - s_k) / k (rows of step j at index j - 1).
-    """
-    if mode == "ppo-offpolicy":
-        return (stamps[2 * k - 1] - stamps[k - 1]) / k
-    period = max(1, min(int(generators), int(k) + 1))
-    last = len(stamps) - 2  # index of the last timed row (the final row is not timed)
-    first = first_timed_row(len(stamps), skip) - 1
-    first = last - period * max(1, (last - first) // period)
-    return (stamps[last] - stamps[first]) / (last - first)
 
 
 class Instrument:
@@ -229,20 +183,6 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
             "wall_seconds": time.perf_counter() - started}
 
 
-def reestimate(cell: dict) -> dict:
-    """A saved cell with its steady-state step time and efficiency recomputed from its rows'
-    arrival times (`row_seconds`) by steady_step_seconds (the report re-renders with this)."""
-    from scalerl.distributed import overlap_bounds as ob
-
-    skip = cell.get("fill_steps", cell["timed_from_step"])
-    stamps = cell["row_seconds"]
-    measured = steady_step_seconds(stamps, skip, cell["mode"], cell["k"], cell["generators"])
-    timed_from = cell["k"] if cell["mode"] == "ppo-offpolicy" else first_timed_row(len(stamps), skip)
-    return {**cell, "fill_steps": skip, "timed_from_step": timed_from,
-            "measured_step_seconds": measured,
-            "efficiency": ob.efficiency(measured, cell["bound_step_seconds"])}
-
-
 def _key(cell: dict) -> tuple:
     return cell["mode"], cell["k"], cell["ratio"], cell["generators"]
 
@@ -286,8 +226,6 @@ def main(argv=None) -> int:
     os.environ["RAY_worker_niceness"] = "0"  # actors at the driver's priority (Ray's default: 15)
     import ray
 
-    from pipeline_efficiency_report import publication_costs, summarise, write_outputs
-
     workdir = Path(args.workdir)
     ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
              configure_logging=False)
@@ -320,15 +258,13 @@ def main(argv=None) -> int:
         ray.shutdown()
     payload = {
         "benchmark": "pipeline_efficiency", "quick": args.quick, "intervals": args.intervals,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                    "load_average_at_end": list(os.getloadavg())},
         "train_seconds": args.train_seconds, "cells": cells,
         "default_batch_cell": default_batch, "publication": publication,
         "summary": summarise(cells, default_batch),
         "total_seconds": time.time() - started,
-        "command": "python benchmarks/pipeline_efficiency.py " + " ".join(argv or sys.argv[1:]),
     }
-    for line in write_outputs(payload, Path(args.out), Path(args.figure)):
+    for line in write_outputs(payload, Path(args.out), Path(args.figure),
+                              command_line("pipeline_efficiency", argv)):
         print(line)
     partial.unlink(missing_ok=True)
     return 0

@@ -3,20 +3,22 @@
 `publication_costs` times snapshot + ray.put of a model's weights (and a fetch + copy by another
 process on the same node, what a generator's load does) for the built-in model and synthetic
 bf16 models up to ~1 B parameters;
-`summarise` reduces the cells to the issue's targets; `write_outputs` writes the JSON (atomically),
-the markdown table next to it and the figure. Run as a script, it re-renders the table and the
+`summarise` reduces the cells to the targets; `write_outputs` writes the JSON (atomically),
+the markdown table next to it and the figure. Run as a module, it re-renders the table and the
 figure from a results JSON:
 
-    python benchmarks/pipeline_efficiency_report.py [benchmarks/results/pipeline_efficiency.json]
+    python -m benchmarks.pipeline_efficiency_report [benchmarks/results/pipeline_efficiency.json]
 """
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
+
+from benchmarks.common import DOCS_DIR, RESULTS_DIR, write_result, write_text
+from benchmarks.pipeline_timing import reestimate
 
 TARGET_EFFICIENCY = 0.90  # async k = 8 vs the overlap bound, up to trainer saturation
 TARGET_SPEEDUP = 1.8  # async k = 8 vs sync at 1:1 with one generator (bound 2x)
@@ -146,7 +148,7 @@ def _first_saturated(cells: list[dict], ratio) -> int:
 
 
 def summarise(cells: list[dict], default_batch: dict) -> dict:
-    """The issue's targets, from the cells."""
+    """The targets, from the cells."""
     k8 = [c for c in cells if c["mode"] == "async" and c["k"] == 8]
     up_to = [c for c in k8 if c["generators"] <= _first_saturated(k8, c["ratio"])]
     sync, async_one = _cell(cells, "sync", 0, 1, 1), _cell(cells, "async", 8, 1, 1)
@@ -239,7 +241,7 @@ def _overhead_line(what: str, over: dict) -> str:
 
 
 def _target_lines(summary: dict) -> list[str]:
-    """One line per target of the issue: measured value, target, met or not."""
+    """One line per target: measured value, target, met or not."""
     targets, lines = summary["targets"], []
     low = summary["k8_min_efficiency_up_to_saturation"]
     if low is not None:
@@ -326,35 +328,27 @@ def figure(payload: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(handle, "w") as out:
-        out.write(text)
-    os.replace(tmp, path)
-
-
-def write_outputs(payload: dict, out: Path, figure_path: Path) -> list[str]:
-    """Write JSON, markdown and figure; return the lines to print."""
+def write_outputs(payload: dict, out: Path, figure_path: Path, command: str) -> list[str]:
+    """Write JSON (with `command` and the machine block), markdown and figure; return the lines
+    to print."""
     table = markdown(payload)
-    _atomic_write(out, json.dumps(payload, indent=2) + "\n")
-    _atomic_write(out.with_suffix(".md"), table)
+    write_result(out, payload, command, indent=2)
+    write_text(out.with_suffix(".md"), table)
     figure(payload, figure_path)
     return [table, f"wrote {out}, {out.with_suffix('.md')} and {figure_path}"]
 
 
-if __name__ == "__main__":  # re-render the table and figure from a results JSON
-    import sys
-
-    results = Path(sys.argv[1] if len(sys.argv) > 1 else
-                   Path(__file__).parent / "results" / "pipeline_efficiency.json")
-    figure_out = Path(sys.argv[2]) if len(sys.argv) > 2 else (
-        Path(__file__).resolve().parent.parent / "docs" / "pipeline_efficiency.png")
-    from pipeline_efficiency import reestimate
-
+def rerender(results: Path, figure_out: Path) -> list[str]:
+    """Re-estimate a saved run's cells, then rewrite its JSON, table and figure (the command that
+    measured it is kept)."""
     saved = json.loads(results.read_text())
     saved["cells"] = [reestimate(cell) for cell in saved["cells"]]
     saved["default_batch_cell"] = reestimate(saved["default_batch_cell"])
     saved["summary"] = summarise(saved["cells"], saved["default_batch_cell"])
-    for printed in write_outputs(saved, results, figure_out):
+    return write_outputs(saved, results, figure_out, saved.get("command", ""))
+
+
+if __name__ == "__main__":  # re-render the table and figure from a results JSON
+    for printed in rerender(Path(sys.argv[1]) if len(sys.argv) > 1 else RESULTS_DIR / "pipeline_efficiency.json",
+                            Path(sys.argv[2]) if len(sys.argv) > 2 else DOCS_DIR / "pipeline_efficiency.png"):
         print(printed)

@@ -5,12 +5,12 @@ sigmoid is written to a temp dir (gpu_hours, step, loss, val_pass_rate, as a W&B
 columns; TensorBoard: one event per step with the three scalars), then
 `scalerl fit LOG --json` runs in a fresh subprocess: its wall time and peak resident memory are
 recorded (the child's own getrusage ru_maxrss, printed as it exits: RUSAGE_CHILDREN in the parent
-would keep the largest child so far, hiding smaller runs after a large one). The target (issue 16): 10^6 rows read
+would keep the largest child so far, hiding smaller runs after a large one). The target: 10^6 rows read
 and fitted in under ~30 s and 1 GB. Prints a table and writes benchmarks/results/reader_scale.json.
 A script, not a test: it asserts nothing.
 
-    python benchmarks/reader_scale.py                  # all sizes, both formats (about a minute)
-    python benchmarks/reader_scale.py --sizes 10000    # quicker
+    python -m benchmarks.reader_scale                  # all sizes, both formats (about a minute)
+    python -m benchmarks.reader_scale --sizes 10000    # quicker
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -28,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results" / "reader_scale.json"
+from benchmarks.common import RESULTS_DIR, command_line, write_result
+
+RESULTS = RESULTS_DIR / "reader_scale.json"
 SIZES = (10_000, 100_000, 1_000_000)
 FORMATS = ("csv", "jsonl", "tensorboard")
 A, B, C_MID, R0 = 0.61, 1.92, 2542.0, 0.1  # ScaleRL 8B dense (paper table)
@@ -113,7 +114,7 @@ def run_fit(path: Path) -> dict:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    load_at_start = os.getloadavg()[0]
+    load_at_start = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for n_rows in args.sizes:
@@ -130,11 +131,8 @@ def main(argv=None) -> None:
     for row in rows:
         print(f"| {row['rows']:,} | {row['format']} | {row['file_mb']} | {row['seconds']} | {row['peak_mb']} "
               f"| {row['n_points']} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg()[0]}
-    args.out.write_text(json.dumps({"meta": meta, "target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
-                                   indent=2) + "\n")
+    write_result(args.out, {"target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
+                 command_line("reader_scale", argv), load_at_start, indent=2)
     print(f"\nwrote {args.out}")
 
 

@@ -1,13 +1,14 @@
 """Check that a `scalerl report` page renders: screenshot it with a headless Chromium.
 
-    python benchmarks/report_render.py                       # synthetic runs -> report -> screenshot
-    python benchmarks/report_render.py page.html -o shot.png # screenshot an existing page
+    python -m benchmarks.report_render                       # synthetic runs -> report -> screenshot
+    python -m benchmarks.report_render page.html -o shot.png # screenshot an existing page
 
 Without a page, two synthetic runs (known sigmoids, small noise) are written to a temporary
 directory and `scalerl report` renders them. The screenshot is taken with the first of
 chromium-headless-shell, chromium, chromium-browser, google-chrome found on PATH (Debian:
 `apt-get install chromium-headless-shell`); the script prints the PNG's size and how much of it is
-not background, and exits 3 when no browser is found. A script, not a test.
+not background, and exits 3 when no browser is found. A script, not a test; it imports no other
+benchmark module, so `python benchmarks/report_render.py` works too.
 """
 from __future__ import annotations
 

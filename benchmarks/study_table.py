@@ -10,18 +10,19 @@ same RL seed, with its paired t-interval at the study's verdict level:
 
 (q = (1 + level) / 2). Curves come from --curves (study__SLUG__seed-I.csv, step,flops,val_pass_rate);
 --export first copies them there from the runs' metrics.jsonl named in the results (the workdir of
-`python benchmarks/ablation_tiny.py`), with the batch sweep's (sweep__SLUG__seed-I.csv; the batch
+`python -m benchmarks.ablation_tiny`), with the batch sweep's (sweep__SLUG__seed-I.csv; the batch
 setting that is the base's runs is not copied twice), so a clone keeps the curves behind the table. Prints the
 markdown table and writes JSON. A script, not a test.
 
-    python benchmarks/study_table.py --export     # after ablation_tiny.py, while its workdir exists
-    python benchmarks/study_table.py              # from the curves kept in benchmarks/data
+    python -m benchmarks.study_table --export     # after ablation_tiny, while its workdir exists
+    python -m benchmarks.study_table              # from the curves kept in benchmarks/data
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import sys
@@ -29,12 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.study.paired import paired_t_interval
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result, write_text
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "benchmarks" / "results" / "ablation_tiny.json"
-CURVES = REPO / "benchmarks" / "data" / "tiny_mod10_runs"
-OUT = REPO / "benchmarks" / "results" / "ablation_tiny_table.json"
+RESULTS = RESULTS_DIR / "ablation_tiny.json"
+CURVES = DATA_DIR / "tiny_mod10_runs"
+OUT = RESULTS_DIR / "ablation_tiny_table.json"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -85,13 +85,11 @@ def export_curve(metrics_path: Path, target: Path) -> None:
     rows = evaluation_rows(metrics_path)
     if not rows:
         raise SystemExit(f"{metrics_path}: no evaluation rows (val_pass_rate)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    with open(tmp, "w", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["step", "flops", "val_pass_rate"])
-        writer.writerows([step, repr(flops), repr(value)] for step, flops, value in rows)
-    tmp.replace(target)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["step", "flops", "val_pass_rate"])
+    writer.writerows([step, repr(flops), repr(value)] for step, flops, value in rows)
+    write_text(target, text.getvalue())
 
 
 def read_values(path: Path) -> np.ndarray:
@@ -104,15 +102,6 @@ def read_values(path: Path) -> np.ndarray:
 def plateau(values: np.ndarray) -> float:
     """Mean of the last quarter of the evaluations: ceil(n / 4) of them."""
     return float(np.mean(values[-math.ceil(values.size / 4):]))
-
-
-def paired_interval(differences: list[float], level: float) -> dict:
-    """scalerl.study.paired.paired_t_interval as a dict: mean(d) +- t_q(n - 1) sd(d) / sqrt(n),
-    q = (1 + level) / 2; lo, hi None for one pair."""
-    interval = paired_t_interval(differences, level)
-    bounded = bool(np.isfinite(interval.lo))
-    return {"mean": interval.mean, "lo": interval.lo if bounded else None,
-            "hi": interval.hi if bounded else None, "n": interval.n}
 
 
 def signed(value: float | None, digits: int = 3) -> str:
@@ -172,7 +161,7 @@ def markdown(rows: list[dict], study: dict) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if not args.results.is_file():
-        print(f"no results at {args.results}: run benchmarks/ablation_tiny.py first", file=sys.stderr)
+        print(f"no results at {args.results}: run python -m benchmarks.ablation_tiny first", file=sys.stderr)
         return 2
     study = json.loads(args.results.read_text()).get("leave_one_out")
     if not study:
@@ -185,11 +174,9 @@ def main(argv=None) -> int:
             export_runs(sweep, args.curves, "sweep", skip=exported)
     rows = variant_rows(study, args.curves)
     print(markdown(rows, study))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"results": str(args.results.relative_to(REPO)) if args.results.is_relative_to(REPO)
-                               else str(args.results), "rows": rows}, indent=1) + "\n")
-    tmp.replace(args.out)
+    results = args.results.resolve()
+    write_result(args.out, {"results": str(results.relative_to(REPO)) if results.is_relative_to(REPO)
+                            else str(results), "rows": rows}, command_line("study_table", argv))
     print(f"written: {args.out}")
     return 0
 

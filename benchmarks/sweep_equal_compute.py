@@ -10,16 +10,15 @@ smaller run (compute c_j, pass rate y_j):
     gain_i      = level_s,i - level_ref,i     (paired: the same RL seed, so the same prompt order)
 
 and over the seeds mean(gain) +- t_q(n - 1) sd(gain) / sqrt(n), q = (1 + level) / 2. Curves come
-from benchmarks/data/tiny_mod10_runs (kept by `python benchmarks/study_table.py --export`). Prints
+from benchmarks/data/tiny_mod10_runs (kept by `python -m benchmarks.study_table --export`). Prints
 the markdown table and writes benchmarks/results/sweep_equal_compute.json. A script, not a test.
 
-    python benchmarks/sweep_equal_compute.py
+    python -m benchmarks.sweep_equal_compute
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -28,11 +27,11 @@ import numpy as np
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve as read_logged_curve
-from scalerl.study.paired import paired_t_interval
 
-REPO = Path(__file__).resolve().parent.parent
-CURVES = REPO / "benchmarks" / "data" / "tiny_mod10_runs"
-OUT = REPO / "benchmarks" / "results" / "sweep_equal_compute.json"
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result
+
+CURVES = DATA_DIR / "tiny_mod10_runs"
+OUT = RESULTS_DIR / "sweep_equal_compute.json"
 SWEEP_FILE = re.compile(r"sweep__(?P<setting>.+)__seed-(?P<seed>\d+)\.csv")
 
 
@@ -65,14 +64,6 @@ def equal_compute_levels(compute, values, ref_compute, ref_values, last: int) ->
     if tail_compute[-1] > ref_compute[-1]:
         raise ValueError(f"the reference stops at {ref_compute[-1]:.3g} FLOPs, before {tail_compute[-1]:.3g}")
     return float(tail_values.mean()), float(np.interp(tail_compute, ref_compute, ref_values).mean())
-
-
-def paired_interval(gains: list[float], level: float) -> dict:
-    """scalerl.study.paired.paired_t_interval of the gains as a dict (lo, hi None for one pair)."""
-    interval = paired_t_interval(gains, level)
-    bounded = np.isfinite(interval.lo)
-    return {"mean": interval.mean, "lo": interval.lo if bounded else None,
-            "hi": interval.hi if bounded else None, "n": interval.n}
 
 
 def setting_order(path: Path) -> tuple:
@@ -146,14 +137,10 @@ def main(argv=None) -> int:
         print(f"no sweep__SETTING__seed-I.csv curves in {args.curves}", file=sys.stderr)
         return 2
     print(markdown(rows, args.level, args.last))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
     curves = args.curves.resolve()
     curves_text = str(curves.relative_to(REPO)) if curves.is_relative_to(REPO) else str(curves)
-    tmp.write_text(json.dumps({"command": " ".join(["python benchmarks/sweep_equal_compute.py", *(argv or sys.argv[1:])]),
-                               "curves": curves_text, "reference": args.reference, "last": args.last,
-                               "level": args.level, "rows": rows}, indent=1) + "\n")
-    tmp.replace(args.out)
+    write_result(args.out, {"curves": curves_text, "reference": args.reference, "last": args.last,
+                            "level": args.level, "rows": rows}, command_line("sweep_equal_compute", argv))
     print(f"written: {args.out}")
     return 0
 

@@ -1,7 +1,7 @@
 """Markdown rendering of the trainer-throughput benchmark's report (pure functions on its dict)."""
 from __future__ import annotations
 
-TOKENS_PER_SECOND_TARGET = 2.0  # scalerl / TRL generated tokens per second (issue 5)
+TOKENS_PER_SECOND_TARGET = 2.0  # scalerl / TRL generated tokens per second
 
 
 NOTES = """How to read this:

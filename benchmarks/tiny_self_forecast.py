@@ -9,7 +9,7 @@ evaluations, how many the band holds, mean abs error. Overall: the share of all 
 evaluations inside the band (an 80 % band should hold about 80 %), how many runs hold at least
 70 % (the demo's target), the median and the lowest per-run share. None of these curves was used
 to choose the forecaster's forms or its band scale (those come from the real curves of
-benchmarks/forecast_accuracy.py), so this is an out-of-sample check.
+`python -m benchmarks.forecast_accuracy`), so this is an out-of-sample check.
 
 Known ceiling: the runs in benchmarks/data/tiny_capped_runs are on the built-in task with a hard
 share (`task.hard_fraction=0.25`: 32 of the 128 validation prompts need a worked solution longer
@@ -18,27 +18,26 @@ exceed 0.75). Each is fitted on all its evaluations, as `scalerl fit` does, and 
 and its 80 % interval are checked against that bound: an honest interval must reach down to 0.75
 or below. A script, not a test: prints tables, writes JSON.
 
-    python benchmarks/tiny_self_forecast.py                       # ~20 s
-    python benchmarks/tiny_self_forecast.py --fit-fraction 0.25   # forecast from the first quarter
+    python -m benchmarks.tiny_self_forecast                       # ~20 s
+    python -m benchmarks.tiny_self_forecast --fit-fraction 0.25   # forecast from the first quarter
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "benchmarks" / "data" / "tiny_runs"
-CAPPED_DATA = REPO / "benchmarks" / "data" / "tiny_capped_runs"
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, write_result
+
+DATA = DATA_DIR / "tiny_runs"
+CAPPED_DATA = DATA_DIR / "tiny_capped_runs"
 # 96 of the 128 validation prompts are solvable: 1 - round(0.25 * 128) / 128 (SOURCES.md there)
 KNOWN_CEILING = 0.75
-RESULTS = REPO / "benchmarks" / "results" / "tiny_self_forecast.json"
+RESULTS = RESULTS_DIR / "tiny_self_forecast.json"
 TARGET_PER_RUN = 0.7
 
 
@@ -130,9 +129,7 @@ def main(argv=None) -> int:
     ceilings = [ceiling_check(run) for run in scored[len(paths):]]
     seconds = time.perf_counter() - started
     groups = sorted({run["group"] for run in scored})
-    result = {"command": "python benchmarks/tiny_self_forecast.py" + ("" if args.fit_fraction == 0.5 else f" --fit-fraction {args.fit_fraction:g}"),
-              "fit_fraction": args.fit_fraction, "level": args.level, "seconds": seconds,
-              "machine": {"platform": platform.platform(), "python": platform.python_version()},
+    result = {"fit_fraction": args.fit_fraction, "level": args.level, "seconds": seconds,
               "summary": summary(scored), "by_group": {group: summary([r for r in scored if r["group"] == group]) for group in groups},
               "runs": scored,
               "known_ceiling": {"bound": KNOWN_CEILING, "runs": ceilings,
@@ -159,10 +156,7 @@ def main(argv=None) -> int:
                   f"({part['pooled_coverage']:.0%}); {part['runs_at_least_target']} of {part['runs_fitted']} runs hold "
                   f">= {TARGET_PER_RUN:.0%}; per run median {part['median_run_coverage']:.0%}, lowest {part['lowest_run_coverage']:.0%}")
     out = args.out or (RESULTS if args.fit_fraction == 0.5 else RESULTS.with_name(f"tiny_self_forecast_fit{args.fit_fraction:g}.json"))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    tmp.replace(out)
+    write_result(out, result, command_line("tiny_self_forecast", argv))
     print(f"written: {out.relative_to(REPO) if out.is_relative_to(REPO) else out} ({seconds:.1f} s)")
     return 0
 

@@ -9,16 +9,15 @@ Each trainer runs in its own subprocess (`--mode scalerl|trl`), so peak RSS is p
 parent collects their JSON, prints a table and writes benchmarks/results/trainer_throughput.json
 (+ .md). Only the steps after the warm-up steps are timed. A script, not a test.
 
-    python benchmarks/trainer_throughput.py --quick      # smoke run (about a minute)
-    python benchmarks/trainer_throughput.py              # the measured run
-    python benchmarks/trainer_throughput.py --profile    # also cProfile a few steps of each
+    python -m benchmarks.trainer_throughput --quick      # smoke run (about a minute)
+    python -m benchmarks.trainer_throughput              # the measured run
+    python -m benchmarks.trainer_throughput --profile    # also cProfile a few steps of each
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -27,9 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from throughput_report import TOKENS_PER_SECOND_TARGET, report_markdown
+from benchmarks.common import REPO, RESULTS_DIR, command_line, machine, write_result, write_text
+from benchmarks.throughput_report import TOKENS_PER_SECOND_TARGET, report_markdown
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01
 GRAD_CLIP = 1.0
@@ -291,7 +290,7 @@ def _version(package: str) -> str:
 
 
 def child_command(args, mode: str, model_dir: Path, out_path: Path, recipe: str) -> list[str]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--mode", mode,
+    command = [sys.executable, "-m", "benchmarks.trainer_throughput", "--mode", mode,
                "--model-dir", str(model_dir), "--child-out", str(out_path),
                "--steps", str(min(args.steps, 10) if mode.startswith("profile") else args.steps),
                "--warmup-steps", str(args.warmup_steps), "--prompts", str(args.prompts),
@@ -307,7 +306,7 @@ def run_child(args, mode: str, model_dir: Path, workdir: Path, recipe: str = "ma
                TOKENIZERS_PARALLELISM="false", WANDB_DISABLED="true", HF_HUB_OFFLINE="1")
     load_before = os.getloadavg()
     started = time.perf_counter()
-    completed = subprocess.run(child_command(args, mode, model_dir, out_path, recipe), env=env,
+    completed = subprocess.run(child_command(args, mode, model_dir, out_path, recipe), env=env, cwd=REPO,
                                capture_output=True, text=True)
     if completed.returncode != 0:
         sys.stderr.write(completed.stdout[-4000:] + completed.stderr[-4000:])
@@ -378,10 +377,7 @@ def compare(args) -> dict:
                   "matched_scalerl_overrides": list(MATCHED_OVERRIDES),
                   "learning_rate": LEARNING_RATE, "temperature": 1.0, "device": "cpu",
                   "dtype": "float32", **model_info},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "torch": _version("torch"),
-                    "transformers": _version("transformers"), "trl": _version("trl"),
-                    "load_average_before": list(load_before), "load_average_after": list(os.getloadavg())},
+        "machine": machine(load_before, packages=("transformers", "trl")),
         "results": results,
         "tokens_per_second_ratio": ratio,  # median over rounds of the paired ratios
         "rounds_tokens_per_second_ratio": ratios,
@@ -409,9 +405,9 @@ def main(argv=None) -> None:
     if args.quick:  # a smoke run never overwrites the measured results
         return
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "trainer_throughput.json").write_text(json.dumps(report, indent=1) + "\n")
-    (out_dir / "trainer_throughput.md").write_text(markdown)
+    write_result(out_dir / "trainer_throughput.json", report, command_line("trainer_throughput", argv),
+                 machine_block=report["machine"])
+    write_text(out_dir / "trainer_throughput.md", markdown)
 
 
 if __name__ == "__main__":
