@@ -20,7 +20,7 @@ from scalerl.train.generation import (
 )
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
-from scalerl.tasks.arithmetic import TaskExample
+from scalerl.tasks.types import TaskExample
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 PROMPTS = ["12+47+30=", "5+6=", "123+4+56+7="]

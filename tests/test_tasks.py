@@ -12,11 +12,11 @@ from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.arithmetic import (
     ArithmeticTask,
-    TaskExample,
     arithmetic_example,
     assign_rewards,
     solve_with_steps,
 )
+from scalerl.tasks.types import TaskExample
 from scalerl.tasks.verifiers import (
     answer_reward,
     exact_match,

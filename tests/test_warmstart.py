@@ -6,7 +6,8 @@ import torch
 import scalerl.train.warmstart as warmstart_module
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.tasks.arithmetic import ArithmeticTask, TaskExample
+from scalerl.tasks.arithmetic import ArithmeticTask
+from scalerl.tasks.types import TaskExample
 from scalerl.tasks.config import TaskConfig
 from scalerl.train.warmstart import (
     WarmStartSettings,

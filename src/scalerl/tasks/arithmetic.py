@@ -1,12 +1,12 @@
-"""Verifiable tasks: the protocol the trainer uses, and the built-in multi-step arithmetic task.
+"""The built-in multi-step arithmetic task.
 
-Built-in task: prompts like `12+47+30=`, worked solutions like `<think>12+47=59;59+30=89</think>89`
-(one reduction per step, `*` before `+`/`-`, left to right). With `modulus` m > 0 every reduction
+Prompts like `12+47+30=`, worked solutions like `<think>12+47=59;59+30=89</think>89` (one
+reduction per step, `*` before `+`/`-`, left to right). With `modulus` m > 0 every reduction
 keeps its result modulo m (`7+8=5` for m = 10): every intermediate result of one-digit operands is
 then one digit, each step sits at the same offset in every prompt, and all prompts are equally
-hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if the final answer (the text
-after `</think>`) equals the reference exactly, else -1. Difficulty: number of operands, digits,
-operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
+hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if
+the final answer (the text after `</think>`) equals the reference exactly, else -1. Difficulty:
+number of operands, digits, operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
 worked solution does not fit the thinking budget: like the problems of a real training set that lie
 beyond the model's generation budget, they cap the attainable pass rate below 1, so a run's ceiling
 A is a property of the task that a forecast can pin (ScaleRL, arXiv 2510.13786, section 2: A is the
@@ -17,35 +17,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from scalerl.errors import ConfigError
 from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.rollout import Rollout
+from scalerl.tasks.types import Task, TaskExample
 from scalerl.tasks.verifiers import answer_reward
 
 OPERATIONS = "+-*"
-
-
-@dataclass(frozen=True)
-class TaskExample:
-    """One prompt, its reference answer, and (if known) a worked completion for warm-up."""
-
-    prompt: str
-    answer: str
-    demonstration: str | None = None
-
-
-class Task(Protocol):
-    """What the trainer needs from a task: two disjoint prompt pools and a reward."""
-
-    name: str
-    train: tuple[TaskExample, ...]
-    validation: tuple[TaskExample, ...]
-
-    def reward(self, completion_text: str, example: TaskExample) -> float:
-        """+1 for a correct final answer, -1 otherwise."""
-        ...
 
 
 def _apply(left: int, operation: str, right: int) -> int:

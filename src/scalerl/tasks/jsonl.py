@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from scalerl.errors import InputError
-from scalerl.tasks.arithmetic import TaskExample
+from scalerl.tasks.types import TaskExample
 from scalerl.tasks.verifiers import answer_reward, get_answer_check
 
 TRAIN_SPLITS = ("train",)

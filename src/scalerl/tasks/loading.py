@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from scalerl.tasks.arithmetic import ArithmeticTask, Task
+from scalerl.tasks.arithmetic import ArithmeticTask
 from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.jsonl import ChatRenderer, JsonlTask
+from scalerl.tasks.types import Task
 
 
 def load_task(config: TaskConfig, render_chat: ChatRenderer | None = None) -> Task:

@@ -23,7 +23,7 @@ from scalerl.errors import InputError
 from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.models.policy import policy_forward, positions_from_mask
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
-from scalerl.tasks.arithmetic import Task, TaskExample
+from scalerl.tasks.types import Task, TaskExample
 
 WeightUpdateHook = Callable[[], "int | None"]
 

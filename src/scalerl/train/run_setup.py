@@ -18,7 +18,7 @@ from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.rl.registry import LOSSES, lookup
-from scalerl.tasks.arithmetic import Task
+from scalerl.tasks.types import Task
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from scalerl.tasks.arithmetic import Task
+from scalerl.tasks.types import Task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.config import TrainConfig

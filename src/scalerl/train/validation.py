@@ -17,7 +17,7 @@ import torch
 from scalerl.train.config import TrainConfig
 from scalerl.train.generation import evaluate_pass_rate
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
-from scalerl.tasks.arithmetic import Task, TaskExample
+from scalerl.tasks.types import Task, TaskExample
 
 _EVAL_SEED_OFFSET = 1_000_003
 

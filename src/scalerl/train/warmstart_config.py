@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from scalerl.tasks.arithmetic import Task
+from scalerl.tasks.types import Task
 from scalerl.train.config import TrainConfig
 from scalerl.train.warmstart import WarmStartSettings, warm_start_cache_key, warm_start_cached, weights_digest
 
