@@ -96,9 +96,9 @@ def test_bad_live_options_are_config_errors():
 
 
 def test_progress_bar_text_carries_the_forecast():
-    from scalerl.train.progress import ForecastProgress
+    from scalerl.train.progress import RunProgress
 
-    progress = ForecastProgress(10, enabled=True)
+    progress = RunProgress(10, enabled=True)
     with progress:
         progress.show_forecast("A 0.412 [0.380, 0.455]")
         progress.update(3, 0.25, 0.3)

@@ -252,7 +252,7 @@ def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resume_reproduces_the
 def test_an_interrupted_run_exits_130_in_sync_and_async_mode(tmp_path, monkeypatch):
     import scalerl.distributed.pipeline as pipeline_module
     from scalerl.cli.errors import exits_on_user_error
-    from scalerl.train.trainer import TrainResult
+    from scalerl.train.trainer import RunResult
 
     def interrupted_pipeline(config, pipeline, run_dir, **kwargs):
         assert kwargs["show_progress"] is False
@@ -262,7 +262,7 @@ def test_an_interrupted_run_exits_130_in_sync_and_async_mode(tmp_path, monkeypat
     monkeypatch.setattr(pipeline_module, "run_pipeline", interrupted_pipeline)
     result = _cli("train", "--out", tmp_path / "a", "--pipeline", "async", "--no-progress", "--max-steps", "5")
     assert result.exit_code == 130 and "interrupted at step 3" in result.stdout and "--resume" in result.stdout
-    monkeypatch.setattr("scalerl.train.trainer.train", lambda *a, **k: TrainResult(tmp_path, 2, (), (), (), True))
+    monkeypatch.setattr("scalerl.train.trainer.train", lambda *a, **k: RunResult(tmp_path, 2, (), (), (), True))
     result = _cli("train", "--out", tmp_path / "s", "--no-progress", "--max-steps", "5")
     assert result.exit_code == 130 and "interrupted at step 2" in result.stdout
 
@@ -311,10 +311,10 @@ def _plain_console():
 
 
 def test_without_a_terminal_progress_is_a_plain_line_every_few_steps():
-    from scalerl.train.progress import ForecastProgress
+    from scalerl.train.progress import RunProgress
 
     console = _plain_console()
-    with ForecastProgress(40, console=console) as progress:
+    with RunProgress(40, console=console) as progress:
         progress.show_forecast("A 0.412 [0.380, 0.455]")
         for step in range(1, 41):
             progress.update(step, 0.25, 0.5)
@@ -328,11 +328,11 @@ def test_without_a_terminal_progress_is_a_plain_line_every_few_steps():
 
 def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_does(tmp_path):
     """PipelineSession.flush (the async driver) shows each row it appends through the same
-    ForecastProgress.show_row as the synchronous trainer."""
+    RunProgress.show_row as the synchronous trainer."""
     import collections
 
     from scalerl.distributed.session import PipelineSession
-    from scalerl.train.progress import ForecastProgress
+    from scalerl.train.progress import RunProgress
     from scalerl.train.run_state import RunState
 
     session = object.__new__(PipelineSession)  # the driver's bookkeeping only: no Ray actors
@@ -340,7 +340,7 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
     session.pending = collections.deque([[{"step": step, "flops": float(step), "train_reward": 0.5}, None, None]
                                          for step in (1, 2)])
     console = _plain_console()
-    with ForecastProgress(4, console=console) as session.progress:
+    with RunProgress(4, console=console) as session.progress:
         assert [row["step"] for row in session.flush()] == [1, 2]
     session.run_state.close()
     assert console.file.getvalue().splitlines() == ["step 1/4  reward +0.500", "step 2/4  reward +0.500"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, TrainResult
+from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
 from scalerl.distributed.weights import (
     WeightSnapshot,
     WeightSubscriber,
@@ -129,7 +129,7 @@ class TrainerWorker:
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
-    def train(self, rollouts: Sequence[Rollout]) -> TrainResult:
+    def train(self, rollouts: Sequence[Rollout]) -> StepResult:
         """train_step (the synchronous trainer's code), then publish the new version."""
         started_at = time.time()
         stats = train_step(self.model, self.optimizer, self.scheduler,
@@ -137,7 +137,7 @@ class TrainerWorker:
                            reference=self.reference)
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)
-        return TrainResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
+        return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
     def validate(self) -> tuple[float, float, float]:

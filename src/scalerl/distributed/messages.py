@@ -47,7 +47,7 @@ class GeneratedBatch:
 
 
 @dataclass(frozen=True)
-class TrainResult:
+class StepResult:
     """One optimiser step done by the trainer worker, and the version it published."""
 
     stats: object  # scalerl.train.train_step.StepStats

@@ -21,7 +21,7 @@ from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError
-from scalerl.train.progress import ForecastProgress
+from scalerl.train.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
 TRAINER_QUEUE = 2  # optimiser steps handed to the trainer actor ahead of their bookkeeping
@@ -85,7 +85,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     try:
         session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
                                    workers=workers)
-        with ForecastProgress(config.max_steps, enabled=show_progress,
+        with RunProgress(config.max_steps, enabled=show_progress,
                               start_step=session.run_state.step) as progress:
             session.progress = progress if show_progress else None
             try:

@@ -25,7 +25,7 @@ from scalerl.distributed.staleness import batch_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.flops import ModelShape
-from scalerl.train.progress import ForecastProgress
+from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
 
@@ -46,7 +46,7 @@ class PipelineSession:
         self.run_state = RunState.open(config, self.run_dir, resume=resume,
                                        num_train_prompts=len(build_task(config).train))
         resume_checkpoint = self.run_state.resumed_from
-        self.progress: ForecastProgress | None = None  # set by the caller while a progress display runs
+        self.progress: RunProgress | None = None  # set by the caller while a progress display runs
         for note in self.run_state.notes:
             self.log(note)
         # the actors find the registry by name: an actor handle among a restartable actor's

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from scalerl.distributed.actors import TrainerWorker, TrainResult, WorkerClasses
+from scalerl.distributed.actors import TrainerWorker, WorkerClasses
+from scalerl.distributed.messages import StepResult
 from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.distributed.weights import publish_weights
 from scalerl.errors import InputError
@@ -26,7 +27,7 @@ class SimulatedTrainer(TrainerWorker):
         super().__init__(config, registry, torch_threads=torch_threads,
                          resume_checkpoint=resume_checkpoint)
 
-    def train(self, rollouts: Sequence[Rollout]) -> TrainResult:
+    def train(self, rollouts: Sequence[Rollout]) -> StepResult:
         from scalerl.train import flops
         from scalerl.train.train_step import StepStats
 
@@ -42,7 +43,7 @@ class SimulatedTrainer(TrainerWorker):
                           clipped_fraction=0.0, kept_prompts=groups, total_prompts=groups,
                           kept_sequences=len(rollouts), tokens_trained=tokens,
                           trained_context_sum=context, updated=True)
-        return TrainResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
+        return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
     def validate(self) -> tuple[float, float, float]:

@@ -34,7 +34,7 @@ def status_text(train_reward: float | None, val_pass_rate: float | None, forecas
     return "  ".join(parts)
 
 
-class ForecastProgress:
+class RunProgress:
     """Progress of one run: a rich bar on a terminal, plain lines without one, nothing when disabled."""
 
     def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0,
@@ -50,7 +50,7 @@ class ForecastProgress:
         self._task_id = None
         self.forecast_text = ""
 
-    def __enter__(self) -> "ForecastProgress":
+    def __enter__(self) -> "RunProgress":
         if self._enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

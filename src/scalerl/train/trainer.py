@@ -25,7 +25,7 @@ from scalerl.train import flops
 from scalerl.train.config import TrainConfig
 from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
 from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
-from scalerl.train.progress import ForecastProgress
+from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import (
     build_optimisation,
     build_task,
@@ -67,7 +67,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class TrainResult:
+class RunResult:
     """What a finished run produced: its directory, the last step and the validation curve."""
 
     run_dir: Path
@@ -124,7 +124,7 @@ def _checkpoint(run: Run) -> None:
                         tokenizer=run.tokenizer)
 
 
-def _write(run: Run, row: dict[str, Any], validate: bool, progress: ForecastProgress,
+def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
            on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
@@ -135,14 +135,14 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: ForecastProg
         on_row(row)
 
 
-def _result(run: Run, interrupted: bool) -> TrainResult:
+def _result(run: Run, interrupted: bool) -> RunResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
-    return TrainResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
+    return RunResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
                        tuple(float(r["flops"]) for r in rows),
                        tuple(float(r["val_pass_rate"]) for r in rows), interrupted)
 
 
-def _run_loop(run: Run, progress: ForecastProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
+def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
     """Step 0's validation, then steps until the run is finished or Ctrl-C asked it to stop."""
     state = run.state
     if run.step == 0:
@@ -161,7 +161,7 @@ def _run_loop(run: Run, progress: ForecastProgress, on_row: RowCallback | None, 
 
 
 def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
-          show_progress: bool = True, on_row: RowCallback | None = None) -> TrainResult:
+          show_progress: bool = True, on_row: RowCallback | None = None) -> RunResult:
     """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged.
 
     Ctrl-C (SIGINT, in the main thread) stops the run after the step it is in, with a checkpoint
@@ -171,7 +171,7 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
         torch.set_num_threads(config.torch_threads)
     run = open_run(config, Path(run_dir), resume)
     state = run.state
-    progress = ForecastProgress(config.max_steps, enabled=show_progress, start_step=run.step)
+    progress = RunProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:
         with progress, stop_on_interrupt(lambda: progress.note(STOPPING_NOTE)) as stop:
             for note in state.notes:
