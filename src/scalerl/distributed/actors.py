@@ -39,7 +39,8 @@ from scalerl.train.run_setup import (
 )
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.train_step import train_step
-from scalerl.train.validation import length_control, sampling_settings, validation_pass_rate
+from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.validation import validation_pass_rate
 
 
 def configure_torch_threads(num_threads: int) -> None:

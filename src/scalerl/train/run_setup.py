@@ -17,14 +17,13 @@ from scalerl.errors import ConfigError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
-from scalerl.rl.registry import LOSSES, lookup
 from scalerl.tasks.types import Task
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.generation import generate_rollouts
 from scalerl.train.train_step import build_optimizer, build_scheduler
-from scalerl.train.validation import length_control, sampling_settings
+from scalerl.train.generation_settings import length_control, sampling_settings
 
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
@@ -105,7 +104,7 @@ def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
     """The frozen policy a loss's KL penalty is measured against (GRPO with rl.grpo_kl_coef > 0:
     the run's starting policy, its warm start read from the cache, the same on a resume), or
     None when the configured loss needs no reference log-probs."""
-    if not lookup("loss", LOSSES, config.rl.loss).needs_reference(config.rl.loss_kwargs()):
+    if not config.rl.needs_reference():
         return None
     model, _ = build_policy(config, task)
     model.eval()

@@ -16,25 +16,11 @@ import torch
 
 from scalerl.train.config import TrainConfig
 from scalerl.train.generation import evaluate_pass_rate
-from scalerl.tasks.rollout import LengthControl, SamplingSettings
+from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.tasks.rollout import SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 
 _EVAL_SEED_OFFSET = 1_000_003
-
-
-def sampling_settings(config: TrainConfig) -> SamplingSettings:
-    """The generator's sampling settings from the run config."""
-    sampling = config.sampling
-    return SamplingSettings(max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                            top_p=sampling.top_p, fp32_head=config.model.fp32_head)
-
-
-def length_control(config: TrainConfig) -> LengthControl:
-    """The generator's length control (interrupt | truncate | penalty) from the run config."""
-    sampling = config.sampling
-    return LengthControl(mode=sampling.length_control,
-                         thinking_budget_min=sampling.thinking_budget_min,
-                         thinking_budget_max=sampling.thinking_budget_max)
 
 
 def validation_sampling(config: TrainConfig) -> SamplingSettings:
