@@ -15,11 +15,11 @@ import torch
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.rl import registry
+from scalerl.rl.config import RLConfig
 from scalerl.rl.losses import LossOutput, grpo
 from scalerl.rl.registry import BlockSpec, ParamSpec, get_loss
 from scalerl.train.config import TrainConfig, load_config, save_config
 from scalerl.train.config_keys import describe_keys
-from scalerl.train.rl_config import RLConfig
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
 from test_trainer import _rollout, _tiny_model  # noqa: E402  (tests/ is on sys.path)
@@ -154,7 +154,8 @@ def test_every_loss_parameter_has_its_own_config_key_and_a_default_inside_its_bo
 def test_grpo_without_kl_is_unchanged_by_the_reference():
     config = TrainConfig().with_overrides(["rl.loss=grpo"])
     assert config.rl.loss_kwargs() == {"eps": 0.2, "kl_coef": 0.0}
-    assert not registry.LOSSES["grpo"].needs_reference(config.rl.loss_kwargs())
+    assert not config.rl.needs_reference()
+    assert TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"]).rl.needs_reference()
     assert registry.LOSSES["grpo"].resolve() is grpo
 
 

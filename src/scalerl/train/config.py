@@ -28,7 +28,7 @@ from scalerl.errors import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.rl.registry import LENGTH_CONTROLS, loss_parameters
 from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
-from scalerl.train.rl_config import RLConfig, gather_loss_params, spread_loss_params
+from scalerl.rl.config import RLConfig, gather_loss_params, spread_loss_params
 from scalerl.train.safe_writes import write_atomically, writing
 
 DTYPE_NAMES = ("float32", "bfloat16")

@@ -24,11 +24,11 @@ import torch
 
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
-from scalerl.rl.registry import LOSSES, get_aggregation, get_loss, lookup
+from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.rl.stats import token_entropy
 from scalerl.train.config import OptimConfig, TrainConfig
-from scalerl.train.rl_config import RLConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.models.policy import policy_logits, token_logprobs
 from scalerl.tasks.rollout import Rollout
@@ -151,7 +151,7 @@ def loss_arguments(config: TrainConfig, reference: torch.nn.Module | None,
     """The configured loss's keyword arguments (its spec's parameters), plus `ref_logprobs`, the
     frozen reference policy's log-probs of the completion tokens, when the spec needs them."""
     arguments: dict[str, Any] = config.rl.loss_kwargs()
-    if not lookup("loss", LOSSES, config.rl.loss).needs_reference(arguments):
+    if not config.rl.needs_reference():
         return arguments
     if reference is None:
         raise InputError(f"rl.loss={config.rl.loss} with these parameters needs the reference policy "

@@ -54,16 +54,26 @@ def checked_loss_params(values: Mapping[str, Any]) -> ParamValues:
 
 @dataclass(frozen=True)
 class RLConfig:
-    """The algorithm: loss and its parameters, aggregation, advantages, filtering, curriculum."""
+    """The algorithm: loss and its parameters, aggregation, advantages, filtering, curriculum.
 
-    loss: str = "cispo"
-    loss_params: Mapping[str, float] = field(default_factory=ParamValues)
-    aggregation: str = "prompt"
-    advantage_norm: str = "batch"
-    zero_variance_filter: bool = True
-    npr: bool = True
-    npr_threshold: float = 0.9
-    min_kept_prompts: int = 1
+    A field's `help` is its meaning in `scalerl config keys` and the CLI; `choices` names the
+    registry catalog whose entries (and their meanings) the field selects from."""
+
+    loss: str = field(default="cispo", metadata={"help": "policy loss", "choices": LOSSES})
+    loss_params: Mapping[str, float] = field(
+        default_factory=ParamValues,
+        metadata={"help": "the loss parameters, one key each (rl.cispo_eps_max, ...; meanings from their specs)"})
+    aggregation: str = field(default="prompt", metadata={"help": "loss aggregation", "choices": AGGREGATIONS})
+    advantage_norm: str = field(default="batch", metadata={"help": "advantage normalisation",
+                                                           "choices": ADVANTAGE_NORMALISATIONS})
+    zero_variance_filter: bool = field(
+        default=True, metadata={"help": "drop prompt groups whose completions all got the same reward"})
+    npr: bool = field(default=True, metadata={"help": "no-positive-resampling: retire prompts the policy "
+                                                      "solves reliably"})
+    npr_threshold: float = field(
+        default=0.9, metadata={"help": "no-positive-resampling: pass rate at which a prompt is retired"})
+    min_kept_prompts: int = field(
+        default=1, metadata={"help": "a step whose filters keep fewer prompts than this makes no update (1: any)"})
 
     def __post_init__(self) -> None:
         require_choice(self.loss, "rl.loss", tuple(LOSSES))
@@ -78,6 +88,11 @@ class RLConfig:
     def loss_kwargs(self) -> dict[str, float]:
         """The selected loss's keyword arguments, e.g. {"eps_max": 4.0} for cispo."""
         return LOSSES[self.loss].kwargs(self.loss_params)
+
+    def needs_reference(self) -> bool:
+        """Whether the selected loss, with these parameters, needs the frozen reference policy's
+        log-probs (GRPO with rl.grpo_kl_coef > 0)."""
+        return LOSSES[self.loss].needs_reference(self.loss_kwargs())
 
     def to_dict(self) -> dict[str, Any]:
         """The section as config files hold it: one key per field, loss parameters spread out."""

@@ -1,0 +1,23 @@
+"""Every benchmarks module imports on its own, as `python -m benchmarks.<name>` does: no import
+cycle, no broken import, no script that needs its folder on sys.path. Imports only, runs nothing."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+MODULES = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py") if path.stem != "__init__")
+
+
+def test_benchmarks_is_a_package_of_flat_modules():
+    assert (REPO / "benchmarks" / "__init__.py").is_file()
+    assert "common" in MODULES and "render" in MODULES
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_in_a_fresh_interpreter(module):
+    # A fresh interpreter per module: a cycle fails only when one of its modules is imported first.
+    done = subprocess.run([sys.executable, "-c", f"import benchmarks.{module}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
