@@ -1,6 +1,7 @@
 """`--config FILE`, `scalerl config keys`, "did you mean" for unknown keys, chat-form tasks, and
 the command line's own manners (flags, --reward-range, `error:` lines, closing hints)."""
 
+import dataclasses
 import json
 import sys
 
@@ -10,8 +11,7 @@ from cli_invocation import assert_one_line_error, invoke
 from scalerl.cli.app import main, split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig, all_field_paths, save_config
-
+from scalerl.train.config import OptimConfig, TrainConfig, all_field_paths, save_config
 
 
 def test_config_file_from_a_saved_run_reproduces_its_config_and_set_applies_on_top(tmp_path):
@@ -62,21 +62,44 @@ def test_unknown_keys_suggest_the_closest_ones_and_the_listing(tmp_path, key, su
     assert_one_line_error(result, f"unknown config key '{key}'", "did you mean", suggestion, "scalerl config keys")
 
 
-def test_config_keys_lists_every_key_with_type_default_and_meaning():
-    from scalerl.train.config_keys import KEY_MEANINGS, describe_keys
+def test_every_settable_key_has_help_in_its_field_metadata():
+    from scalerl.rl.registry import loss_parameters
+    from scalerl.train.config_keys import field_help
 
-    assert [key.path for key in describe_keys() if not key.meaning] == []  # a new field needs its meaning
-    assert set(KEY_MEANINGS) <= set(all_field_paths())  # and no meaning outlives its field
+    loss_keys = {f"rl.{spec.config_key}" for spec in loss_parameters()}  # meanings from their specs
+    assert [path for path in all_field_paths() if path not in loss_keys and not field_help(path)] == []
+    assert field_help("optim.lr") == dataclasses.fields(OptimConfig)[0].metadata["help"]
+
+
+def test_config_keys_lists_every_key_with_type_default_and_meaning():
+    from scalerl.train.config_keys import describe_keys
+
+    assert [key.path for key in describe_keys() if not key.meaning] == []
     result = invoke("config", "keys")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
     assert len(lines) == len(all_field_paths()) + 1
+    lr_help = next(item for item in dataclasses.fields(OptimConfig) if item.name == "lr").metadata["help"]
     lr_line = next(line for line in lines if line.startswith("optim.lr "))
-    assert lr_line.split()[:3] == ["optim.lr", "float", "0.0001"] and "learning rate" in lr_line
+    assert lr_line.split()[:3] == ["optim.lr", "float", "0.0001"] and lr_line.endswith(lr_help)
+    loss_line = next(line for line in lines if line.startswith("rl.loss "))
+    assert "policy loss, one of cispo: " in loss_line and "; dapo: " in loss_line  # the registry's choices
     payload = json.loads(invoke("config", "keys", "--json").stdout)
     by_key = {item["key"]: item for item in payload}
     assert by_key["rl.npr"] == {"key": "rl.npr", "type": "bool", "default": True, "meaning": by_key["rl.npr"]["meaning"]}
     assert by_key["max_steps"]["default"] == 100
+
+
+def test_train_flags_that_set_a_config_key_show_its_field_help():
+    from scalerl.train.config_keys import field_help
+
+    from typer.main import get_command
+
+    from scalerl.cli.app import app
+
+    flags = {param.name: param.help for param in get_command(app).commands["train"].params}
+    assert flags["max_lag"] == f"pipeline.max_lag: {field_help('pipeline.max_lag')}; default 8."
+    assert flags["model"].startswith(f"model.path: {field_help('model.path')}")
 
 
 def test_report_to_and_logger_flags_become_config_keys():

@@ -15,10 +15,22 @@ from rich.console import Console
 
 from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
+from scalerl.train.config import TrainConfig
+from scalerl.train.config_io import config_field
+from scalerl.train.config_keys import field_help
 
 SET_HELP = ("Override one config field: key=value (dotted path or unique leaf name), repeatable; "
             "`scalerl config keys` lists them.")
 DEFAULT_PRESET = "scalerl"
+
+
+def key_flag_help(path: str, note: str = "") -> str:
+    """The help of a flag that sets config key `path`: the key, its meaning from its field's
+    metadata, `note` (what the flag adds) and its default (a flag left out keeps the config's
+    value, so typer shows none)."""
+    default = config_field(TrainConfig, path).default
+    shown = "" if isinstance(default, bool) or default == "" else f"; default {default}"
+    return f"{path}: {field_help(path)}{note}{shown}."
 
 
 def build_train_config(preset: Optional[str], assignments: List[str], model: Optional[str],
@@ -140,33 +152,29 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> N
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/)."),
     preset: Optional[str] = typer.Option(
-        None, "--preset", help="Recipe preset (see `scalerl presets`) [default: scalerl]."),
+        None, "--preset", help=f"Recipe preset (see `scalerl presets`); default {DEFAULT_PRESET}."),
     config_file: Optional[Path] = typer.Option(
         None, "--config", help="Start from this config file: JSON (e.g. a run's config.json) or YAML; "
         "--set and the options below apply on top."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP),
-    model: Optional[str] = typer.Option(None, "--model", help="'builtin' or a local Hugging Face model directory."),
-    task: Optional[str] = typer.Option(None, "--task", help="'builtin' or a JSONL file of {prompt, answer}."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Number of optimiser steps."),
+    model: Optional[str] = typer.Option(None, "--model", help=key_flag_help("model.path")),
+    task: Optional[str] = typer.Option(None, "--task", help=key_flag_help("task.name")),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help=key_flag_help("max_steps")),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress",
         help="Show progress: a bar on a terminal, a plain line every few steps otherwise."),
-    pipeline: Optional[str] = typer.Option(
-        None, "--pipeline", help="sync (default) | async (PipelineRL on Ray) | ppo-offpolicy."),
-    max_lag: Optional[int] = typer.Option(
-        None, "--max-lag", help="async: most steps the trainer may be ahead of its data (k)."),
-    generators: Optional[int] = typer.Option(None, "--generators", help="Ray generator actors."),
+    pipeline: Optional[str] = typer.Option(None, "--pipeline", help=key_flag_help("pipeline.mode")),
+    max_lag: Optional[int] = typer.Option(None, "--max-lag", help=key_flag_help("pipeline.max_lag")),
+    generators: Optional[int] = typer.Option(None, "--generators", help=key_flag_help("pipeline.num_generators")),
     offpolicy_steps: Optional[int] = typer.Option(
-        None, "--offpolicy-steps", help="ppo-offpolicy: optimiser steps per generated round (k)."),
-    ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", help="Join this Ray cluster ('auto' or host:port); default: local."),
-    tensorboard: bool = typer.Option(False, "--tensorboard", help="Also log every metric to OUT/tensorboard."),
+        None, "--offpolicy-steps", help=key_flag_help("pipeline.offpolicy_steps")),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=key_flag_help("pipeline.ray_address")),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help=key_flag_help("tensorboard")),
     wandb: bool = typer.Option(
-        False, "--wandb", help="Also log every metric to Weights & Biases (WANDB_MODE=offline logs locally)."),
-    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help="W&B project [default: scalerl]."),
-    wandb_run_name: Optional[str] = typer.Option(
-        None, "--wandb-run-name", help="W&B run name [default: the name of OUT]."),
+        False, "--wandb", help=key_flag_help("wandb", "; WANDB_MODE=offline logs locally")),
+    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help=key_flag_help("wandb_project")),
+    wandb_run_name: Optional[str] = typer.Option(None, "--wandb-run-name", help=key_flag_help("wandb_run_name")),
     report_to: Optional[str] = typer.Option(
         None, "--report-to", help="Loggers as in transformers: none, tensorboard, wandb (comma-separated)."),
 ) -> None:

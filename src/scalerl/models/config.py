@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scalerl.checks import require, require_fraction, require_non_negative, require_positive
 
+
 @dataclass(frozen=True)
 class ModelConfig:
-    """The policy: a local Hugging Face directory or the built-in tiny model (and its warm start)."""
+    """The policy: a local Hugging Face directory or the built-in tiny model (and its warm start).
+    A field's `help` is its meaning in `scalerl config keys` and the CLI."""
 
-    path: str = "builtin"
-    fp32_head: bool = True
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
-    warmstart_steps: int = 800
-    warmstart_stop_pass_rate: float = 0.12
-    warmstart_probe_every: int = 5
-    warmstart_cache_dir: str = ""
-    # Seed of the built-in model's initial weights and of its warm start. Apart from the run's
-    # `seed` (prompt order and sampling noise of RL) so that every RL seed and every variant of a
-    # study starts from the same warm-started weights: one warm start per model/task configuration.
-    init_seed: int = 0
+    path: str = field(default="builtin", metadata={
+        "help": "'builtin' (tiny Llama-style model, character tokenizer) or a local Hugging Face model folder"})
+    fp32_head: bool = field(
+        default=True, metadata={"help": "compute the LM head in float32 whatever the body dtype (ScaleRL section 4)"})
+    hidden_size: int = field(default=128, metadata={"help": "built-in model: hidden size"})
+    num_layers: int = field(default=2, metadata={"help": "built-in model: transformer layers"})
+    num_heads: int = field(default=4, metadata={"help": "built-in model: attention heads (must divide hidden_size)"})
+    warmstart_steps: int = field(
+        default=800, metadata={"help": "built-in model: most supervised warm-start steps (0: none)"})
+    warmstart_stop_pass_rate: float = field(
+        default=0.12, metadata={"help": "built-in model: stop the warm start at this probed pass rate"})
+    warmstart_probe_every: int = field(
+        default=5, metadata={"help": "built-in model: probe the pass rate every N warm-start steps"})
+    warmstart_cache_dir: str = field(
+        default="", metadata={"help": "where warm starts are cached ('': $XDG_CACHE_HOME/scalerl/warmstart)"})
+    # Apart from the run's `seed` (prompt order and sampling noise of RL) so that every RL seed and
+    # every variant of a study starts from the same warm-started weights: one warm start per
+    # model/task configuration.
+    init_seed: int = field(default=0, metadata={
+        "help": "built-in model: seed of its initial weights and warm start (shared by every run seed)"})
 
     def __post_init__(self) -> None:
         require(bool(self.path), "model.path", "must be 'builtin' or a model directory")

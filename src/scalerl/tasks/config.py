@@ -5,7 +5,7 @@ The one settings type of the tasks: `ArithmeticTask(TaskConfig(...))` and `load_
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scalerl.checks import require, require_choice, require_positive
 from scalerl.tasks.verifiers import ANSWER_CHECKS as _CHECKS
@@ -15,24 +15,30 @@ ANSWER_CHECKS = tuple(_CHECKS)
 
 @dataclass(frozen=True)
 class TaskConfig:
-    """The verifiable task: 'builtin' (multi-step arithmetic) or a JSONL file, and its difficulty."""
+    """The verifiable task: 'builtin' (multi-step arithmetic) or a JSONL file, and its difficulty.
+    A field's `help` is its meaning in `scalerl config keys` and the CLI."""
 
-    name: str = "builtin"
-    num_operands: int = 4
-    max_digits: int = 1
-    operations: str = "+"
-    num_train_prompts: int = 4000
-    num_val_prompts: int = 64
-    answer_check: str = "exact"
-    val_fraction: float = 0.1
-    seed: int = 0
-    # A share of prompts with `hard_num_operands` operands, in both pools (validation prompts:
-    # round(hard_fraction * num_val_prompts) of them). Their worked solution is longer than the
-    # thinking budget, so they stay unsolved and cap the pass rate near 1 - hard_fraction.
-    hard_fraction: float = 0.0
-    hard_num_operands: int = 12
-    # 0: plain arithmetic; m > 0: every reduction's result modulo m (one-digit results for m = 10).
-    modulus: int = 0
+    name: str = field(default="builtin", metadata={
+        "help": "'builtin' (multi-step arithmetic) or a JSONL file of {prompt|messages, answer}"})
+    num_operands: int = field(default=4, metadata={"help": "built-in task: operands per problem"})
+    max_digits: int = field(default=1, metadata={"help": "built-in task: most digits per operand"})
+    operations: str = field(
+        default="+", metadata={"help": "built-in task: operators to draw from (characters of + - *)"})
+    num_train_prompts: int = field(default=4000, metadata={"help": "built-in task: training prompts"})
+    num_val_prompts: int = field(default=64, metadata={"help": "built-in task: held-out validation prompts"})
+    answer_check: str = field(default="exact", metadata={
+        "help": "how a completion's answer is compared with the reference (exact, math)"})
+    val_fraction: float = field(default=0.1, metadata={
+        "help": "JSONL task without split fields: share of lines held out for validation"})
+    seed: int = field(default=0, metadata={"help": "seed of the task's prompts and hold-out"})
+    # Both pools hold the share (validation prompts: round(hard_fraction * num_val_prompts) of
+    # them). Their worked solution is longer than the thinking budget, so they stay unsolved and
+    # cap the pass rate near 1 - hard_fraction.
+    hard_fraction: float = field(default=0.0, metadata={
+        "help": "built-in task: share of prompts with hard_num_operands operands (beyond the thinking budget)"})
+    hard_num_operands: int = field(default=12, metadata={"help": "built-in task: operands of the hard prompts"})
+    modulus: int = field(default=0, metadata={
+        "help": "built-in task: 0 (plain sums) or m: each reduction modulo m (10: one-digit steps)"})
 
     def __post_init__(self) -> None:
         require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")

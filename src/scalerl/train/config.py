@@ -1,18 +1,17 @@
-"""The one configuration of a training run: every knob, validated on construction, saved as JSON.
+"""The one configuration of a training run: every knob with its meaning, validated on construction,
+saved as JSON.
 
-`TrainConfig` holds nested sections (model, task, sampling, rl, optim, pipeline, forecast);
-`--set key=value` overrides address a field by its dotted path (`rl.loss=dapo`) or, when
-unambiguous, by its leaf name (`lr=1e-3`). Values are parsed with the field's declared type.
-Torch-free on purpose: the CLI validates a config before any heavy import.
+`TrainConfig` holds nested sections (model, task, sampling, rl, optim, pipeline, forecast). Each
+field declares its default and, in `metadata["help"]`, its one-line meaning, which
+`scalerl config keys` and the CLI's flags show. `--set key=value` overrides address a field by its
+dotted path (`rl.loss=dapo`) or, when unambiguous, by its leaf name (`lr=1e-3`); how values and
+files are read lives in scalerl.train.config_io. Torch-free on purpose: the CLI validates a config
+before any heavy import.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
-import json
-import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -24,12 +23,11 @@ from scalerl.checks import require_choice as _require_choice
 from scalerl.checks import require_fraction as _require_fraction
 from scalerl.checks import require_non_negative as _require_non_negative
 from scalerl.checks import require_positive as _require_positive
-from scalerl.errors import ConfigError
 from scalerl.models.config import ModelConfig
-from scalerl.rl.registry import LENGTH_CONTROLS, loss_parameters
-from scalerl.tasks.config import ANSWER_CHECKS, TaskConfig
-from scalerl.rl.config import RLConfig, gather_loss_params, spread_loss_params
-from scalerl.train.safe_writes import write_atomically, writing
+from scalerl.rl.config import RLConfig
+from scalerl.rl.registry import LENGTH_CONTROLS
+from scalerl.tasks.config import TaskConfig
+from scalerl.train import config_io
 
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
@@ -39,15 +37,21 @@ CONFIG_FILE_NAME = "config.json"
 class SamplingConfig:
     """Rollout generation: batch shape, sampling, and length control (ScaleRL section 4)."""
 
-    prompts_per_step: int = 32
-    generations_per_prompt: int = 16
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    top_p: float = 1.0
-    length_control: str = "interrupt"
-    thinking_budget_min: int = 40
-    thinking_budget_max: int = 48
-    penalty_cache_tokens: int = 16
+    prompts_per_step: int = field(default=32, metadata={"help": "prompts per optimiser step (P)"})
+    generations_per_prompt: int = field(
+        default=16, metadata={"help": "completions per prompt (G, TRL's num_generations)"})
+    max_new_tokens: int = field(
+        default=64, metadata={"help": "most generated tokens per completion (TRL's max_completion_length)"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass (1: off)"})
+    length_control: str = field(default="interrupt",
+                                metadata={"help": "length control", "choices": LENGTH_CONTROLS})
+    thinking_budget_min: int = field(
+        default=40, metadata={"help": "interrupt: thinking tokens after which a thinking section may be cut"})
+    thinking_budget_max: int = field(
+        default=48, metadata={"help": "interrupt: thinking tokens after which it is always cut"})
+    penalty_cache_tokens: int = field(
+        default=16, metadata={"help": "penalty: soft-penalty window before max_new_tokens (DAPO)"})
 
     def __post_init__(self) -> None:
         for name in ("prompts_per_step", "generations_per_prompt", "max_new_tokens"):
@@ -70,13 +74,14 @@ class SamplingConfig:
 class OptimConfig:
     """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
 
-    lr: float = 1e-4
-    warmup_steps: int = 10
-    weight_decay: float = 0.01
-    adam_eps: float = 1e-15
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    grad_clip: float = 1.0
+    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (TRL's learning_rate)"})
+    warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
+    adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
+    adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
+    adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2"})
+    grad_clip: float = field(
+        default=1.0, metadata={"help": "clip the gradient norm to this value (TRL's max_grad_norm)"})
 
     def __post_init__(self) -> None:
         _require_positive(self.lr, "optim.lr")
@@ -101,21 +106,28 @@ class PipelineConfig:
     its data) or "ppo-offpolicy" (offpolicy_steps optimiser steps per generated round);
     actors, their resources and the Ray cluster to join ("" starts a local one)."""
 
-    mode: str = "sync"
-    max_lag: int = 8
-    on_stale: str = "wait"
-    num_generators: int = 1
-    offpolicy_steps: int = 4
-    ray_address: str = ""
-    num_cpus: int = 0
-    generator_cpus: float = 1.0
-    trainer_cpus: float = 1.0
-    generator_gpus: float = 0.0
-    trainer_gpus: float = 0.0
-    torch_threads: int = 1
-    max_generator_restarts: int = 3
-    weight_poll_seconds: float = 0.01  # ray.wait costs ~1-2 ms on a busy CPU: ask at most every 10 ms
-    backend: str = "hf"
+    mode: str = field(default="sync",
+                      metadata={"help": "sync (this process), async (PipelineRL on Ray) or ppo-offpolicy"})
+    max_lag: int = field(default=8, metadata={"help": "async: most steps the trainer may be ahead of its data (k)"})
+    on_stale: str = field(
+        default="wait", metadata={"help": "async: what to do with a batch older than max_lag: wait or drop"})
+    num_generators: int = field(default=1, metadata={"help": "Ray generator actors"})
+    offpolicy_steps: int = field(
+        default=4, metadata={"help": "ppo-offpolicy: optimiser steps per generated round (k)"})
+    ray_address: str = field(
+        default="", metadata={"help": "Ray cluster to join ('auto' or host:port; '': start a local one)"})
+    num_cpus: int = field(default=0, metadata={"help": "CPUs of the local Ray instance (0: Ray's default)"})
+    generator_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved per generator actor"})
+    trainer_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved for the trainer actor"})
+    generator_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved per generator actor"})
+    trainer_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved for the trainer actor"})
+    torch_threads: int = field(default=1, metadata={"help": "torch threads per actor"})
+    max_generator_restarts: int = field(
+        default=3, metadata={"help": "restarts of a generator actor that died before the run fails"})
+    # ray.wait costs ~1-2 ms on a busy CPU: ask at most every 10 ms.
+    weight_poll_seconds: float = field(
+        default=0.01, metadata={"help": "async: how often a generator looks for new weights"})
+    backend: str = field(default="hf", metadata={"help": "generator backend: hf (transformers) or vllm"})
 
     def __post_init__(self) -> None:
         _require_choice(self.mode, "pipeline.mode", PIPELINE_MODES)
@@ -133,9 +145,11 @@ class PipelineConfig:
 class ForecastConfig:
     """Live forecast at each validation (scalerl.forecast.live); budget_flops 0: projected to max_steps."""
 
-    enabled: bool = True
-    budget_flops: float = 0.0
-    n_bootstrap: int = 50
+    enabled: bool = field(
+        default=True, metadata={"help": "fit the compute-performance sigmoid at every validation (live forecast)"})
+    budget_flops: float = field(
+        default=0.0, metadata={"help": "compute at which the live forecast predicts (0: projected to max_steps)"})
+    n_bootstrap: int = field(default=50, metadata={"help": "bootstrap refits of each live forecast"})
 
     def __post_init__(self) -> None:
         budget, n_bootstrap = self.budget_flops, self.n_bootstrap
@@ -154,24 +168,33 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
-    max_steps: int = 100
-    eval_every: int = 10
-    eval_prompts: int = 64
-    eval_samples_per_prompt: int = 4
+    max_steps: int = field(default=100, metadata={"help": "optimiser steps of the run"})
+    eval_every: int = field(
+        default=10, metadata={"help": "validate every N steps (and at step 0 for R0, and at the last step)"})
+    eval_prompts: int = field(default=64, metadata={"help": "validation prompts per evaluation"})
+    eval_samples_per_prompt: int = field(default=4, metadata={"help": "completions per validation prompt"})
     # Greedy validation (temperature 0, as verl's default validation): the pass rate of the policy's
     # most likely completion, one per prompt; false: samples at sampling.temperature (the paper's).
-    eval_greedy: bool = False
-    checkpoint_every: int = 10
-    keep_checkpoints: int = 1
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "float32"
-    num_devices: int = 1
-    torch_threads: int = 0  # 0: torch's default; 1 is much faster on a CPU shared with other jobs
-    tensorboard: bool = False
-    wandb: bool = False
-    wandb_project: str = "scalerl"
-    wandb_run_name: str = ""
+    eval_greedy: bool = field(
+        default=False,
+        metadata={"help": "validate with greedy decoding (one completion per prompt) instead of sampling"})
+    checkpoint_every: int = field(
+        default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"})
+    keep_checkpoints: int = field(default=1, metadata={"help": "how many of the newest checkpoints to keep"})
+    seed: int = field(default=0, metadata={"help": "seed of the run (sampling, prompts, built-in model)"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N or mps"})
+    dtype: str = field(default="float32", metadata={"help": "model body dtype: float32 or bfloat16"})
+    num_devices: int = field(default=1, metadata={"help": "devices counted in device_hours"})
+    # 1 is much faster than torch's default on a CPU shared with other jobs.
+    torch_threads: int = field(
+        default=0, metadata={"help": "torch threads of the trainer process (0: torch's default)"})
+    tensorboard: bool = field(
+        default=False, metadata={"help": "also log every metric to RUN/tensorboard (same names as metrics.jsonl)"})
+    wandb: bool = field(
+        default=False,
+        metadata={"help": "also log every metric to Weights & Biases (same names as metrics.jsonl)"})
+    wandb_project: str = field(default="scalerl", metadata={"help": "W&B project"})
+    wandb_run_name: str = field(default="", metadata={"help": "W&B run name ('': the run directory's name)"})
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
@@ -202,15 +225,11 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
         """Inverse of `to_dict`; unknown keys raise ConfigError with close matches."""
-        return _build_dataclass(cls, values, prefix="")
+        return config_io.build_config(cls, values)
 
     def with_overrides(self, assignments: typing.Iterable[str]) -> "TrainConfig":
         """A copy with `key=value` strings applied (see `parse_assignment`)."""
-        values = self.to_dict()
-        for assignment in assignments:
-            path, value = parse_assignment(assignment)
-            _set_nested(values, path, value)
-        return TrainConfig.from_dict(values)
+        return TrainConfig.from_dict(config_io.apply_assignments(TrainConfig, self.to_dict(), assignments))
 
 
 _SECTION_TYPES: dict[str, type] = {
@@ -219,222 +238,29 @@ _SECTION_TYPES: dict[str, type] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
-def _type_hints(cls: type) -> dict[str, Any]:
-    # Fixed per class and slow to evaluate (~3 ms): `--set` resolves every key through it.
-    return typing.get_type_hints(cls)
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    """The keys of a section and their types (RLConfig: one per registered loss parameter in
-    place of its loss_params)."""
-    types = _type_hints(cls)
-    return spread_loss_params(types) if cls is RLConfig else dict(types)
-
-
-def _build_dataclass(cls: type, values: Mapping[str, Any], prefix: str) -> Any:
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: expected an object, got {values!r}")
-    types = _field_types(cls)
-    unknown = [key for key in values if key not in types]
-    if unknown:
-        raise ConfigError(_unknown_key_message(prefix + unknown[0]))
-    kwargs = {}
-    for name, value in values.items():
-        field_type = types[name]
-        if dataclasses.is_dataclass(field_type):
-            kwargs[name] = _build_dataclass(field_type, value, prefix + name + ".")
-        else:
-            kwargs[name] = _coerce(value, field_type, prefix + name)
-    return cls(**(gather_loss_params(kwargs) if cls is RLConfig else kwargs))
-
-
-def _coerce(value: Any, field_type: type, field_path: str) -> Any:
-    """Check a JSON value against the field's type (ints are accepted for float fields)."""
-    if field_type is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if field_type is bool and not isinstance(value, bool):
-        raise ConfigError(f"{field_path}: expected true/false, got {value!r}")
-    if field_type is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(f"{field_path}: expected an integer, got {value!r}")
-    if not isinstance(value, field_type):
-        raise ConfigError(f"{field_path}: expected {field_type.__name__}, got {value!r}")
-    return value
-
-
 def all_field_paths() -> list[str]:
     """Every settable dotted path, e.g. ['model.path', ..., 'tensorboard']."""
-    paths = []
-    for name, field_type in _field_types(TrainConfig).items():
-        if dataclasses.is_dataclass(field_type):
-            paths.extend(f"{name}.{leaf}" for leaf in _field_types(field_type))
-        else:
-            paths.append(name)
-    return paths
-
-
-# Names TRL / transformers users type, and the key that does the job here (suggestions only).
-FOREIGN_KEY_NAMES: dict[str, str] = {
-    "learning_rate": "optim.lr", "num_generations": "sampling.generations_per_prompt",
-    "max_completion_length": "sampling.max_new_tokens", "batch_size": "sampling.prompts_per_step",
-    "per_device_train_batch_size": "sampling.prompts_per_step", "max_grad_norm": "optim.grad_clip",
-    "loss_type": "rl.loss", "scale_rewards": "rl.advantage_norm", "model_name_or_path": "model.path",
-    "dataset": "task.name",
-    "eval_steps": "eval_every", "save_steps": "checkpoint_every", "save_total_limit": "keep_checkpoints",
-    "bf16": "dtype", "adam_epsilon": "optim.adam_eps", "report_to": "tensorboard",
-    "num_train_epochs": "max_steps", "warmup_ratio": "optim.warmup_steps",
-}
-KEYS_COMMAND = "scalerl config keys"
-
-
-def _unknown_key_message(key: str) -> str:
-    paths = all_field_paths()
-    leaf = key.rsplit(".", 1)[-1]
-    foreign = {**FOREIGN_KEY_NAMES, **{name: f"rl.{spec.config_key}" for spec in loss_parameters()
-                                       for name in spec.trl_names}}
-    close = [foreign[leaf]] if leaf in foreign else []
-    close += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.6) if p not in close]
-    leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
-    for near_leaf in difflib.get_close_matches(leaf, list(leaf_to_path), n=3, cutoff=0.6):
-        if leaf_to_path[near_leaf] not in close:
-            close.append(leaf_to_path[near_leaf])
-    hint = f"; did you mean {', '.join(close[:4])}?" if close else ""
-    return f"unknown config key {key!r}{hint} (`{KEYS_COMMAND}` lists every key)"
-
-
-def resolve_key(key: str) -> tuple[str, type]:
-    """Full dotted path and type for `key` (a dotted path or an unambiguous leaf name)."""
-    types = {p: _path_type(p) for p in all_field_paths()}
-    if key in types:
-        return key, types[key]
-    by_leaf = [p for p in types if p.rsplit(".", 1)[-1] == key]
-    if len(by_leaf) == 1:
-        return by_leaf[0], types[by_leaf[0]]
-    if len(by_leaf) > 1:
-        raise ConfigError(f"config key {key!r} is ambiguous: use one of {', '.join(by_leaf)}")
-    raise ConfigError(_unknown_key_message(key))
-
-
-def _path_type(path: str) -> type:
-    cls: Any = TrainConfig
-    for part in path.split("."):
-        cls = _field_types(cls)[part]
-    return cls
-
-
-_TRUE_WORDS = ("true", "1", "yes", "on")
-_FALSE_WORDS = ("false", "0", "no", "off")
-
-
-def parse_value(text: str, value_type: type, field_path: str) -> Any:
-    """Parse the text of a `--set` value with the field's type (bool words, ints, floats)."""
-    stripped = text.strip()
-    if value_type is bool:
-        if stripped.lower() in _TRUE_WORDS:
-            return True
-        if stripped.lower() in _FALSE_WORDS:
-            return False
-        raise ConfigError(f"{field_path}: expected a boolean (true/false), got {text!r}")
-    if value_type is int:
-        try:
-            number = float(stripped) if any(c in stripped for c in ".eE") else int(stripped)
-        except ValueError:
-            raise ConfigError(f"{field_path}: expected an integer, got {text!r}") from None
-        if not math.isfinite(number) or number != int(number):
-            raise ConfigError(f"{field_path}: expected an integer, got {text!r}")
-        return int(number)
-    if value_type is float:
-        try:
-            return float(stripped)
-        except ValueError:
-            raise ConfigError(f"{field_path}: expected a number, got {text!r}") from None
-    return text
+    return config_io.field_paths(TrainConfig)
 
 
 def parse_assignment(assignment: str) -> tuple[str, Any]:
     """'rl.loss=dapo' -> ('rl.loss', 'dapo'); the value parsed with the field's type."""
-    key, sep, text = assignment.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"--set expects key=value, got {assignment!r}")
-    path, value_type = resolve_key(key.strip())
-    return path, parse_value(text, value_type, path)
-
-
-def _set_nested(values: dict[str, Any], path: str, value: Any) -> None:
-    *sections, leaf = path.split(".")
-    target = values
-    for section in sections:
-        target = target[section]
-    target[leaf] = value
+    return config_io.parse_assignment(TrainConfig, assignment)
 
 
 def save_config(config: TrainConfig, run_dir: str | os.PathLike) -> Path:
     """Write `config.json` into the run directory (atomically; OutputError names it when the
     write fails) and return its path."""
-    path = Path(run_dir) / CONFIG_FILE_NAME
-    with writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, (json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n").encode())
-    return path
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """The values of a config file: JSON (a run's config.json) or YAML (.yaml/.yml), nested like
-    `TrainConfig.to_dict()`; keys it leaves out keep their defaults."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"config file {path} is unreadable: {error}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            values = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(error).split())}") from None
-    else:
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"config file {path} is not valid JSON: {error}") from None
-    if not isinstance(values, dict):
-        raise ConfigError(f"config file {path}: expected an object of config keys, got {type(values).__name__}")
-    return values
-
-
-def merge_config_values(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """`base` with `values` laid over it, section by section (a nested dict replaces only the
-    keys it names)."""
-    merged = dict(base)
-    for key, value in values.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge_config_values(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def config_from_file(path: str | os.PathLike, base: TrainConfig | None = None) -> TrainConfig:
-    """The config of a file laid over `base` (default: the defaults); ConfigError names the file."""
-    values = read_config_file(path)
-    try:
-        return TrainConfig.from_dict(merge_config_values((base or TrainConfig()).to_dict(), values))
-    except ConfigError as error:
-        raise ConfigError(f"{path}: {error}") from None
+    return config_io.write_json_config(config.to_dict(), Path(run_dir) / CONFIG_FILE_NAME)
 
 
 def load_config(path: str | os.PathLike) -> TrainConfig:
     """Read a config.json (or a run directory holding one)."""
     path = Path(path)
-    if path.is_dir():
-        path = path / CONFIG_FILE_NAME
-    try:
-        values = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"config file {path} is not valid JSON: {error}") from None
-    return TrainConfig.from_dict(values)
+    return TrainConfig.from_dict(config_io.read_json_config(path / CONFIG_FILE_NAME if path.is_dir() else path))
+
+
+def config_from_file(path: str | os.PathLike, base: TrainConfig | None = None) -> TrainConfig:
+    """The config of a file (JSON or YAML, see `config_io.read_config_file`) laid over `base`
+    (default: the defaults); ConfigError names the file."""
+    return config_io.config_over_file(path, base or TrainConfig())
