@@ -107,6 +107,19 @@ def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_upd
                                        for r in mixed)
 
 
+def test_a_step_with_a_reference_policy_counts_its_forward_as_recomputed_tokens():
+    model, tokenizer = _tiny_model()
+    reference, _ = _tiny_model()
+    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 0), _rollout(model, tokenizer, "5+1=", "9", -1.0, 0)]
+    plain = TrainConfig()
+    stats = train_step(model, *_optimiser(model, plain), mixed, plain)
+    assert stats.tokens_recomputed == 0 and stats.recomputed_context_sum == 0
+    kl = TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"])
+    stats = train_step(model, *_optimiser(model, kl), mixed, kl, reference=reference)
+    assert (stats.tokens_recomputed, stats.recomputed_context_sum) == (stats.tokens_trained,
+                                                                        stats.trained_context_sum)
+
+
 def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
     model, tokenizer = _tiny_model()
     mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 0), _rollout(model, tokenizer, "5+1=", "9", -1.0, 0),

@@ -1,4 +1,4 @@
-"""Compute accounting: FLOPs estimates of generation and training, and device-hours.
+"""Compute accounting: FLOPs estimates of generation, training and log-prob recompute, and device-hours.
 
 Transformer FLOPs per token (Kaplan et al., "Scaling Laws for Neural Language Models",
 arXiv 2001.08361, section 2.1), with N the number of non-embedding-lookup parameters
@@ -12,14 +12,16 @@ so over a run
 
     generation FLOPs = 2 * N * tokens_generated + 2 * n_layer * d_model * sum(n_ctx over generated tokens)
     training   FLOPs = 6 * N * tokens_trained   + 6 * n_layer * d_model * sum(n_ctx over trained tokens)
-    recompute  FLOPs = 2 * N * tokens_recomputed + 2 * n_layer * d_model * sum(n_ctx ...)
+    recompute  FLOPs = 2 * N * tokens_recomputed + 2 * n_layer * d_model * sum(n_ctx over recomputed tokens)
 
-The recompute term counts a separate no-grad log-prob forward (e.g. PPO-off-policy computing old
-log-probs). The synchronous trainer's teacher-forced forward is both the log-prob recompute and
-the training forward, so it books its tokens once, under training. A generated token at position
-i of a completion after a prompt of P tokens attends to P + i + 1 tokens (KV cache). Trained
-tokens are the prompt and completion tokens of the sequences kept after filtering (padding
-excluded). Evaluation is not training compute and is not counted.
+The recompute term counts a separate no-grad log-prob forward: the frozen reference policy's
+forward over the trained sequences when the loss has a KL term (GRPO with rl.grpo_kl_coef > 0),
+booked with the step (`RunState.book_step`). The policy's own teacher-forced forward is both the
+log-prob recompute and the training forward, so its tokens are booked once, under training.
+A generated token at position i of a completion after a prompt of P tokens attends to P + i + 1
+tokens (KV cache). Trained and recomputed tokens are the prompt and completion tokens of the
+sequences kept after filtering (padding excluded). Evaluation is not training compute and is not
+counted.
 Device-hours = wall-clock hours of training x number of devices (the paper's GPU-hours).
 """
 

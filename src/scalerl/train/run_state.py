@@ -225,6 +225,7 @@ class RunState:
         self._book_generation(shape, rollouts)
         self.counters.tokens_trained += stats.tokens_trained
         self.counters.flops += flops.training_flops(shape, stats.tokens_trained, stats.trained_context_sum)
+        self.counters.flops += flops.recompute_flops(shape, stats.tokens_recomputed, stats.recomputed_context_sum)
         self.counters.device_hours += flops.device_hours(wall_seconds, self.config.num_devices)
         for batch in dropped:
             self._book_generation(shape, batch)

@@ -36,7 +36,8 @@ from scalerl.tasks.rollout import Rollout
 
 @dataclass(frozen=True)
 class StepStats:
-    """What one optimiser step did. `lr` is the learning rate the step used."""
+    """What one optimiser step did. `lr` is the learning rate the step used; `tokens_recomputed` and
+    `recomputed_context_sum` count the frozen reference policy's no-grad forward (0 without one)."""
 
     loss: float
     grad_norm: float
@@ -50,6 +51,8 @@ class StepStats:
     tokens_trained: int
     trained_context_sum: int
     updated: bool
+    tokens_recomputed: int = 0
+    recomputed_context_sum: int = 0
 
 
 @dataclass(frozen=True)
@@ -225,10 +228,12 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.step()
     scheduler.step()
+    recomputed = tokens if config.rl.needs_reference() else (0, 0)  # the reference forward's tokens
     return StepStats(loss=float(loss.detach()), grad_norm=float(grad_norm), lr=lr, entropy=entropy,
                      mean_ratio=loss_output.mean_ratio, clipped_fraction=loss_output.clipped_fraction,
                      kept_prompts=kept.kept, total_prompts=kept.total, kept_sequences=kept.kept_sequences,
-                     tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True)
+                     tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True,
+                     tokens_recomputed=recomputed[0], recomputed_context_sum=recomputed[1])
 
 
 def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
