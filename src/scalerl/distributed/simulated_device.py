@@ -100,11 +100,9 @@ class SimulatedGenerator:
         self.backend = "simulated"
         self.costs = costs
         self.subscriber = WeightSubscriber(registry_handle(registry), poll_interval_seconds)
-        self.bytes_fetched = 0
 
     def _load(self, snapshot) -> None:
         """Stands in for copying the weights to the device: the snapshot was already fetched."""
-        self.bytes_fetched += snapshot.num_bytes
 
     def pid(self) -> int:
         return os.getpid()
@@ -131,6 +129,3 @@ class SimulatedGenerator:
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,
             rng_state_after=request.rng_state)
-
-    def fetched_bytes(self) -> int:
-        return self.bytes_fetched

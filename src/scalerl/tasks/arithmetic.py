@@ -5,12 +5,14 @@ reduction per step, `*` before `+`/`-`, left to right). With `modulus` m > 0 eve
 keeps its result modulo m (`7+8=5` for m = 10): every intermediate result of one-digit operands is
 then one digit, each step sits at the same offset in every prompt, and all prompts are equally
 hard, so the policy learns them together instead of leaving a tail of rare layouts. Reward +1 if
-the final answer (the text after `</think>`) equals the reference exactly, else -1. Difficulty:
-number of operands, digits, operations, and a share of hard prompts (`hard_fraction`, `hard_num_operands` operands) whose
-worked solution does not fit the thinking budget: like the problems of a real training set that lie
-beyond the model's generation budget, they cap the attainable pass rate below 1, so a run's ceiling
-A is a property of the task that a forecast can pin (ScaleRL, arXiv 2510.13786, section 2: A is the
-asymptotic pass rate). Train and validation prompts are disjoint and deterministic under the seed.
+the final answer (the text after `</think>`) equals the reference exactly, else -1.
+
+Difficulty: number of operands, digits, operations, and a share of hard prompts (`hard_fraction`,
+`hard_num_operands` operands) whose worked solution does not fit the thinking budget: like the
+problems of a real training set that lie beyond the model's generation budget, they cap the
+attainable pass rate below 1, so a run's ceiling A is a property of the task that a forecast can
+pin (ScaleRL, arXiv 2510.13786, section 2: A is the asymptotic pass rate). Train and validation
+prompts are disjoint and deterministic under the seed.
 """
 
 from __future__ import annotations
@@ -24,8 +26,6 @@ from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import Task, TaskExample
 from scalerl.tasks.verifiers import answer_reward
-
-OPERATIONS = "+-*"
 
 
 def _apply(left: int, operation: str, right: int) -> int:
