@@ -1,8 +1,10 @@
 import json
+from dataclasses import dataclass, field
 
 import pytest
 
 from scalerl.errors import ConfigError
+from scalerl.train import config_io
 from scalerl.train.config import (
     TrainConfig,
     load_config,
@@ -144,3 +146,25 @@ def test_greedy_validation_needs_one_sample_per_prompt_and_evaluates_at_temperat
     assert validation_sampling(greedy).temperature == 0.0
     assert validation_sampling(TrainConfig().with_overrides(["sampling.temperature=0.7"])).temperature == 0.7
     assert TrainConfig.from_dict(greedy.to_dict()) == greedy
+
+
+@dataclass(frozen=True)
+class _Inner:
+    rate: float = 0.5
+
+
+@dataclass(frozen=True)
+class _Root:
+    inner: _Inner = field(default_factory=_Inner)
+    steps: int = 3
+
+
+def test_config_io_reads_any_config_dataclass():
+    assert config_io.build_config(_Root, {"inner": {"rate": 1}, "steps": 4}) == _Root(_Inner(1.0), 4)
+    values = {"inner": {"rate": 0.5}, "steps": 3}
+    assert config_io.apply_assignments(_Root, values, ["rate=0.25"]) == {"inner": {"rate": 0.25}, "steps": 3}
+    assert values == {"inner": {"rate": 0.5}, "steps": 3}
+    assert config_io.field_paths(_Root) == ["inner.rate", "steps"]
+    with pytest.raises(ConfigError, match=r"unknown config key 'stepz'; did you mean steps\?"):
+        config_io.build_config(_Root, {"stepz": 1})
+    assert config_io.config_field(TrainConfig, "rl.cispo_eps_max") is None  # a loss parameter: its spec
