@@ -21,7 +21,8 @@ from benchmarks import render_forecast, render_tables as tables
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
-BLOCK = re.compile(r"(<!-- results:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+BLOCK = re.compile(r"^(?P<indent>[ \t]*)<!-- results:(?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- /results:(?P=name) -->",
+                   re.S | re.M)
 OPENING = re.compile(r"<!-- results:(?P<name>[\w-]+) -->")
 
 
@@ -117,9 +118,11 @@ def fill_blocks(text: str, results_dir: Path = RESULTS_DIR, where: str = "") -> 
         if f"<!-- /results:{name} -->" not in text[match.end():]:
             raise SystemExit(f"error: {where}: results block {name!r} is not closed")
 
-    def body(match: re.Match) -> str:
-        names, renderer = BLOCKS[match["name"]]
-        return f"{match.group(1)}{_call(renderer, names, results_dir)}\n{match.group(4)}"
+    def body(match: re.Match) -> str:  # a block inside a list item keeps the item's indent
+        indent, name = match["indent"], match["name"]
+        names, renderer = BLOCKS[name]
+        lines = [indent + line if line else line for line in _call(renderer, names, results_dir).split("\n")]
+        return "\n".join([f"{indent}<!-- results:{name} -->", *lines, f"{indent}<!-- /results:{name} -->"])
 
     return BLOCK.sub(body, text)
 
