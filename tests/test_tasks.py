@@ -13,7 +13,6 @@ from scalerl.tasks.loading import load_task
 from scalerl.tasks.arithmetic import (
     ArithmeticTask,
     arithmetic_example,
-    assign_rewards,
     solve_with_steps,
 )
 from scalerl.tasks.types import TaskExample
@@ -126,16 +125,16 @@ def test_bad_difficulty_settings_raise_config_error():
         ArithmeticTask(TaskConfig(num_operands=2, max_digits=1, num_train_prompts=100, num_val_prompts=1))
 
 
-def test_assign_rewards_uses_the_prompt_index_of_the_split():
+def test_score_rollouts_rewards_each_rollout_against_its_train_prompt():
+    from scalerl.train.run_setup import score_rollouts
+
     task = ArithmeticTask(SMALL_TASK)
     def rollout(index, text):
         return Rollout(prompt_index=index, group_index=0, prompt_token_ids=(1,), completion_token_ids=(),
                        generator_logprobs=(), token_policy_versions=(), reward=0.0, truncated=False,
                        interrupted=False, completion_text=text)
-    rollouts = [rollout(3, task.train[3].demonstration), rollout(4, task.train[3].demonstration),
-                rollout(0, "</think>" + task.validation[0].answer)]
-    assert [r.reward for r in assign_rewards(task, rollouts[:2])] == [1.0, -1.0]
-    assert assign_rewards(task, rollouts[2:], split="validation")[0].reward == 1.0
+    rollouts = [rollout(3, task.train[3].demonstration), rollout(4, task.train[3].demonstration)]
+    assert [r.reward for r in score_rollouts(task, rollouts)] == [1.0, -1.0]
 
 
 # --- verifiers -------------------------------------------------------------------------------

@@ -23,8 +23,7 @@ from typing import Sequence
 
 from scalerl.errors import ConfigError
 from scalerl.tasks.config import TaskConfig
-from scalerl.tasks.rollout import Rollout
-from scalerl.tasks.types import Task, TaskExample
+from scalerl.tasks.types import TaskExample
 from scalerl.tasks.verifiers import answer_reward
 
 
@@ -137,12 +136,3 @@ class ArithmeticTask:
 
     def reward(self, completion_text: str, example: TaskExample) -> float:
         return answer_reward(completion_text, example.answer, check="exact")
-
-
-def assign_rewards(task: Task, rollouts: Sequence[Rollout], split: str = "train") -> list[Rollout]:
-    """Fill in each rollout's reward with the task's verifier (prompt_index indexes the split)."""
-    examples = task.train if split == "train" else task.validation
-    return [
-        rollout.with_reward(task.reward(rollout.completion_text, examples[rollout.prompt_index]))
-        for rollout in rollouts
-    ]
