@@ -328,24 +328,25 @@ def figure(payload: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(payload: dict, out: Path, figure_path: Path, command: str) -> list[str]:
-    """Write JSON (with `command` and the machine block), markdown and figure; return the lines
-    to print."""
+def write_outputs(payload: dict, out: Path, figure_path: Path, command: str,
+                  machine_block: dict | None = None) -> list[str]:
+    """Write JSON (with `command` and the machine block: this machine's unless given), markdown
+    and figure; return the lines to print."""
     table = markdown(payload)
-    write_result(out, payload, command, indent=2)
+    write_result(out, payload, command, indent=2, machine_block=machine_block)
     write_text(out.with_suffix(".md"), table)
     figure(payload, figure_path)
     return [table, f"wrote {out}, {out.with_suffix('.md')} and {figure_path}"]
 
 
 def rerender(results: Path, figure_out: Path) -> list[str]:
-    """Re-estimate a saved run's cells, then rewrite its JSON, table and figure (the command that
-    measured it is kept)."""
+    """Re-estimate a saved run's cells, then rewrite its JSON, table and figure (the command and
+    the machine that measured it are kept)."""
     saved = json.loads(results.read_text())
     saved["cells"] = [reestimate(cell) for cell in saved["cells"]]
     saved["default_batch_cell"] = reestimate(saved["default_batch_cell"])
     saved["summary"] = summarise(saved["cells"], saved["default_batch_cell"])
-    return write_outputs(saved, results, figure_out, saved.get("command", ""))
+    return write_outputs(saved, results, figure_out, saved.get("command", ""), saved.get("machine"))
 
 
 if __name__ == "__main__":  # re-render the table and figure from a results JSON
