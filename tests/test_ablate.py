@@ -199,18 +199,13 @@ def test_cli_errors_are_one_line(tmp_path):
 
 # --------------------------------------------------------------------------- tiny real runs (slow)
 
-TINY_RUN = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3", "generations_per_prompt=3",
-    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
-    "num_train_prompts=50", "eval_every=1", "checkpoint_every=1", "torch_threads=1",
-]
+RUN_SCHEDULE = ("eval_every=1", "checkpoint_every=1")
 
 
 @pytest.mark.slow
-def test_tiny_ablation_trains_then_skips_finished_runs(tmp_path):
+def test_tiny_ablation_trains_then_skips_finished_runs(tiny_study_options, tmp_path):
     command = ["ablate", "--out", str(tmp_path), "--leave-one-out", "loss=dapo", "--seeds", "2", "--max-steps", "2",
-               "--no-progress", *[arg for item in TINY_RUN for arg in ("--set", item)]]
+               "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     for run in ("scalerl/seed-0", "scalerl/seed-1", "loss-dapo/seed-0", "loss-dapo/seed-1"):
@@ -226,9 +221,9 @@ def test_tiny_ablation_trains_then_skips_finished_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_parallel_ablation_on_ray_trains_each_run_once(tmp_path):
+def test_parallel_ablation_on_ray_trains_each_run_once(tiny_study_options, tmp_path):
     command = ["ablate", "--out", str(tmp_path), "--sweep", "lr=1e-4,2e-4", "--max-steps", "2", "--parallel",
-               "--ray-cpus", "2", "--no-progress", *[arg for item in TINY_RUN for arg in ("--set", item)]]
+               "--ray-cpus", "2", "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     assert "2 runs to train on Ray (0 finished, skipped)" in result.output

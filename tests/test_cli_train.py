@@ -8,19 +8,6 @@ import pytest
 from cli_invocation import assert_one_line_error, invoke
 
 
-TINY = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "prompts_per_step=2",
-    "generations_per_prompt=2",
-    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
-    "num_train_prompts=20",
-]
-
-
-def tiny_sets(*extra):
-    return [token for assignment in [*TINY, *extra] for token in ("--set", assignment)]
-
-
 @pytest.mark.parametrize(
     ("arguments", "fragments"),
     [
@@ -42,22 +29,22 @@ def test_bad_train_arguments_give_one_error_line(tmp_path, arguments, fragments)
     assert not (out / "config.json").exists()  # nothing written for a rejected config
 
 
-def test_bad_jsonl_task_names_the_line(tmp_path):
+def test_bad_jsonl_task_names_the_line(tiny_set_options, tmp_path):
     task = tmp_path / "task.jsonl"
     task.write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2="\n')
-    result = invoke("train", "--out", tmp_path / "run", "--task", task, *tiny_sets("max_steps=1"))
+    result = invoke("train", "--out", tmp_path / "run", "--task", task, *tiny_set_options("max_steps=1"))
     assert_one_line_error(result, "line 2")
 
 
 @pytest.mark.slow  # a tiny run, its resume and two reruns: 5-11 s on 2 shared cores
-def test_tiny_train_run_then_resume_and_rerun_errors(tmp_path):
+def test_tiny_train_run_then_resume_and_rerun_errors(tiny_set_options, tmp_path):
     out = tmp_path / "run"
-    result = invoke("train", "--out", out, "--no-progress", *tiny_sets("max_steps=1", "eval_every=1"))
+    result = invoke("train", "--out", out, "--no-progress", *tiny_set_options("max_steps=1", "eval_every=1"))
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [0, 1]
     assert json.loads((out / "config.json").read_text())["max_steps"] == 1
-    again = invoke("train", "--out", out, *tiny_sets("max_steps=1"))
+    again = invoke("train", "--out", out, *tiny_set_options("max_steps=1"))
     assert_one_line_error(again, "already holds a run", "--resume")
     resumed = invoke("train", "--out", out, "--resume", "--max-steps", "2", "--no-progress")
     assert resumed.exit_code == 0, resumed.output
@@ -131,10 +118,10 @@ def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):
 
 
 @pytest.mark.slow  # a 2-step demo: ~4 s
-def test_a_demo_too_short_to_fit_trains_says_so_and_exits_0(tmp_path):
+def test_a_demo_too_short_to_fit_trains_says_so_and_exits_0(tiny_set_options, tmp_path):
     out = tmp_path / "demo"
     result = invoke("demo", "--out", out, "--no-progress",
-                    *tiny_sets("max_steps=2", "eval_every=1", "eval_samples_per_prompt=1"))
+                    *tiny_set_options("max_steps=2", "eval_every=1", "eval_samples_per_prompt=1"))
     assert result.exit_code == 0, result.output
     assert "no forecast" in result.stdout and "too few points" in result.stdout
     assert "scalerl demo --out" in result.stdout and not (out / "forecast.json").exists()

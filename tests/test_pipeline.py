@@ -12,22 +12,7 @@ import torch
 from scalerl.distributed.observability import PIPELINE_COLUMNS, strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig
 from scalerl.train.metrics_log import TRAIN_COLUMNS, read_rows
-
-TINY_RUN = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3",
-    "generations_per_prompt=3", "max_new_tokens=16", "thinking_budget_min=6",
-    "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=50",
-    # length-penalty rewards vary with the length, so even the untrained model gets gradients
-    "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2",
-]
-
-
-def _config(*extra):
-    return TrainConfig().with_overrides([*TINY_RUN, *extra])
-
 
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, **overrides})
@@ -65,13 +50,13 @@ def test_pipeline_config_validation_names_the_field():
 
 
 @pytest.mark.slow
-def test_k0_pipeline_reproduces_the_synchronous_trainer(ray_session, tmp_path):
+def test_k0_pipeline_reproduces_the_synchronous_trainer(tiny_config, ray_session, tmp_path):
     from safetensors.torch import load_file
 
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.train.trainer import train
 
-    config = _config("max_steps=4", "eval_every=2", "checkpoint_every=2")
+    config = tiny_config("max_steps=4", "eval_every=2", "checkpoint_every=2")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the actors run one thread each: same float reduction order
     try:
@@ -93,11 +78,11 @@ def test_k0_pipeline_reproduces_the_synchronous_trainer(ray_session, tmp_path):
 
 
 @pytest.mark.slow
-def test_in_flight_update_tags_later_tokens_with_the_new_version(ray_session):
+def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ray_session):
     from scalerl.distributed.actors import GeneratorWorker, remote_class
     from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights
 
-    config = _config("sampling.length_control=truncate")
+    config = tiny_config("sampling.length_control=truncate")
     registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=100).remote()
     worker = GeneratorWorker(config, 0, registry)
     new_model = copy.deepcopy(worker.model)
@@ -136,7 +121,7 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(ray_session):
 
 
 @pytest.mark.slow
-def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(ray_session, tmp_path):
+def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(tiny_config, ray_session, tmp_path):
     from scalerl.distributed.pipeline import run_pipeline
 
     killed = []
@@ -149,7 +134,7 @@ def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(ray_ses
 
     max_lag = 2
     # longer sequences: a batch takes long enough for the kill to land in the middle of one
-    config = _config("max_steps=6", "eval_every=3", "checkpoint_every=6", "max_new_tokens=48")
+    config = tiny_config("max_steps=6", "eval_every=3", "checkpoint_every=6", "max_new_tokens=48")
     pipeline = _pipeline(mode="async", max_lag=max_lag, num_generators=2, generator_cpus=0.5)
     lines = []
     result = run_pipeline(config, pipeline, tmp_path, on_row=kill_a_generator_mid_batch,
@@ -170,14 +155,14 @@ def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(ray_ses
 
 
 @pytest.mark.slow
-def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(ray_session, tmp_path):
+def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(tiny_config, ray_session, tmp_path):
     from scalerl.distributed.pipeline import run_pipeline
 
     def interrupt_at_step_2(row, _session):
         if row["step"] == 2:
             raise KeyboardInterrupt
 
-    config = _config("max_steps=4", "eval_every=2", "checkpoint_every=10")
+    config = tiny_config("max_steps=4", "eval_every=2", "checkpoint_every=10")
     pipeline = _pipeline(mode="ppo-offpolicy", offpolicy_steps=2)
     first = run_pipeline(config, pipeline, tmp_path, on_row=interrupt_at_step_2, log=_quiet)
     assert first.interrupted and first.steps_done == 2
@@ -193,14 +178,14 @@ def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(ray_session, tmp_path):
 
 
 @pytest.mark.slow
-def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
+def test_scalerl_train_routes_to_the_pipeline(tiny_set_options, ray_session, tmp_path):
     import json
 
     from typer.testing import CliRunner
 
     from scalerl.cli.app import app
 
-    sets = [token for assignment in [*TINY_RUN, "eval_every=2"] for token in ("--set", assignment)]
+    sets = tiny_set_options("eval_every=2")
     runner = CliRunner()
     result = runner.invoke(app, ["train", "--out", str(tmp_path / "run"), "--pipeline", "async",
                                  "--max-lag", "1", "--generators", "1", "--max-steps", "2",
@@ -216,13 +201,13 @@ def test_scalerl_train_routes_to_the_pipeline(ray_session, tmp_path):
 
 
 @pytest.mark.slow  # ~8-20 s: trains or runs a study
-def test_async_driver_rows_carry_the_live_forecast_of_the_synchronous_trainer(tmp_path):
+def test_async_driver_rows_carry_the_live_forecast_of_the_synchronous_trainer(tiny_config, tmp_path):
     """The run state (the async driver's, the synchronous trainer's) adds the live forecast keys
     of the validation curve so far to each validation row."""
     from scalerl.forecast.curves import sigmoid_reward
     from scalerl.train.run_state import RunState, add_live_forecast
 
-    config = _config("max_steps=20")
+    config = tiny_config("max_steps=20")
     books = RunState(config, tmp_path, num_train_prompts=8)
     flops = [0.0] + [1e9 * step for step in range(2, 21, 2)]
     rewards = [0.1] + [float(sigmoid_reward(c, 0.7, 2.0, 8e9, 0.1)) for c in flops[1:]]

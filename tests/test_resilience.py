@@ -1,6 +1,6 @@
-"""Damaged run folders, impossible settings, failed writes and Ctrl-C (issue 13, items 5 and 7):
-each ends as one clear error naming the file or field, or as the documented recovery (resume from
-the newest intact checkpoint, with a warning), never a traceback or silently lost steps."""
+"""Damaged run folders, impossible settings, failed writes and Ctrl-C: each ends as one clear error
+naming the file or field, or as the documented recovery (resume from the newest intact checkpoint,
+with a warning), never a traceback or silently lost steps."""
 
 import errno
 import json
@@ -17,22 +17,17 @@ from safetensors.torch import load_file, save_file
 
 from cli_invocation import assert_one_line_error as _assert_one_error_line, invoke as _cli
 from scalerl.errors import ConfigError, InputError, OutputError
-from scalerl.train.config import TrainConfig, load_config
+from scalerl.train.config import load_config
 from scalerl.train.metrics_log import append_row, read_rows
 from scalerl.train.trainer import open_run, train
 
-TINY_RUN = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "prompts_per_step=3",
-    "generations_per_prompt=3", "max_new_tokens=16", "thinking_budget_min=6",
-    "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=50",
-    "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2", "torch_threads=1",
-]
-RUN_SETTINGS = ["eval_every=2", "checkpoint_every=2", "keep_checkpoints=2"]
+RUN_SETTINGS = ("eval_every=2", "checkpoint_every=2", "keep_checkpoints=2")
 
 
-def _config(*extra):
-    return TrainConfig().with_overrides([*TINY_RUN, *RUN_SETTINGS, *extra])
+@pytest.fixture(scope="module")
+def run_config(tiny_config):
+    """run_config(*overrides): the tiny run validated and checkpointed every 2 steps (2 kept)."""
+    return lambda *overrides: tiny_config(*RUN_SETTINGS, *overrides)
 
 
 def _comparable(rows):
@@ -40,11 +35,11 @@ def _comparable(rows):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(run_config, tmp_path_factory):
     """A 4-step run with checkpoints of steps 2 and 4, and the same run trained to step 6."""
     root = tmp_path_factory.mktemp("runs")
-    train(_config("max_steps=4"), root / "four", show_progress=False)
-    train(_config("max_steps=6"), root / "six", show_progress=False)
+    train(run_config("max_steps=4"), root / "four", show_progress=False)
+    train(run_config("max_steps=6"), root / "six", show_progress=False)
     return root
 
 
@@ -95,10 +90,10 @@ DAMAGES = {  # name: (damage to the newest checkpoint, what the warning or error
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(run, damage):
+def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(run_config, run, damage):
     apply_damage, named = DAMAGES[damage]
     apply_damage(_newest(run))
-    opened = open_run(_config("max_steps=4"), run, resume=True)
+    opened = open_run(run_config("max_steps=4"), run, resume=True)
     opened.state.close()
     assert opened.state.resumed_from.name == "step_00000002" and opened.step == 2
     warning = opened.state.notes[0]
@@ -108,9 +103,9 @@ def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(run, da
     assert [row["step"] for row in read_rows(run / "metrics.jsonl")] == [0, 1, 2]
 
 
-def test_resuming_from_the_older_checkpoint_reproduces_the_undamaged_run(runs, run):
+def test_resuming_from_the_older_checkpoint_reproduces_the_undamaged_run(run_config, runs, run):
     _truncate(_newest(run) / "model.safetensors")
-    train(_config("max_steps=6"), run, resume=True, show_progress=False)
+    train(run_config("max_steps=6"), run, resume=True, show_progress=False)
     assert _comparable(read_rows(run / "metrics.jsonl")) == _comparable(read_rows(runs / "six" / "metrics.jsonl"))
 
 
@@ -136,24 +131,24 @@ def test_a_bad_line_in_the_middle_of_metrics_is_an_error_naming_the_line(run):
     _assert_one_error_line(_cli("train", "--out", run, "--resume"), "metrics.jsonl", "line 3", "integer step")
 
 
-def test_a_torn_last_line_from_a_crash_is_dropped_on_resume(run):
+def test_a_torn_last_line_from_a_crash_is_dropped_on_resume(run_config, run):
     with open(run / "metrics.jsonl", "ab") as handle:
         handle.write(b'{"step": 5, "sampl')
-    opened = open_run(_config("max_steps=4"), run, resume=True)
+    opened = open_run(run_config("max_steps=4"), run, resume=True)
     opened.state.close()
     assert opened.step == 4 and [row["step"] for row in read_rows(run / "metrics.jsonl")] == [0, 1, 2, 3, 4]
     assert (run / "metrics.jsonl").read_bytes().endswith(b"}\n")
 
 
-def test_missing_metrics_rows_are_an_error_not_a_silent_loss(run):
+def test_missing_metrics_rows_are_an_error_not_a_silent_loss(run_config, run):
     rows_path = run / "metrics.jsonl"
     lines = rows_path.read_text().splitlines(keepends=True)
     rows_path.unlink()
     with pytest.raises(InputError, match="metrics.jsonl is missing .* steps 0-4"):
-        open_run(_config("max_steps=6"), run, resume=True)
+        open_run(run_config("max_steps=6"), run, resume=True)
     rows_path.write_text("".join(lines[:1] + lines[3:]))  # steps 1 and 2 cut out by hand
     with pytest.raises(InputError, match="no rows for steps 1-2"):
-        open_run(_config("max_steps=6"), run, resume=True)
+        open_run(run_config("max_steps=6"), run, resume=True)
     assert load_config(run).max_steps == 4  # config.json untouched
 
 
@@ -183,14 +178,14 @@ def test_a_hand_edited_config_is_refused_naming_the_keys_but_max_steps_may_grow(
      ("cispo_eps_max=inf", "rl.cispo_eps_max"), ("optim.lr=nan", "optim.lr"), ("max_steps=1e999", "max_steps"),
      ("device=cuda:x", "device"), ("device=gpu", "device")],
 )
-def test_impossible_settings_are_config_errors_naming_the_field(assignment, field):
+def test_impossible_settings_are_config_errors_naming_the_field(run_config, assignment, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-        _config(assignment)
+        run_config(assignment)
 
 
-def test_a_device_the_machine_lacks_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+def test_a_device_the_machine_lacks_is_refused_before_anything_is_written(tiny_set_options, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    sets = [token for assignment in [*TINY_RUN, "max_steps=1", "device=cuda"] for token in ("--set", assignment)]
+    sets = tiny_set_options("max_steps=1", "device=cuda")
     result = _cli("train", "--out", tmp_path / "run", *sets)
     _assert_one_error_line(result, "device: 'cuda' is not available", "device=cpu")
     assert not (tmp_path / "run").exists()
@@ -207,8 +202,9 @@ def _safetensors_disk_full(*_args, **_kwargs):
 @pytest.mark.parametrize(("target", "failure"), [("scalerl.train.checkpoint.save_file", _safetensors_disk_full),
                                                  ("scalerl.train.checkpoint.save_file", _disk_full),
                                                  ("os.replace", _disk_full)])
-def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(run, monkeypatch, target, failure):
-    opened = open_run(_config("max_steps=6"), run, resume=True)
+def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(run_config, run, monkeypatch, target,
+                                                                              failure):
+    opened = open_run(run_config("max_steps=6"), run, resume=True)
     from scalerl.train.trainer import _checkpoint
 
     opened.state.step = 6
@@ -220,12 +216,12 @@ def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(run
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_00000002", "step_00000004"]
 
 
-def test_failed_json_writes_name_their_path(tmp_path, monkeypatch):
+def test_failed_json_writes_name_their_path(tiny_set_options, tmp_path, monkeypatch):
     (tmp_path / "blocker").write_text("a file where a directory should be")
     with pytest.raises(OutputError, match="cannot write .*blocker/metrics.jsonl"):
         append_row(tmp_path / "blocker" / "metrics.jsonl", {"step": 0})
     monkeypatch.setattr(os, "replace", _disk_full)
-    sets = [token for assignment in [*TINY_RUN, "max_steps=1"] for token in ("--set", assignment)]
+    sets = tiny_set_options("max_steps=1")
     result = _cli("train", "--out", tmp_path / "run", *sets)
     _assert_one_error_line(result, "cannot write", "config.json", "No space left on device")
     assert list((tmp_path / "run").iterdir()) == []  # no temporary file left behind
@@ -234,12 +230,12 @@ def test_failed_json_writes_name_their_path(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- Ctrl-C
 
 
-def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resume_reproduces_the_run(runs, tmp_path):
+def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resume_reproduces_the_run(run_config, runs, tmp_path):
     def interrupt_at_step_3(row):
         if row["step"] == 3:
             os.kill(os.getpid(), signal.SIGINT)
 
-    config = _config("max_steps=6")
+    config = run_config("max_steps=6")
     result = train(config, tmp_path / "run", show_progress=False, on_row=interrupt_at_step_3)
     assert result.interrupted and result.last_step == 3
     assert (tmp_path / "run" / "checkpoints" / "step_00000003").is_dir()  # not a checkpoint_every step
@@ -276,11 +272,11 @@ def test_an_interrupted_run_exits_130_in_sync_and_async_mode(tmp_path, monkeypat
 
 
 @pytest.mark.slow  # a real process: starts torch, trains until Ctrl-C, resumes (~10 s on 2 shared cores)
-def test_sigint_to_a_real_training_process_exits_130_and_resume_completes(tmp_path):
+def test_sigint_to_a_real_training_process_exits_130_and_resume_completes(tiny_set_options, tmp_path):
     import time
 
     out = tmp_path / "run"
-    sets = [token for assignment in [*TINY_RUN, "eval_every=2", "checkpoint_every=2"] for token in ("--set", assignment)]
+    sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
     process = subprocess.Popen([*command, "--max-steps", "500", *sets], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
@@ -326,7 +322,7 @@ def test_without_a_terminal_progress_is_a_plain_line_every_few_steps():
     assert "\x1b" not in console.file.getvalue() and "\r" not in console.file.getvalue()
 
 
-def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_does(tmp_path):
+def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_does(run_config, tmp_path):
     """PipelineSession.flush (the async driver) shows each row it appends through the same
     RunProgress.show_row as the synchronous trainer."""
     import collections
@@ -336,7 +332,7 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
     from scalerl.train.run_state import RunState
 
     session = object.__new__(PipelineSession)  # the driver's bookkeeping only: no Ray actors
-    session.run_state = RunState.open(_config("max_steps=4"), tmp_path / "run", resume=False, num_train_prompts=50)
+    session.run_state = RunState.open(run_config("max_steps=4"), tmp_path / "run", resume=False, num_train_prompts=50)
     session.pending = collections.deque([[{"step": step, "flops": float(step), "train_reward": 0.5}, None, None]
                                          for step in (1, 2)])
     console = _plain_console()
@@ -347,9 +343,9 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
 
 
 @pytest.mark.slow  # starts a local Ray instance and two actors: 30-100 s on 2 shared cores
-def test_an_async_run_shows_progress_and_logs_no_error_line(tmp_path):
+def test_an_async_run_shows_progress_and_logs_no_error_line(tiny_set_options, tmp_path):
     pytest.importorskip("ray")
-    sets = [token for assignment in [*TINY_RUN, "eval_every=2", "pipeline.num_cpus=2"] for token in ("--set", assignment)]
+    sets = tiny_set_options("eval_every=2", "pipeline.num_cpus=2")
     result = subprocess.run([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out",
                              str(tmp_path / "run"), "--pipeline", "async", "--max-lag", "1", "--max-steps", "2", *sets],
                             capture_output=True, text=True, timeout=600)
@@ -358,13 +354,13 @@ def test_an_async_run_shows_progress_and_logs_no_error_line(tmp_path):
     assert not [line for line in result.stderr.splitlines() if " E " in line or "ERROR" in line], result.stderr
 
 
-def test_the_pipeline_checks_paths_and_device_before_starting_anything(tmp_path, monkeypatch):
+def test_the_pipeline_checks_paths_and_device_before_starting_anything(run_config, tmp_path, monkeypatch):
     from scalerl.distributed.session import PipelineSession
     from scalerl.distributed.settings import PipelineConfig
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match="device: 'cuda' is not available"):
-        PipelineSession(_config("device=cuda"), PipelineConfig(mode="async"), tmp_path / "run")
+        PipelineSession(run_config("device=cuda"), PipelineConfig(mode="async"), tmp_path / "run")
     with pytest.raises(ConfigError, match="task.name"):
-        PipelineSession(_config("task.name=/no/such.jsonl"), PipelineConfig(mode="async"), tmp_path / "run")
+        PipelineSession(run_config("task.name=/no/such.jsonl"), PipelineConfig(mode="async"), tmp_path / "run")
     assert not (tmp_path / "run").exists()

@@ -246,18 +246,13 @@ def test_paper_axis_and_report_errors(tmp_path):
 
 # ----------------------------------------------------------------------------- tiny end-to-end study
 
-TINY_RUN = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "eval_samples_per_prompt=2", "prompts_per_step=3", "generations_per_prompt=3",
-    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
-    "num_train_prompts=50", "eval_every=1", "checkpoint_every=1",
-]
+RUN_SCHEDULE = ("eval_every=1", "checkpoint_every=1")
 
 
 @pytest.mark.slow
-def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tmp_path):
+def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tiny_study_options, tmp_path):
     command = ["study", "--out", str(tmp_path), "--leave-one-out", "--only", "loss-dapo", "--max-steps", "2",
-               "--no-progress", *[arg for item in TINY_RUN for arg in ("--set", item)]]
+               "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     for slug in ("scalerl", "loss-dapo"):

@@ -146,26 +146,12 @@ from scalerl.errors import ConfigError  # noqa: E402
 from scalerl.train.metrics_log import TRAIN_COLUMNS, append_row, read_rows  # noqa: E402
 from scalerl.train.trainer import train  # noqa: E402
 
-TINY_RUN = [
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "prompts_per_step=3",
-    "generations_per_prompt=3", "max_new_tokens=16", "thinking_budget_min=6",
-    "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=50",
-    # length-penalty rewards vary with the length, so even the untrained model gets gradients
-    "sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2",
-]
-
-
-def _config(*extra):
-    return TrainConfig().with_overrides([*TINY_RUN, *extra])
-
-
-def test_three_step_run_writes_the_metrics_columns_and_read_curve_reads_them(tmp_path):
+def test_three_step_run_writes_the_metrics_columns_and_read_curve_reads_them(tiny_config, tmp_path):
     from scalerl.forecast.readers import read_curve
 
     # no zero-variance filter: the untrained model's generations may all be cut at the same
     # length (equal penalties), and this test is about the columns, not the filter
-    config = _config("max_steps=3", "eval_every=2", "checkpoint_every=2", "rl.zero_variance_filter=false")
+    config = tiny_config("max_steps=3", "eval_every=2", "checkpoint_every=2", "rl.zero_variance_filter=false")
     result = train(config, tmp_path, show_progress=False)
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert [row["step"] for row in rows] == [0, 1, 2, 3]
@@ -199,8 +185,8 @@ class _Crash(Exception):
     pass
 
 
-def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path):
-    config = _config("max_steps=5", "eval_every=2", "checkpoint_every=2", "keep_checkpoints=2")
+def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tiny_config, tmp_path):
+    config = tiny_config("max_steps=5", "eval_every=2", "checkpoint_every=2", "keep_checkpoints=2")
     train(config, tmp_path / "whole", show_progress=False)
 
     def crash_at_step_3(row):
@@ -221,36 +207,35 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path):
     assert all(torch.equal(whole_weights[name], resumed_weights[name]) for name in whole_weights)
 
 
-def test_resume_can_extend_max_steps(tmp_path):
-    train(_config("max_steps=1", "eval_every=1"), tmp_path, show_progress=False)
-    train(_config("max_steps=2", "eval_every=1"), tmp_path, resume=True, show_progress=False)
+def test_resume_can_extend_max_steps(tiny_config, tmp_path):
+    train(tiny_config("max_steps=1", "eval_every=1"), tmp_path, show_progress=False)
+    train(tiny_config("max_steps=2", "eval_every=1"), tmp_path, resume=True, show_progress=False)
     assert [row["step"] for row in read_rows(tmp_path / "metrics.jsonl")] == [0, 1, 2]
 
 
-def test_run_directory_errors(tmp_path):
+def test_run_directory_errors(tiny_config, tmp_path):
     with pytest.raises(ConfigError, match="no run to resume"):
-        train(_config("max_steps=1"), tmp_path / "empty", resume=True, show_progress=False)
+        train(tiny_config("max_steps=1"), tmp_path / "empty", resume=True, show_progress=False)
     append_row(tmp_path / "metrics.jsonl", {"step": 0})
-    (tmp_path / "config.json").write_text(__import__("json").dumps(_config("max_steps=1").to_dict()))
+    (tmp_path / "config.json").write_text(__import__("json").dumps(tiny_config("max_steps=1").to_dict()))
     with pytest.raises(ConfigError, match="already holds a run"):
-        train(_config("max_steps=1"), tmp_path, show_progress=False)
+        train(tiny_config("max_steps=1"), tmp_path, show_progress=False)
     with pytest.raises(ConfigError, match="differs from the saved run's in optim"):
-        train(_config("max_steps=1", "optim.lr=0.5"), tmp_path, resume=True, show_progress=False)
+        train(tiny_config("max_steps=1", "optim.lr=0.5"), tmp_path, resume=True, show_progress=False)
 
 
 @pytest.mark.slow
-def test_resume_after_kill_9_of_a_real_process(tmp_path):
+def test_resume_after_kill_9_of_a_real_process(tiny_config, tiny_set_options, tmp_path):
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    config = _config("max_steps=12", "eval_every=3", "checkpoint_every=2")
+    config = tiny_config("max_steps=12", "eval_every=3", "checkpoint_every=2")
     train(config, tmp_path / "whole", show_progress=False)
     killed = tmp_path / "killed"
-    sets = [token for assignment in [*TINY_RUN, "max_steps=12", "eval_every=3", "checkpoint_every=2"]
-            for token in ("--set", assignment)]
+    sets = tiny_set_options("max_steps=12", "eval_every=3", "checkpoint_every=2")
     process = subprocess.Popen([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(killed),
                                 "--no-progress", *sets], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120

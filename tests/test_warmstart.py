@@ -105,16 +105,11 @@ def test_bad_settings_raise_config_error():
 
 # --- one warm start per model/task configuration: its key and its record ------------------------
 
-TINY_RUN = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.warmstart_steps=2",
-            "model.warmstart_probe_every=50", "task.num_train_prompts=40", "task.num_val_prompts=8", "eval_prompts=8",
-            "sampling.max_new_tokens=16", "sampling.thinking_budget_min=8", "sampling.thinking_budget_max=12",
-            "sampling.penalty_cache_tokens=4"]
-
-
-def tiny_run_config(tmp_path, *extra):
-    from scalerl.train.config import TrainConfig
-
-    return TrainConfig().with_overrides([*TINY_RUN, f"model.warmstart_cache_dir={tmp_path}", *extra])
+@pytest.fixture
+def warm_config(tiny_config, tmp_path):
+    """warm_config(*overrides): the tiny run with a 2-step warm start, cached under tmp_path."""
+    return lambda *overrides: tiny_config("model.warmstart_steps=2", "model.warmstart_probe_every=50",
+                                          f"model.warmstart_cache_dir={tmp_path}", *overrides)
 
 
 def record_of(config):
@@ -136,23 +131,23 @@ def key_of(config) -> str:
                                 warm_start_settings(config))
 
 
-def test_every_rl_seed_shares_one_warm_start_and_a_warm_start_setting_changes_the_key(tmp_path):
-    base = record_of(tiny_run_config(tmp_path))
-    other_rl_seed = record_of(tiny_run_config(tmp_path, "seed=7", "rl.loss=dapo"))
+def test_every_rl_seed_shares_one_warm_start_and_a_warm_start_setting_changes_the_key(warm_config, tmp_path):
+    base = record_of(warm_config())
+    other_rl_seed = record_of(warm_config("seed=7", "rl.loss=dapo"))
     assert other_rl_seed == base  # same key, same weights (by digest)
     assert len([p for p in tmp_path.iterdir() if not p.name.startswith(".")]) == 1
-    assert key_of(tiny_run_config(tmp_path, "seed=7")) == base.key
+    assert key_of(warm_config("seed=7")) == base.key
     for setting in ("model.init_seed=1", "model.warmstart_stop_pass_rate=0.2", "task.num_train_prompts=41"):
-        assert key_of(tiny_run_config(tmp_path, setting)) != base.key, setting
+        assert key_of(warm_config(setting)) != base.key, setting
 
 
-def test_the_built_policy_is_the_recorded_warm_start(tmp_path):
+def test_the_built_policy_is_the_recorded_warm_start(warm_config):
     from scalerl.train.run_setup import build_policy, build_task
     from scalerl.train.warmstart import weights_digest
 
-    config = tiny_run_config(tmp_path, "seed=3")
+    config = warm_config("seed=3")
     model, _ = build_policy(config, build_task(config))
-    assert weights_digest(model) == record_of(tiny_run_config(tmp_path)).weights_sha256
+    assert weights_digest(model) == record_of(warm_config()).weights_sha256
 
 
 def test_the_warm_start_runs_on_one_thread_whatever_the_run_uses(tmp_path, monkeypatch):
