@@ -147,12 +147,12 @@ def run_scalerl(args) -> dict:
         started = time.perf_counter()
         end_times, tokens, rewards = [started], [0], []
         for _ in range(args.warmup_steps + args.steps):
-            before = run.counters.tokens_generated
+            before = run.state.counters.tokens_generated
             row = run_one_step(run)
             end_times.append(time.perf_counter())
-            tokens.append(run.counters.tokens_generated - before)
+            tokens.append(run.state.counters.tokens_generated - before)
             rewards.append(row["train_reward"])
-        run.log.close()
+        run.state.close()
     result = throughput(end_times[1:], tokens[1:], args.warmup_steps, args.prompts * args.generations)
     result.update(trainer="scalerl", recipe=args.recipe, mean_train_reward=sum(rewards) / len(rewards),
                   torch_threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
@@ -267,7 +267,7 @@ def profile_scalerl(args) -> dict:
         for _ in range(args.steps):
             run_one_step(run)
         profiler.disable()
-        run.log.close()
+        run.state.close()
     return profile_summary(profiler, args.steps, SCALERL_PHASES)
 
 
