@@ -291,7 +291,7 @@ def test_compare_decides_by_efficiency_within_the_margin(tmp_path):
     assert shared["fast"]["B"] > shared["slow"]["B"]
     assert figure.read_bytes().startswith(b"\x89PNG")
     # a margin of 0 puts nearly equal ceilings in separate clusters, but their intervals overlap:
-    # the ceiling is undecided and efficiency at a shared A decides (issue 15)
+    # the ceiling is undecided and efficiency at a shared A decides
     strict = strict_json(invoke("compare", slow, fast, "--json", "--margin", "0", *FAST).stdout)
     assert strict["ceiling_undecided"] and strict["decided_by"] == "efficiency"
     assert strict["winner"] == "fast" and "ceiling undecided" in strict["headline"]

@@ -54,7 +54,7 @@ def test_errors_name_the_run():
 
 
 def test_flat_run_is_never_the_winner_by_ceiling():
-    # Issue 15: a flat run (A 0.985 in [0.20, 1.00], not identified) ranked above a rising one "by ceiling".
+    # a flat run (A 0.985 in [0.20, 1.00], not identified) must not outrank a rising one "by ceiling"
     rng = np.random.default_rng(3)
     flat = COMPUTE, np.clip(0.30 + np.concatenate([[0.0], np.linspace(0.0, 0.06, 16)]) + rng.normal(0, 0.01, 17), 0, 1)
     rising = run(0.7, 2.0, c_mid=8000.0)

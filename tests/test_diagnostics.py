@@ -145,7 +145,7 @@ ERRATIC_FALL = np.array([0.51, 0.52, 0.54, 0.55, 0.56, 0.56, 0.55, 0.42, 0.50, 0
 
 
 def test_noisy_rise_then_fall_is_a_collapse_dated_at_its_first_step_down():
-    # Issue 15: rose 0.51 -> 0.56, then fell erratically to 0.09; it was reported as a flat run.
+    # rose 0.51 -> 0.56, then fell erratically to 0.09: a collapse, not a flat run
     compute = np.arange(ERRATIC_FALL.size) * 100.0
     report = detect_collapse(compute, ERRATIC_FALL)
     assert report is not None and report.onset_index == 7

@@ -21,7 +21,8 @@ from scalerl.train.safe_writes import write_atomically, writing
 
 METRICS_FILE_NAME = "metrics.jsonl"
 
-# Columns of every training row, in order (issue 5); validation rows add `val_pass_rate`.
+# Columns of every training row, in this order (what readers of metrics.jsonl may rely on);
+# validation rows add `val_pass_rate`.
 TRAIN_COLUMNS = (
     "step", "samples", "tokens_generated", "tokens_trained", "flops", "device_hours",
     "train_reward", "kept_prompts", "pool_size", "mean_length", "truncation_rate", "entropy",

@@ -240,7 +240,7 @@ class RunState:
         self.counters.flops += flops.generation_flops(shape, generated, context)
 
     def _train_row(self, rollouts: list[Rollout], stats: StepStats) -> dict[str, Any]:
-        """The metrics row of one step (issue 5 columns first, then diagnostics)."""
+        """The metrics row of one step (TRAIN_COLUMNS first, then diagnostics)."""
         passed = [r.reward > 0 for r in rollouts]
         return {
             "step": self.step, **dataclasses.asdict(self.counters),
