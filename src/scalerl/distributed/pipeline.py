@@ -86,7 +86,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
         session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
                                    workers=workers)
         with RunProgress(config.max_steps, enabled=show_progress,
-                              start_step=session.run_state.step) as progress:
+                         start_step=session.run_state.step) as progress:
             session.progress = progress if show_progress else None
             try:
                 interrupted = _run_loop(session, on_row)

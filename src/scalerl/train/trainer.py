@@ -138,8 +138,8 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
 def _result(run: Run, interrupted: bool) -> RunResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
     return RunResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
-                       tuple(float(r["flops"]) for r in rows),
-                       tuple(float(r["val_pass_rate"]) for r in rows), interrupted)
+                     tuple(float(r["flops"]) for r in rows),
+                     tuple(float(r["val_pass_rate"]) for r in rows), interrupted)
 
 
 def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
