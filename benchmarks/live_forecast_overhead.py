@@ -4,7 +4,7 @@ Two measurements, one process, one torch thread:
 1. a short real run of the demo config (ScaleRL preset, 32 prompts x 16 generations, warm start
    from the cache) with the live forecast on: wall time of each training step (rows without a
    validation), of each validation, and of each live refit + plot inside it (the trainer's
-   `_forecast_into`, timed by wrapping it);
+   `scalerl.train.run_state.add_live_forecast`, timed by wrapping it);
 2. the live refit + plot on validation curves as long as the demo's (5 to 61 evaluations, a
    sigmoid with the demo's binomial evaluation noise, 64 prompts x 4 samples), median of repeats.
 
@@ -45,6 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None) -> dict:
     """Run the demo config for `steps` steps; per-row wall times and the live refits' times."""
+    import scalerl.train.run_state as run_state_module
     import scalerl.train.trainer as trainer_module
     from scalerl.train.demo import demo_config
 
@@ -52,15 +53,15 @@ def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None) -> dict
     overrides += [f"forecast.n_bootstrap={n_bootstrap}"] if n_bootstrap else []
     config = demo_config(overrides)
     refit_seconds, row_times = [], []
-    original = trainer_module._forecast_into
+    original = run_state_module.add_live_forecast
 
-    def timed_forecast(run, row):
+    def timed_forecast(*args, **kwargs):
         started = time.perf_counter()
-        forecast = original(run, row)
+        forecast = original(*args, **kwargs)
         refit_seconds.append(time.perf_counter() - started)
         return forecast
 
-    trainer_module._forecast_into = timed_forecast
+    run_state_module.add_live_forecast = timed_forecast
     run_dir = Path(tempfile.mkdtemp(prefix="live_forecast_bench_"))
     try:
         started = time.perf_counter()
@@ -68,7 +69,7 @@ def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None) -> dict
                              on_row=lambda row: row_times.append((row["step"], "val_pass_rate" in row,
                                                                   time.perf_counter())))
     finally:
-        trainer_module._forecast_into = original
+        run_state_module.add_live_forecast = original
         shutil.rmtree(run_dir, ignore_errors=True)
     previous = [started] + [t for _, _, t in row_times[:-1]]
     durations = [(step, has_val, t - before) for (step, has_val, t), before in zip(row_times, previous)]
