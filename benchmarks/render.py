@@ -88,7 +88,14 @@ BLOCKS = {
 
 
 def _call(renderer, names: list[str], results_dir: Path) -> str:
-    return renderer(*[load(name, results_dir) for name in names]).strip()
+    """The renderer's text; a JSON whose layout the renderer does not know is one error naming
+    both (rerun the benchmark, or update the renderer with the benchmark)."""
+    try:
+        return renderer(*[load(name, results_dir) for name in names]).strip()
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        where = f"{renderer.__module__}.{renderer.__name__}"
+        raise SystemExit(f"error: {where} cannot render {', '.join(names)}: "
+                         f"{type(error).__name__} {error}") from None
 
 
 def results_page(results_dir: Path = RESULTS_DIR) -> str:

@@ -46,3 +46,11 @@ def test_check_names_a_stale_file(render, tmp_path):
     fresh.write_text("new")
     assert render.stale_files({stale: "new", fresh: "new", tmp_path / "missing.md": "x"}) == [
         stale, tmp_path / "missing.md"]
+
+
+def test_a_results_file_the_renderer_cannot_read_is_named(render, tmp_path):
+    (tmp_path / "trainer_throughput.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"render_tables.trainer_headline cannot render trainer_throughput.json"):
+        render.fill_blocks("<!-- results:trainer-headline -->\n<!-- /results:trainer-headline -->\n", tmp_path)
+    with pytest.raises(SystemExit, match="reader_scale.json is missing"):
+        render.fill_blocks("<!-- results:reader-scale -->\n<!-- /results:reader-scale -->\n", tmp_path)
