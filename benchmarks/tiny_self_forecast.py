@@ -1,8 +1,8 @@
 """Benchmark: does a run of the built-in setting predict its own second half?
 
 The runs in benchmarks/data/tiny_runs (validation curves of the demo, the tiny leave-one-out study
-and the batch sweep, all on the former demo's setting, plain sums; their sources in SOURCES.md;
-`--data benchmarks/data/tiny_mod10_runs` for the current demo's setting) are each fitted on the
+and the batch sweep, all on the plain-sums setting, 4-operand one-digit addition; sources in SOURCES.md;
+`--data benchmarks/data/tiny_mod10_runs` for the demo's setting, sums modulo 10) are each fitted on the
 first half of their compute, as `scalerl demo` does (scalerl.train.demo.forecast_from_metrics), and
 the later evaluations are compared with the extrapolated curve and its band. Per run: held-out
 evaluations, how many the band holds, mean abs error. Overall: the share of all held-out
