@@ -101,10 +101,10 @@ def _call(renderer, names: list[str], results_dir: Path) -> str:
 def results_page(results_dir: Path = RESULTS_DIR) -> str:
     """docs/results.md: one section per area, each with the command that measured it."""
     lines = ["# Measured results", "",
-             "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the "
-             "renderers in `benchmarks/render.py`, `benchmarks/render_tables.py` and "
-             "`benchmarks/render_forecast.py`, never this page. How to rerun each benchmark and what "
-             "it costs: [benchmarks/README.md](../benchmarks/README.md).", ""]
+             "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
+             "renderers (`benchmarks/render.py`, `render_tables.py`, `render_forecast.py`), never this",
+             "page. How to rerun each benchmark and what it costs:",
+             "[benchmarks/README.md](../benchmarks/README.md).", ""]
     lines += [f"- [{title}](#{anchor})" for anchor, title, *_ in SECTIONS]
     for anchor, title, names, renderer, command in SECTIONS:
         sources = ", ".join(f"`benchmarks/results/{name}`" for name in names)
@@ -154,8 +154,10 @@ def stale_files(files: dict[Path, str]) -> list[Path]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a rendered file is stale")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR,
+                        help="folder of the results JSON (default benchmarks/results)")
     args = parser.parse_args(argv)
-    files = rendered_files()
+    files = rendered_files(REPO, args.results)
     stale = stale_files(files)
     names = [str(path.relative_to(REPO)) for path in stale]
     if args.check:
