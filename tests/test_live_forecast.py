@@ -126,14 +126,12 @@ def _rising_validation(monkeypatch, *run_dirs):
 
 
 @pytest.mark.slow  # ~8-20 s: trains or runs a study
-def test_trainer_writes_forecast_keys_and_live_plot(tmp_path, monkeypatch):
-    from test_trainer import _config
-
+def test_trainer_writes_forecast_keys_and_live_plot(tiny_config, tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
-    config = _config("max_steps=10", "eval_every=2", "checkpoint_every=10", "torch_threads=1")
+    config = tiny_config("max_steps=10", "eval_every=2", "checkpoint_every=10", "torch_threads=1")
     train(config, tmp_path, show_progress=False)
     val_rows = [row for row in read_rows(tmp_path / "metrics.jsonl") if "val_pass_rate" in row]
     assert [row["step"] for row in val_rows] == [0, 2, 4, 6, 8, 10]
@@ -149,27 +147,23 @@ def test_trainer_writes_forecast_keys_and_live_plot(tmp_path, monkeypatch):
     assert (tmp_path / "forecast_live.png").is_file()
 
 
-def test_trainer_without_live_forecast_writes_no_keys(tmp_path, monkeypatch):
-    from test_trainer import _config
-
+def test_trainer_without_live_forecast_writes_no_keys(tiny_config, tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
-    train(_config("max_steps=8", "eval_every=2", "forecast.enabled=false", "torch_threads=1"), tmp_path,
+    train(tiny_config("max_steps=8", "eval_every=2", "forecast.enabled=false", "torch_threads=1"), tmp_path,
           show_progress=False)
     assert not any("forecast_A" in row for row in read_rows(tmp_path / "metrics.jsonl"))
     assert not (tmp_path / "forecast_live.png").exists()
 
 
-def test_fixed_budget_is_used_as_given(tmp_path, monkeypatch):
-    from test_trainer import _config
-
+def test_fixed_budget_is_used_as_given(tiny_config, tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
-    train(_config("max_steps=8", "eval_every=2", "budget_flops=1e12", "torch_threads=1"), tmp_path,
+    train(tiny_config("max_steps=8", "eval_every=2", "budget_flops=1e12", "torch_threads=1"), tmp_path,
           show_progress=False)
     last = read_rows(tmp_path / "metrics.jsonl")[-1]
     assert last["forecast_budget"] == 1e12
@@ -180,15 +174,13 @@ class _Crash(Exception):
 
 
 @pytest.mark.slow  # ~8-20 s: trains or runs a study
-def test_resumed_run_forecasts_from_the_curve_before_the_crash(tmp_path, monkeypatch):
-    from test_trainer import _config
-
+def test_resumed_run_forecasts_from_the_curve_before_the_crash(tiny_config, tmp_path, monkeypatch):
     from scalerl.train.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     whole, crashed = tmp_path / "whole", tmp_path / "crashed"
     current = _rising_validation(monkeypatch, whole, crashed)
-    config = _config("max_steps=10", "eval_every=2", "checkpoint_every=4", "torch_threads=1")
+    config = tiny_config("max_steps=10", "eval_every=2", "checkpoint_every=4", "torch_threads=1")
     train(config, whole, show_progress=False)
 
     def crash_at_step_7(row):

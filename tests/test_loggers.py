@@ -8,7 +8,6 @@ import pytest
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
-from test_cli_train import tiny_sets
 
 
 def wandb_history_items(run_file):
@@ -37,7 +36,8 @@ def numeric_items(row):
 
 
 @pytest.mark.slow  # a 2-step tiny run with both trackers: ~6 s
-def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_names(tmp_path, monkeypatch):
+def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_names(tiny_set_options, tmp_path,
+                                                                            monkeypatch):
     pytest.importorskip("wandb")
     from tbparse import SummaryReader
 
@@ -47,7 +47,7 @@ def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_names(tmp
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "--out", str(out), "--no-progress", "--tensorboard", "--wandb",
                                       "--wandb-project", "scalerl-test", "--wandb-run-name", "tiny",
-                                      *tiny_sets("max_steps=2", "eval_every=1")])
+                                      *tiny_set_options("max_steps=2", "eval_every=1")])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     saved = json.loads((out / "config.json").read_text())

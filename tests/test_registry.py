@@ -159,13 +159,11 @@ def test_grpo_without_kl_is_unchanged_by_the_reference():
     assert registry.LOSSES["grpo"].resolve() is grpo
 
 
-def test_a_run_with_kl_holds_its_starting_policy_frozen_as_the_reference(tmp_path):
-    from test_trainer import _config
-
+def test_a_run_with_kl_holds_its_starting_policy_frozen_as_the_reference(tiny_config, tmp_path):
     from scalerl.train.trainer import open_run, run_one_step
 
-    assert open_run(_config("rl.loss=grpo"), tmp_path / "no-kl", False).reference is None
-    run = open_run(_config("rl.loss=grpo", "rl.grpo_kl_coef=0.5", "forecast.enabled=false"), tmp_path / "kl", False)
+    assert open_run(tiny_config("rl.loss=grpo"), tmp_path / "no-kl", False).reference is None
+    run = open_run(tiny_config("rl.loss=grpo", "rl.grpo_kl_coef=0.5", "forecast.enabled=false"), tmp_path / "kl", False)
     starting = [parameter.detach().clone() for parameter in run.model.parameters()]
     assert all(torch.equal(a, b) for a, b in zip(starting, run.reference.parameters()))
     for _ in range(2):
