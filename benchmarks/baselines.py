@@ -1,9 +1,9 @@
-"""Baseline fitters of the ScaleRL sigmoid, used only by the forecast-accuracy benchmark.
+"""Baseline forecasters, used only by the forecast-accuracy benchmark.
 
-Each takes (compute, reward, r0) with the R0 point already removed and returns a Baseline that
-predicts the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (Khatri, Madaan et al.,
-arXiv 2510.13786) and, where the method has one, an 80 % band. They raise ValueError or
-RuntimeError on failure; the benchmark counts those.
+Each takes (compute, reward, r0) with the R0 point already removed and returns an object with
+`predict(compute)` and, where the method has one, `interval(compute, level)`. The sigmoid ones
+predict R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (Khatri, Madaan et al., arXiv 2510.13786).
+They raise ValueError or RuntimeError on failure; the benchmark counts those.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import curve_fit
+from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from scalerl.forecast.curves import linearised_sigmoid, sigmoid_reward
@@ -98,6 +99,77 @@ def paper_grid_fit(compute, reward, r0):
     return best
 
 
+N_BOOTSTRAP = 100
+
+
+def _grid_shape(compute):
+    """(C_mid grid, B grid, shape) with shape[i, j, k] = 1 / (1 + (C_mid_i / C_k)^B_j), the paper's grid."""
+    c_mid_grid = np.geomspace(compute.min() / 10, compute.max() * 100, 100)
+    b_grid = np.geomspace(0.1, 10.0, 200)
+    ratio = np.power(c_mid_grid[:, None, None] / compute[None, None, :], b_grid[None, :, None])
+    return c_mid_grid, b_grid, 1.0 / (1.0 + ratio)
+
+
+def _grid_best(shape, a_grid, r0, rewards):
+    """Best (A, C_mid index, B index) per row of `rewards` (n_sets, n_points) on the grid.
+
+    sse(A, i, j) = (A - R0)^2 S2_ij - 2 (A - R0) S1_ij + S0 with S2 = sum shape^2,
+    S1 = sum shape (y - R0), S0 = sum (y - R0)^2: one matrix product for every data set.
+    """
+    flat = shape.reshape(-1, shape.shape[-1])
+    s2 = np.sum(flat**2, axis=1)
+    s1 = flat @ (rewards - r0).T  # (cells, n_sets)
+    s0 = np.sum((rewards - r0) ** 2, axis=1)
+    best_sse = np.full(rewards.shape[0], np.inf)
+    best = np.zeros((rewards.shape[0], 2))
+    for a in a_grid:
+        gain = a - r0
+        sse = gain**2 * s2[:, None] - 2.0 * gain * s1 + s0[None, :]
+        cell = np.argmin(sse, axis=0)
+        value = sse[cell, np.arange(rewards.shape[0])]
+        better = value < best_sse
+        best_sse[better], best[better, 0], best[better, 1] = value[better], a, cell[better]
+    return best
+
+
+@dataclass(frozen=True)
+class GridBootstrap:
+    """The paper's grid fit with a residual bootstrap band: `curves` are the refits' parameters
+    (A, B, C_mid), `residuals` the centred residuals of the fit resampled as new evaluation noise."""
+
+    fit: Baseline
+    curves: np.ndarray
+    residuals: np.ndarray
+    seed: int = 0
+
+    def predict(self, compute):
+        return self.fit.predict(compute)
+
+    def interval(self, compute, level=0.8):
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        rng = np.random.default_rng(self.seed)
+        curves = sigmoid_reward(compute[None, :], self.curves[:, :1], self.curves[:, 1:2], self.curves[:, 2:3],
+                                self.fit.r0)
+        noise = rng.choice(self.residuals, size=curves.shape)
+        lo, hi = np.quantile(curves + noise, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        centre = self.predict(compute)
+        return np.minimum(lo, centre), np.maximum(hi, centre)
+
+
+def paper_grid_bootstrap(compute, reward, r0, n_bootstrap=N_BOOTSTRAP, seed=0):
+    """paper_grid_fit plus a residual bootstrap: the grid refitted on fit + resampled residuals."""
+    fit = paper_grid_fit(compute, reward, r0)
+    residuals = reward - fit.predict(compute)
+    residuals = residuals - residuals.mean()
+    rng = np.random.default_rng(seed)
+    resampled = fit.predict(compute)[None, :] + rng.choice(residuals, size=(n_bootstrap, compute.size))
+    c_mid_grid, b_grid, shape = _grid_shape(compute)
+    best = _grid_best(shape, _a_grid(reward, r0), r0, resampled)
+    i_c, i_b = np.unravel_index(best[:, 1].astype(int), shape.shape[:2])
+    curves = np.column_stack([best[:, 0], b_grid[i_b], c_mid_grid[i_c]])
+    return GridBootstrap(fit, curves, residuals, seed)
+
+
 def curve_fit_default(compute, reward, r0):
     """scipy.optimize.curve_fit with default settings (p0 = ones, no bounds), R0 fixed."""
 
@@ -116,14 +188,32 @@ def curve_fit_default(compute, reward, r0):
 
 @dataclass(frozen=True)
 class LastValue:
-    """Persistence forecast: the mean of the last three fitted evaluations, at any compute."""
+    """Persistence forecast: the mean of the last three fitted evaluations, at any compute.
+
+    Band: a random walk from that level, sd = sigma_d sqrt(k) at k evaluations ahead (k >= 1,
+    k = (C - C_last) / the fitted points' median compute step), sigma_d the robust sd of
+    successive differences (1.4826 MAD): the noise grows with the steps ahead.
+    """
 
     level: float
+    step_sd: float = 0.0
+    last_compute: float = 1.0
+    compute_step: float = 1.0
 
     def predict(self, compute):
         return np.full(np.shape(np.atleast_1d(compute)), self.level)
 
+    def interval(self, compute, level=0.8):
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        ahead = (compute - self.last_compute) / self.compute_step
+        half = norm.ppf(0.5 + level / 2) * self.step_sd * np.sqrt(np.maximum(ahead, 1.0))
+        return self.level - half, self.level + half
+
 
 def last_value_fit(compute, reward, r0):
     """No curve at all: tomorrow looks like the last three evaluations."""
-    return LastValue(float(np.mean(reward[-3:])))
+    diff = np.diff(reward)
+    step_sd = float(1.4826 * np.median(np.abs(diff - np.median(diff)))) if diff.size >= 2 else 0.0
+    steps = np.diff(compute)
+    compute_step = float(np.median(steps[steps > 0])) if np.any(steps > 0) else float(compute.max())
+    return LastValue(float(np.mean(reward[-3:])), max(step_sd, 1e-3), float(compute.max()), compute_step)

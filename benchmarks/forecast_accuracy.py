@@ -1,236 +1,327 @@
-"""Forecast-accuracy benchmark: fit the first 25 / 50 / 75 % of a run, forecast its end.
+"""Forecast accuracy by source: fit the first 25 / 50 / 75 % of a run, forecast the rest.
 
-For every `healthy` and `pre_plateau` (still rising) run in benchmarks/data/curves/, each method
-is fitted on the points with compute <= f x max compute (never the last three) and forecasts the
-mean of the last three evaluations. Methods: scalerl.fit_sigmoid and the baselines of
-baselines.py: the paper's grid with R0 = first evaluation and with R0 = 0, the power law, plain
-least squares (curve_fit) and the last value. Errors are given over every cell, a failed fit
-scored as the last value (the headline), over the forecasts each method made, and over the cells
-every method forecast. scalerl's 50 / 80 / 95 % bands (with their floor where the fitted
-points end flat, as FitResult.interval gives them) are scored leave-one-curve-out (calibration.py): the band-widening constants used for a run are chosen on the
-other runs only; runs from the same training run are held out together.
+Every `healthy` and `pre_plateau` (still rising) run of the data folder is fitted on the points
+with compute <= f x max compute (never the last three). Everything a method learns from data is
+learned on the OTHER sources only (all runs of one repository held out together): scalerl's band
+table (forecast.band_calibration) is rebuilt per held-out source from the other sources' fits.
 
-    nice python benchmarks/forecast_accuracy.py [--data DIR] [--out DIR] [--figure PNG]
+Reported per method, fraction and run status:
+- the final level (mean of the last three evaluations): median and mean abs error, a refused
+  forecast scored as the last value (what a user falls back to);
+- every held-out evaluation after the cut: coverage of the 50 / 80 / 95 % bands, mean width and
+  mean interval score (Gneiting & Raftery 2007, eq. 43: width + (2 / alpha) x miss distance;
+  lower is better), pooled over evaluations and with each run weighted equally;
+- the plateau read on complete healthy runs (fit on all points): ceiling identified, A within
+  0.03 of the level the run settled at (mean of its last quarter, at least three evaluations),
+  the 80 % interval of A holding it; and how many plateaued runs are told to run longer.
+Baselines with bands: the paper's grid fit with a residual bootstrap, persistence (the last
+value, a random walk's noise growing with the evaluations ahead) and the power law.
+
+    python -m benchmarks.forecast_accuracy [--data DIR] [--out DIR] [--figure PNG]   # ~8 min on 2 cores
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baselines import curve_fit_default, last_value_fit, paper_grid_fit  # noqa: E402
-from calibration import (  # noqa: E402
-    CHOICE_LEVEL, KAPPA_GRID, LEVELS, band_quantiles, calibration_figure, choose_constants, coverage_table,
-    loco_coverage,
+from benchmarks.band_table import (
+    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, scores_of, table_document, write_atomic,
 )
+from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
+from scalerl.errors import ScaleRLError
+from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
+from scalerl.forecast.diagnostics import detect_collapse
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.power_law import fit_power_law
 
-from scalerl.errors import ScaleRLError  # noqa: E402
-from scalerl.forecast.diagnostics import detect_collapse, late_plateau_floor  # noqa: E402
-from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
-from scalerl.forecast.power_law import fit_power_law  # noqa: E402
-
-FRACTIONS = (0.25, 0.5, 0.75)
-N_HELD_OUT = 3
-REPORT_LEVELS = (0.5, 0.8, 0.95)
-STATUSES = {"healthy": ("healthy",), "still rising": ("pre_plateau",)}
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-BASELINES = {
-    "paper_grid_r0_first": lambda c, r: paper_grid_fit(c[1:][c[1:] > 0], r[1:][c[1:] > 0], float(r[0])),
+FRACTIONS = (0.25, 0.5, 0.75)
+LEVELS = (0.5, 0.8, 0.95)
+STATUS_NAMES = {"healthy": "healthy", "pre_plateau": "still rising"}
+PLATEAU_WITHIN = 0.03
+PLATEAU_LEVEL = 0.8
+BAND_METHODS = ("scalerl", "paper_grid_bootstrap", "power_law", "persistence")
+
+
+def _positive(c, r):
+    keep = c[1:] > 0
+    return c[1:][keep], r[1:][keep], float(r[0])
+
+
+POINT_BASELINES = {
+    "paper_grid_bootstrap": lambda c, r: paper_grid_bootstrap(*_positive(c, r)),
     "paper_grid_r0_zero": lambda c, r: paper_grid_fit(c[c > 0], r[c > 0], 0.0),
     "power_law": lambda c, r: fit_power_law(c, r),
-    "least_squares": lambda c, r: curve_fit_default(c[1:][c[1:] > 0], r[1:][c[1:] > 0], float(r[0])),
-    "last_value": lambda c, r: last_value_fit(c, r, float(r[0])),
+    "least_squares": lambda c, r: curve_fit_default(*_positive(c, r)),
+    "persistence": lambda c, r: last_value_fit(c, r, float(r[0])),
 }
-METHODS = ("scalerl",) + tuple(BASELINES)
+METHODS = ("scalerl",) + tuple(POINT_BASELINES)
 
 
-def score_scalerl(train_c, train_r, test_c, truth):
-    """One scalerl forecast: error, un-stretched band quantiles per kappa and level, seconds.
-
-    The band is for the mean of the N_HELD_OUT held-out evaluations (noise / sqrt(3)); seconds
-    time the fit and one band, as a user pays them: wall clock, and the CPU time of this process
-    (all its threads), which other jobs on a shared machine do not inflate.
-    """
-    start, cpu_start = time.perf_counter(), time.process_time()
-    fit = fit_sigmoid(train_c, train_r)
-    fit.interval(test_c, CHOICE_LEVEL)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    centre = float(np.mean(fit.predict(test_c)))
-    base = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=0.0).mean(axis=1)
-    unit = fit.observation_draws(test_c, n_average=N_HELD_OUT, rate_scale=1.0).mean(axis=1) - base
-    bands = {kappa: band_quantiles(base + kappa * unit, centre) for kappa in KAPPA_GRID}
-    # The band's floor where the fitted points end flat (FitResult.interval: a flat continuation).
-    floors = {level: late_plateau_floor(fit.compute, fit.reward, level, N_HELD_OUT, fit.noise_sd) for level in LEVELS}
-    return {"abs_error": abs(centre - truth), "forecast": centre, "seconds": seconds, "cpu_seconds": cpu_seconds,
-            "bands": bands, "floors": floors,
-            "gain_reached": fit.gain_reached}
+def interval_score(lo, hi, truth, level):
+    """S = (hi - lo) + (2 / alpha) (lo - y)_+ + (2 / alpha) (y - hi)_+, alpha = 1 - level."""
+    alpha = 1.0 - level
+    return (hi - lo) + (2.0 / alpha) * (np.maximum(lo - truth, 0.0) + np.maximum(truth - hi, 0.0))
 
 
-def score_baseline(fitter, train_c, train_r, test_c, truth):
-    try:
+def band_record(model, compute, reward):
+    """Per held-out evaluation: {level: {covered, width, score}} lists, or None without a band."""
+    if not hasattr(model, "interval"):
+        return None
+    out = {}
+    for level in LEVELS:
         with np.errstate(all="ignore"):
-            forecast = float(np.mean(fitter(train_c, train_r).predict(test_c)))
-    except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError, AttributeError) as error:
-        return {"error": f"{type(error).__name__}: {error}"}
+            lo, hi = (np.asarray(v, dtype=float) for v in model.interval(compute, level))
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+            return None
+        out[str(level)] = {"covered": ((lo <= reward) & (reward <= hi)).tolist(), "width": (hi - lo).tolist(),
+                           "score": interval_score(lo, hi, reward, level).tolist()}
+    return out
+
+
+def score_model(model, compute, reward, final_compute, truth, with_band=True):
+    with np.errstate(all="ignore"):
+        forecast = float(np.mean(model.predict(final_compute)))
     if not np.isfinite(forecast):
         return {"error": "non-finite forecast"}
-    return {"abs_error": abs(forecast - truth), "forecast": forecast}
+    record = {"forecast": forecast, "abs_error": abs(forecast - truth)}
+    if with_band:
+        record["bands"] = band_record(model, compute, reward)
+    return record
 
 
-def load_runs(data_dir):
-    """(name, status, group, compute, reward) per run; `group` ties files of one training run."""
-    manifest = pd.read_csv(data_dir / "manifest.csv")
-    stems = [f.removesuffix(".csv") for f in manifest["file"]]
-    runs = []
-    for row in manifest.itertuples():
-        stem = row.file.removesuffix(".csv")
-        group = stem
-        same = re.search(r"SAME TRAINING RUN as \S*?__(\S+?)[,.;]?(\s|$)", str(row.notes))
-        if same:
-            group = next((s for s in stems if s.endswith("__" + same.group(1))), stem)
-        frame = pd.read_csv(data_dir / row.file).sort_values("compute", kind="stable")
-        runs.append((stem, row.status, group, frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)))
-    return runs
-
-
-def forecast_cells(runs):
+def forecast_cells(runs, fits, tables):
+    """One cell per (forecastable run, fraction): every method's final-level error and bands."""
     cells = []
-    for name, status, group, compute, reward in runs:
-        if status not in ("healthy", "pre_plateau"):
+    for run in runs:
+        if run.status not in FORECAST_STATUSES:
             continue
-        test_c = compute[-N_HELD_OUT:]
-        truth = float(np.mean(reward[-N_HELD_OUT:]))
+        final_compute, truth = run.compute[-N_HELD_OUT:], float(np.mean(run.reward[-N_HELD_OUT:]))
         for fraction in FRACTIONS:
-            train = (compute <= fraction * compute.max()) & (np.arange(compute.size) < compute.size - N_HELD_OUT)
-            cell = {"run": name, "status": status, "group": group, "fraction": fraction, "n_train": int(train.sum()),
-                    "truth": truth}
+            train = cut_mask(run.compute, fraction)
+            cell = {"run": run.name, "source": run.source, "status": run.status, "fraction": fraction,
+                    "n_train": int(train.sum()), "truth": truth}
             if train.sum() < 4:
                 cell["skipped"] = "fewer than 4 points (R0 + 3)"
                 cells.append(cell)
                 continue
-            train_c, train_r = compute[train], reward[train]
-            try:
-                cell["scalerl"] = score_scalerl(train_c, train_r, test_c, truth)
-            except ScaleRLError as error:
-                cell["scalerl"] = {"error": f"{type(error).__name__}: {error}"}
-            for method, fitter in BASELINES.items():
-                cell[method] = score_baseline(fitter, train_c, train_r, test_c, truth)
+            later = run.compute > run.compute[train].max()
+            test_c, test_r = run.compute[later], run.reward[later]
+            entry = fits[(run.name, fraction)]
+            if entry is None:
+                cell["scalerl"] = {"error": "fit refused"}
+            else:
+                fit = replace(entry[0], band_table=tables[run.source])
+                started = time.perf_counter()
+                fit.interval(test_c, 0.8)
+                cell["scalerl"] = score_model(fit, test_c, test_r, final_compute, truth)
+                cell["scalerl"]["band_seconds"] = time.perf_counter() - started
+                cell["scalerl"]["stratum"] = fit.stratum
+            for method, fitter in POINT_BASELINES.items():
+                try:
+                    with np.errstate(all="ignore"):
+                        model = fitter(run.compute[train], run.reward[train])
+                    cell[method] = score_model(model, test_c, test_r, final_compute, truth, method in BAND_METHODS)
+                except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError) as error:
+                    cell[method] = {"error": f"{type(error).__name__}: {error}"}
             cells.append(cell)
     return cells
 
 
-def error_with_fallback(cell, method):
-    """The method's abs error on a cell; where its fit failed, the last value's (what a user who
-    asked for that forecast falls back to), so every method is scored on every cell."""
-    return cell[method]["abs_error"] if "abs_error" in cell[method] else cell["last_value"]["abs_error"]
+def _fallback_error(cell, method):
+    """The method's abs error, or persistence's where the method refused (a user's fallback)."""
+    return cell[method]["abs_error"] if "abs_error" in cell[method] else cell["persistence"]["abs_error"]
 
 
 def error_table(cells):
-    """{fraction: {method: {...}}}: median and mean abs error over every cell (a failed fit scored
-    as the last value), over the forecasts each method made, and over the common cells (those every
-    method forecast). The first is the headline: a method that fails on the hardest early cells
-    would look better for it in the second."""
+    """{fraction: {status: {method: {cells, failed, median, mean}}}} of the final-level error."""
     table = {}
     for fraction in FRACTIONS:
-        chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c]
-        common = [c for c in chosen if all("abs_error" in c[m] for m in METHODS)]
-        table[fraction] = {}
-        for method in METHODS:
-            errors = [c[method]["abs_error"] for c in chosen if "abs_error" in c[method]]
-            every = [error_with_fallback(c, method) for c in chosen]
-            shared = [c[method]["abs_error"] for c in common]
-            table[fraction][method] = {
-                "cells": len(chosen), "failed": len(chosen) - len(errors),
-                "all_median_abs_error": float(np.median(every)) if every else None,
-                "all_mean_abs_error": float(np.mean(every)) if every else None,
-                "median_abs_error": float(np.median(errors)) if errors else None,
-                "mean_abs_error": float(np.mean(errors)) if errors else None,
-                "common_cells": len(common),
-                "common_median_abs_error": float(np.median(shared)) if shared else None,
-                "common_mean_abs_error": float(np.mean(shared)) if shared else None,
-            }
+        table[str(fraction)] = {}
+        for status in ("all",) + FORECAST_STATUSES:
+            chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c
+                      and status in ("all", c["status"])]
+            rows = {}
+            for method in METHODS:
+                errors = [_fallback_error(c, method) for c in chosen]
+                rows[method] = {"cells": len(chosen), "failed": sum("abs_error" not in c[method] for c in chosen),
+                                "median_abs_error": float(np.median(errors)) if errors else None,
+                                "mean_abs_error": float(np.mean(errors)) if errors else None}
+            table[str(fraction)][STATUS_NAMES.get(status, status)] = rows
     return table
 
 
-def diagnostics(runs):
-    """Collapse rule on every run (collapsed ones must fire, others must not)."""
-    return [{"run": name, "status": status, "collapse_fired": detect_collapse(compute, reward) is not None}
-            for name, status, _, compute, reward in runs]
+def band_table_summary(cells):
+    """{fraction: {status: {method: {level: coverage, width, interval score (pooled and per run)}}}}."""
+    table = {}
+    for fraction in FRACTIONS:
+        table[str(fraction)] = {}
+        for status in FORECAST_STATUSES:
+            chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c and c["status"] == status]
+            rows = {}
+            for method in BAND_METHODS:
+                bands = [c[method]["bands"] for c in chosen if (c.get(method) or {}).get("bands")]
+                if not bands:
+                    continue
+                row = {"forecasts": len(bands), "of": len(chosen),
+                       "evaluations": int(sum(len(b["0.8"]["covered"]) for b in bands))}
+                for level in LEVELS:
+                    key = str(level)
+                    pooled = {name: np.concatenate([np.asarray(b[key][name], float) for b in bands])
+                              for name in ("covered", "width", "score")}
+                    per_run = {name: np.mean([np.mean(b[key][name]) for b in bands if b[key][name]])
+                               for name in ("covered", "width", "score")}
+                    row[key] = {"coverage": float(pooled["covered"].mean()), "width": float(pooled["width"].mean()),
+                                "interval_score": float(pooled["score"].mean()),
+                                "coverage_per_run": float(per_run["covered"]),
+                                "interval_score_per_run": float(per_run["score"])}
+                rows[method] = row
+            table[str(fraction)][STATUS_NAMES[status]] = rows
+    return table
 
 
-def markdown(errors, coverage, constants, seconds, diag):
-    fmt = lambda v, spec: "n/a" if v is None else format(v, spec)  # noqa: E731
-    lines = ["| fit on | method | cells | failed | median abs err | mean abs err | median (made) | "
-             "mean (made) | common cells | median (common) | mean (common) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for fraction, rows in errors.items():
-        for method, r in rows.items():
-            lines.append(f"| {fraction:.0%} | {method} | {r['cells']} | {r['failed']} | "
-                         f"{fmt(r['all_median_abs_error'], '.4f')} | {fmt(r['all_mean_abs_error'], '.4f')} | "
-                         f"{fmt(r['median_abs_error'], '.4f')} | {fmt(r['mean_abs_error'], '.4f')} | "
-                         f"{r['common_cells']} | {fmt(r['common_median_abs_error'], '.4f')} | "
-                         f"{fmt(r['common_mean_abs_error'], '.4f')} |")
-    lines += ["", "| runs | forecasts | " + " | ".join(f"{lv:.0%} band" for lv in REPORT_LEVELS) + " |",
-              "|---|---|" + "---|" * len(REPORT_LEVELS)]
-    for name, (table, n_cells) in coverage.items():
-        lines.append(f"| {name} | {n_cells} | " + " | ".join(fmt(table[lv], ".2f") for lv in REPORT_LEVELS) + " |")
-    lines += ["", f"Band-widening constants chosen on all curves (the library's): {constants}",
-              f"scalerl fit + band per forecast: wall clock median {seconds['median']:.3f} s, slowest "
-              f"{seconds['max']:.3f} s; CPU time median {seconds['cpu_median']:.3f} s, slowest {seconds['cpu_max']:.3f} s",
-              "Collapse rule: " + ", ".join(f"{k} {v}" for k, v in diag.items())]
+def settled_level(reward):
+    """Mean of the last quarter of the evaluations (at least three): where the run levelled off."""
+    n = max(N_HELD_OUT, int(np.ceil(0.25 * reward.size)))
+    return float(np.mean(reward[-n:]))
+
+
+def plateau_read(runs):
+    """Fit every complete run; on healthy runs: identified, A near the settled level, interval holding it."""
+    rows = []
+    for run in runs:
+        if run.status not in FORECAST_STATUSES:
+            continue
+        settled = settled_level(run.reward)
+        row = {"run": run.name, "source": run.source, "status": run.status, "settled": settled}
+        try:
+            fit = fit_sigmoid(run.compute, run.reward)
+        except ScaleRLError as error:
+            rows.append({**row, "error": str(error)})
+            continue
+        lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
+        read = bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi)
+        rows.append({**row, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
+                     "told_to_run_longer": not fit.ceiling_identified, "read": read,
+                     "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level)
+                                                                 .ceiling_identified) for level in (0.5, 0.95)}})
+    healthy = [r for r in rows if r["status"] == "healthy"]
+    summary = {"healthy_runs": len(healthy), "read": sum(r.get("read", False) for r in healthy),
+               "identified": sum(r.get("identified", False) for r in healthy),
+               "told_to_run_longer": sum(r.get("told_to_run_longer", False) for r in healthy),
+               "still_rising_runs": sum(r["status"] == "pre_plateau" for r in rows),
+               "still_rising_identified": sum(r.get("identified", False) for r in rows if r["status"] == "pre_plateau")}
+    return summary, rows
+
+
+def collapse_rule(runs):
+    """The collapse rule on every run: "fired / runs" per status (collapsed ones must fire)."""
+    out = {}
+    for status in ("collapsed", "healthy", "pre_plateau"):
+        chosen = [run for run in runs if run.status == status]
+        fired = sum(detect_collapse(run.compute, run.reward) is not None for run in chosen)
+        out[status] = f"{fired}/{len(chosen)}"
+    return out
+
+
+def _fmt(value, spec):
+    return "n/a" if value is None else format(value, spec)
+
+
+def markdown(report):
+    lines = ["Final-level error (mean of the last three evaluations), a refused forecast scored as the "
+             "last value; every method's constants learned on the other sources.", "",
+             "| fit on | runs | method | cells | refused | median abs err | mean abs err |", "|---|---|---|---|---|---|---|"]
+    for fraction, by_status in report["errors"].items():
+        for status, rows in by_status.items():
+            for method, r in rows.items():
+                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['cells']} | {r['failed']} | "
+                             f"{_fmt(r['median_abs_error'], '.4f')} | {_fmt(r['mean_abs_error'], '.4f')} |")
+    lines += ["", "Bands on every held-out evaluation (pooled; per-run-weighted coverage in brackets).", "",
+              "| fit on | runs | method | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for fraction, by_status in report["bands"].items():
+        for status, rows in by_status.items():
+            for method, r in rows.items():
+                cov = " | ".join(f"{r[str(lv)]['coverage']:.2f} ({r[str(lv)]['coverage_per_run']:.2f})" for lv in LEVELS)
+                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['evaluations']} | {cov} | "
+                             f"{r['0.8']['width']:.3f} | {r['0.8']['interval_score']:.4f} |")
+    plateau = report["plateau_read"]
+    lines += ["", f"Plateau read on complete healthy runs: {plateau['read']} of {plateau['healthy_runs']} "
+              f"(identified {plateau['identified']}, told to run longer {plateau['told_to_run_longer']}); "
+              f"still-rising runs called identified: {plateau['still_rising_identified']} of {plateau['still_rising_runs']}.",
+              f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
+              "(wall clock, this machine).",
+              "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items())]
     return "\n".join(lines)
 
 
-def main(argv=None):
+def coverage_figure(report, path):
+    """Nominal against held-out coverage per method, one panel per run status, at 50 % of the run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
+    for ax, status in zip(axes, STATUS_NAMES.values()):
+        for method in BAND_METHODS:
+            points = [(lv, report["bands"][str(f)][status][method][str(lv)]["coverage"])
+                      for f in FRACTIONS for lv in LEVELS if method in report["bands"][str(f)][status]]
+            if points:
+                xs, ys = zip(*points)
+                ax.scatter(xs, ys, label=method, s=18)
+        ax.plot([0.4, 1.0], [0.4, 1.0], color="grey", lw=1)
+        ax.set_title(f"{status} runs (fit on 25 / 50 / 75 %)")
+        ax.set_xlabel("nominal level")
+    axes[0].set_ylabel("held-out evaluations inside the band")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "forecast_calibration.png")
+    parser.add_argument("--write-table", type=Path, default=None,
+                        help="also write the band table built from every source (as benchmarks.band_table does)")
     args = parser.parse_args(argv)
     runs = load_runs(args.data)
-    cells = forecast_cells(runs)
-    scored = [c for c in cells if "bands" in c.get("scalerl", {})]
-    calibration_cells = [{"group": c["group"], "status": c["status"], "truth": c["truth"],
-                          "centre": c["scalerl"]["forecast"], "bands": c["scalerl"].pop("bands"),
-                          "floors": c["scalerl"].pop("floors")} for c in scored]
-    loco_coverage(calibration_cells)
-    for cell, calibrated in zip(scored, calibration_cells):
-        cell["scalerl"].update(loco_constants=calibrated["constants"], covered=calibrated["covered"])
-    coverage = {name: coverage_table(calibration_cells, statuses) for name, statuses in STATUSES.items()}
-    kappa, k = choose_constants(calibration_cells)
-    constants = {"RATE_SCALE (kappa)": kappa, "BAND_SCALE (k)": round(k, 3)}
-    times = [c["scalerl"]["seconds"] for c in scored]
-    cpu_times = [c["scalerl"]["cpu_seconds"] for c in scored]
-    seconds = {"median": float(np.median(times)), "max": float(np.max(times)),
-               "cpu_median": float(np.median(cpu_times)), "cpu_max": float(np.max(cpu_times))}
-    diag_rows = diagnostics(runs)
-    diag = {f"fired on {status}": f"{sum(r['collapse_fired'] for r in diag_rows if r['status'] == status)}/"
-            f"{sum(r['status'] == status for r in diag_rows)}" for status in ("collapsed", "healthy", "pre_plateau")}
-    errors = error_table(cells)
-    report = {"fractions": FRACTIONS, "held_out_points": N_HELD_OUT, "target": "mean of the last three evaluations",
-              "errors": {str(f): rows for f, rows in errors.items()},
-              "coverage": {name: {"cells": n, "by_level": {str(lv): v for lv, v in table.items()}}
-                           for name, (table, n) in coverage.items()},
-              "constants_all_curves": constants, "choice_level": CHOICE_LEVEL, "levels": LEVELS,
-              "seconds_per_forecast": seconds, "collapse_rule": diag, "cells": cells}
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in (("forecast_accuracy.json", json.dumps(report, indent=1, default=float)),
-                       ("forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs\n\n"
-                        + markdown(errors, coverage, constants, seconds, diag) + "\n")):
-        tmp = args.out / (name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(args.out / name)
-    calibration_figure(coverage, args.figure)
-    print(markdown(errors, coverage, constants, seconds, diag))
+    fit_seconds = []
+    fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), seconds=fit_seconds)
+    sources = sorted({run.source for run in runs})
+    tables = {source: build_table(scores_of(fits, runs, CUT_FRACTIONS, exclude_source=source)) for source in sources}
+    if args.write_table is not None:
+        table = build_table(scores_of(fits, runs, CUT_FRACTIONS))
+        write_atomic(args.write_table, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
+    cells = forecast_cells(runs, fits, tables)
+    band_seconds = [c["scalerl"]["band_seconds"] for c in cells if "band_seconds" in c.get("scalerl", {})]
+    plateau_summary, plateau_rows = plateau_read(runs)
+    report = {"command": "python -m benchmarks.forecast_accuracy", "data": str(args.data.relative_to(ROOT))
+              if args.data.is_relative_to(ROOT) else str(args.data),
+              "runs": len(runs), "sources": sources, "fractions": FRACTIONS, "levels": LEVELS,
+              "held_out": "by source: every learned constant from the other sources' runs",
+              "errors": error_table(cells), "bands": band_table_summary(cells),
+              "plateau_read": plateau_summary, "plateau_rows": plateau_rows,
+              "seconds": {"median": float(np.median(fit_seconds) + np.median(band_seconds)),
+                          "max": float(np.max(fit_seconds) + np.max(band_seconds))},
+              "collapse_rule": collapse_rule(runs), "cells": cells}
+    text = markdown(report)
+    write_atomic(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
+    write_atomic(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")
+    coverage_figure(report, args.figure)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -30,8 +30,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from forecast_accuracy import N_HELD_OUT, load_runs  # noqa: E402
+from benchmarks.band_table import N_HELD_OUT, load_runs  # noqa: E402
 
 from scalerl.errors import ScaleRLError  # noqa: E402
 from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, point_noise_sd  # noqa: E402
@@ -94,7 +93,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     cells = []
-    for name, status, group, compute, reward in load_runs(args.data):
+    for run in load_runs(args.data):
+        name, status, compute, reward = run.name, run.status, run.compute, run.reward
         if status != "healthy":
             continue
         for fraction in FRACTIONS:

@@ -176,7 +176,7 @@ def run_trl(args, profiler=None) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from scalerl.tasks.arithmetic import TaskExample
+    from scalerl.tasks.types import TaskExample
 
     torch.set_num_threads(args.threads)
     task, dataset = trl_dataset(args)

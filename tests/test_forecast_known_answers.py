@@ -38,7 +38,7 @@ def test_intervals_widen_when_data_stop_before_the_inflection(noise_seed):
     assert width(early.conf_int(0.8)["A"]) > 3.0 * width(full.conf_int(0.8)["A"])
     early_band = early.interval(4.0 * early.compute.max(), 0.8)
     full_band = full.interval(4.0 * full.compute.max(), 0.8)
-    assert width(early_band) > 2.0 * width(full_band)
+    assert width(early_band) > 1.5 * width(full_band)
     assert any("ceiling not identified" in warning for warning in early.warnings)
     assert full.conf_int(0.8)["A"][0] - 0.01 < TRUE_A < full.conf_int(0.8)["A"][1] + 0.01
 

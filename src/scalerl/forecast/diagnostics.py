@@ -162,31 +162,51 @@ def check_learning(reward: ArrayLike, r0: float, noise_sd: float) -> float:
     return gain
 
 
-def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8,
-                       n_average: float = math.inf, noise_sd: float = 0.0) -> float | None:
-    """Lower end of the late level when the data cannot exclude that the run has levelled off.
+@dataclass(frozen=True)
+class LateStretch:
+    """The last stretch of a run: its level, the level's standard error, and its slope in ln C.
 
-    Late stretch: the last max(MIN_LATE_POINTS, LATE_FRACTION * n) points (x = ln C, y = reward).
-    Least-squares line y = a + beta x with residual sd s (n - 2 dof), se(beta) = s / sqrt(Sxx).
-    If beta - t_q(n - 2) se(beta) <= 0 (q = (1 + level) / 2: the slope's interval reaches 0, so a
-    flat end fits the data), return
-
-        ybar - t_q(n - 1) sd(y) sqrt(1 / n_average + 1 / n)
-
-    Both s and sd(y) are at least `noise_sd`, the whole fit's noise estimate: five late points
-    leave three degrees of freedom for their own scatter, and a late stretch that looks quieter
-    than the run's noise is more often chance than a quieter run (it made a plateau's first points
-    look like a steady rise and the band miss the plateau).
-    the lower end of the level-`level` interval of the late level itself (n_average infinite: the
-    floor of the ceiling A) or of the mean of `n_average` new evaluations if the run stays at that
-    level (n_average = 1: the prediction interval of one new evaluation, the floor of a forecast
-    band beyond the data). A rising curve's ceiling is at least its current level, and a ceiling at
-    that level fits a flat end as well as the extrapolated one, so the intervals must reach down to
-    it (they then hold a flat continuation with probability q). Otherwise (the run is still
-    rising) return None.
+    level = ybar, level_se = max(sd(y), noise) / sqrt(n), slope = beta of y = a + beta ln C with
+    slope_se = max(s, noise) / sqrt(Sxx) (s: the line's residual sd, n - 2 dof), n points spanning
+    log_span in ln C.
     """
-    from scipy.stats import t as student_t
 
+    level: float
+    level_sd: float
+    slope: float
+    slope_se: float
+    n: int
+    log_span: float
+
+    @property
+    def level_se(self) -> float:
+        return self.level_sd / math.sqrt(self.n)
+
+    def is_flat(self, level: float = 0.8) -> bool:
+        """The slope's two-sided `level` interval reaches 0: beta - t_q(n - 2) se(beta) <= 0."""
+        from scipy.stats import t as student_t
+
+        return self.slope - student_t.ppf((1.0 + level) / 2.0, self.n - 2) * self.slope_se <= 0.0
+
+    def ceiling_prior(self) -> tuple[float, float]:
+        """(mean, sd) of the ceiling a flat end implies: the late level, with the level's standard
+        error and the rise the slope's uncertainty allows over as much compute again as the late
+        stretch spans (span = ln C_last - ln C_first of the stretch):
+
+            sd^2 = level_se^2 + (slope_se span)^2
+        """
+        return self.level, math.hypot(self.level_se, self.slope_se * self.log_span)
+
+
+def late_stretch(compute: ArrayLike, reward: ArrayLike, noise_sd: float = 0.0) -> LateStretch | None:
+    """The last max(MIN_LATE_POINTS, LATE_FRACTION * n) points as a LateStretch; None when there
+    are fewer points or no spread in compute.
+
+    Both sds are at least `noise_sd`, the whole fit's noise estimate: five late points leave three
+    degrees of freedom for their own scatter, and a late stretch that looks quieter than the run's
+    noise is more often chance than a quieter run (it made a plateau's first points look like a
+    steady rise).
+    """
     compute, reward = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     n = max(MIN_LATE_POINTS, int(np.ceil(LATE_FRACTION * reward.size)))
     if reward.size < n:
@@ -198,11 +218,33 @@ def late_plateau_floor(compute: ArrayLike, reward: ArrayLike, level: float = 0.8
     beta = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
     resid = y - (y.mean() + beta * (x - x.mean()))
     s = max(float(np.sqrt(np.sum(resid**2) / (n - 2))), float(noise_sd))
-    q = (1.0 + level) / 2.0
-    if beta - student_t.ppf(q, n - 2) * s / np.sqrt(sxx) > 0:
+    return LateStretch(float(y.mean()), max(float(np.std(y, ddof=1)), float(noise_sd)), beta, s / math.sqrt(sxx), n,
+                       float(x[-1] - x[0]))
+
+
+def flat_end_floor(late: LateStretch | None, level: float, n_average: float = math.inf,
+                   judged_at: float | None = None) -> float | None:
+    """Lower end of the late level when the data cannot exclude that the run has levelled off:
+
+        ybar - t_q(n - 1) sd(y) sqrt(1 / n_average + 1 / n),    q = (1 + level) / 2
+
+    when the late stretch is flat at `judged_at` (default `level`), else None. n_average infinite: the level itself
+    (the floor of the ceiling A: a ceiling at the current level fits a flat end as well as the
+    extrapolated one); n_average = 1: one new evaluation if the run stays there (the floor of a
+    forecast band beyond the data)."""
+    from scipy.stats import t as student_t
+
+    if late is None or not late.is_flat(level if judged_at is None else judged_at):
         return None
-    spread = np.sqrt(1.0 / float(n_average) + 1.0 / n)
-    return float(y.mean() - student_t.ppf(q, n - 1) * max(float(np.std(y, ddof=1)), float(noise_sd)) * spread)
+    spread = math.sqrt(1.0 / float(n_average) + 1.0 / late.n)
+    return float(late.level - student_t.ppf((1.0 + level) / 2.0, late.n - 1) * late.level_sd * spread)
+
+
+def plateau_reached(late: LateStretch, a: float) -> bool:
+    """A flat end the fit sits on: |A - late level| <= max(NEAR_CEILING_WITHIN, 2 sd), sd that of
+    LateStretch.ceiling_prior. The run has levelled off where the fitted ceiling says it would."""
+    mean, sd = late.ceiling_prior()
+    return abs(a - mean) <= max(NEAR_CEILING_WITHIN, 2.0 * sd)
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:

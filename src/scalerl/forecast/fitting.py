@@ -10,6 +10,8 @@ with R0 fixed (the first evaluation's reward unless given) and A, B, C_mid fitte
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit
@@ -20,29 +22,26 @@ from scalerl.forecast.diagnostics import (
     ceiling_identifiability,
     check_learning,
     detect_collapse,
-    late_plateau_floor,
+    late_stretch,
+    plateau_reached,
     point_noise_sd,
 )
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.validation import validate_curve
-from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds, residuals
+from scalerl.forecast.sigmoid_solver import SolverProblem, data_residuals, multi_start_fit, parameter_bounds
 from scalerl.forecast.posterior import STUDENT_T_NU, sample_posterior
-from scalerl.forecast.uncertainty import (
-    DEFAULT_NOISE_FLOOR,
-    BAND_SCALE,
-    RATE_SCALE,
-    noise_t_draws,
-    residual_noise_sd,
-)
+from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, noise_t_draws, residual_noise_sd
 
-LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
+FIT_LOSSES = ("linear", "soft_l1", "huber", "cauchy", "arctan")
+# "Identified" is one verdict whatever level intervals are reported at: judged at 80 %.
+IDENTIFICATION_LEVEL = 0.8
 NOISE_DRAWS_PER_BOOTSTRAP = 16
 MAX_N_BOOTSTRAP = 100_000  # beyond this the draws alone take gigabytes; intervals stopped improving long before
 
 
 def _check_options(loss, level, n_bootstrap, min_compute):
-    if loss not in LOSSES:
-        raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    if loss not in FIT_LOSSES:
+        raise ConfigError(f"loss must be one of {', '.join(FIT_LOSSES)}, got {loss!r}")
     if not 0.0 < level < 1.0:
         raise ConfigError(f"level must be in (0, 1), got {level}")
     if not 20 <= int(n_bootstrap) <= MAX_N_BOOTSTRAP:
@@ -120,7 +119,7 @@ def _check_learning_before(fit_reward, r0, noise_sd, collapse_cut):
 
 def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
                   reward_range: tuple[float, float] | None, loss: str, f_scale: float,
-                  fixed_a: float | None) -> tuple[SolverProblem, float]:
+                  fixed_a: float | None, a_prior: tuple[float, float] | None = None) -> tuple[SolverProblem, float]:
     """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
     compute_ref = float(fit_compute.max())
     with np.errstate(divide="ignore"):
@@ -135,16 +134,30 @@ def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
         raise FitError(f"no room for a ceiling above R0 = {r0:.6g}: the rewards never rise measurably above it")
     if fixed_a is not None and not lower[0] <= fixed_a <= upper[0]:
         raise FitError(f"fixed_a = {fixed_a} is outside the allowed ceiling range [{lower[0]:.4f}, {upper[0]:.4f}]")
-    return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a), compute_ref
+    return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a, a_prior), compute_ref
 
 
-def _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor=None):
+def fit_with_plateau(problem: SolverProblem, plateau, n_starts: int) -> np.ndarray | None:
+    """Least squares without the flat end's prior on A, and with it only where the free fit's
+    ceiling overshoots the level the run has settled at (diagnostics.plateau_reached): data that
+    pin A themselves keep their estimate (a noise-free curve is recovered exactly), a slow sigmoid
+    tail that runs on above a flat end is pulled to it. The posterior keeps the prior either way."""
+    free, _ = multi_start_fit(replace(problem, a_prior=None), n_starts)
+    if plateau is None or problem.fixed_a is not None or free is None or plateau_reached(plateau, float(free[0])):
+        return free
+    held, _ = multi_start_fit(problem, n_starts)
+    return held
+
+
+def _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau=None):
+    """(identified, warning) at IDENTIFICATION_LEVEL whatever level the caller reports at: a flat
+    end the fit sits on (diagnostics.plateau_reached), else diagnostics.ceiling_identifiability."""
     if problem.fixed_a is not None:
         return True, None
-    tail = (1.0 - level) / 2.0
+    if plateau is not None and plateau_reached(plateau, float(theta_hat[0])):
+        return True, None
+    tail = (1.0 - IDENTIFICATION_LEVEL) / 2.0
     a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
-    if a_floor is not None:
-        a_interval = (min(a_interval[0], a_floor), a_interval[1])
     c_mid = compute_ref * np.exp(theta_hat[2])
     b_span = problem.upper[1] - problem.lower[1]
     b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
@@ -169,9 +182,8 @@ def fit_sigmoid(
     fit_through_collapse: bool = False,
     noise_floor: float = DEFAULT_NOISE_FLOOR,
     n_starts: int = 4,
-    band_scale: float = BAND_SCALE,
-    rate_scale: float = RATE_SCALE,
     average_forms: bool = True,
+    band_table: dict | None = None,
 ) -> FitResult:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) and sample its posterior (forecast.posterior).
 
@@ -180,9 +192,9 @@ def fit_sigmoid(
     evaluation noise. `fixed_a` fixes the ceiling (used by compare_runs). `level` is the level of
     the ceiling check. Uncertainty: posterior draws of (A, B, C_mid, noise scale) from
     forecast.posterior (`n_bootstrap` is the number of draws kept, the name the CLI and configs
-    use; `seed` makes them reproducible); `rate_scale` sets the uncertainty of the rate of
-    improvement beyond the data and `band_scale` stretches observation bands (defaults chosen by
-    leave-one-curve-out in benchmarks/forecast_accuracy.py, see uncertainty.py).
+    use; `seed` makes them reproducible). Observation bands are calibrated by forecast horizon
+    on other runs (forecast.band_calibration): `band_table` None takes the table shipped with the
+    package (built from the bundled curves by `python -m benchmarks.band_table`).
     `average_forms` (default) makes the point forecast and bands an average over curve forms
     weighted by within-run cross-validation (forecast.averaging); False keeps the posterior alone.
     Raises FitError when too few points remain or the run is flat.
@@ -195,11 +207,15 @@ def fit_sigmoid(
     n_params = 3 if fixed_a is None else 2
     _require_points(fit_compute.size, n_params, None if fit_through_collapse else collapse)
     diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor)
-    problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a)
-    theta_hat, _ = multi_start_fit(problem, n_starts)
+    # A flat end is evidence of the ceiling (posterior.py): its level enters as a prior on A.
+    late = late_stretch(fit_compute, fit_reward, diff_noise)
+    plateau = late if late is not None and late.is_flat(IDENTIFICATION_LEVEL) else None
+    problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a,
+                                         None if plateau is None else plateau.ceiling_prior())
+    theta_hat = fit_with_plateau(problem, plateau, n_starts)
     if theta_hat is None or not np.all(np.isfinite(theta_hat)):
         raise FitError("the optimiser failed to find a finite fit")
-    noise_sd = residual_noise_sd(residuals(theta_hat, problem), n_params, noise_floor)
+    noise_sd = residual_noise_sd(data_residuals(theta_hat, problem), n_params, noise_floor)
     # Differences overstate the noise on a steep curve sampled sparsely, residuals on a flat one
     # that the sigmoid bends to fit; the smaller is the fair yardstick for "no learning".
     _check_learning_before(fit_reward, r0, min(diff_noise, noise_sd), None if fit_through_collapse else collapse)
@@ -213,11 +229,7 @@ def fit_sigmoid(
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
     # u = 0 is the last fitted point: gain fraction there = expit(B (0 - s)).
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
-    # A flat late stretch is as consistent with a ceiling at the current level as with the fitted
-    # one: the interval of A then reaches down to that level (diagnostics.late_plateau_floor).
-    a_floor = None if fixed_a is not None else late_plateau_floor(fit_compute, fit_reward, level,
-                                                                      noise_sd=noise_sd)
-    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, level, a_floor)
+    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
@@ -229,9 +241,8 @@ def fit_sigmoid(
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
         n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
         ceiling_identified=bool(identified), warnings=tuple(warnings), param_draws=param_draws,
-        noise_sd=noise_sd, noise_dof=STUDENT_T_NU, noise_scale_draws=draws[:, 3], band_scale=float(band_scale),
-        gain_reached=gain_reached, rate_scale=float(rate_scale),
-        rate_draws=rng.standard_normal(NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap)),
+        noise_sd=noise_sd, noise_dof=STUDENT_T_NU, noise_scale_draws=draws[:, 3], band_table=band_table,
+        gain_reached=gain_reached,
         noise_draws=noise_t_draws(STUDENT_T_NU, NOISE_DRAWS_PER_BOOTSTRAP * int(n_bootstrap), rng),
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
         fixed=("R0",) if fixed_a is None else ("R0", "A"),

@@ -17,6 +17,10 @@ with weakly informative priors (independent):
     log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
              truncated below at log(noise_floor)
 
+and, where the fitted points end flat within their noise, A ~ normal(late level, sd) as well
+(diagnostics.LateStretch.ceiling_prior: a run that has levelled off has reached its ceiling, up to
+the rise its late slope's uncertainty allows over one more doubling of compute).
+
 The Student-t likelihood keeps one wild evaluation from bending the whole curve. Sampled with
 emcee (Foreman-Mackey et al. 2013, affine-invariant ensemble; pure numpy), log-probability
 vectorised over walkers, walkers started around the least-squares fit and the best cells of a
@@ -41,6 +45,8 @@ LOG_SIGMA_PRIOR_SD = 0.7
 N_WALKERS = 32
 N_STEPS = 300
 N_BURN = 150
+# A walker this far below the best log-probability after burn-in (e^-10) is stuck, not sampling.
+STUCK_LOG_PROB_GAP = 10.0
 
 
 def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
@@ -61,6 +67,8 @@ def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float
         # Beta(2, 2) on the gain fraction f = (A - A_low) / (A_top - A_low): no mass at either bound.
         fraction = np.clip((a - lower[0]) / (upper[0] - lower[0]), 1e-12, 1 - 1e-12)
         value += (A_PRIOR_BETA - 1.0) * (np.log(fraction) + np.log1p(-fraction))
+    if problem.fixed_a is None and problem.a_prior is not None:
+        value += -0.5 * ((a - problem.a_prior[0]) / problem.a_prior[1]) ** 2
     value += -0.5 * ((log_sigma - log_sigma_centre) / LOG_SIGMA_PRIOR_SD) ** 2
     return np.where(inside, value, -np.inf)
 
@@ -107,12 +115,31 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     return np.column_stack([walkers, sigma_column])
 
 
+def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee.State:
+    """Walkers left after burn-in more than STUCK_LOG_PROB_GAP below the best log-probability
+    (a start on the far end of the ridge that has not come back: on a run past its midpoint they
+    left 95 % intervals of A reaching 0.9 where the data pin it to 0.6) restart next to a walker
+    drawn from the others, with a jitter of 1e-3 of that group's spread, so the kept chain is
+    the posterior's, not the starts'."""
+    log_prob = np.asarray(state.log_prob, dtype=float)
+    stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - STUCK_LOG_PROB_GAP)
+    if not np.any(stuck) or np.all(stuck):
+        return state
+    good = np.flatnonzero(~stuck)
+    coords = np.array(state.coords, dtype=float)
+    spread = np.std(coords[good], axis=0) + 1e-12
+    picks = rng.choice(good, size=int(stuck.sum()))
+    coords[stuck] = coords[picks] + 1e-3 * spread * rng.standard_normal((int(stuck.sum()), coords.shape[1]))
+    return emcee.State(coords, random_state=state.random_state)
+
+
 def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float,
                      n_draws: int, seed: int) -> np.ndarray:
     """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
 
-    32 walkers x 300 steps, the first 150 discarded as burn-in; the kept 32 x 150 states are
-    thinned evenly to `n_draws` rows (repeated when more are asked for than the chain holds).
+    32 walkers x 300 steps, the first 150 discarded as burn-in, after which stuck walkers are
+    regrouped (regroup_stuck_walkers); the kept 32 x 150 states are thinned evenly to `n_draws`
+    rows (repeated when more are asked for than the chain holds).
     """
     rng = np.random.default_rng(seed)
     log_floor = float(np.log(noise_floor))
@@ -131,8 +158,10 @@ def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: flo
         moves=[(emcee.moves.DEMove(), 0.8), (emcee.moves.DESnookerMove(), 0.2)],
     )
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
-    sampler.run_mcmc(state, N_STEPS, progress=False)
-    chain = sampler.get_chain(discard=N_BURN, flat=True)
+    state = sampler.run_mcmc(state, N_BURN, progress=False)
+    sampler.reset()
+    sampler.run_mcmc(regroup_stuck_walkers(state, rng), N_STEPS - N_BURN, progress=False)
+    chain = sampler.get_chain(flat=True)
     if problem.fixed_a is not None:
         chain = np.column_stack([np.full(chain.shape[0], problem.fixed_a), chain])
     pick = np.linspace(0, chain.shape[0] - 1, int(n_draws)).round().astype(int)

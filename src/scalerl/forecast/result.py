@@ -12,9 +12,9 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
 from scalerl.forecast.averaging import form_compute_near_ceiling
+from scalerl.forecast.band_calibration import HeldOutScores, band_multipliers, horizon, robust_spread, shipped_table
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, late_plateau_floor
-from scalerl.forecast.uncertainty import rate_discrepancy, widen
+from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch
 
 PARAM_NAMES = ("A", "B", "C_mid")
 
@@ -100,9 +100,8 @@ class FitResult:
     `noise_scale_draws` the posterior draw of the noise scale that goes with each row of
     `param_draws` (None: `noise_sd` for every row), and `noise_draws` fixed standard Student-t
     draws with `noise_dof` degrees of freedom, so bands for a new observation are deterministic for
-    a given result. `band_scale` stretches observation bands about the point forecast (see
-    uncertainty.widen); `rate_scale` and the fixed standard normal `rate_draws` add the
-    uncertainty of the rate of improvement beyond the data (uncertainty.rate_discrepancy).
+    a given result. Observation bands are calibrated by horizon on other runs
+    (forecast.band_calibration): `band_table` is that table (None: the shipped one).
     `predict` is the point forecast: the weighted average over `forms` (forecast.averaging: the
     posterior median of R(C), least-squares sigmoids with R0 fixed and R0 = 0, the power law), or the
     posterior median alone when `forms` is empty. Bands are a mixture: each posterior draw is moved
@@ -129,10 +128,8 @@ class FitResult:
     collapse_compute: float | None = None
     loss: str = "linear"
     noise_scale_draws: np.ndarray | None = None
-    band_scale: float = 1.0
     gain_reached: float = float("nan")  # posterior median share of the gain A - R0 reached at the last point
-    rate_scale: float = 0.0
-    rate_draws: np.ndarray | None = None
+    band_table: dict | None = None  # band_calibration table; None: the shipped one
     forms: tuple = ()  # averaging.FormCurve members of the point forecast; () = the posterior median alone
     form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
     a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
@@ -143,9 +140,6 @@ class FitResult:
         if self.noise_scale_draws is None:
             object.__setattr__(self, "noise_scale_draws", np.full(self.param_draws.shape[0], self.noise_sd))
         object.__setattr__(self, "noise_scale_draws", _read_only(self.noise_scale_draws))
-        if self.rate_draws is None:
-            object.__setattr__(self, "rate_draws", np.zeros(self.noise_draws.size))
-        object.__setattr__(self, "rate_draws", _read_only(self.rate_draws))
         if self.forms and self.form_of_draw is None:
             raise InputError("forms given without form_of_draw (one member index per posterior draw)")
         if self.form_of_draw is not None:
@@ -168,19 +162,23 @@ class FitResult:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
 
     def conf_int(self, level: float = 0.8) -> dict:
-        """Posterior percentile interval per parameter: {name: (lo, hi)}. The interval of a free A
-        reaches down to the late level when the last stretch of the fitted points is flat within
-        its noise (diagnostics.late_plateau_floor): the data cannot tell that ceiling from the fit's."""
+        """Posterior percentile interval per parameter: {name: (lo, hi)}, holding the estimate. The
+        interval of a free A reaches down to the late level's `level` interval when the fitted
+        points end flat (judged at 80 % whatever `level`: diagnostics.flat_end_floor): the data
+        cannot tell that ceiling from the fit's."""
         lo_q, hi_q = _tails(level)
         out = {}
         for column, name in enumerate(PARAM_NAMES):
             lo, hi = np.quantile(self.param_draws[:, column], [lo_q, hi_q])
             estimate = self.params()[name]
             out[name] = (float(min(lo, estimate)), float(max(hi, estimate)))
-        plateau = self._late_floor(level)
-        if plateau is not None:
-            out["A"] = (float(min(out["A"][0], plateau)), out["A"][1])
+        floor = None if "A" in self.fixed else flat_end_floor(self._late(), level, judged_at=0.8)
+        if floor is not None:
+            out["A"] = (float(min(out["A"][0], floor)), out["A"][1])
         return out
+
+    def _late(self):
+        return late_stretch(self.compute, self.reward, self.noise_sd)
 
     def predict(self, compute: ArrayLike) -> np.ndarray:
         """Point forecast: sum_f w_f R_f(C) over the averaged forms (the posterior median of R(C) alone without forms)."""
@@ -205,87 +203,78 @@ class FitResult:
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         return sigmoid_reward(compute[None, :], draws[:, :1], draws[:, 1:2], draws[:, 2:3], self.r0)
 
-    def _last_slope_draws(self):
-        """dR / d log C at the last fitted compute, per draw: B (A - R0) g (1 - g), g = expit(B log(C_last / C_mid))."""
-        a, b, c_mid = self.param_draws.T
-        g = sigmoid_reward(float(np.max(self.compute)), 1.0, b, c_mid, 0.0)
-        return b * (a - self.r0) * g * (1.0 - g)
-
-    def _log_distance(self, compute):
-        """log(C / C_last) per compute, -inf at C = 0 (before the data)."""
-        with np.errstate(divide="ignore"):
-            return np.log(np.atleast_1d(np.asarray(compute, dtype=float)) / np.max(self.compute))
-
     def _paired(self, draws):
         """Fixed draws arranged one row per posterior draw: (n_params_draws, n_per_draw)."""
         n_per = draws.size // self.param_draws.shape[0]
         return draws[: n_per * self.param_draws.shape[0]].reshape(-1, n_per)
 
-    def observation_draws(self, compute: ArrayLike, n_average: int = 1,
-                          rate_scale: float | None = None) -> np.ndarray:
+    def observation_draws(self, compute: ArrayLike, n_average: int = 1) -> np.ndarray:
         """Posterior-predictive samples of a new evaluation at each `compute`: (n_samples, m).
 
-        Sample = curve of one posterior draw + its rate discrepancy + that draw's noise scale x a
-        Student-t draw; with `n_average` > 1, a sample of the mean of that many independent
-        evaluations at each compute (noise / sqrt(n_average)). `rate_scale` None: the fit's.
-        Not widened by `band_scale`.
+        Sample = curve of one posterior draw (moved to its member form) + that draw's noise scale x
+        a Student-t draw; with `n_average` > 1, a sample of the mean of that many independent
+        evaluations at each compute (noise / sqrt(n_average)). Not calibrated: `interval` is.
         """
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         mean_draws = self._mean_draws(compute) + self._form_shift(compute)
         noise = self.noise_scale_draws[:, None] * self._paired(self.noise_draws) / np.sqrt(float(n_average))
-        kappa = self.rate_scale if rate_scale is None else float(rate_scale)
-        shape = rate_discrepancy(self._last_slope_draws()[:, None, None], self._log_distance(compute)[None, None, :],
-                                 self._paired(self.rate_draws)[:, :, None], kappa)
-        samples = mean_draws[:, None, :] + shape + noise[:, :, None]
+        samples = mean_draws[:, None, :] + noise[:, :, None]
         return samples.reshape(-1, mean_draws.shape[1])
+
+    @property
+    def stratum(self) -> str:
+        """"flat_end" when the last stretch of the fitted points is flat within its noise
+        (diagnostics.LateStretch.is_flat at 80 %), else "rising": the band table's stratum."""
+        late = self._late()
+        return "flat_end" if late is not None and late.is_flat(0.8) else "rising"
+
+    def predictive_spread(self, compute: ArrayLike) -> np.ndarray:
+        """s at each compute: robust sd of the raw predictive draws, at least the noise sd."""
+        return robust_spread(self.observation_draws(compute), self.noise_sd)
+
+    def calibration_scores(self, compute: ArrayLike, reward: ArrayLike, run: str = "",
+                           source: str = "") -> HeldOutScores:
+        """Normalised scores z = (y - m) / s of later evaluations (band_calibration's input)."""
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        reward = np.atleast_1d(np.asarray(reward, dtype=float))
+        score = (reward - self.predict(compute)) / self.predictive_spread(compute)
+        return HeldOutScores(self.stratum, horizon(compute, float(np.max(self.compute))), score, run, source)
 
     def interval(self, compute: ArrayLike, level: float = 0.8,
                  kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
 
-        Observation band = quantiles of the posterior-predictive samples (curve uncertainty plus
-        evaluation noise), stretched about the point forecast by `band_scale`; mean band =
-        quantiles of the posterior curves. Both contain the point forecast, clipped to `reward_range`.
+        Observation band = m + [Q_lo, Q_hi] x s: the point forecast m, the spread s of the raw
+        predictive draws, and the quantiles Q of normalised errors that other runs made at the
+        same horizon log(C / C_last) in the same stratum (forecast.band_calibration), its lower
+        edge beyond a flat end at most that level's floor (diagnostics.flat_end_floor). Mean band =
+        quantiles of the posterior curves moved to their member forms. Both contain the point
+        forecast, clipped to `reward_range`.
         """
         if kind not in ("observation", "mean"):
             raise InputError(f"interval kind must be 'observation' or 'mean', got {kind!r}")
         lo_q, hi_q = _tails(level)
         scalar = np.ndim(compute) == 0
-        centre = self.predict(np.atleast_1d(np.asarray(compute, dtype=float)))
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        centre = self.predict(compute)
         if kind == "observation":
-            samples = widen(self.observation_draws(compute), centre, self.band_scale)
+            table = shipped_table() if self.band_table is None else self.band_table
+            lower, upper = band_multipliers(table, self.stratum, horizon(compute, float(np.max(self.compute))), level)
+            spread = self.predictive_spread(compute)
+            lo, hi = centre + lower * spread, centre + upper * spread
+            # Beyond a flat end, staying at its level is as consistent with the data as the fitted
+            # rise: the lower edge reaches a new evaluation's floor there (diagnostics.flat_end_floor).
+            floor = None if "A" in self.fixed else flat_end_floor(self._late(), level, 1.0)
+            if floor is not None:
+                lo = np.where(compute > float(np.max(self.compute)), np.minimum(lo, floor), lo)
         else:
             samples = self._mean_draws(compute) + self._form_shift(compute)
-            slope = self._last_slope_draws()[:, None]
-            distance = self._log_distance(compute)[None, :]
-            samples = samples + rate_discrepancy(slope, distance, self._paired(self.rate_draws)[:, :1], self.rate_scale)
-        lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
+            lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
         lo, hi = np.minimum(lo, centre), np.maximum(hi, centre)
-        lo = self._reach_flat_end(compute, lo, level, kind)
         if self.reward_range is not None:
             lo = np.clip(lo, self.reward_range[0], self.reward_range[1])
             hi = np.clip(hi, self.reward_range[0], self.reward_range[1])
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
-
-    def _late_floor(self, level, n_average=math.inf):
-        """diagnostics.late_plateau_floor of the fitted points with this fit's noise; None for a fixed A."""
-        if "A" in self.fixed:
-            return None
-        return late_plateau_floor(self.compute, self.reward, level, n_average, self.noise_sd)
-
-    def _reach_flat_end(self, compute, lower, level, kind):
-        """Lower band edges beyond the data, lowered to a flat continuation where one fits.
-
-        When the last stretch of the fitted points is flat within its noise, staying at the late
-        level is as consistent with the data as the fitted rise (diagnostics.late_plateau_floor):
-        beyond the last fitted compute the band reaches down to that continuation's lower end
-        (one new evaluation for "observation", the level itself for "mean", as for A's interval).
-        """
-        floor = self._late_floor(level, 1.0 if kind == "observation" else math.inf)
-        if floor is None:
-            return lower
-        beyond = np.atleast_1d(np.asarray(compute, dtype=float)) > float(np.max(self.compute))
-        return np.where(beyond, np.minimum(lower, floor), lower)
 
     def compute_to_reach(self, target: float, level: float = 0.8) -> ComputeToTarget:
         """Compute at which the point forecast reaches `target`, with a posterior interval.

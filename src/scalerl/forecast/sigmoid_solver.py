@@ -38,6 +38,7 @@ class SolverProblem:
     loss: str = "linear"
     f_scale: float = 0.01  # residual scale where a robust loss switches from quadratic
     fixed_a: float | None = None
+    a_prior: tuple[float, float] | None = None  # (mean, sd) of a normal prior on A (a flat end's level)
 
 
 def sigmoid_in_log_compute(log_compute: ArrayLike, a: ArrayLike, b: ArrayLike, log_c_mid: ArrayLike,
@@ -79,18 +80,33 @@ def _free_bounds(problem: SolverProblem):
 
 
 def residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
+    """Model minus data at the fitted points for full theta = (A, B, s) (data_residuals), and with
+    a prior on A one more row, (A - mean) f_scale / sd: the prior weighs as one evaluation of
+    variance sd^2 would, measured in the evaluations' noise f_scale."""
+    data = data_residuals(theta, problem)
+    if problem.a_prior is None or problem.fixed_a is not None:
+        return data
+    mean, sd = problem.a_prior
+    return np.append(data, (theta[0] - mean) * problem.f_scale / sd)
+
+
+def data_residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
     """Model minus data at the fitted points for full theta = (A, B, s)."""
     a, b, s = theta
     return sigmoid_in_log_compute(problem.log_compute, a, b, s, problem.r0) - problem.reward
 
 
 def jacobian(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
-    """d residual / d (A, B, s): g, (A-R0) g (1-g) (u-s), -(A-R0) g (1-g) B with g = expit(B(u-s))."""
+    """d residual / d (A, B, s): g, (A-R0) g (1-g) (u-s), -(A-R0) g (1-g) B with g = expit(B(u-s));
+    the prior's row is (f_scale / sd, 0, 0)."""
     a, b, s = theta
     centred = problem.log_compute - s
     g = expit(b * centred)
     slope = (a - problem.r0) * g * (1.0 - g)
-    return np.column_stack([g, slope * centred, -slope * b])
+    rows = np.column_stack([g, slope * centred, -slope * b])
+    if problem.a_prior is None or problem.fixed_a is not None:
+        return rows
+    return np.vstack([rows, [problem.f_scale / problem.a_prior[1], 0.0, 0.0]])
 
 
 def local_fit(problem: SolverProblem, start: ArrayLike, max_nfev: int | None = None) -> tuple[np.ndarray, float]:

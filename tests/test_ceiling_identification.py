@@ -1,0 +1,79 @@
+"""One verdict on the ceiling: identified whatever level intervals are reported at, plateaus read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.diagnostics import late_stretch, plateau_reached
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.sigmoid_solver import SolverProblem, jacobian, residuals
+from scalerl.report.headline import ceiling_phrase
+
+A, B, C_MID, R0 = 0.6, 1.5, 1.0, 0.1
+
+
+def synthetic_run(noise, length, seed=0, n=41):
+    """The textbook sigmoid, evaluated at n evenly spaced computes up to `length` x C_mid."""
+    rng = np.random.default_rng(seed)
+    compute = np.linspace(0.0, length * C_MID, n)
+    return compute, sigmoid_reward(compute, A, B, C_MID, R0) + rng.normal(0.0, noise, n)
+
+
+@pytest.mark.parametrize("noise", [0.002, 0.005, 0.01])
+@pytest.mark.parametrize("length", [8, 16])
+def test_a_run_past_eight_midpoints_is_identified_at_every_level_with_a_tight_interval(noise, length):
+    compute, reward = synthetic_run(noise, length)
+    fits = {level: fit_sigmoid(compute, reward, level=level) for level in (0.5, 0.8, 0.95)}
+    assert all(fit.ceiling_identified for fit in fits.values())
+    low, high = fits[0.8].conf_int(0.8)["A"]
+    assert A - 0.03 <= low <= A <= high <= A + 0.03
+    # At 95 % the lower end may reach the flat end's level (diagnostics.flat_end_floor): at 8 x
+    # C_mid the data sit ~0.02 below A and cannot exclude a ceiling there.
+    low, high = fits[0.95].conf_int(0.95)["A"]
+    assert A - 0.04 <= low <= A <= high <= A + 0.03
+    assert "longer" not in ceiling_phrase(fits[0.95], 0.95)
+
+
+def test_a_run_stopped_before_its_midpoint_is_not_identified_at_any_level():
+    compute, reward = synthetic_run(0.005, 0.6)
+    for level in (0.5, 0.8, 0.95):
+        fit = fit_sigmoid(compute, reward, level=level)
+        assert not fit.ceiling_identified
+        assert "longer" in ceiling_phrase(fit, level)
+
+
+def test_a_long_flat_run_is_read_at_its_level_and_never_told_to_run_longer():
+    """Jump then 1,000 steps flat at 0.69 (a verl GSM8K run's shape): identified, A within 0.01
+    of the level, an interval holding it and no upper tail beyond 0.03 above it."""
+    rng = np.random.default_rng(5)
+    compute = np.arange(1, 113) * 10.0
+    reward = 0.69 - 0.04 * np.exp(-compute / 40.0) + rng.normal(0.0, 0.008, compute.size)
+    fit = fit_sigmoid(compute, reward)
+    low, high = fit.conf_int(0.8)["A"]
+    assert fit.ceiling_identified
+    assert abs(fit.a - 0.69) <= 0.01 and low <= 0.69 <= high <= 0.72
+    assert "longer" not in ceiling_phrase(fit)
+
+
+def test_plateau_reached_by_hand():
+    compute = np.arange(1.0, 21.0)
+    flat = np.r_[np.linspace(0.2, 0.5, 15), np.full(5, 0.5)] + np.array([0, 0.001] * 10)
+    late = late_stretch(compute, flat, noise_sd=0.01)
+    assert late.n == 5 and late.is_flat(0.8)
+    mean, sd = late.ceiling_prior()
+    assert mean == pytest.approx(np.mean(flat[-5:]))
+    assert sd == pytest.approx(np.hypot(late.level_sd / np.sqrt(5), late.slope_se * np.log(20.0 / 16.0)))
+    assert plateau_reached(late, mean + 0.019) and not plateau_reached(late, mean + max(0.021, 2.1 * sd))
+    rising = np.linspace(0.2, 0.8, 20)
+    assert not late_stretch(compute, rising, noise_sd=0.001).is_flat(0.8)
+
+
+def test_prior_on_a_is_one_more_residual_row_weighted_as_an_evaluation():
+    problem = SolverProblem(np.array([-1.0, 0.0]), np.array([0.3, 0.5]), 0.1, np.array([0.1, 0.1, -5.0]),
+                            np.array([1.0, 12.0, 5.0]), f_scale=0.01, a_prior=(0.55, 0.02))
+    theta = np.array([0.6, 1.5, -0.5])
+    rows = residuals(theta, problem)
+    assert rows.size == 3 and rows[-1] == pytest.approx((0.6 - 0.55) * 0.01 / 0.02)
+    assert jacobian(theta, problem)[-1] == pytest.approx([0.01 / 0.02, 0.0, 0.0])
