@@ -40,6 +40,7 @@ from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
 from scalerl.forecast.diagnostics import detect_collapse
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.power_law import fit_power_law
+from scalerl.report.headline import ceiling_phrase
 
 HERE = Path(__file__).resolve().parent
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -209,7 +210,8 @@ def plateau_read(runs):
         lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
         read = bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi)
         rows.append({**row, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
-                     "told_to_run_longer": not fit.ceiling_identified, "read": read,
+                     "headline": ceiling_phrase(fit, PLATEAU_LEVEL),
+                     "told_to_run_longer": "longer" in ceiling_phrase(fit, PLATEAU_LEVEL), "read": read,
                      "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level)
                                                                  .ceiling_identified) for level in (0.5, 0.95)}})
     healthy = [r for r in rows if r["status"] == "healthy"]

@@ -69,6 +69,7 @@ SECTIONS = [
 BLOCKS = {
     "forecast-headline": ([render_forecast.RESULTS_FILE], render_forecast.headline),
     "forecast-accuracy": ([render_forecast.RESULTS_FILE], render_forecast.table),
+    "sampler-check": ([render_forecast.SAMPLER_FILE], render_forecast.sampler_line),
     "run-length-headline": (["run_length_accuracy.json"], tables.run_length_headline),
     "reader-scale": (["reader_scale.json"], tables.reader_scale),
     "live-forecast-overhead": (["live_forecast_overhead.json"], tables.live_forecast_overhead),

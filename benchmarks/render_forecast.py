@@ -77,13 +77,37 @@ def cost_line(results: dict) -> str:
             f"at the slowest (2 shared cores). Collapse rule fired on: {collapse}.")
 
 
+def losses_line(results: dict) -> str:
+    """Where scalerl is not the best: the cells of either table where another method is lower."""
+    lost = []
+    for fraction, by_status in results["errors"].items():
+        rows = by_status["all"]
+        for key, name in (("median_abs_error", "median error"), ("mean_abs_error", "mean error")):
+            best = _best(rows, lambda r: r[key])
+            if "scalerl" not in best:
+                winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
+                lost.append(f"{name} at {_fraction(fraction)} ({winner} {rows[sorted(best)[0]][key]:.4f} against "
+                            f"{rows['scalerl'][key]:.4f})")
+    for fraction, by_status in results["bands"].items():
+        for status, rows in by_status.items():
+            best = _best(rows, lambda r: r["0.8"]["interval_score"])
+            if "scalerl" not in best:
+                winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
+                lost.append(f"interval score on {status} runs at {_fraction(fraction)} ({winner} "
+                            f"{rows[sorted(best)[0]]['0.8']['interval_score']:.4f} against "
+                            f"{rows['scalerl']['0.8']['interval_score']:.4f})")
+    if not lost:
+        return "scalerl is the best method in every cell of both tables."
+    return "Where scalerl still loses: " + "; ".join(lost) + "."
+
+
 def table(results: dict) -> str:
-    """The whole forecast-accuracy section: errors, bands, plateau read, cost."""
+    """The whole forecast-accuracy section: errors, bands, plateau read, cost, where it loses."""
     return "\n\n".join([
         f"{results['runs']} runs from {len(results['sources'])} sources; {results['held_out']}.",
         "Final level:", error_table(results),
         "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better):",
-        band_table(results), plateau_line(results), cost_line(results),
+        band_table(results), plateau_line(results), losses_line(results), cost_line(results),
         f"![coverage of the bands by nominal level]({FIGURE})"])
 
 
@@ -96,3 +120,18 @@ def headline(results: dict) -> str:
             f"other sources only, scalerl forecasts the final reward with a median absolute error of "
             f"**{ours['median_abs_error']:.4f}** (the paper's grid fit: {paper['median_abs_error']:.4f}); its 80 % band "
             f"holds {healthy:.2f} of the later evaluations of healthy runs.")
+
+
+SAMPLER_FILE = "sampler_check.json"
+
+
+def sampler_line(results: dict) -> str:
+    """Acceptance and autocorrelation of the posterior sampler over the bundled curves."""
+    s = results["summary"]
+    return (f"Over {s['fits']} fits of the bundled curves (25 %, 50 % and all of each run; "
+            f"`python -m benchmarks.sampler_check`), the ensemble accepts {s['acceptance_median']:.2f} of its "
+            f"proposals at the median (lowest {s['acceptance_min']:.2f}); the slowest parameter's integrated "
+            f"autocorrelation time is {s['tau_max_median']:.0f} steps at the median ({s['tau_max_p90']:.0f} at the "
+            f"90th percentile), so the {s['kept_steps']} kept steps of {s['walkers']} walkers hold about "
+            f"{s['effective_kept_samples_median']:.0f} independent draws (fewest {s['effective_kept_samples_min']:.0f}): "
+            "enough for 80 % intervals, rough at the 95 % tails.")

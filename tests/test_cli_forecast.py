@@ -140,9 +140,10 @@ def test_fit_options_r0_min_x_loss_and_power_law(run_csv):
 
 
 def test_fit_plus_minus_one_rewards_with_a_reward_range(tmp_path):
-    # mean reward of +1/-1 rewards: R0 = -0.6, A = 0.4 lies in [-1, 1], not in the default [0, 1]
+    # mean reward of +1/-1 rewards: R0 = -0.6, A = 0.4 lies in [-1, 1], not in the default [0, 1];
+    # B = 3 levels the run off within its span (a flat end is read where it sits)
     compute = GPU_HOURS
-    reward = sigmoid_reward(compute, 0.4, 1.5, 800.0, -0.6)
+    reward = sigmoid_reward(compute, 0.4, 3.0, 800.0, -0.6)
     path = write_csv(tmp_path / "pm.csv", compute, reward, x_name="step", y_name="reward")
     refused = invoke("fit", path, "--json", *FAST)
     assert refused.exit_code == 2 and "--reward-range" in refused.stderr

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from scalerl.errors import InputError
-from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
-from scalerl.forecast.result import ComputeToTarget
+from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
+from scalerl.forecast.result import ComputeNearCeiling, ComputeToTarget
 from scalerl.report.plotting import (
     RunPoints,
     comparison_figure,
@@ -44,6 +44,10 @@ class StubResult:
     def compute_to_reach(self, target, level=0.8):
         value = float(sigmoid_compute_for_reward(target, self.a, self.b, self.c_mid, self.r0))
         return ComputeToTarget(target, value, value, value, True, level)
+
+    def compute_near_ceiling(self, within=0.02, level=0.8):
+        value = float(sigmoid_compute_near_ceiling(within, self.a, self.b, self.c_mid, self.r0))
+        return ComputeNearCeiling(within, value, value, value, float(self.compute.max()), level)
 
 
 def line_by_label(axes, prefix):

@@ -240,11 +240,25 @@ def flat_end_floor(late: LateStretch | None, level: float, n_average: float = ma
     return float(late.level - student_t.ppf((1.0 + level) / 2.0, late.n - 1) * late.level_sd * spread)
 
 
+def stop_now_floor(reward: ArrayLike, noise_sd: float, level: float, n_last: int = 3) -> float:
+    """Lower end of one new evaluation if the run stops improving now: the mean of the last
+    `n_last` fitted evaluations minus z_q noise sqrt(1 + 1 / n_last), q = (1 + level) / 2.
+
+    A pass rate can stop rising at any evaluation (the built-in task's hard prompts cap it where
+    the fitted climb does not bend); no curve form fitted before that point can see it coming, so a
+    band beyond the data reaches down to this persistence forecast's lower end.
+    """
+    from scipy.stats import norm
+
+    reward = np.asarray(reward, dtype=float)
+    last = reward[-min(int(n_last), reward.size):]
+    return float(last.mean() - norm.ppf((1.0 + level) / 2.0) * noise_sd * math.sqrt(1.0 + 1.0 / last.size))
+
+
 def plateau_reached(late: LateStretch, a: float) -> bool:
-    """A flat end the fit sits on: |A - late level| <= max(NEAR_CEILING_WITHIN, 2 sd), sd that of
-    LateStretch.ceiling_prior. The run has levelled off where the fitted ceiling says it would."""
-    mean, sd = late.ceiling_prior()
-    return abs(a - mean) <= max(NEAR_CEILING_WITHIN, 2.0 * sd)
+    """A flat end the fit sits on: |A - late level| <= NEAR_CEILING_WITHIN (the paper's margin).
+    The run has levelled off where the fitted ceiling says it would."""
+    return abs(a - late.level) <= NEAR_CEILING_WITHIN
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
@@ -261,7 +275,9 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     or (2) A sits at its upper bound, or (3) the A interval is wider than a third of the gain A - R0,
     or (4) there are no residual degrees of freedom (n <= p: an exact fit cannot test the shape),
     or (5) B sits at a bound (a step or a straight line: the bend is not resolved by the data).
-    Returns (identified, warning or None); the warning says how far to run: to at least
+    Returns (identified, warning or None); when the fitted curve is already within the paper's
+    margin of A at the last point, the warning says that noise, not compute, is what is missing;
+    otherwise it says how far to run: to at least
     2 x max(C_mid, current max compute), where the curve has passed its inflection, and, given the
     fitted B, to C_mid (|A - R0| / 0.02 - 1)^(1/B), where the fitted curve is within the paper's
     margin 0.02 of A (curves.sigmoid_compute_near_ceiling, the fit's "run length").
@@ -281,6 +297,10 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
         reasons.append("B sits at a bound of its range (the bend of the curve is not resolved by the data)")
     if not reasons:
         return True, None
+    if b is not None and float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) <= max_compute:
+        return False, ("ceiling not identified: " + "; ".join(reasons) + f". The fitted curve is already within "
+                       f"{NEAR_CEILING_WITHIN:g} of A at the last point: running longer will not pin A, less noisy "
+                       "evaluations (more prompts per evaluation) will.")
     advised = 2.0 * max(c_mid, max_compute)
     near = "" if b is None else (
         f" Reading A to +-{NEAR_CEILING_WITHIN:g} needs ~"

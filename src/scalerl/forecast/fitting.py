@@ -137,16 +137,23 @@ def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
     return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a, a_prior), compute_ref
 
 
-def fit_with_plateau(problem: SolverProblem, plateau, n_starts: int) -> np.ndarray | None:
-    """Least squares without the flat end's prior on A, and with it only where the free fit's
-    ceiling overshoots the level the run has settled at (diagnostics.plateau_reached): data that
-    pin A themselves keep their estimate (a noise-free curve is recovered exactly), a slow sigmoid
-    tail that runs on above a flat end is pulled to it. The posterior keeps the prior either way."""
+def fit_with_plateau(problem: SolverProblem, plateau, n_starts: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(free fit, reported fit): least squares, read at the flat end where the run has one.
+
+    When the fitted points end flat (`plateau`) and the free ceiling misses that level by more
+    than the paper's margin (diagnostics.plateau_reached: typically a slow sigmoid tail running on
+    above a plateau, or a peak above it), the run is read as levelled off there: the reported fit
+    has A fixed at the late level and B, C_mid refitted. Data whose free fit already sits on the
+    level keep their estimate (a noise-free curve is recovered exactly). The noise estimate and the
+    sampler's starting point stay the free fit's; the posterior carries the flat end as a prior on
+    A (posterior.py), so A's interval says how sure the reading is.
+    """
     free, _ = multi_start_fit(replace(problem, a_prior=None), n_starts)
     if plateau is None or problem.fixed_a is not None or free is None or plateau_reached(plateau, float(free[0])):
-        return free
-    held, _ = multi_start_fit(problem, n_starts)
-    return held
+        return free, free
+    level = float(np.clip(plateau.level, problem.lower[0], problem.upper[0]))
+    held, _ = multi_start_fit(replace(problem, a_prior=None, fixed_a=level), n_starts)
+    return free, (free if held is None else held)
 
 
 def _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau=None):
@@ -212,10 +219,10 @@ def fit_sigmoid(
     plateau = late if late is not None and late.is_flat(IDENTIFICATION_LEVEL) else None
     problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a,
                                          None if plateau is None else plateau.ceiling_prior())
-    theta_hat = fit_with_plateau(problem, plateau, n_starts)
+    theta_free, theta_hat = fit_with_plateau(problem, plateau, n_starts)
     if theta_hat is None or not np.all(np.isfinite(theta_hat)):
         raise FitError("the optimiser failed to find a finite fit")
-    noise_sd = residual_noise_sd(data_residuals(theta_hat, problem), n_params, noise_floor)
+    noise_sd = residual_noise_sd(data_residuals(theta_free, problem), n_params, noise_floor)
     # Differences overstate the noise on a steep curve sampled sparsely, residuals on a flat one
     # that the sigmoid bends to fit; the smaller is the fair yardstick for "no learning".
     _check_learning_before(fit_reward, r0, min(diff_noise, noise_sd), None if fit_through_collapse else collapse)
@@ -225,7 +232,7 @@ def fit_sigmoid(
         noise_sd = max(noise_sd, diff_noise)
 
     rng = np.random.default_rng(seed)
-    draws = sample_posterior(problem, theta_hat, noise_sd, noise_floor, int(n_bootstrap), seed)
+    draws = sample_posterior(problem, theta_free, noise_sd, noise_floor, int(n_bootstrap), seed)
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
     # u = 0 is the last fitted point: gain fraction there = expit(B (0 - s)).
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))

@@ -133,14 +133,10 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee
     return emcee.State(coords, random_state=state.random_state)
 
 
-def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float,
-                     n_draws: int, seed: int) -> np.ndarray:
-    """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
-
-    32 walkers x 300 steps, the first 150 discarded as burn-in, after which stuck walkers are
-    regrouped (regroup_stuck_walkers); the kept 32 x 150 states are thinned evenly to `n_draws`
-    rows (repeated when more are asked for than the chain holds).
-    """
+def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float, seed: int,
+                n_steps: int = N_STEPS) -> emcee.EnsembleSampler:
+    """The emcee sampler after N_BURN burn-in steps, a regrouping of stuck walkers
+    (regroup_stuck_walkers) and n_steps - N_BURN kept steps (its chain holds only the kept ones)."""
     rng = np.random.default_rng(seed)
     log_floor = float(np.log(noise_floor))
     log_centre = float(np.log(max(noise_sd, noise_floor)))
@@ -160,8 +156,20 @@ def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: flo
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
     state = sampler.run_mcmc(state, N_BURN, progress=False)
     sampler.reset()
-    sampler.run_mcmc(regroup_stuck_walkers(state, rng), N_STEPS - N_BURN, progress=False)
-    chain = sampler.get_chain(flat=True)
+    sampler.run_mcmc(regroup_stuck_walkers(state, rng), n_steps - N_BURN, progress=False)
+    return sampler
+
+
+def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float,
+                     n_draws: int, seed: int) -> np.ndarray:
+    """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
+
+    32 walkers x 300 steps, the first 150 discarded as burn-in, after which stuck walkers are
+    regrouped (regroup_stuck_walkers); the kept 32 x 150 states are thinned evenly to `n_draws`
+    rows (repeated when more are asked for than the chain holds). `python -m
+    benchmarks.sampler_check` measures acceptance and autocorrelation on the bundled curves.
+    """
+    chain = run_sampler(problem, theta_hat, noise_sd, noise_floor, seed).get_chain(flat=True)
     if problem.fixed_a is not None:
         chain = np.column_stack([np.full(chain.shape[0], problem.fixed_a), chain])
     pick = np.linspace(0, chain.shape[0] - 1, int(n_draws)).round().astype(int)

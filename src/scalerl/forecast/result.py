@@ -14,7 +14,7 @@ from scalerl.errors import InputError
 from scalerl.forecast.averaging import form_compute_near_ceiling
 from scalerl.forecast.band_calibration import HeldOutScores, band_multipliers, horizon, robust_spread, shipped_table
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch
+from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch, stop_now_floor
 
 PARAM_NAMES = ("A", "B", "C_mid")
 
@@ -247,7 +247,8 @@ class FitResult:
         Observation band = m + [Q_lo, Q_hi] x s: the point forecast m, the spread s of the raw
         predictive draws, and the quantiles Q of normalised errors that other runs made at the
         same horizon log(C / C_last) in the same stratum (forecast.band_calibration), its lower
-        edge beyond a flat end at most that level's floor (diagnostics.flat_end_floor). Mean band =
+        edge beyond the data at most where the run would be if it stopped improving now
+        (diagnostics.stop_now_floor). Mean band =
         quantiles of the posterior curves moved to their member forms. Both contain the point
         forecast, clipped to `reward_range`.
         """
@@ -262,10 +263,10 @@ class FitResult:
             lower, upper = band_multipliers(table, self.stratum, horizon(compute, float(np.max(self.compute))), level)
             spread = self.predictive_spread(compute)
             lo, hi = centre + lower * spread, centre + upper * spread
-            # Beyond a flat end, staying at its level is as consistent with the data as the fitted
-            # rise: the lower edge reaches a new evaluation's floor there (diagnostics.flat_end_floor).
-            floor = None if "A" in self.fixed else flat_end_floor(self._late(), level, 1.0)
-            if floor is not None:
+            # Beyond the data the run may stop improving now: the lower edge reaches the
+            # persistence forecast's (diagnostics.stop_now_floor).
+            if "A" not in self.fixed:
+                floor = stop_now_floor(self.reward, self.noise_sd, level)
                 lo = np.where(compute > float(np.max(self.compute)), np.minimum(lo, floor), lo)
         else:
             samples = self._mean_draws(compute) + self._form_shift(compute)

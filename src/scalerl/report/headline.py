@@ -20,8 +20,13 @@ def longer_run_factor(result) -> float:
 
 
 def ceiling_phrase(result, level: float = 0.8) -> str:
-    """`ceiling A 0.61 [0.6, 0.62]` or `ceiling not identified yet: run ~6.5x longer`."""
+    """`ceiling A 0.61 [0.6, 0.62]`, `ceiling not identified yet: run ~6.5x longer`, or, when the
+    fitted curve is already at its ceiling (the run length), that the evaluations are too noisy:
+    "run longer" only where the run length says the ceiling is still ahead."""
     if not result.ceiling_identified:
+        near = result.compute_near_ceiling(level=level)
+        if near.value <= near.current:
+            return "ceiling not identified: the evaluations are too noisy to pin A (the fitted curve is at its ceiling)"
         return f"ceiling not identified yet: run ~{longer_run_factor(result):.1f}x longer"
     lo, hi = result.conf_int(level)["A"]
     return f"ceiling A {_short(result.a)} [{_short(lo)}, {_short(hi)}]"

@@ -1,0 +1,92 @@
+"""Does the posterior sampler mix? Acceptance and autocorrelation of fit_sigmoid's emcee chain.
+
+For every forecastable run of the bundled curves, fitted on its first 25 % and 50 % of compute and
+on all of it, the problem fit_sigmoid samples is rebuilt with the library's own steps and the
+sampler is run as fit_sigmoid runs it (32 walkers, 150 burn-in steps, stuck walkers regrouped) but
+kept LONG_STEPS steps instead of 150, so that the integrated autocorrelation time tau (emcee,
+Goodman & Weare 2010; Sokal's window) can be estimated per parameter. Reported: the mean acceptance
+fraction (a healthy ensemble sampler accepts ~0.2-0.5), tau, and the effective samples the library's
+150 kept steps give, 32 x 150 / tau.
+
+    python -m benchmarks.sampler_check        # ~3 min on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import emcee
+import numpy as np
+
+from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, write_atomic
+from scalerl.errors import ScaleRLError
+from scalerl.forecast.diagnostics import late_stretch, point_noise_sd
+from scalerl.forecast.fitting import IDENTIFICATION_LEVEL, build_problem, fit_sigmoid, fit_with_plateau, select_points
+from scalerl.forecast.posterior import N_BURN, N_STEPS, N_WALKERS, run_sampler
+from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
+
+FRACTIONS = (0.25, 0.5, 1.0)
+LONG_STEPS = 1150  # 1000 kept steps: tau of up to ~20 steps is estimated within ~10 %
+KEPT = N_STEPS - N_BURN
+
+
+def sampled_problem(compute, reward):
+    """The SolverProblem fit_sigmoid samples, rebuilt with its own steps, the free least-squares
+    fit the sampler starts from, and the fit's noise."""
+    fit = fit_sigmoid(compute, reward)
+    r0, keep, _, _ = select_points(compute, reward, None, None, False, DEFAULT_NOISE_FLOOR)
+    fit_compute, fit_reward = compute[keep], reward[keep]
+    diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), DEFAULT_NOISE_FLOOR)
+    late = late_stretch(fit_compute, fit_reward, diff_noise)
+    plateau = late if late is not None and late.is_flat(IDENTIFICATION_LEVEL) else None
+    problem, _ = build_problem(fit_compute, fit_reward, r0, (0.0, 1.0), "linear", diff_noise, None,
+                                         None if plateau is None else plateau.ceiling_prior())
+    theta_free, _ = fit_with_plateau(problem, plateau, 4)
+    return problem, theta_free, fit.noise_sd
+
+
+def check(compute, reward):
+    problem, theta_hat, noise_sd = sampled_problem(compute, reward)
+    sampler = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 0, n_steps=LONG_STEPS)
+    tau = emcee.autocorr.integrated_time(sampler.get_chain(), quiet=True)
+    return {"acceptance": float(np.mean(sampler.acceptance_fraction)),
+            "tau": {name: float(t) for name, t in zip(("A", "B", "log_C_mid", "log_sigma"), tau)},
+            "effective_kept_samples": float(N_WALKERS * KEPT / np.max(tau))}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "sampler_check.json")
+    args = parser.parse_args(argv)
+    rows = []
+    for run in load_runs(args.data):
+        if run.status not in FORECAST_STATUSES:
+            continue
+        for fraction in FRACTIONS:
+            train = np.ones(run.compute.size, bool) if fraction == 1.0 else cut_mask(run.compute, fraction)
+            if train.sum() < 5:
+                continue
+            try:
+                rows.append({"run": run.name, "fraction": fraction, **check(run.compute[train], run.reward[train])})
+            except ScaleRLError as error:
+                rows.append({"run": run.name, "fraction": fraction, "error": str(error)})
+            print(f"{run.name} {fraction}: {rows[-1].get('acceptance', 'refused')}", file=sys.stderr, flush=True)
+    ok = [r for r in rows if "acceptance" in r]
+    taus = np.array([max(r["tau"].values()) for r in ok])
+    summary = {"fits": len(ok), "acceptance_median": float(np.median([r["acceptance"] for r in ok])),
+               "acceptance_min": float(np.min([r["acceptance"] for r in ok])),
+               "tau_max_median": float(np.median(taus)), "tau_max_p90": float(np.quantile(taus, 0.9)),
+               "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
+               "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
+               "kept_steps": KEPT, "walkers": N_WALKERS}
+    write_atomic(args.out, json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary,
+                                       "rows": rows}, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
