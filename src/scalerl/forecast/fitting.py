@@ -19,6 +19,7 @@ from scipy.special import expit
 from scalerl.errors import ConfigError, FitError, InputError
 from scalerl.forecast.averaging import averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
+    CollapseReport,
     ceiling_identifiability,
     check_learning,
     detect_collapse,
