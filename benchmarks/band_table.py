@@ -17,7 +17,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.common import write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
 from scalerl.forecast.fitting import fit_sigmoid
@@ -110,14 +110,6 @@ def scores_of(fits: dict, runs: list[Run], fractions=CUT_FRACTIONS, exclude_sour
     return out
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder, then rename (no half-written file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
-
-
 def table_document(table: dict, runs: list[Run], data_dir: Path) -> dict:
     used = sorted({run.name for run in runs if run.status in FORECAST_STATUSES})
     return {"command": "python -m benchmarks.band_table", "data": os.path.relpath(data_dir, ROOT),
@@ -150,7 +142,7 @@ def main(argv=None) -> int:
         same = tables_match(table, shipped)
         print(f"{args.out}: {'reproduced' if same else 'DIFFERS from the rebuilt table'}")
         return 0 if same else 1
-    write_atomic(args.out, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
+    write_text(args.out, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import write_text
 from benchmarks.band_table import (
-    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, scores_of, table_document, write_atomic,
+    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, scores_of, table_document,
 )
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from scalerl.errors import ScaleRLError
@@ -305,7 +306,7 @@ def main(argv=None) -> None:
     tables = {source: build_table(scores_of(fits, runs, CUT_FRACTIONS, exclude_source=source)) for source in sources}
     if args.write_table is not None:
         table = build_table(scores_of(fits, runs, CUT_FRACTIONS))
-        write_atomic(args.write_table, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
+        write_text(args.write_table, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
     cells = forecast_cells(runs, fits, tables)
     band_seconds = [c["scalerl"]["band_seconds"] for c in cells if "band_seconds" in c.get("scalerl", {})]
     plateau_summary, plateau_rows = plateau_read(runs)
@@ -319,8 +320,8 @@ def main(argv=None) -> None:
                           "max": float(np.max(fit_seconds) + np.max(band_seconds))},
               "collapse_rule": collapse_rule(runs), "cells": cells}
     text = markdown(report)
-    write_atomic(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
-    write_atomic(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")
+    write_text(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
+    write_text(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")
     coverage_figure(report, args.figure)
     print(text)
 

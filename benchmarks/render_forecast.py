@@ -28,6 +28,11 @@ def _best(rows: dict, key) -> set:
     return {method for method, value in values.items() if value <= low + 1e-12}
 
 
+def _marked(text: str, best: bool) -> str:
+    """`text` in bold when it is the lowest of its column."""
+    return f"**{text}**" if best else text
+
+
 def error_table(results: dict) -> str:
     """Abs error of the final level (mean of the last three evaluations) by fraction and run status;
     a refused forecast scored as the last value; the lowest of each column in bold."""
@@ -38,11 +43,10 @@ def error_table(results: dict) -> str:
             best_median = _best(rows, lambda r: r["median_abs_error"])
             best_mean = _best(rows, lambda r: r["mean_abs_error"])
             for method, r in rows.items():
-                median = f"{r['median_abs_error']:.4f}"
-                mean = f"{r['mean_abs_error']:.4f}"
+                median = _marked(f"{r['median_abs_error']:.4f}", method in best_median)
+                mean = _marked(f"{r['mean_abs_error']:.4f}", method in best_mean)
                 lines.append(f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | {r['cells']} | "
-                             f"{r['failed']} | {f'**{median}**' if method in best_median else median} | "
-                             f"{f'**{mean}**' if method in best_mean else mean} |")
+                             f"{r['failed']} | {median} | {mean} |")
     return "\n".join(lines)
 
 
@@ -55,10 +59,9 @@ def band_table(results: dict) -> str:
             best = _best(rows, lambda r: r["0.8"]["interval_score"])
             for method, r in rows.items():
                 cover = " | ".join(f"{r[level]['coverage']:.2f}" for level in LEVELS)
-                score = f"{r['0.8']['interval_score']:.4f}"
+                score = _marked(f"{r['0.8']['interval_score']:.4f}", method in best)
                 lines.append(f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | "
-                             f"{r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | "
-                             f"{f'**{score}**' if method in best else score} |")
+                             f"{r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | {score} |")
     return "\n".join(lines)
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import emcee
 import numpy as np
 
-from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, write_atomic
+from benchmarks.common import write_text
+from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import late_stretch, point_noise_sd
 from scalerl.forecast.fitting import IDENTIFICATION_LEVEL, build_problem, fit_sigmoid, fit_with_plateau, select_points
@@ -83,7 +84,7 @@ def main(argv=None) -> None:
                "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
                "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
                "kept_steps": KEPT, "walkers": N_WALKERS}
-    write_atomic(args.out, json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary,
+    write_text(args.out, json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary,
                                        "rows": rows}, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
 

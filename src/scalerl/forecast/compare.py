@@ -9,8 +9,8 @@ For more than two runs: sort by fitted A; a cluster opens at the best A not yet 
 every run within `margin` below it. Clusters are ranked by A; inside a cluster of two or more, runs
 are refitted with A fixed to the cluster's mean A and ranked by B.
 
-The uncertainty decides whether the rule's answer is supported (issue 15: a flat run with
-A 0.985 in [0.20, 1.00] was ranked first "by ceiling"). A win by ceiling needs the winner's
+The uncertainty decides whether the rule's answer is supported (a flat run with A 0.985 in
+[0.20, 1.00] must never be ranked first "by ceiling"). A win by ceiling needs the winner's
 ceiling identified and its A ahead of every other run's (the central `level` interval of the
 difference of posterior draws above 0); otherwise the ceiling is undecided, and the contenders
 (the runs whose A is not clearly below the top run's) are refitted with A shared
