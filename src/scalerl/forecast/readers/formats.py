@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import re
+import stat
 from pathlib import Path
 
 from scalerl.errors import InputError
@@ -15,6 +17,12 @@ from scalerl.forecast.readers.verl_console import looks_like_verl_console, read_
 CSV_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", "")
+METRICS_FILE = "metrics.jsonl"  # what `scalerl train` writes in its run folder
+TRAINER_STATE_FILE = "trainer_state.json"  # in every transformers / TRL checkpoint folder
+CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
+# A log is read whole into memory (text, then columns: several times its size); beyond this it is
+# refused before reading, as one line, rather than ending in a MemoryError.
+MAX_LOG_BYTES = 4 * 2**30
 
 
 def read_table(path: Path, *, run: str | None = None, allow_partial: bool = False) -> LogTable:
@@ -22,13 +30,20 @@ def read_table(path: Path, *, run: str | None = None, allow_partial: bool = Fals
 
     Formats: TensorBoard event files / folders, trainer_state.json, JSON lines or arrays
     (metrics.jsonl, verl's file logger), CSV / TSV (W&B history and chart exports), verl's
-    console log (any text file with `step:N - key:value` lines).
+    console log (any text file with `step:N - key:value` lines). A folder is read by what it
+    holds (`log_in_folder`); a path that is not a regular file or folder is refused unopened.
     """
     if not path.exists():
         raise InputError(f"file not found: {path}")
-    if path.is_dir() or is_tensorboard_file(path):
-        from scalerl.forecast.readers.tensorboard import read_tensorboard_table
-
+    if path.is_dir():
+        log, note = log_in_folder(path)
+        if log is None:
+            return read_tensorboard_table(path, run=run, allow_partial=allow_partial)
+        table = read_table(log, run=run, allow_partial=allow_partial)
+        table.notes.insert(0, note)
+        return table
+    check_regular_file(path)
+    if is_tensorboard_file(path):
         return read_tensorboard_table(path, run=run, allow_partial=allow_partial)
     suffix = path.suffix.lower()
     text, encoding_note = read_text(path)
@@ -38,6 +53,51 @@ def read_table(path: Path, *, run: str | None = None, allow_partial: bool = Fals
     if encoding_note:
         table.notes.insert(0, encoding_note)
     return table
+
+
+def check_regular_file(path: Path, max_bytes: int | None = None) -> None:
+    """InputError unless `path` is a regular file of at most `max_bytes` (MAX_LOG_BYTES): a device
+    (/dev/zero) never ends and a FIFO blocks its reader, so neither is opened."""
+    limit = MAX_LOG_BYTES if max_bytes is None else max_bytes
+    try:
+        status = path.stat()
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
+    if not stat.S_ISREG(status.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device" if (
+            stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)) else "not a regular file"
+        raise InputError(f"{path} is {kind}: scalerl fit reads log files and folders only")
+    if status.st_size > limit:
+        raise InputError(f"{path} holds {status.st_size / 2**30:.1f} GiB, over the {limit / 2**30:.0f} GiB a log "
+                         "may hold here; keep the rows to fit (e.g. the evaluation rows) in a smaller file")
+
+
+def log_in_folder(folder: Path) -> tuple[Path | None, str]:
+    """The log a folder stands for, by what it holds, and a note saying which file was read:
+    a scalerl run folder -> its metrics.jsonl; a TRL / transformers checkpoint folder -> its
+    trainer_state.json; a TRL output folder of checkpoints -> the newest checkpoint's
+    trainer_state.json (the highest step: it holds the whole log history). None: TensorBoard.
+    """
+    metrics = folder / METRICS_FILE
+    if metrics.is_file():
+        return metrics, f"read {metrics} (a scalerl run folder)"
+    state = folder / TRAINER_STATE_FILE
+    if state.is_file():
+        return state, f"read {state} (a checkpoint folder)"
+    checkpoints = [(int(match.group(1)), child) for child in folder.iterdir()
+                   if (match := CHECKPOINT_NAME.fullmatch(child.name)) and (child / TRAINER_STATE_FILE).is_file()]
+    if checkpoints:
+        step, newest = max(checkpoints)
+        more = f" of {len(checkpoints)} checkpoints" if len(checkpoints) > 1 else ""
+        return newest / TRAINER_STATE_FILE, f"read {newest / TRAINER_STATE_FILE} (the newest{more}, step {step})"
+    return None, ""
+
+
+def read_tensorboard_table(path: Path, *, run: str | None, allow_partial: bool) -> LogTable:
+    """The TensorBoard reader, imported when a log is TensorBoard."""
+    from scalerl.forecast.readers.tensorboard import read_tensorboard_table as read_events
+
+    return read_events(path, run=run, allow_partial=allow_partial)
 
 
 def _read_text_table(text: str, path: Path, suffix: str) -> LogTable:

@@ -16,6 +16,7 @@ from scalerl.errors import InputError
 from scalerl.forecast.readers.table import LogTable
 
 RUN_KEYS: tuple[str, ...] = ("run", "run_name", "run_id", "series")
+MAX_DEPTH = 32  # nested objects in one log record (loggers nest two or three levels)
 CHUNK_ROWS = 10_000
 
 
@@ -30,7 +31,11 @@ def read_json_table(text: str, path: Path) -> LogTable:
     columns = ColumnBuilder()
     chunk: list[dict] = []
     for line, record in numbered:
-        chunk.append(unwrap_record(check_object(record, line, path)))
+        record = check_object(record, line, path)
+        try:
+            chunk.append(unwrap_record(record))
+        except InputError as error:
+            raise InputError(f"line {line} of {path}: {error}") from None
         if len(chunk) == CHUNK_ROWS:
             columns.extend(chunk)
             chunk = []
@@ -117,21 +122,47 @@ def check_object(record: object, line_number: int, path: Path) -> dict:
 
 
 def unwrap_record(record: dict) -> dict:
-    """verl's `{"step": N, "data": {...}}` as one flat row; other records flattened as they are."""
+    """verl's `{"step": N, "data": {...}}` as one flat row; other records flattened as they are.
+
+    InputError (without a line number: the caller adds it) for nesting deeper than MAX_DEPTH or
+    a flattened name that a key of the record already holds.
+    """
     if dict not in map(type, record.values()):
         return record  # already flat (most lines of a long log): no copy
     if set(record) == {"step", "data"} and isinstance(record["data"], dict):
-        return {"step": record["step"], **flatten_record(record["data"])}
+        return flat_row({"step": record["step"]}, record["data"])
     return flatten_record(record)
 
 
-def flatten_record(record: dict, prefix: str = "") -> dict:
-    """Nested objects become `/`-joined names: {"val": {"pass_rate": x}} -> val/pass_rate."""
-    flat = {}
+def flat_row(head: dict, nested: dict) -> dict:
+    """`head`'s keys followed by `nested` flattened, a name in both being an error."""
+    row = dict(head)
+    for name, value in flatten_record(nested).items():
+        if name in row:
+            raise InputError(f"'{_short(name)}' is both a key and a flattened nested name")
+        row[name] = value
+    return row
+
+
+def flatten_record(record: dict, prefix: str = "", depth: int = 1) -> dict:
+    """Nested objects become `/`-joined names: {"val": {"pass_rate": x}} -> val/pass_rate.
+
+    A name written both ways (`"val/pass_rate"` beside `"val": {"pass_rate": ...}`) is an
+    InputError, never one value silently replacing the other; so is nesting deeper than MAX_DEPTH.
+    """
+    if depth > MAX_DEPTH:
+        raise InputError(f"objects nested deeper than {MAX_DEPTH} levels (under '{_short(prefix)}')")
+    flat: dict = {}
     for key, value in record.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(flatten_record(value, prefix=f"{name}/"))
-        else:
-            flat[name] = value
+        inner = flatten_record(value, prefix=f"{name}/", depth=depth + 1) if isinstance(value, dict) else {name: value}
+        for inner_name, inner_value in inner.items():
+            if inner_name in flat:
+                raise InputError(f"'{_short(inner_name)}' is both a key and a flattened nested name")
+            flat[inner_name] = inner_value
     return flat
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """At most `limit` characters of a name for an error message."""
+    return text if len(text) <= limit else f"{text[:limit]}..."

@@ -29,7 +29,10 @@ def read_trainer_state(document: dict, path: Path) -> LogTable:
     for index, record in enumerate(history, start=1):
         if not isinstance(record, dict):
             raise InputError(f"entry {index} of log_history in {path} is not a JSON object")
-        flat = flatten_record(record)
+        try:
+            flat = flatten_record(record)
+        except InputError as error:
+            raise InputError(f"entry {index} of log_history in {path}: {error}") from None
         if rows and "step" in flat and rows[-1].get("step") == flat["step"] and not set(flat) & set(rows[-1]) - {"step", "epoch"}:
             rows[-1].update(flat)
         else:
