@@ -145,11 +145,14 @@ def test_fit_plus_minus_one_rewards_with_a_reward_range(tmp_path):
     compute = GPU_HOURS
     reward = sigmoid_reward(compute, 0.4, 3.0, 800.0, -0.6)
     path = write_csv(tmp_path / "pm.csv", compute, reward, x_name="step", y_name="reward")
-    refused = invoke("fit", path, "--json", *FAST)
-    assert refused.exit_code == 2 and "--reward-range" in refused.stderr
+    inferred = strict_json(invoke("fit", path, "--json", *FAST).stdout)  # outside [0, 1]: the range is left open
+    assert any("outside [0, 1]: the reward range is inferred as open" in w for w in inferred["warnings"])
+    assert inferred["params"]["A"] == pytest.approx(0.4, abs=1e-3)
     payload = strict_json(invoke("fit", path, "--json", "--reward-range", "-1", "1", *FAST).stdout)
     assert payload["params"]["A"] == pytest.approx(0.4, abs=1e-3)
     assert payload["params"]["C_mid"] == pytest.approx(800.0, rel=1e-2)
+    refused = invoke("fit", path, "--json", "--reward-range", "0", "1", *FAST)  # explicit bounds are checked
+    assert refused.exit_code == 2 and "outside the reward range [0, 1]" in refused.stderr
 
 
 def test_fit_reads_jsonl_metrics_with_sparse_eval_rows(tmp_path):
@@ -204,7 +207,8 @@ def bad_input_cases(tmp_path):
         "inf": (["fit", csv("inf.csv", "compute,reward\n0,0.1\ninf,0.2\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
         "negative compute": (["fit", csv("neg.csv", "compute,reward\n-1,0.1\n1,0.2\n2,0.3\n3,0.4\n")], "negative compute"),
         "too few points": (["fit", csv("few.csv", "compute,reward\n0,0.1\n1,0.3\n2,0.4\n")], "too few points"),
-        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n")], "--reward-range"),
+        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n"),
+                                 "--reward-range", "0", "1"], "--reward-range"),
         "corrupt jsonl": (["fit", csv("bad.jsonl", '{"compute": 1, "reward": 0.1}\n{"compute": \n')], "not valid JSON"),
         "empty file": (["fit", csv("empty.csv", "")], "empty"),
         "unknown format": (["fit", csv("run.xlsx", "compute,reward\n")], "unknown log format"),

@@ -51,11 +51,13 @@ app = typer.Typer(
 
 MAX_PLOT_EXTRAPOLATION = 100.0
 MAX_REWARD_MAGNITUDE = 1e6
+UNIT_REWARD_RANGE = (0.0, 1.0)  # pass rates and accuracies: the range used when every reward lies in it
 X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
           "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
           "train/global_step, global_step, step, Step, _step).")
 Y_HELP = ("Reward column (default: the first tier with a column present, in order: val_pass_rate, val/pass_rate; "
-          "eval_reward, eval/reward; val-core/<data>/reward/mean@1; val/test_score/<data>; reward, train/reward; "
+          "eval_reward, eval/reward; eval_rewards/<fn>/mean; val-core/<data>/reward/mean@1; "
+          "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
           "several columns in one tier are an error that lists them).")
 
 
@@ -109,6 +111,25 @@ def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
         )
 
 
+def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> tuple[tuple[float, float] | None, list[str]]:
+    """(the reward range to fit with, a note when it was inferred).
+
+    `given` (--reward-range) is used as it is; without it, [0, 1] when every reward lies in it
+    (pass rates, accuracies), else the range is left open (None): the ceiling A is then in the
+    reward's own units, bounded by the data (at most R0 + 3 x the observed gain), as for TRL's
+    summed rewards or a reward of -1..1.
+    """
+    if given is not None:
+        return tuple(given), []
+    outside = [curve for curve in curves if curve.reward.min() < 0.0 or curve.reward.max() > 1.0]
+    if not outside:
+        return UNIT_REWARD_RANGE, []
+    curve = outside[0]
+    return None, [f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
+                  f"{curve.reward.max():.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A "
+                  "is in the reward's own units); pass --reward-range LOW HIGH for known bounds"]
+
+
 def check_finite_options(**values: float | None) -> None:
     """Numeric options must be finite when given (typer accepts `nan` and `inf` as floats)."""
     for name, value in values.items():
@@ -153,7 +174,7 @@ def fit_curve(curve: Curve, *, fit_limit=None, **fit_options):
     in_window = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
     if not np.any(in_window):
         raise InputError(f"no point of {curve.source} has {curve.x_name} <= {fit_limit:g}")
-    options = {key: value for key, value in fit_options.items() if value is not None}
+    options = {key: value for key, value in fit_options.items() if value is not None or key == "reward_range"}
     result = fit_sigmoid(curve.compute[in_window], curve.reward[in_window], **options)
     held_out = (curve.compute[~in_window], curve.reward[~in_window])
     not_fitted = points_not_fitted(curve.compute[in_window], curve.reward[in_window], result)
@@ -167,7 +188,7 @@ def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_c
         "min_compute": min_x,
         "loss": loss,
         "level": level,
-        "reward_range": tuple(reward_range),
+        "reward_range": None if reward_range is None else tuple(reward_range),
         "n_bootstrap": n_bootstrap,
         "fit_through_collapse": fit_through_collapse or None,
     }
@@ -190,8 +211,9 @@ def extrapolation_target(predict_at: list[float], compute_to_target: float | Non
 
 LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
 REWARD_RANGE_OPTION = typer.Option(
-    (0.0, 1.0), "--reward-range", metavar="LOW HIGH",
-    help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`.",
+    None, "--reward-range", metavar="LOW HIGH",
+    help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
+         "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
 )
 PAIR_OPTIONS = ("--reward-range",)
 
@@ -241,7 +263,7 @@ def fit(
     loss: str = typer.Option("linear", "--loss", help="Least-squares loss: linear, soft_l1, huber, cauchy, arctan."),
     power_law: bool = typer.Option(False, "--power-law", help="Also fit the power law R = A - D*C^-B."),
     fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
-    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
     run: Optional[str] = typer.Option(None, "--run", help=RUN_HELP),
     group: Optional[str] = GROUP_OPTION,
@@ -259,7 +281,8 @@ def fit(
 
         check_figure_path(plot)
     curve = Reading(x, y, group, segment, cumulative, allow_partial).read(path, run)
-    notes = curve_notes({"": curve})
+    reward_range, range_notes = reward_range_for([curve], reward_range)
+    notes = [*curve_notes({"": curve}), *range_notes]
     limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
     options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse)
     with progress(json_output, f"fitting {curve.source} ..."):
@@ -314,7 +337,7 @@ def compare(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure of all runs (.png, .svg or .pdf)."),
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
-    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to compare its runs."),
     group: Optional[str] = GROUP_OPTION,
@@ -335,14 +358,16 @@ def compare(
     from scalerl.forecast.compare import compare_runs
 
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
-    for curve in curves.values():
-        check_reward_range(curve, reward_range)
+    reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
+    if reward_range is not None:
+        for curve in curves.values():
+            check_reward_range(curve, reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
-    options = {key: value for key, value in options.items() if value is not None}
+    options = {key: value for key, value in options.items() if value is not None or key == "reward_range"}
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
         payload = report.comparison_payload(comparison, level)
-        payload["warnings"] = [*curve_notes(curves), *payload["warnings"]]
+        payload["warnings"] = [*curve_notes(curves), *range_notes, *payload["warnings"]]
     if json_output:
         typer.echo(report.json_text(payload))
     else:
@@ -369,7 +394,7 @@ def plot(
                                              help="Budget: extrapolate the curves to this compute and draw it."),
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
-    reward_range: tuple[float, float] = REWARD_RANGE_OPTION,
+    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to draw its runs."),
     group: Optional[str] = GROUP_OPTION,
@@ -382,6 +407,7 @@ def plot(
 
     check_figure_path(output)
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
+    reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
@@ -396,14 +422,39 @@ def plot(
         plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **labels)
     else:
         plot_comparison(results, output, points=points, **labels)
-    say_notes(curve_notes(curves))
+    say_notes([*curve_notes(curves), *range_notes])
     Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
 
+# The extra (pyproject.toml) that installs each optional top-level module a command may import.
+EXTRA_OF_MODULE = {
+    "torch": "train", "transformers": "train", "safetensors": "train", "tokenizers": "train",
+    "math_verify": "train", "yaml": "train", "accelerate": "train",
+    "ray": "distributed", "wandb": "wandb", "tensorboard": "tensorboard",
+}
+
+
+def missing_extra_message(error: ImportError) -> str | None:
+    """`this command needs torch: pip install "scalerl[train]"` when `error` is a module of an
+    extra that is not installed (a forecaster-only install); None for any other import error."""
+    module = (getattr(error, "name", None) or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return None
+    return f"this command needs {module}, which the forecaster-only install leaves out: pip install \"scalerl[{extra}]\""
+
+
 def main() -> None:
-    """Console-script entry point (`scalerl`): usage errors too end as one `error: ...` line."""
+    """Console-script entry point (`scalerl`): usage errors too end as one `error: ...` line, and
+    so does a command run without the extra it needs."""
     try:
         exit_code = app(args=split_pair_values(sys.argv[1:]), standalone_mode=False)
+    except ImportError as error:
+        message = missing_extra_message(error)
+        if message is None:
+            raise
+        typer.echo(f"error: {message}", err=True)
+        sys.exit(USER_ERROR_EXIT_CODE)
     except Exception as error:
         # click's UsageError / BadParameter (typer may vendor click, so recognise them by shape)
         if not (hasattr(error, "format_message") and hasattr(error, "exit_code")):

@@ -341,6 +341,15 @@ class FitResult:
                 break
         return c_ref * math.exp(0.5 * (lo + hi))
 
+    def __repr__(self) -> str:
+        """One line: the parameters with A's standard error, the points, what is fixed and the
+        range (the arrays and posterior draws stay out; `summary()` is the full account)."""
+        a_error = self.stderr.get("A")
+        a_text = f"{self.a:.4g}" if a_error is None or not math.isfinite(a_error) else f"{self.a:.4g}±{a_error:.2g}"
+        return (f"FitResult(A={a_text}, B={self.b:.4g}, C_mid={self.c_mid:.4g}, R0={self.r0:.4g}, "
+                f"n_points={self.n_points}, ceiling_identified={self.ceiling_identified}, "
+                f"fixed={self.fixed!r}, reward_range={self.reward_range!r}, warnings={len(self.warnings)})")
+
     def summary(self) -> str:
         ci = self.conf_int(0.8)
         fixed = ", ".join(self.fixed)

@@ -14,6 +14,11 @@ logged with `trainer.log(...)`: it lands in `state.log_history` and in every rep
 (W&B, TensorBoard, ...) like any metric. A callback not attached to a trainer (plain
 `callbacks=[ScaleRLForecastCallback()]`) instead adds the keys to the evaluation's own log entry
 (`state.log_history` and the callbacks after it see them; integrations registered before it do not).
+
+A resumed run (`trainer.train(resume_from_checkpoint=...)`) restores `state.log_history` before
+`on_train_begin`: the curve is rebuilt from its evaluations there, so R0 stays the run's first
+evaluation. When evaluations keep arriving but no fit succeeds for STALE_AFTER of them, the
+callback warns that `last_forecast` is stale, with the fitter's reason.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ COMPUTE_AXES = ("steps", "tokens", "flops")
 TOKEN_LOG_KEYS = ("num_tokens", "eval_num_tokens")  # TRL's cumulative token count, train / eval logs
 DEFAULT_METRIC = "eval_reward"  # GRPOTrainer's mean evaluation reward
 REFUSALS_BEFORE_WARNING = 4  # a sigmoid of 3 free parameters: fits may fail on fewer points, say why after that
+STALE_AFTER = 3  # evaluations without a new forecast before saying the last one is stale
+AUTO_RANGE = "auto"  # [0, 1] while every reward lies in it, else open (TRL sums its reward functions)
 
 logger = logging.getLogger(__name__)
 
@@ -65,15 +72,19 @@ class ScaleRLForecastCallback(TrainerCallback):
     budget: compute (same axis) at which to predict the reward; None projects the compute at
         `max_steps` from the rate so far.
     plot: keep `<output_dir>/forecast_live.png` up to date (written atomically).
-    reward_range: the rewards' range (bounds the ceiling); None for unbounded rewards.
+    reward_range: the rewards' range (bounds the ceiling); None for unbounded rewards; "auto"
+        (default): [0, 1] while every reward lies in it, else open, said once in a warning.
     """
 
     def __init__(self, metric: str = DEFAULT_METRIC, compute_axis: str = "steps", *, budget: float | None = None,
                  n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
-                 reward_range: tuple[float, float] | None = (0.0, 1.0), plot: bool = True, trainer: Any = None):
+                 reward_range: tuple[float, float] | str | None = AUTO_RANGE, plot: bool = True,
+                 trainer: Any = None):
         if compute_axis not in COMPUTE_AXES:
             raise ConfigError(f"compute_axis must be one of {', '.join(COMPUTE_AXES)}, got {compute_axis!r}")
         check_live_options(n_bootstrap, level, budget)
+        if isinstance(reward_range, str) and reward_range != AUTO_RANGE:
+            raise ConfigError(f"reward_range must be (low, high), None or {AUTO_RANGE!r}, got {reward_range!r}")
         self.metric, self.compute_axis, self.budget = metric, compute_axis, budget
         self.n_bootstrap, self.level, self.reward_range, self.plot = int(n_bootstrap), level, reward_range, plot
         self.trainer = trainer
@@ -88,6 +99,8 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.refused_fits = 0
         self.warnings: list[str] = []  # each warning given (once each)
         self._warned: set[str] = set()
+        self.evaluations_since_forecast = 0  # evaluations whose fit was refused since the last forecast
+        self.resumed_points = 0  # evaluations rebuilt from a resumed run's log history
 
     def attach(self, trainer: Any) -> "ScaleRLForecastCallback":
         """Log forecasts through `trainer.log` (all its loggers); returns self."""
@@ -97,8 +110,11 @@ class ScaleRLForecastCallback(TrainerCallback):
     # --- compute axis -------------------------------------------------------------------------
 
     def _compute_now(self, state, model) -> float:
+        return self._compute_at(state.global_step, state, model)
+
+    def _compute_at(self, step: int, state, model) -> float:
         if self.compute_axis == "steps":
-            return float(state.global_step)
+            return float(step)
         tokens = self._tokens_seen or float(getattr(state, "num_input_tokens_seen", 0) or 0)
         if self.compute_axis == "tokens":
             return tokens
@@ -112,11 +128,27 @@ class ScaleRLForecastCallback(TrainerCallback):
 
     # --- events -------------------------------------------------------------------------------
 
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        """Rebuild the curve from the evaluations in `state.log_history` (a resumed run's, restored
+        from its checkpoint): each entry replayed as `on_log` saw it, then one fit."""
+        history = [entry for entry in (getattr(state, "log_history", None) or []) if isinstance(entry, dict)]
+        evaluations = [entry for entry in history
+                       if isinstance(entry.get(self.metric), (int, float)) and isinstance(entry.get("step"), int)]
+        if not evaluations or not state.is_world_process_zero:
+            return
+        self.compute, self.rewards, self.steps, self._tokens_seen = [], [], [], 0.0
+        for entry in history:
+            self._count_tokens(entry)
+            self.seen_keys.update(entry)
+            if any(entry is evaluation for evaluation in evaluations):
+                self._record(entry["step"], self._compute_at(entry["step"], state, model), float(entry[self.metric]))
+        self.resumed_points = len(self.rewards)
+        self.last_forecast = self._fit(state, self.compute[-1]) if self.compute else None
+        self.evaluations_since_forecast = 0
+
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         logs = logs if logs is not None else {}
-        for key in TOKEN_LOG_KEYS:
-            if isinstance(logs.get(key), (int, float)):
-                self._tokens_seen = max(self._tokens_seen, float(logs[key]))
+        self._count_tokens(logs)
         self.seen_keys.update(logs)
         value = logs.get(self.metric)
         if not isinstance(value, (int, float)) or not state.is_world_process_zero:
@@ -167,6 +199,12 @@ class ScaleRLForecastCallback(TrainerCallback):
         return (f"scalerl forecast: no logged metric is named {self.metric!r}, so there is no forecast; "
                 f"{'eval keys' if eval_keys else 'keys'} seen: {seen}{hint}")
 
+    def _stale_message(self) -> str:
+        last_step = self.steps[-1 - self.evaluations_since_forecast] if self.steps else None
+        return (f"scalerl forecast: the forecast of {self.metric!r} has not updated for "
+                f"{self.evaluations_since_forecast} evaluations (last_forecast is from step {last_step}); "
+                f"the latest reason: {self.last_refusal}")
+
     def _refused_message(self) -> str:
         return (f"scalerl forecast: all {self.refused_fits} fits of {self.metric!r} so far were refused, "
                 f"so there is no forecast; the latest reason: {self.last_refusal}")
@@ -182,23 +220,52 @@ class ScaleRLForecastCallback(TrainerCallback):
             record, self._pending = self._pending, None
             self.trainer.log(record)
 
-    def _add_point(self, args, state, model, value: float) -> dict[str, Any] | None:
-        """Record (compute, value), refit; the forecast's log keys, or None when not fittable yet."""
-        compute_now = self._compute_now(state, model)
-        if self.steps and self.steps[-1] == state.global_step:  # the same evaluation logged twice
-            self.compute[-1], self.rewards[-1] = compute_now, value
+    def _count_tokens(self, logs: dict[str, Any]) -> None:
+        for key in TOKEN_LOG_KEYS:
+            if isinstance(logs.get(key), (int, float)):
+                self._tokens_seen = max(self._tokens_seen, float(logs[key]))
+
+    def _record(self, step: int, compute: float, value: float) -> None:
+        """Add the point (compute, value) of the evaluation at `step` (the same step again replaces it)."""
+        if self.steps and self.steps[-1] == step:  # the same evaluation logged twice
+            self.compute[-1], self.rewards[-1] = compute, value
         else:
-            self.steps.append(state.global_step)
-            self.compute.append(compute_now)
+            self.steps.append(step)
+            self.compute.append(compute)
             self.rewards.append(value)
+
+    def _fit_range(self) -> tuple[float, float] | None:
+        """The reward range of the fits: as given, or for "auto" [0, 1] unless a reward leaves it."""
+        if self.reward_range != AUTO_RANGE:
+            return self.reward_range
+        if all(0.0 <= reward <= 1.0 for reward in self.rewards):
+            return (0.0, 1.0)
+        self._warn_once("range", f"scalerl forecast: {self.metric!r} went outside [0, 1] (to "
+                                 f"{min(self.rewards):.4g} .. {max(self.rewards):.4g}): the reward range is open, "
+                                 "the ceiling A in the reward's own units; pass reward_range=(low, high) for known bounds")
+        return None
+
+    def _fit(self, state, compute_now: float) -> LiveForecast | None:
+        """The live forecast of the points so far, or None (the reason passed to `_refused`)."""
         if any(later < earlier for earlier, later in zip(self.compute, self.compute[1:])):
             self._refused(f"the {self.compute_axis} axis went backwards (a restarted counter?)")
             return None
-        forecast = live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
-                                 n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self.reward_range,
-                                 on_refused=self._refused)
+        return live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
+                             n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self._fit_range(),
+                             on_refused=self._refused)
+
+    def _add_point(self, args, state, model, value: float) -> dict[str, Any] | None:
+        """Record (compute, value), refit; the forecast's log keys, or None when not fittable yet."""
+        compute_now = self._compute_now(state, model)
+        self._record(state.global_step, compute_now, value)
+        forecast = self._fit(state, compute_now)
         if forecast is None:
+            if self.last_forecast is not None:
+                self.evaluations_since_forecast += 1
+                if self.evaluations_since_forecast >= STALE_AFTER:
+                    self._warn_once("stale", self._stale_message())
             return None
+        self.evaluations_since_forecast = 0
         self.last_forecast = forecast
         if self.plot and args is not None and getattr(args, "output_dir", None):
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)

@@ -21,9 +21,12 @@ DEFAULT_X_TIERS: tuple[tuple[str, ...], ...] = (
 DEFAULT_Y_TIERS: tuple[tuple[str, ...], ...] = (
     ("val_pass_rate", "val/pass_rate"),
     ("eval_reward", "eval/reward"),
+    ("eval_rewards/*/mean", "eval/rewards/*/mean"),  # TRL: one column per reward function
     ("val-core/*/reward/mean@1",),
+    ("val-core/*/acc/mean@1",),  # verl, when the reward function also returns `acc`
     ("val/test_score/*",),
     ("reward", "train/reward"),
+    ("rewards/*/mean", "train/rewards/*/mean"),
 )
 DEFAULT_X_COLUMNS: tuple[str, ...] = tuple(name for tier in DEFAULT_X_TIERS for name in tier)
 DEFAULT_Y_COLUMNS: tuple[str, ...] = tuple(name for tier in DEFAULT_Y_TIERS for name in tier)

@@ -1,0 +1,91 @@
+"""A TRL GRPOTrainer run stopped at a checkpoint and resumed with `resume_from_checkpoint`: the
+forecast callback rebuilds its curve from the restored log history (R0 stays the first
+evaluation), `scalerl fit OUTPUT_DIR` reads the newest checkpoint's trainer_state.json, and the
+two TensorBoard folders the two launches wrote are read as one run."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("tensorboard")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from scalerl.cli.app import app  # noqa: E402
+from scalerl.forecast.curves import sigmoid_reward  # noqa: E402
+from scalerl.forecast.live import live_forecast  # noqa: E402
+from scalerl.forecast.readers import read_curve  # noqa: E402
+from scalerl.integrations.trl_callback import add_forecast_callback  # noqa: E402
+
+CURVE_A, CURVE_B, CURVE_C_MID, CURVE_R0 = 0.7, 2.0, 4.0, 0.1
+
+
+def step_reward(step: int) -> float:
+    return float(sigmoid_reward(max(step, 0), CURVE_A, CURVE_B, CURVE_C_MID, CURVE_R0))
+
+
+def grpo_trainer(output_dir, max_steps):
+    """A GRPOTrainer on the built-in tiny model that evaluates and checkpoints every 4 steps and
+    logs to TensorBoard; its reward is a known sigmoid of the global step."""
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from scalerl.models.policy import TinyModelSpec, build_tiny_model
+
+    torch.manual_seed(0)
+    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2,
+                                                      intermediate_size=64, max_positions=64), seed=0)
+    tokenizer.padding_side = "left"
+    prompts = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)]})
+
+    def progress_reward(completions, trainer_state, **_):
+        return [step_reward(trainer_state.global_step)] * len(completions)
+
+    config = GRPOConfig(
+        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4, num_generations=2,
+        per_device_eval_batch_size=4, generation_batch_size=4, max_completion_length=4, beta=0.0,
+        learning_rate=1e-3, use_vllm=False, use_cpu=True, bf16=False, fp16=False, report_to=["tensorboard"],
+        save_strategy="steps", save_steps=4, eval_strategy="steps", eval_steps=1, eval_on_start=True,
+        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    return GRPOTrainer(model=model, reward_funcs=[progress_reward], args=config, train_dataset=prompts,
+                       eval_dataset=prompts.select(range(4)), processing_class=tokenizer)
+
+
+@pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
+def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
+    first = grpo_trainer(tmp_path, max_steps=4)
+    add_forecast_callback(first, compute_axis="steps", plot=False)
+    first.train()
+    resumed = grpo_trainer(tmp_path, max_steps=8)
+    callback = add_forecast_callback(resumed, compute_axis="steps", plot=False)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+
+    evaluations = {entry["step"]: entry["eval_reward"] for entry in resumed.state.log_history if "eval_reward" in entry}
+    assert sorted(evaluations) == list(range(9))
+    np.testing.assert_allclose([evaluations[step] for step in range(9)], [step_reward(s) for s in range(9)], atol=1e-6)
+    assert callback.resumed_points == 5  # steps 0..4 from checkpoint-4's log history
+    assert callback.steps == list(range(9))
+    assert callback.compute == [float(step) for step in range(9)]
+    assert callback.rewards == [evaluations[step] for step in range(9)]
+    offline = live_forecast(list(range(9)), [evaluations[step] for step in range(9)], budget=8.0)
+    assert callback.last_forecast.fit.r0 == pytest.approx(step_reward(0), abs=1e-6)  # not step 5's reward
+    assert callback.last_forecast.a == pytest.approx(offline.a, rel=1e-9)
+    assert callback.last_forecast.a == pytest.approx(CURVE_A, abs=0.03)
+    assert not callback.warnings
+
+    result = CliRunner().invoke(app, ["fit", str(tmp_path), "--json", "--n-bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    newest = str(tmp_path / "checkpoint-8" / "trainer_state.json")
+    assert any(newest in warning and "newest of 2 checkpoints, step 8" in warning for warning in payload["warnings"])
+    assert payload["n_points"] >= 8
+
+    folders = sorted(path for path in (tmp_path / "runs").iterdir() if path.is_dir())
+    assert len(folders) == 2  # one per launch (runs/<date>_<host>)
+    curve = read_curve(tmp_path / "runs", x="step", y="eval/reward")
+    np.testing.assert_array_equal(curve.compute, np.arange(9.0))
+    np.testing.assert_allclose(curve.reward, [step_reward(s) for s in range(9)], atol=1e-6)
+    assert any("joined 2 TensorBoard folders as one resumed run" in note for note in curve.notes)
