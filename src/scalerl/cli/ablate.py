@@ -2,7 +2,7 @@
 whole table), a recipe study or a sweep of one scaling axis, over paired seeds (same warm start,
 seed i of every variant on the same RL seed), sequentially or on Ray; then the paired verdict per
 knob (moves the ceiling / moves efficiency only / no measurable effect at the margin / undecided;
-docs/study.md).
+docs/study.md). `--from-logs` gives the same verdict to runs made elsewhere (a manifest of logs).
 
 `register(app)` adds the command to scalerl.cli.app's app; torch and ray are imported only when runs
 train, so `--report-only` needs neither.
@@ -24,6 +24,9 @@ REPORT_WIDTH = 160  # columns of the table when the output is not a terminal (fi
 
 KNOBS_HELP = ("With --leave-one-out: knob=value per variant, e.g. loss=dapo aggregation=sample adv_norm=none "
               "(short names or dotted config paths); none: the whole leave-one-out table.")
+FROM_LOGS_HELP = ("Judge runs you already have: a CSV/YAML manifest with path, variant, seed (optional run, "
+                  "segment, group, unit) of any log `scalerl fit` reads; with --pattern, one W&B export of several runs.")
+PATTERN_HELP = "--from-logs W&B export: regular expression with (?P<variant>...) and (?P<seed>...) on the run names."
 SWEEP_HELP = ("One scaling axis and its values, e.g. batch_prompts=8,16,32; also generations, "
               "generations_fixed_batch, gen_length, model_size (xs,s,m,l,xl) or any config path.")
 
@@ -62,12 +65,7 @@ def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep:
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
     """Fit every seed of the study in `out`, classify each knob, print the table, write the outputs."""
     from scalerl.study.ablate_analysis import build_ablation_report
-    from scalerl.study.ablation_views import (
-        ablation_table,
-        report_notes,
-        sweep_expectation_line,
-        write_ablation_outputs,
-    )
+    from scalerl.study.ablation_views import write_ablation_outputs
     from scalerl.study.study_runs import read_plan, report_runs
 
     plan = read_plan(out)
@@ -76,6 +74,31 @@ def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level
         report = build_ablation_report(runs, kind=plan.kind, sweep_knob=plan.sweep_knob, seeds=plan.seeds, x=x,
                                        y=y, margin=margin, level=level)
         written = write_ablation_outputs(report, out, design=plan.design())
+    print_report(report, written)
+
+
+def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: Optional[str], x: Optional[str],
+                     y: Optional[str], margin: Optional[float], level: float) -> None:
+    """Read the manifest (or the W&B export with --pattern), judge each variant against --base, print, write."""
+    from scalerl.study.ablation_views import write_ablation_outputs
+    from scalerl.study.from_logs import build_from_logs_report
+    from scalerl.study.log_manifest import read_manifest, wandb_rows
+
+    if base is None:
+        raise ConfigError("--from-logs needs --base VARIANT: the variant the others are compared with")
+    rows = wandb_rows(source, pattern) if pattern is not None else read_manifest(source)
+    with Console(stderr=True).status(f"fitting {len(rows)} runs ..."):
+        report = build_from_logs_report(rows, base, x=x, y=y, margin=margin, level=level)
+        out.mkdir(parents=True, exist_ok=True)
+        written = write_ablation_outputs(report, out, design={"source": str(source), "pattern": pattern,
+                                                              "pairing": "by seed label"})
+    print_report(report, written)
+
+
+def print_report(report, written) -> None:
+    """The table, the sweep's expectation, the notes and the files written."""
+    from scalerl.study.ablation_views import ablation_table, report_notes, sweep_expectation_line
+
     console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
     console.print(ablation_table(report))
     if sweep_expectation_line(report):
@@ -103,17 +126,30 @@ def ablate_command(
     ray_address: str = typer.Option("", "--ray-address", help="--parallel: join this Ray cluster ('auto', host:port)."),
     margin: Optional[float] = typer.Option(None, "--margin", help="Margin on A (default: the paper's 0.02)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals."),
-    x: str = typer.Option("flops", "--x", help="Compute column of metrics.jsonl."),
-    y: str = typer.Option("val_pass_rate", "--y", help="Reward column of metrics.jsonl."),
+    x: Optional[str] = typer.Option(None, "--x", help="Compute column (study: flops; --from-logs: each log's default)."),
+    y: Optional[str] = typer.Option(None, "--y", help="Reward column (study: val_pass_rate; --from-logs: each log's default)."),
     report_only: bool = typer.Option(False, "--report-only", help="Only fit and report the runs already in --out."),
+    from_logs: Optional[Path] = typer.Option(None, "--from-logs", help=FROM_LOGS_HELP),
+    base: Optional[str] = typer.Option(None, "--base", help="--from-logs: the variant the others are compared with."),
+    pattern: Optional[str] = typer.Option(None, "--pattern", help=PATTERN_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr."),
 ) -> None:
-    """Ablate knobs, compare recipes or sweep a scaling axis over paired seeds; say which moved the
-    ceiling A, only the efficiency B, nothing at the margin, or cannot be told yet."""
+    """Ablate knobs, compare recipes or sweep a scaling axis over paired seeds (or judge logs you
+    have: --from-logs); say which moved the ceiling A, only the efficiency B, nothing at the margin,
+    or cannot be told yet."""
     if margin is not None and not 0.0 <= margin < 1.0:
         raise InputError(f"--margin must be in [0, 1), got {margin:g}")
     if not 0.0 < level < 1.0:
         raise InputError(f"--level must be in (0, 1), got {level:g}")
+    if from_logs is not None:
+        if knobs or sweep is not None or leave_one_out or recipes is not None or report_only:
+            raise ConfigError("--from-logs judges the logs its manifest lists: drop --leave-one-out/--recipes/--sweep/"
+                              "--report-only")
+        report_from_logs(from_logs, out, base=base, pattern=pattern, x=x, y=y, margin=margin, level=level)
+        return
+    if base is not None or pattern is not None:
+        raise ConfigError("--base and --pattern go with --from-logs (a study's base is --preset)")
+    x, y = x or "flops", y or "val_pass_rate"
     if not report_only:
         from scalerl.study.study_runs import RayOptions, run_study
 

@@ -6,6 +6,9 @@ margin / undecided) with the agreement of the seed pairs. Torch-free.
 Per variant the table gives A, B and C_mid averaged over the fitted seeds with an interval: for
 n >= 2 seeds the Student-t interval of the mean, mean +- t_{(1+level)/2, n-1} s / sqrt(n) (C_mid
 in log space: geometric mean); for one seed the fit's own bootstrap interval.
+Logs read from a manifest (`scalerl ablate --from-logs`) carry seed labels: seeds pair by label;
+a variant whose seeds do not match the base's is judged unpaired, with Welch's interval over the
+seeds (said in its reason, never silently paired).
 Khatri, Madaan et al., arXiv 2510.13786, sections 2 and 5.
 """
 
@@ -20,7 +23,6 @@ from scipy import stats
 
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.readers import read_curve
 from scalerl.forecast.result import FitResult
 from scalerl.study.paired import (
     PAPER_MARGIN,
@@ -37,8 +39,9 @@ from scalerl.study.paired import (
     single_pair_interval,
     verdict_agreement,
     verdict_label,
+    welch_interval,
 )
-from scalerl.study.run_curves import ReportRun, VariantFit, fit_variant, read_warm_start
+from scalerl.study.run_curves import LogSource, ReportRun, VariantFit, fit_variant, read_source, read_warm_start
 
 PARAMETERS = ("A", "B", "C_mid")
 QUICK_BOOTSTRAP = 40  # shared-A refits: B and a rough interval of B per seed pair
@@ -46,13 +49,14 @@ QUICK_BOOTSTRAP = 40  # shared-A refits: B and a rough interval of B per seed pa
 
 @dataclass(frozen=True)
 class SeedFit:
-    """One seed's curve fitted (fit) or the reason it could not be (error), and the warm start
-    its run started from (None when not recorded)."""
+    """One seed's curve fitted (fit) or the reason it could not be (error), the warm start its run
+    started from (None when not recorded) and its label (logs from a manifest; else None)."""
 
-    metrics_path: Path
+    metrics_path: Path | LogSource
     fit: FitResult | None
     error: str | None
     warm_start: dict | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,17 +137,18 @@ class AblationReport:
     mean_curve_fits: tuple[VariantFit, ...]  # the seed-mean curve of each variant, for the figure
 
 
-def fit_seed(path: Path, x: str, y: str, fit_options: dict) -> SeedFit:
-    """Fit one seed's metrics.jsonl; no data or no fit becomes `error` (the study goes on)."""
+def fit_seed(path: Path | LogSource, x: str | None, y: str | None, fit_options: dict,
+             label: str | None = None) -> SeedFit:
+    """Fit one seed's log; no data or no fit becomes `error` (the study goes on)."""
     warm_start = read_warm_start(path)
     try:
-        curve = read_curve(path, x=x, y=y)
+        curve = read_source(path, x, y)
     except InputError as error:
-        return SeedFit(path, None, f"no data: {error}", warm_start)
+        return SeedFit(path, None, f"no data: {error}", warm_start, label)
     try:
-        return SeedFit(path, fit_sigmoid(curve.compute, curve.reward, **fit_options), None, warm_start)
+        return SeedFit(path, fit_sigmoid(curve.compute, curve.reward, **fit_options), None, warm_start, label)
     except (FitError, InputError) as error:
-        return SeedFit(path, None, f"fit failed: {error}", warm_start)
+        return SeedFit(path, None, f"fit failed: {error}", warm_start, label)
 
 
 def summarise(values: Sequence[float], level: float, single_interval: tuple[float, float] | None,
@@ -180,7 +185,7 @@ def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: d
                   level: float) -> tuple[float, float] | None:
     """(B, half-width of its interval at `level`) of one seed refitted with A fixed to `shared_a`;
     None when its curve cannot take that A."""
-    curve = read_curve(seed.metrics_path, x=x, y=y)
+    curve = read_source(seed.metrics_path, x, y)
     try:
         fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a,
                             **{**fit_options, "n_bootstrap": QUICK_BOOTSTRAP})
@@ -239,7 +244,9 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
     measurable = [pair.delta_a if pair.measures_a else None for pair in pairs]
     delta_a = difference_interval(measurable, single_a, level)
     delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
-    a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b)
+    noises = [pair.b_halfwidth for pair in pairs if pair.b_halfwidth is not None]
+    b_noise = float(np.median(noises)) if noises else None
+    a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
     unmeasured_only = bool(fitted) and not any(pair.measures_a for pair, _, _ in fitted)
     b_text = (f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
@@ -260,6 +267,10 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
                   if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
     elif a_call == "within" and b_call == "unclear":
         reason = "no interval for dB at the shared A"
+    elif a_call == "within" and b_call == "none" and (delta_b.lo > 0 or delta_b.hi < 0):
+        reason = (f"dB at the shared A {delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}] excludes 0 but is "
+                  f"within the refits' own B noise +-{b_noise:.3g} (fixing ceilings that differ by dA to their mean "
+                  "shifts B by about that much)")
     left_out = sum(not pair.measures_a for pair, _, _ in fitted)
     if left_out and not unmeasured_only:
         note = (f"{left_out} of {len(fitted)} seed pairs left out of dA (a run not bent over, or both ceilings "
@@ -269,12 +280,70 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
                          delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason)
 
 
+def _measures_ceiling(fit: FitResult) -> bool:
+    """A seed's A is a ceiling estimate: the run has bent over and A is not at the top of its range."""
+    return bool(fit.ceiling_identified and not fit.ceiling_at_bound)
+
+
+def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float,
+                     x: str | None, y: str | None, fit_options: dict, level: float, note: str) -> PairedVerdict:
+    """The knob's verdict when its seeds have no partners among the base's: Welch's interval of
+    mean A_v - mean A_b over the seeds whose A is a ceiling estimate (tier 1); then every fitted seed
+    refitted with A fixed to (mean A_v + mean A_b) / 2 and Welch's interval of mean B_v - mean B_b
+    (tier 2, its noise h: the median refit B half-widths of the two sides combined); the same tiers
+    and margin as the paired rule. No seed pairs, so no pair agreement;
+    `note` (why the seeds are unpaired) starts the reason."""
+    fits_v = [seed for seed in variant_seeds if seed.fit is not None]
+    fits_b = [seed for seed in base_seeds if seed.fit is not None]
+    delta_a = welch_interval([seed.fit.a for seed in fits_v if _measures_ceiling(seed.fit)],
+                             [seed.fit.a for seed in fits_b if _measures_ceiling(seed.fit)], level)
+    delta_b = PairedInterval(float("nan"), float("nan"), float("nan"), None, 0, "none")
+    b_noise = None
+    if fits_v and fits_b:
+        shared_a = (np.mean([seed.fit.a for seed in fits_v]) + np.mean([seed.fit.a for seed in fits_b])) / 2.0
+        refits = [[b_at_shared_a(seed, float(shared_a), x, y, fit_options, level) for seed in side]
+                  for side in (fits_v, fits_b)]
+        delta_b = welch_interval(*([fixed[0] for fixed in side if fixed is not None] for side in refits), level)
+        halfwidths = [[fixed[1] for fixed in side if fixed is not None] for side in refits]
+        b_noise = float(np.hypot(*(np.median(side) for side in halfwidths))) if all(halfwidths) else None
+    a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
+    verdict, direction = knob_verdict(a_call, b_call)
+    reason = note
+    if a_call == "unclear":
+        reason += (f"; the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
+                   if np.isfinite(delta_a.lo) else
+                   "; fewer than two seeds with a measured ceiling (bent over, not a limit) on a side: no interval for dA")
+    elif a_call == "within" and b_call == "unclear":
+        reason += "; no interval for dB at the shared A"
+    return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
+                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, (),
+                         verdict_agreement([], (verdict, direction)), reason)
+
+
+def labelled_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float,
+                     x: str | None, y: str | None, fit_options: dict, level: float) -> PairedVerdict:
+    """Seeds with labels (logs from a manifest): when the variant's labels are the base's, seed s of
+    the variant pairs with seed s of the base (paired_verdict); otherwise unpaired_verdict, with a
+    note naming the seeds that have no partner."""
+    labels_v, labels_b = [seed.label for seed in variant_seeds], [seed.label for seed in base_seeds]
+    if sorted(labels_v) == sorted(labels_b):
+        by_label = {seed.label: seed for seed in base_seeds}
+        return paired_verdict(variant_seeds, [by_label[label] for label in labels_v], margin, x, y, fit_options,
+                              level)
+    lonely_v = [label for label in labels_v if label not in labels_b]
+    lonely_b = [label for label in labels_b if label not in labels_v]
+    note = (f"unpaired: seeds {', '.join(lonely_v) or '-'} of the variant and {', '.join(lonely_b) or '-'} of the "
+            "base have no partner, so dA and dB use Welch's interval over the seeds, not paired differences")
+    return unpaired_verdict(variant_seeds, base_seeds, margin, x, y, fit_options, level, note)
+
+
 def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-out", sweep_knob: str | None = None,
                           seeds: int = 1, x: str = "flops", y: str = "val_pass_rate", margin: float | None = None,
                           level: float = 0.8, verdict_level: float = VERDICT_LEVEL,
                           reward_range: tuple[float, float] = (0.0, 1.0)) -> AblationReport:
     """Fit every seed of every run and give each non-base run its paired verdict against the base
-    (exactly one run is the base; seed i pairs with seed i). Margin on A: given, else the paper's."""
+    (exactly one run is the base; seed i pairs with seed i, or, for runs with seed labels, seed s
+    with seed s: labelled_verdict). Margin on A: given, else the paper's."""
     bases = [run for run in runs if run.is_base]
     if len(bases) != 1:
         raise InputError(f"an ablation needs exactly one base run, got {len(bases)}")
@@ -284,13 +353,16 @@ def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-o
         raise InputError(f"verdict level must be in (0, 1), got {verdict_level:g}")
     study_margin, source = (PAPER_MARGIN, "paper default") if margin is None else (float(margin), "given")
     fit_options = {"level": level, "reward_range": tuple(reward_range)}
-    seed_fits = {run.slug: tuple(fit_seed(path, x, y, fit_options) for path in run.metrics_paths) for run in runs}
+    seed_fits = {run.slug: tuple(fit_seed(path, x, y, fit_options, label) for path, label in
+                                 zip(run.metrics_paths, run.seed_labels or [None] * len(run.metrics_paths)))
+                 for run in runs}
     base_seeds = seed_fits[bases[0].slug]
+    judge = labelled_verdict if bases[0].seed_labels is not None else paired_verdict
     results = []
     for run in runs:
         fitted = [seed.fit for seed in seed_fits[run.slug] if seed.fit is not None]
-        verdict = None if run.is_base else paired_verdict(seed_fits[run.slug], base_seeds, study_margin, x, y,
-                                                          fit_options, verdict_level)
+        verdict = None if run.is_base else judge(seed_fits[run.slug], base_seeds, study_margin, x, y,
+                                                 fit_options, verdict_level)
         results.append(VariantResult(run, seed_fits[run.slug], parameter_summaries(fitted, level), verdict))
     mean_fits = tuple(fit_variant(run, x, y, fit_options) for run in runs)
     return AblationReport(kind, sweep_knob, bases[0].slug, x, y, float(level), float(verdict_level), int(seeds),

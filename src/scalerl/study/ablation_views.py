@@ -13,9 +13,10 @@ import numpy as np
 from scalerl.report.console import json_text
 from scalerl.study.ablate_analysis import AblationReport, VariantResult, warm_start_summary
 from scalerl.study.paired import PairedInterval
-from scalerl.study.run_curves import paper_axis, points_not_fitted
+from scalerl.study.run_curves import LogSource, paper_axis, points_not_fitted
 
-OUTPUT_STEMS = {"leave-one-out": "ablation", "recipes": "ablation", "sweep": "sweep"}
+OUTPUT_STEMS = {"leave-one-out": "ablation", "recipes": "ablation", "sweep": "sweep", "from-logs": "ablation"}
+KIND_TITLES = {"sweep": "Sweep", "recipes": "Recipe study", "from-logs": "Ablation from logs"}
 
 SWEEP_EXPECTATIONS = {
     "batch_prompts": "larger batch: slower start (larger C_mid) and a higher ceiling A "
@@ -78,7 +79,8 @@ def difference_text(interval: PairedInterval | None, fmt: str) -> str:
         return "-"
     if interval.source == "none":
         return f"{interval.mean:+{fmt}}"
-    return f"{interval.mean:+{fmt}} [{interval.lo:+{fmt}}, {interval.hi:+{fmt}}]"
+    unpaired = " (Welch, unpaired)" if interval.source == "Welch" else ""
+    return f"{interval.mean:+{fmt}} [{interval.lo:+{fmt}}, {interval.hi:+{fmt}}]{unpaired}"
 
 
 def agreement_text(item: VariantResult) -> str:
@@ -110,9 +112,10 @@ def margin_text(report: AblationReport) -> str:
 
 
 def title(report: AblationReport) -> str:
-    what = {"sweep": f"sweep of {report.sweep_knob}", "recipes": "recipe study"}.get(report.kind,
-                                                                                      "leave-one-out ablation")
-    return (f"{what}: {report.y_name} vs {report.x_name}, {report.seeds} seed(s) paired by index, base {report.base}, "
+    what = {"sweep": f"sweep of {report.sweep_knob}", "recipes": "recipe study",
+            "from-logs": "ablation from logs"}.get(report.kind, "leave-one-out ablation")
+    pairing = "paired by seed label" if report.kind == "from-logs" else "paired by index"
+    return (f"{what}: {report.y_name} vs {report.x_name}, {report.seeds} seed(s) {pairing}, base {report.base}, "
             f"{margin_text(report)}, {report.verdict_level:.0%} paired intervals")
 
 
@@ -208,6 +211,15 @@ def verdict_payload(item: VariantResult) -> dict | None:
     }
 
 
+def source_text(source) -> str:
+    """A seed's log as text: its path, with the run / segment / group selectors of a LogSource."""
+    if not isinstance(source, LogSource):
+        return str(source)
+    selectors = [f"{name}={value}" for name, value in (("run", source.run), ("segment", source.segment),
+                                                       ("group", source.group)) if value is not None]
+    return str(source.path) + (f" [{', '.join(selectors)}]" if selectors else "")
+
+
 def report_payload(report: AblationReport, design: dict | None = None) -> dict:
     """JSON view: settings, margin, the paired design (seeds and the warm start every run started
     from, by digest), then per variant its per-seed fits, summary and paired verdict."""
@@ -215,7 +227,8 @@ def report_payload(report: AblationReport, design: dict | None = None) -> dict:
     for item in report.variants:
         variants.append({
             "slug": item.run.slug, "name": item.run.name, "knob": item.run.knob, "is_base": item.run.is_base,
-            "seeds": [{"metrics": str(seed.metrics_path), "params": None if seed.fit is None else seed.fit.params(),
+            "seeds": [{"metrics": source_text(seed.metrics_path), "label": seed.label,
+                       "params": None if seed.fit is None else seed.fit.params(),
                        "ceiling_identified": None if seed.fit is None else bool(seed.fit.ceiling_identified),
                        "error": seed.error, "warm_start": seed.warm_start} for seed in item.seeds],
             "params": {name: {"mean": s.mean, "lo": s.lo, "hi": s.hi, "n": s.n} for name, s in item.params.items()},
@@ -246,7 +259,7 @@ def design_sentence(report: AblationReport, design: dict | None) -> str:
 
 def markdown_text(report: AblationReport, command: str | None = None, design: dict | None = None) -> str:
     """The table, one sentence per knob, and the notes; `command` (how it was made) on top if given."""
-    heading = {"sweep": "Sweep", "recipes": "Recipe study"}.get(report.kind, "Leave-one-out ablation")
+    heading = KIND_TITLES.get(report.kind, "Leave-one-out ablation")
     lines = [f"# {heading}: {report.y_name} vs {report.x_name}", ""]
     if command:
         lines += ["Produced by:", "", f"    {command}", ""]

@@ -32,7 +32,8 @@ VERDICT_LEVEL = 0.9  # two one-sided tests at 5 % each
 @dataclass(frozen=True)
 class PairedInterval:
     """Mean paired difference and its interval; `source`: "paired t" (n >= 2 pairs), "fit
-    intervals" (one pair: the two fits' own intervals combined) or "none" (no interval)."""
+    intervals" (one pair: the two fits' own intervals combined), "Welch" (seeds without partners:
+    the unpaired interval of welch_interval) or "none" (no interval)."""
 
     mean: float
     lo: float
@@ -70,6 +71,26 @@ def paired_t_interval(differences: Sequence[float], level: float = VERDICT_LEVEL
     return PairedInterval(mean, mean - half, mean + half, sd, int(values.size), "paired t")
 
 
+def welch_interval(variant: Sequence[float], base: Sequence[float], level: float = VERDICT_LEVEL) -> PairedInterval:
+    """Unpaired (seeds without partners): Welch's interval of mean(v) - mean(b),
+
+        d = v_bar - b_bar,  se = sqrt(s_v^2 / n_v + s_b^2 / n_b),  d +- t_{(1 + level)/2, nu} se,
+        nu = se^4 / ((s_v^2 / n_v)^2 / (n_v - 1) + (s_b^2 / n_b)^2 / (n_b - 1))  (Welch-Satterthwaite),
+
+    as scipy.stats.ttest_ind(equal_var=False) gives it. Fewer than two values on a side: no
+    spread, lo = hi = nan, source "none". `sd` is se * sqrt(n) with n the smaller side."""
+    if not 0.0 < level < 1.0:
+        raise ConfigError(f"level must be in (0, 1), got {level:g}")
+    v, b = np.asarray(variant, dtype=float), np.asarray(base, dtype=float)
+    n = int(min(v.size, b.size))
+    mean = float(v.mean() - b.mean()) if v.size and b.size else float("nan")
+    if n < 2:
+        return PairedInterval(mean, float("nan"), float("nan"), None, n, "none")
+    low, high = stats.ttest_ind(v, b, equal_var=False).confidence_interval(confidence_level=level)
+    se = float(np.sqrt(v.var(ddof=1) / v.size + b.var(ddof=1) / b.size))
+    return PairedInterval(mean, float(low), float(high), se * float(np.sqrt(n)), n, "Welch")
+
+
 def single_pair_interval(difference: float, halfwidths: tuple[float, float]) -> PairedInterval:
     """One seed pair: d +- sqrt(h_variant^2 + h_base^2), the two fits' interval half-widths combined
     as independent errors (no seed spread can be measured from one pair)."""
@@ -93,11 +114,17 @@ def ceiling_call(interval: PairedInterval, margin: float) -> str:
     return "within" if -margin <= interval.lo and interval.hi <= margin else "unclear"
 
 
-def efficiency_call(interval: PairedInterval) -> str:
+def efficiency_call(interval: PairedInterval, noise: float | None = None) -> str:
     """Tier 2 on the dB interval (B of both refitted with A shared per pair): lo > 0 -> "up",
-    hi < 0 -> "down", an interval holding 0 -> "none"; no interval -> "unclear"."""
+    hi < 0 -> "down", an interval holding 0 -> "none"; no interval -> "unclear". With `noise` h
+    (the refits' own B half-widths combined, the median over pairs) a mean |dB| <= h is "none"
+    whatever the interval: fixing two ceilings that differ by less than the margin to their mean
+    shifts both B by a bias of its own (up to about h), which pairing does not cancel; this is the
+    test each pair applies (pair_verdict), on the mean."""
     if not (np.isfinite(interval.lo) and np.isfinite(interval.hi)):
         return "unclear"
+    if noise is not None and np.isfinite(noise) and abs(interval.mean) <= noise:
+        return "none"
     if interval.lo > 0:
         return "up"
     return "down" if interval.hi < 0 else "none"

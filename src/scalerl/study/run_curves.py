@@ -1,5 +1,6 @@
-"""The runs of a study as its report reads them (one metrics.jsonl per seed), their seed-mean
-curve and its fit (for the figure), and what the paper found each knob to move. Torch-free.
+"""The runs of a study as its report reads them (one metrics.jsonl per seed, or any log the
+forecast readers take, with its run / segment selectors: LogSource), their seed-mean curve and its
+fit (for the figure), and what the paper found each knob to move. Torch-free.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.readers import read_curve
+from scalerl.forecast.readers import Curve, read_curve
 from scalerl.forecast.result import FitResult
 
 # Which parameter the paper found each knob to move (section 5): loss type, FP32 head and batch
@@ -27,14 +28,36 @@ PAPER_AXIS_BY_FIELD = {
 
 
 @dataclass(frozen=True)
+class LogSource:
+    """One seed's log outside a study directory: a file or folder any forecast reader takes, the
+    run (`run`: a long-format file's series or a TensorBoard run; `group`: the column naming runs)
+    and the 1-based `segment` of several runs appended in one file."""
+
+    path: Path
+    run: str | None = None
+    segment: int | None = None
+    group: str | None = None
+
+
+def read_source(source: Path | LogSource, x: str | None, y: str | None) -> Curve:
+    """The (compute, reward) curve of one seed: a metrics.jsonl path, or a LogSource with its selectors."""
+    if isinstance(source, LogSource):
+        return read_curve(source.path, x=x, y=y, run=source.run, group=source.group, segment=source.segment)
+    return read_curve(source, x=x, y=y)
+
+
+@dataclass(frozen=True)
 class ReportRun:
-    """One variant as the report sees it: its name, the knob it flips, its metrics file(s) (one per seed)."""
+    """One variant as the report sees it: its name, the knob it flips, its metrics file(s) (one per
+    seed, a Path or a LogSource) and, for logs read from a manifest, each seed's label (seeds are
+    then paired by label, not by index)."""
 
     slug: str
     name: str
     knob: str | None
     is_base: bool
-    metrics_paths: tuple[Path, ...]
+    metrics_paths: tuple[Path | LogSource, ...]
+    seed_labels: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,10 +78,11 @@ def paper_axis(knob: str | None) -> str | None:
     return PAPER_AXIS_BY_FIELD.get(knob.split("=", 1)[0].strip().rsplit(".", 1)[-1])
 
 
-def seed_mean_curve(metrics_paths: Sequence[Path], x: str, y: str) -> tuple[np.ndarray, np.ndarray]:
+def seed_mean_curve(metrics_paths: Sequence[Path | LogSource], x: str | None,
+                    y: str | None) -> tuple[np.ndarray, np.ndarray]:
     """The curve of one run, or the mean over seeds: the i-th evaluations of all seeds averaged
     (same config, so the same evaluation steps), cut to the shortest seed."""
-    curves = [read_curve(path, x=x, y=y) for path in metrics_paths]
+    curves = [read_source(path, x, y) for path in metrics_paths]
     length = min(len(curve) for curve in curves)
     compute = np.mean([curve.compute[:length] for curve in curves], axis=0)
     reward = np.mean([curve.reward[:length] for curve in curves], axis=0)
@@ -89,9 +113,12 @@ def points_not_fitted(item: VariantFit) -> tuple[np.ndarray, np.ndarray]:
 WARM_START_RECORD = "warm_start.json"  # in each run directory of a study: the weights it started from
 
 
-def read_warm_start(metrics_path: Path) -> dict | None:
+def read_warm_start(metrics_path: Path | LogSource) -> dict | None:
     """The warm-start record (key, weights_sha256, ...) next to a run's metrics.jsonl; None when
-    the run has none (trained outside a study, or a model that is not warm-started)."""
+    the run has none (trained outside a study, a log read from a manifest, or a model that is not
+    warm-started)."""
+    if isinstance(metrics_path, LogSource):
+        return None
     path = Path(metrics_path).parent / WARM_START_RECORD
     try:
         record = json.loads(path.read_text())
