@@ -74,8 +74,8 @@ def test_no_pickle_files_and_state_is_json(tmp_path):
     model, optimizer, scheduler = _trained_setup(seed=0)
     path = _save(tmp_path, 1, model, optimizer, scheduler, torch.Generator(), np.random.default_rng())
     names = sorted(p.name for p in path.rglob("*") if p.is_file())
-    assert names == ["config.json", "generation_config.json", "model.safetensors", "optimizer.safetensors",
-                     "rng.safetensors", "state.json"]
+    assert names == ["config.json", "generation_config.json", "manifest.json", "model.safetensors",
+                     "optimizer.safetensors", "rng.safetensors", "state.json"]
     assert json.loads((path / "training_state" / "state.json").read_text())["step"] == 1
 
 

@@ -66,7 +66,7 @@ def test_checkpoint_is_a_model_folder_from_pretrained_loads(tmp_path, kind):
     # model loaders glob *.safetensors at the top: only the weights may be there
     assert sorted(p.name for p in checkpoint.glob("*.safetensors")) == ["model.safetensors"]
     assert sorted(p.name for p in (checkpoint / TRAINING_STATE_DIR).iterdir()) == [
-        "optimizer.safetensors", "rng.safetensors", "state.json"]
+        "manifest.json", "optimizer.safetensors", "rng.safetensors", "state.json"]
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "gpt2"])  # tied embeddings: the head is not saved twice

@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 from cli_invocation import assert_one_line_error as _assert_one_error_line, invoke as _cli
 from scalerl.errors import ConfigError, InputError, OutputError
 from scalerl.train.config import load_config
+from scalerl.train.manifest import write_manifest
 from scalerl.train.metrics_log import append_row, read_rows
 from scalerl.train.trainer import open_run, train
 
@@ -60,6 +61,13 @@ def _edit_state(checkpoint, edit):
     path.write_text(json.dumps(state))
 
 
+def _damaged(checkpoint, damage):
+    """`damage` applied, the manifest then rewritten to match (as a buggy writer would leave it), so
+    that the checks of the files' contents, not the checksums, must find it."""
+    DAMAGES[damage][0](checkpoint)
+    write_manifest(checkpoint)
+
+
 def _truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
@@ -91,8 +99,8 @@ DAMAGES = {  # name: (damage to the newest checkpoint, what the warning or error
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning_naming_it(run_config, run, damage):
-    apply_damage, named = DAMAGES[damage]
-    apply_damage(_newest(run))
+    _damaged(_newest(run), damage)
+    named = DAMAGES[damage][1]
     opened = open_run(run_config("max_steps=4"), run, resume=True)
     opened.state.close()
     assert opened.state.resumed_from.name == "step_00000002" and opened.step == 2
@@ -111,9 +119,9 @@ def test_resuming_from_the_older_checkpoint_reproduces_the_undamaged_run(run_con
 
 @pytest.mark.parametrize("damage", ["truncated weights", "empty rng", "step six"])
 def test_when_no_checkpoint_is_intact_resume_is_one_error_naming_the_file(run, damage):
-    apply_damage, named = DAMAGES[damage]
+    named = DAMAGES[damage][1]
     for checkpoint in (run / "checkpoints").iterdir():
-        apply_damage(checkpoint)
+        _damaged(checkpoint, damage)
     config_before = (run / "config.json").read_bytes()
     result = _cli("train", "--out", run, "--resume", "--no-progress")
     _assert_one_error_line(result, "cannot resume", "step_00000004", named, "every older checkpoint is damaged")

@@ -30,7 +30,7 @@ def export_command(
         raise InputError("missing the output folder: scalerl export RUN OUT (or -o OUT)")
     from scalerl.train.export import export_model
 
-    written = export_model(run, target, step=step)
+    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True))
     Console(soft_wrap=True).print(
         f"exported to {written}; load it with AutoModelForCausalLM.from_pretrained('{written}')",
         markup=False, highlight=False)

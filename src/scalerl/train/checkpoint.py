@@ -11,22 +11,28 @@ subfolder where model loaders do not look. Layout of `RUN/checkpoints/step_00000
       state.json            step, optimiser param groups and scalar state, LR-scheduler state,
                             numpy RNG state, curriculum pool state, cumulative counters
 Checkpoints written before this layout (the same files, flat) still load.
-A checkpoint is assembled in a hidden temporary directory, every file fsynced, then renamed into
-place (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
+A checkpoint is assembled in a hidden temporary directory, every file fsynced, its manifest
+(each file's size and SHA-256, scalerl.train.manifest) written last, then renamed into place
+(os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
 partial one; a failed write (disk full) removes the temporary directory and is one OutputError
-naming the checkpoint. Only the last `keep` checkpoints are kept.
-`verify_checkpoint` checks every file of a checkpoint (JSON structure, safetensors headers, RNG
-states, weight shapes when known) without loading the large tensors; `load_checkpoint` verifies
-before it changes anything, so a damaged checkpoint is one InputError naming the file and what is
-wrong with it.
+naming the checkpoint. Tensors that are not finite are never written (DivergenceError). Only the
+last `keep` checkpoints are kept.
+`verify_checkpoint` checks every file of a checkpoint before anything is loaded from it: the
+manifest's sizes and checksums (a checkpoint without one is accepted: older scalerl), no
+symbolic link anywhere in it, JSON structure and value ranges of state.json, safetensors headers
+against the shapes and sizes expected (before any tensor is allocated), RNG states, weight shapes
+when known, and every floating-point tensor finite; `load_checkpoint` verifies before it changes
+anything, so a damaged checkpoint is one InputError naming the file and what is wrong with it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -37,12 +43,17 @@ from safetensors.torch import load_file, save_file
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, weight_files, write_model_folder
+from scalerl.train.manifest import verify_manifest, write_manifest
+from scalerl.train.nonfinite import DivergenceError, nonfinite_parameter
 from scalerl.train.safe_writes import fsync_path, writing
 
 CHECKPOINTS_DIR_NAME = "checkpoints"
 TRAINING_STATE_DIR = "training_state"
 _PREFIX = "step_"
 _STATE_FILE = "state.json"
+_RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
+_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2,
+                "U16": 2, "F32": 4, "I32": 4, "U32": 4, "F64": 8, "I64": 8, "U64": 8}
 
 
 def checkpoint_name(step: int) -> str:
@@ -117,6 +128,7 @@ def save_checkpoint(
     final = root / checkpoint_name(step)
     staging = root / f".tmp-{checkpoint_name(step)}-{os.getpid()}"
     optimizer_tensors, optimizer_rest = _split_optimizer_state(optimizer.state_dict())
+    _require_finite_for_saving(step, model, optimizer_tensors)
     run_state = {
         "step": int(step),
         "optimizer": optimizer_rest,
@@ -155,7 +167,22 @@ def _write_checkpoint_files(staging: Path, model: torch.nn.Module, tokenizer: An
     for path in [*staging.iterdir(), *state_dir.iterdir()]:
         fsync_path(path)
     fsync_path(state_dir)
+    write_manifest(staging)  # last: a manifest exists only for a complete checkpoint
+    fsync_path(state_dir)
     fsync_path(staging)
+
+
+def _require_finite_for_saving(step: int, model: torch.nn.Module,
+                               optimizer_tensors: Mapping[str, torch.Tensor]) -> None:
+    """DivergenceError when a weight or an optimiser tensor is not finite: such a checkpoint
+    is never written, so the run keeps its last finite one."""
+    problem = nonfinite_parameter(model.named_parameters())
+    if problem is None:
+        problem = nonfinite_parameter(((name, tensor) for name, tensor in optimizer_tensors.items()
+                                       if tensor.is_floating_point()), kind="optimiser state")
+    if problem is not None:
+        raise DivergenceError(f"step {step}: {problem}; its checkpoint is not written (the run keeps its "
+                              "last checkpoint)")
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
@@ -233,18 +260,96 @@ def read_training_state(path: str | os.PathLike) -> dict[str, Any]:
     _require_intact(isinstance(groups, list) and all(isinstance(g, dict) and isinstance(g.get("params"), list)
                                                     for g in groups) and isinstance(scalars, dict),
                    state_file, "optimizer.param_groups/scalars are not what an optimiser saved")
+    for group in groups:
+        _check_param_group(group, state_file)
+    _check_scheduler(run_state["scheduler"], state_file)
     with _reading(state_file):
         np.random.default_rng(0).bit_generator.state = run_state["numpy_rng"]
     return run_state
 
 
-def _verify_tensor_file(path: Path) -> dict[str, tuple[int, ...]]:
-    """Shapes of the tensors of a safetensors file, from its header (a truncated or foreign file fails)."""
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_param_group(group: Mapping[str, Any], state_file: Path) -> None:
+    """An optimiser param group's hyper-parameters are finite numbers in their ranges."""
+    for key in ("lr", "initial_lr", "eps", "weight_decay"):
+        value = group.get(key, 0.0)
+        _require_intact(_is_number(value) and value >= 0, state_file,
+                        f"optimizer {key} is {repr(value)[:50]}, not a finite number >= 0")
+    betas = group.get("betas", [0.0, 0.0])
+    _require_intact(isinstance(betas, (list, tuple)) and len(betas) == 2
+                    and all(_is_number(b) and 0 <= b < 1 for b in betas), state_file,
+                    f"optimizer betas are {str(betas)[:50]}, not two numbers in [0, 1)")
+    _require_intact(all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in group["params"]),
+                    state_file, "optimizer params are not parameter indices")
+
+
+def _check_scheduler(scheduler: Mapping[str, Any], state_file: Path) -> None:
+    """The LR schedule's state: step counters are integers, learning rates finite numbers >= 0."""
+    for key in ("last_epoch", "_step_count"):
+        if key in scheduler:
+            value = scheduler[key]
+            _require_intact(isinstance(value, int) and not isinstance(value, bool) and value >= -1, state_file,
+                            f"scheduler {key} is {repr(value)[:50]}, not a step count")
+    for key in ("base_lrs", "_last_lr"):
+        if key in scheduler:
+            values = scheduler[key]
+            _require_intact(isinstance(values, list) and all(_is_number(v) and v >= 0 for v in values),
+                            state_file, f"scheduler {key} is {str(values)[:50]}, not learning rates")
+
+
+def _verify_tensor_file(path: Path, max_numel: int | None = None,
+                        max_bytes: int | None = None) -> dict[str, tuple[int, ...]]:
+    """Shapes of the tensors of a safetensors file, from its header (a truncated or foreign file
+    fails), each at most `max_numel` elements and `max_bytes` bytes when given: nothing is allocated."""
+    _require_regular(path)
     with _reading(path), safe_open(str(path), framework="pt") as handle:
-        return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+        shapes = {}
+        for name in handle.keys():
+            view = handle.get_slice(name)
+            shape = tuple(view.get_shape())
+            numel = math.prod(shape)
+            size = numel * _DTYPE_BYTES.get(view.get_dtype(), 8)
+            _require_intact(max_numel is None or numel <= max_numel, path,
+                            f"tensor {name[:100]!r} has {numel} elements, more than the model's largest weight")
+            _require_intact(max_bytes is None or size <= max_bytes, path,
+                            f"tensor {name[:100]!r} holds {size} bytes, more than a state of its kind ({max_bytes})")
+            shapes[name] = shape
+        return shapes
+
+
+def _require_regular(path: Path) -> None:
+    """A checkpoint file is a regular file (not a symbolic link, FIFO or device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path} is missing") from None
+    _require_intact(stat.S_ISREG(mode), path, "not a regular file (a symbolic link or a device)")
+
+
+def _require_no_links(folder: Path) -> None:
+    """No symbolic link anywhere in a checkpoint folder (scalerl never writes one; a link could
+    bring in a file from outside the run)."""
+    _require_intact(not folder.is_symlink(), folder, "a symbolic link (a checkpoint is a real folder)")
+    for root, directories, names in os.walk(folder):
+        for name in [*directories, *names]:
+            _require_intact(not (Path(root) / name).is_symlink(), Path(root) / name,
+                            "a symbolic link (a checkpoint holds regular files only)")
+
+
+def _verify_finite(path: Path) -> None:
+    """Every floating-point tensor of a safetensors file is finite (read one tensor at a time)."""
+    with _reading(path), safe_open(str(path), framework="pt") as handle:
+        for name in handle.keys():
+            tensor = handle.get_tensor(name)
+            _require_intact(not tensor.is_floating_point() or bool(torch.isfinite(tensor).all()), path,
+                            f"tensor {name[:100]!r} holds a NaN or an infinity")
 
 
 def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
+    _verify_tensor_file(path, max_bytes=_RNG_STATE_MAX_BYTES)
     with _reading(path):
         rng = load_file(str(path))
         torch.Generator().set_state(rng["global_cpu"])
@@ -257,34 +362,42 @@ def _verify_weights(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | N
     files = weight_files(path)
     shapes: dict[str, tuple[int, ...]] = {}
     for file in files:
-        _require_intact(file.is_file(), file, "missing")
+        _require_regular(file)
         shapes.update(_verify_tensor_file(file))
     for name, shape in shapes.items():
         expected = None if weight_shapes is None else weight_shapes.get(name, "absent")
         _require_intact(expected is None or expected == shape, files[0] if len(files) == 1 else path,
                        f"tensor {name} has shape {shape}, the model "
                        f"{'has no such tensor' if expected == 'absent' else expected}")
+    for file in files:
+        _verify_finite(file)
 
 
 def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
                       generator_names: tuple[str, ...] = ()) -> dict[str, Any]:
     """Check every file of a checkpoint before anything is loaded from it; return its state.json.
 
-    Reads state.json and rng.safetensors (small) in full and only the headers of the weight and
-    optimiser files: a truncated, empty or foreign file, a missing key, a wrong type, an RNG
-    state that does not load, or (with `weight_shapes`, the model's) a tensor of another shape
-    is an InputError naming the file and the problem.
+    Checks the manifest (when there is one: every file's size and SHA-256) and that no file is a
+    symbolic link; reads state.json and rng.safetensors (small, bounded by their headers) in full;
+    checks the headers of the weight and optimiser files, then their tensors one at a time for
+    NaN and infinity: a truncated, empty, changed or foreign file, a missing key, a wrong type or
+    a value out of its range, an RNG state that does not load, or (with `weight_shapes`, the
+    model's) a tensor of another shape or size is an InputError naming the file and the problem.
     """
     path = Path(path)
+    _require_no_links(path)
+    verify_manifest(path)
     run_state = read_training_state(path)
     _verify_rng(training_file(path, "rng.safetensors"), generator_names)
     optimizer_file = training_file(path, "optimizer.safetensors")
     param_ids = {param_id for group in run_state["optimizer"]["param_groups"] for param_id in group["params"]}
-    for key in _verify_tensor_file(optimizer_file):
+    largest = max((math.prod(shape) for shape in weight_shapes.values()), default=0) if weight_shapes else None
+    for key in _verify_tensor_file(optimizer_file, max_numel=largest):
         parts = key.split("/", 2)
         _require_intact(len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) in param_ids,
                        optimizer_file, f"tensor {key!r} belongs to no optimiser parameter")
     _verify_weights(path, weight_shapes)
+    _verify_finite(optimizer_file)
     return run_state
 
 
@@ -296,6 +409,7 @@ def load_checkpoint(
     scheduler: Any = None,
     torch_generators: Mapping[str, torch.Generator] | None = None,
     numpy_rng: np.random.Generator | None = None,
+    weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Restore in place the parts given of what `save_checkpoint` wrote; return (step, caller's state).
 
@@ -303,10 +417,12 @@ def load_checkpoint(
     `model`, `optimizer`, `scheduler` (it also gets the global torch CPU RNG back); the run's
     bookkeeping passes `torch_generators` and `numpy_rng`. The synchronous trainer passes all
     of them; the pipeline's trainer actor and driver each pass their own part.
-    The checkpoint is verified first; what still fails is an InputError naming the file.
+    The checkpoint is verified first (`weight_shapes`: the model's, when no `model` is given);
+    what still fails is an InputError naming the file.
     """
     path = Path(path)
-    run_state = verify_checkpoint(path, weight_shapes=None if model is None else weight_shapes_of(model),
+    weight_shapes = weight_shapes if model is None else weight_shapes_of(model)
+    run_state = verify_checkpoint(path, weight_shapes=weight_shapes,
                                   generator_names=tuple(torch_generators or ()))
     rng_file = training_file(path, "rng.safetensors")
     with _reading(rng_file):

@@ -5,6 +5,12 @@ tokenizer files without the training state, so the result is what `from_pretrain
 `push_to_hub` expect. A checkpoint of the older flat layout (weights only) is rebuilt from the
 run's config.json: the policy is built as the run built it and the weights loaded into it.
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
+
+The checkpoint is verified first (scalerl.train.checkpoint.verify_checkpoint: manifest checksums,
+no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Only the
+files its manifest lists are copied (older checkpoints without one: its regular files, with a
+warning), each copy checked against the manifest's size and SHA-256, so a checkpoint pruned or
+replaced by a training process meanwhile fails rather than leaving a mixed folder.
 """
 
 from __future__ import annotations
@@ -13,10 +19,12 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
-from scalerl.train.checkpoint import TRAINING_STATE_DIR, checkpoint_name, list_checkpoints
+from scalerl.train.checkpoint import TRAINING_STATE_DIR, checkpoint_name, list_checkpoints, verify_checkpoint
+from scalerl.train.manifest import file_sha256, read_manifest
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")
 
@@ -38,14 +46,31 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> Path
     raise InputError(f"{run_dir} has no checkpoint of step {step}; kept steps: {steps}")
 
 
+def model_file_names(checkpoint: Path) -> list[str]:
+    """Relative paths of a checkpoint's model and tokenizer files: those its manifest lists, or (no
+    manifest) its regular files, outside training_state/ and the training files of the flat layout."""
+    manifest = read_manifest(checkpoint)
+    if manifest is not None:
+        names = list(manifest)
+    else:
+        names = [path.relative_to(checkpoint).as_posix() for path in checkpoint.rglob("*")
+                 if path.is_file() and not path.is_symlink()]
+    return sorted(name for name in names
+                  if name.split("/")[0] != TRAINING_STATE_DIR and name not in _TRAINING_FILES)
+
+
 def _copy_model_files(checkpoint: Path, staging: Path) -> None:
-    for path in checkpoint.iterdir():
-        if path.name == TRAINING_STATE_DIR or path.name in _TRAINING_FILES:
-            continue
-        if path.is_dir():
-            shutil.copytree(path, staging / path.name)
-        else:
-            shutil.copy2(path, staging / path.name)
+    """Copy the model files (regular files only, never a link's target), each checked against
+    the manifest after the copy."""
+    manifest = read_manifest(checkpoint) or {}
+    for name in model_file_names(checkpoint):
+        target = staging / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(checkpoint / name, target, follow_symlinks=False)
+        entry = manifest.get(name)
+        if entry is not None and (target.stat().st_size != entry["size"] or file_sha256(target) != entry["sha256"]):
+            raise InputError(f"{checkpoint / name} changed while it was copied (a training process replaced "
+                             "the checkpoint?); export again")
 
 
 def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None:
@@ -59,10 +84,19 @@ def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> Non
     write_model_folder(model, tokenizer, staging)
 
 
-def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None) -> Path:
-    """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`."""
+def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None,
+                 on_note: Callable[[str], None] | None = None) -> Path:
+    """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`;
+    `on_note` hears the warning about a checkpoint without a manifest."""
     run_dir, out = Path(run_dir), Path(out)
     checkpoint = find_checkpoint(run_dir, step)
+    try:
+        verify_checkpoint(checkpoint)
+    except InputError as error:
+        raise InputError(f"cannot export {checkpoint.name}: {error}") from None
+    if read_manifest(checkpoint) is None and on_note is not None:
+        on_note(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' checksums "
+                "cannot be checked")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out} already exists and is not an empty directory; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)

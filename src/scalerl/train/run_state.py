@@ -32,7 +32,8 @@ from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file, verify_checkpoint
+from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file
+from scalerl.train.manifest import manifest_path
 from scalerl.train.config import TrainConfig, save_config
 from scalerl.train.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
 from scalerl.train.resume import check_rows_for_resume, newest_intact
@@ -89,9 +90,9 @@ def read_resume_point(checkpoint: Path, config: TrainConfig, *, num_train_prompt
                       weight_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ResumePoint:
     """Verify every file of `checkpoint` and read the run state it holds; InputError names the
     file and the problem, ConfigError a checkpoint of another task."""
-    verify_checkpoint(checkpoint, weight_shapes=weight_shapes, generator_names=(ROLLOUT_GENERATOR,))
     generator, numpy_rng = torch.Generator(device=rng_device), np.random.default_rng(0)
-    step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng)
+    step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
+                                weight_shapes=weight_shapes)
     state_file = training_file(checkpoint, "state.json")
     counters, last_val = run.get("counters"), run.get("last_val_pass_rate")
     counter_names = {f.name for f in dataclasses.fields(Counters)}
@@ -149,6 +150,9 @@ class RunState:
                 weight_shapes=weight_shapes))
             if chosen is not None:
                 checkpoint, point, notes = chosen
+                if not manifest_path(checkpoint).exists():
+                    notes = [*notes, f"warning: {checkpoint} has no manifest (written by an older scalerl): "
+                                     "its files' checksums cannot be checked"]
                 if point.config is not None:
                     check_resumable(config, point.config, f"checkpoint {checkpoint}")
             notes = [*notes, *check_rows_for_resume(run_dir / METRICS_FILE_NAME,
