@@ -190,14 +190,28 @@ def policy_forward(
         use_cache=use_cache,
         **{_cache_keyword(type(body).forward): past_key_values},
     )
-    hidden = body_output.last_hidden_state
+    logits = head_logits(model, body_output.last_hidden_state, fp32_head=fp32_head)
+    return PolicyOutput(logits=logits, past_key_values=_returned_cache(body_output) if use_cache else None)
+
+
+def head_logits(model: torch.nn.Module, hidden: torch.Tensor, *, fp32_head: bool = True) -> torch.Tensor:
+    """The LM head on hidden states [..., H] -> logits [..., V].
+
+    With `fp32_head`: `h.float() @ W.float()^T (+ b)`, float32 whatever the body dtype (ScaleRL
+    section 4); without it the model's own head in the model dtype."""
     head = model.get_output_embeddings()
     if fp32_head:
         bias = None if head.bias is None else head.bias.float()
-        logits = F.linear(hidden.float(), head.weight.float(), bias)
-    else:
-        logits = head(hidden)
-    return PolicyOutput(logits=logits, past_key_values=_returned_cache(body_output) if use_cache else None)
+        return F.linear(hidden.float(), head.weight.float(), bias)
+    return head(hidden)
+
+
+def policy_hidden(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The body's last hidden states [batch, seq, hidden] (no LM head, no cache), positions from
+    the mask as in `policy_forward`: what the trainer turns into log-probs a chunk at a time."""
+    body = model.base_model
+    return body(input_ids=input_ids, attention_mask=attention_mask,
+                position_ids=positions_from_mask(attention_mask), use_cache=False).last_hidden_state
 
 
 def policy_logits(

@@ -1,7 +1,7 @@
 """The one configuration of a training run: every knob with its meaning, validated on construction,
 saved as JSON.
 
-`TrainConfig` holds nested sections (model, task, sampling, rl, optim, pipeline, forecast). Each
+`TrainConfig` holds nested sections (model, task, sampling, rl, optim, train, pipeline, forecast). Each
 field declares its default and, in `metadata["help"]`, its one-line meaning, which
 `scalerl config keys` and the CLI's flags show. `--set key=value` overrides address a field by its
 dotted path (`rl.loss=dapo`) or, when unambiguous, by its leaf name (`lr=1e-3`); how values and
@@ -46,12 +46,16 @@ class SamplingConfig:
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass (1: off)"})
     length_control: str = field(default="interrupt",
                                 metadata={"help": "length control", "choices": LENGTH_CONTROLS})
-    thinking_budget_min: int = field(
-        default=40, metadata={"help": "interrupt: thinking tokens after which a thinking section may be cut"})
-    thinking_budget_max: int = field(
-        default=48, metadata={"help": "interrupt: thinking tokens after which it is always cut"})
-    penalty_cache_tokens: int = field(
-        default=16, metadata={"help": "penalty: soft-penalty window before max_new_tokens (DAPO)"})
+    # `follows`: left unset, the key keeps its share of max_new_tokens when that changes (config_io).
+    thinking_budget_min: int = field(default=40, metadata={
+        "help": "interrupt: thinking tokens after which a thinking section may be cut (unset: 5/8 of "
+                "max_new_tokens)", "follows": "max_new_tokens"})
+    thinking_budget_max: int = field(default=48, metadata={
+        "help": "interrupt: thinking tokens after which it is always cut (unset: 3/4 of max_new_tokens)",
+        "follows": "max_new_tokens"})
+    penalty_cache_tokens: int = field(default=16, metadata={
+        "help": "penalty: soft-penalty window before max_new_tokens, DAPO (unset: 1/4 of max_new_tokens)",
+        "follows": "max_new_tokens"})
 
     def __post_init__(self) -> None:
         for name in ("prompts_per_step", "generations_per_prompt", "max_new_tokens"):
@@ -92,6 +96,27 @@ class OptimConfig:
             value = getattr(self, name)
             _require(0 <= value < 1, f"optim.{name}", f"must be in [0, 1), got {value!r}")
         _require_positive(self.grad_clip, "optim.grad_clip")
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """How one optimiser step is computed, not what it computes: memory bounds that leave the
+    gradient unchanged (micro-batches with the whole batch's normalisers, chunked log-probs,
+    activation checkpointing)."""
+
+    micro_batch_size: int = field(default=0, metadata={
+        "help": "sequences per forward/backward, gradients accumulated to the whole batch's (0: the whole batch at once)"})
+    logprob_chunk_size: int = field(default=0, metadata={
+        "help": "completion positions whose vocabulary logits exist at once, forward and backward (0: all)"})
+    gradient_checkpointing: bool = field(default=False, metadata={
+        "help": "recompute the transformer layers' activations in the backward pass (transformers' switch)"})
+    skip_nonfinite_steps: int = field(default=0, metadata={
+        "help": "steps with a non-finite loss, gradient norm or weight skipped (each logged) before the run stops (0: stop at the first)"})
+
+    def __post_init__(self) -> None:
+        _require_non_negative(self.micro_batch_size, "train.micro_batch_size")
+        _require_non_negative(self.logprob_chunk_size, "train.logprob_chunk_size")
+        _require_non_negative(self.skip_nonfinite_steps, "train.skip_nonfinite_steps")
 
 
 PIPELINE_MODES = ("sync", "async", "ppo-offpolicy")
@@ -166,6 +191,7 @@ class TrainConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     rl: RLConfig = field(default_factory=RLConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
+    train: StepConfig = field(default_factory=StepConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
     max_steps: int = field(default=100, metadata={"help": "optimiser steps of the run"})
@@ -188,13 +214,13 @@ class TrainConfig:
     # 1 is much faster than torch's default on a CPU shared with other jobs.
     torch_threads: int = field(
         default=0, metadata={"help": "torch threads of the trainer process (0: torch's default)"})
-    tensorboard: bool = field(
-        default=False, metadata={"help": "also log every metric to RUN/tensorboard (same names as metrics.jsonl)"})
-    wandb: bool = field(
-        default=False,
-        metadata={"help": "also log every metric to Weights & Biases (same names as metrics.jsonl)"})
-    wandb_project: str = field(default="scalerl", metadata={"help": "W&B project"})
-    wandb_run_name: str = field(default="", metadata={"help": "W&B run name ('': the run directory's name)"})
+    tensorboard: bool = field(default=False, metadata={
+        "help": "also log every metric to RUN/tensorboard (grouped train/, eval/, forecast/)"})
+    wandb: bool = field(default=False, metadata={
+        "help": "also log every metric to Weights & Biases (grouped train/, eval/, forecast/)"})
+    wandb_project: str = field(default="", metadata={"help": "W&B project ('': $WANDB_PROJECT, else scalerl)"})
+    wandb_run_name: str = field(
+        default="", metadata={"help": "W&B run name ('': $WANDB_NAME, else the run directory's name)"})
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
@@ -234,7 +260,7 @@ class TrainConfig:
 
 _SECTION_TYPES: dict[str, type] = {
     "model": ModelConfig, "task": TaskConfig, "sampling": SamplingConfig,
-    "rl": RLConfig, "optim": OptimConfig, "pipeline": PipelineConfig, "forecast": ForecastConfig,
+    "rl": RLConfig, "optim": OptimConfig, "train": StepConfig, "pipeline": PipelineConfig, "forecast": ForecastConfig,
 }
 
 

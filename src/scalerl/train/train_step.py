@@ -3,10 +3,13 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
              -> group-centred advantages (configured normalisation)
-             -> padded tensors -> teacher-forced log-probs with the FP32-head forward
-             -> loss (registry spec: its function and config parameters; GRPO's KL term
-                with the frozen reference policy's log-probs) -> aggregation (registry)
-             -> backward -> clip -> AdamW -> LR step
+             -> per micro-batch (train.micro_batch_size; train/micro_batches.py):
+                padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
+                over positions: train.logprob_chunk_size) -> loss (registry spec: its function
+                and config parameters; GRPO's KL term with the frozen reference policy's
+                log-probs) -> its share of the aggregation (registry; the whole batch's
+                normalisers) -> backward, gradients accumulated
+             -> clip -> AdamW -> LR step
 
 Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
 ScaleRL, arXiv 2510.13786, section 4).
@@ -27,10 +30,12 @@ from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
-from scalerl.rl.stats import token_entropy
 from scalerl.train.config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.models.policy import policy_logits, token_logprobs
+from scalerl.train.nonfinite import require_finite_rollouts, require_finite_update
+from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.models.logprobs import hidden_token_logprobs
+from scalerl.models.policy import policy_hidden
 from scalerl.tasks.rollout import Rollout
 
 
@@ -53,6 +58,7 @@ class StepStats:
     updated: bool
     tokens_recomputed: int = 0
     recomputed_context_sum: int = 0
+    nonfinite: str = ""  # why the step was skipped for a non-finite number (scalerl.train.divergence)
 
 
 @dataclass(frozen=True)
@@ -142,11 +148,16 @@ def build_batch(rollouts: Sequence[Rollout], pad_token_id: int = 0) -> RolloutBa
     )
 
 
-def _completion_logits(model: torch.nn.Module, batch: RolloutBatch, fp32_head: bool) -> torch.Tensor:
-    """Logits [N, T, V] predicting each completion token (teacher forcing: position p - 1 -> p)."""
-    logits = policy_logits(model, batch.input_ids, batch.attention_mask, fp32_head=fp32_head)
+def completion_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, fp32_head: bool,
+                        chunk_size: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs, entropies) [N, T] of the completion tokens (teacher forcing: the hidden state at
+    position p - 1 predicts token p); the LM head runs on completion positions only, `chunk_size`
+    of them at a time (models/logprobs.py)."""
+    hidden = policy_hidden(model, batch.input_ids, batch.attention_mask)
     start = batch.prompt_width - 1
-    return logits[:, start: start + batch.completion_ids.shape[1]]
+    completion_hidden = hidden[:, start: start + batch.completion_ids.shape[1]]
+    return hidden_token_logprobs(model, completion_hidden, batch.completion_ids,
+                                 fp32_head=fp32_head, chunk_size=chunk_size)
 
 
 def loss_arguments(config: TrainConfig, reference: torch.nn.Module | None,
@@ -160,8 +171,9 @@ def loss_arguments(config: TrainConfig, reference: torch.nn.Module | None,
         raise InputError(f"rl.loss={config.rl.loss} with these parameters needs the reference policy "
                          "(train_step's `reference`)")
     with torch.no_grad():
-        reference_logits = _completion_logits(reference, _to_device(batch, device), config.model.fp32_head)
-        arguments["ref_logprobs"] = token_logprobs(reference_logits, batch.completion_ids.to(device))
+        arguments["ref_logprobs"], _ = completion_logprobs(
+            reference, _to_device(batch, device), fp32_head=config.model.fp32_head,
+            chunk_size=config.train.logprob_chunk_size)
     return arguments
 
 
@@ -193,13 +205,69 @@ def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPr
                      updated=False)
 
 
+def prepare_for_training(model: torch.nn.Module, config: TrainConfig) -> None:
+    """Training mode, and transformers' own activation checkpointing when
+    train.gradient_checkpointing asks for it (switched on once; non-reentrant). Newer transformers
+    name the switch `activation_checkpointing_enable`, older ones `gradient_checkpointing_enable`."""
+    model.train()
+    if not config.train.gradient_checkpointing:
+        return
+    if hasattr(model, "activation_checkpointing_enable"):
+        if not model.is_activation_checkpointing:
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    elif not model.is_gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout], advantages: torch.Tensor,
+                         config: TrainConfig, reference: torch.nn.Module | None = None,
+                         rows: slice = slice(None)) -> AccumulatedStats:
+    """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
+    parameters' `.grad`, one forward/backward per train.micro_batch_size sequences.
+
+    The aggregation's normalisers are the whole batch's (micro_batches.aggregation_token_weights),
+    so the accumulated gradient is the whole batch's. `rows` restricts the work to those
+    sequences (a data-parallel rank's shard), still weighted as part of the whole batch: the
+    shards' gradients add up to the whole batch's."""
+    device = next(model.parameters()).device
+    pad_token_id = int(getattr(model.config, "pad_token_id", 0) or 0)
+    whole = build_batch(rollouts, pad_token_id=pad_token_id)
+    aggregation, loss_fn = get_aggregation(config.rl.aggregation), get_loss(config.rl.loss)
+    indices = range(len(rollouts))[rows]
+    parts = [indices[part] for part in micro_batch_slices(len(indices), config.train.micro_batch_size)]
+    in_one_piece = len(parts) == 1 and len(indices) == len(rollouts)
+    weights = None if in_one_piece else aggregation_token_weights(aggregation, whole.loss_mask, whole.group_ids)
+    prepare_for_training(model, config)
+    stats = AccumulatedStats()
+    for part in parts:
+        batch = whole if in_one_piece else build_batch([rollouts[i] for i in part], pad_token_id=pad_token_id)
+        on_device = _to_device(batch, device)
+        mask = on_device.loss_mask
+        logprobs, entropy = completion_logprobs(model, on_device, fp32_head=config.model.fp32_head,
+                                                chunk_size=config.train.logprob_chunk_size)
+        loss_output = loss_fn(logprobs, on_device.generator_logprobs, advantages[part.start:part.stop].to(device),
+                              mask, **loss_arguments(config, reference, batch, device))
+        if weights is None:
+            loss = aggregation(loss_output.token_loss, mask, on_device.group_ids)
+        else:
+            share = weights[part.start:part.stop, : mask.shape[1]].to(device, loss_output.token_loss.dtype)
+            loss = (loss_output.token_loss * share).sum()
+        loss.backward()
+        stats.add(float(loss.detach()), float((entropy * mask).sum()), float(mask.sum()),
+                  loss_output.mean_ratio, loss_output.clipped_fraction)
+    return stats
+
+
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
                rollouts: Sequence[Rollout], config: TrainConfig,
                reference: torch.nn.Module | None = None) -> StepStats:
     """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
 
     `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
-    log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy)."""
+    log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
+    generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
+    applies anything (scalerl.train.nonfinite)."""
+    require_finite_rollouts(rollouts)
     rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
     group_ids = torch.tensor([r.group_index for r in rollouts], dtype=torch.long)
     keep = keep_mask_for(rewards, group_ids, config.rl)
@@ -209,28 +277,17 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
         return _skipped_step(optimizer, scheduler, kept, (0, 0))
     tokens = _trained_token_counts(kept_rollouts)
     advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
-    device = next(model.parameters()).device
-    batch = build_batch(kept_rollouts, pad_token_id=int(getattr(model.config, "pad_token_id", 0) or 0))
-    advantages = advantages[keep].to(device)
-    mask = batch.loss_mask.to(device)
-    model.train()
-    logits = _completion_logits(model, _to_device(batch, device), config.model.fp32_head)
-    logprobs = token_logprobs(logits, batch.completion_ids.to(device))
-    loss_fn = get_loss(config.rl.loss)
-    loss_output = loss_fn(logprobs, batch.generator_logprobs.to(device), advantages, mask,
-                          **loss_arguments(config, reference, batch, device))
-    loss = get_aggregation(config.rl.aggregation)(loss_output.token_loss, mask, batch.group_ids.to(device))
-    with torch.no_grad():
-        entropy = float(token_entropy(logits.detach(), mask))
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    accumulated = accumulate_gradients(model, kept_rollouts, advantages[keep], config, reference)
+    entropy, mean_ratio, clipped_fraction = accumulated.means()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
+    require_finite_update(accumulated.loss, grad_norm, model)
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.step()
     scheduler.step()
     recomputed = tokens if config.rl.needs_reference() else (0, 0)  # the reference forward's tokens
-    return StepStats(loss=float(loss.detach()), grad_norm=float(grad_norm), lr=lr, entropy=entropy,
-                     mean_ratio=loss_output.mean_ratio, clipped_fraction=loss_output.clipped_fraction,
+    return StepStats(loss=accumulated.loss, grad_norm=float(grad_norm), lr=lr, entropy=entropy,
+                     mean_ratio=mean_ratio, clipped_fraction=clipped_fraction,
                      kept_prompts=kept.kept, total_prompts=kept.total, kept_sequences=kept.kept_sequences,
                      tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True,
                      tokens_recomputed=recomputed[0], recomputed_context_sum=recomputed[1])
