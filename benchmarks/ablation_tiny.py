@@ -49,6 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_ablation_tiny (quick: ..._quick)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON results (default benchmarks/results/ablation_tiny.json, quick: ablation_tiny_quick.json); "
+                             "the docs pages are published only by a full run to the default place")
     return parser.parse_args(argv)
 
 
@@ -176,10 +179,10 @@ def main(argv=None) -> int:
         "leave_one_out": report_payload(loo, loo_plan.design()),
         "sweep": None if sweep_plan is None else report_payload(sweep, sweep_plan.design()),
     }
-    results = RESULTS_DIR / ("ablation_tiny_quick.json" if config["quick"] else "ablation_tiny.json")
+    results = args.out or RESULTS_DIR / ("ablation_tiny_quick.json" if config["quick"] else "ablation_tiny.json")
     write_result(results, payload, command)
     print(f"written: {results}")
-    if not config["quick"]:
+    if not config["quick"] and args.out is None:
         for written, stem in ((loo_written, "ablation_tiny"), (sweep_written or [], "ablation_tiny_sweep")):
             published = publish(written, stem)
             if (DOCS_DIR / f"{stem}.png") in published:

@@ -72,13 +72,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def bench_overrides(args) -> list[str]:
-    """The ScaleRL preset at benchmark scale; --quick shrinks steps and evaluation."""
+    """The ScaleRL preset at benchmark scale (the demo's greedy validation: one completion per
+    prompt); --quick shrinks steps and evaluation."""
     steps = args.steps or (6 if args.quick else 120)
     eval_every = args.eval_every or (3 if args.quick else 10)
     common = [*BATCHES[args.batch], f"max_steps={steps}", f"eval_every={eval_every}",
               f"checkpoint_every={steps}",
-              "eval_prompts=32" if args.quick else "eval_prompts=64",
-              "eval_samples_per_prompt=2" if args.quick else "eval_samples_per_prompt=4"]
+              "eval_prompts=32" if args.quick else "eval_prompts=64"]
     return [*common, *args.overrides]
 
 

@@ -35,6 +35,8 @@ from benchmarks.common import REPO, RESULTS_DIR, command_line, write_result
 
 RESULTS = RESULTS_DIR / "demo_robustness.json"
 LEVEL = 0.8
+QUICK_STEPS = 4
+QUICK_OVERRIDES = ("model.warmstart_steps=10", "eval_every=2", "eval_prompts=16")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -50,7 +52,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="explicit SEEDxTHREADS list instead of --seeds x --threads, e.g. 0x1,1x1,0x2")
     parser.add_argument("--parallel", type=int, default=1,
                         help="demos at once, each in its own empty HOME (default 1; seconds then include the sharing)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke run: one demo (seed 0, 1 thread) of {QUICK_STEPS} steps with a short warm "
+                             "start and small evaluations; pair with --out")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.threads = 1, "1"
+        args.max_steps = args.max_steps or QUICK_STEPS
+        args.overrides = [*QUICK_OVERRIDES, *args.overrides]
     try:
         args.thread_counts = [int(item) for item in args.threads.split(",") if item.strip()]
     except ValueError:

@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.common import write_text
 from benchmarks.band_table import (
-    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, scores_of, table_document,
+    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs, scores_of, table_document,
 )
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from scalerl.errors import ScaleRLError
@@ -298,8 +298,10 @@ def main(argv=None) -> None:
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "forecast_calibration.png")
     parser.add_argument("--write-table", type=Path, default=None,
                         help="also write the band table built from every source (as benchmarks.band_table does)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run on a few runs (band_table.quick_runs); pair with --out and --figure")
     args = parser.parse_args(argv)
-    runs = load_runs(args.data)
+    runs = quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data)
     fit_seconds = []
     fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), seconds=fit_seconds)
     sources = sorted({run.source for run in runs})

@@ -31,6 +31,7 @@ from benchmarks.common import RESULTS_DIR, command_line, write_result
 RESULTS = RESULTS_DIR / "live_forecast_overhead.json"
 CURVE_LENGTHS = (5, 10, 20, 40, 61)  # the demo makes 61 evaluations (steps 0, 10, ..., 600)
 EVAL_SAMPLES = 64 * 4
+QUICK_OVERRIDES = ("model.warmstart_steps=10", "eval_prompts=16")  # a short warm start when none is cached
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,10 +41,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="repeats per synthetic curve length")
     parser.add_argument("--n-bootstrap", type=int, default=None, help="default: the config's")
     parser.add_argument("--out", default=str(RESULTS))
-    return parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 4 steps, an evaluation every 2, one repeat; pair with --out")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.eval_every, args.repeats = 4, 2, 1
+    return args
 
 
-def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None) -> dict:
+def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None, extra_overrides=()) -> dict:
     """Run the demo config for `steps` steps; per-row wall times and the live refits' times."""
     import scalerl.train.run_state as run_state_module
     import scalerl.train.trainer as trainer_module
@@ -51,6 +57,7 @@ def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None) -> dict
 
     overrides = [f"max_steps={steps}", f"eval_every={eval_every}", "torch_threads=1", f"checkpoint_every={steps}"]
     overrides += [f"forecast.n_bootstrap={n_bootstrap}"] if n_bootstrap else []
+    overrides += list(extra_overrides)
     config = demo_config(overrides)
     refit_seconds, row_times = [], []
     original = run_state_module.add_live_forecast
@@ -126,7 +133,8 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    real = timed_real_run(args.steps, args.eval_every, args.n_bootstrap)
+    real = timed_real_run(args.steps, args.eval_every, args.n_bootstrap,
+                          QUICK_OVERRIDES if args.quick else ())
     n_bootstrap = real["config"]["n_bootstrap"]
     synthetic = timed_synthetic_refits(n_bootstrap, args.repeats)
     interval_seconds = args.eval_every * real["median_step_seconds"]

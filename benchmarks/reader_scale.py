@@ -48,7 +48,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="rows per log")
     parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    return parser.parse_args(argv)
+    parser.add_argument("--quick", action="store_true", help="smoke run: one log of 2,000 rows per format; pair with --out")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes = [2_000]
+    return args
 
 
 def curve_columns(n_rows: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("html", nargs="?", help="page to render (default: a synthetic report)")
     parser.add_argument("-o", "--output", default="report_screenshot.png", help="PNG to write")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same check (it takes seconds); accepted so that every benchmark has a quick mode")
     args = parser.parse_args(argv)
     browser = find_browser()
     if browser is None:

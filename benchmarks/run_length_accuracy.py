@@ -90,6 +90,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--quick", action="store_true",
+                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     cells = []

@@ -22,7 +22,7 @@ import emcee
 import numpy as np
 
 from benchmarks.common import write_text
-from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs
+from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, quick_runs
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import late_stretch, point_noise_sd
 from scalerl.forecast.fitting import IDENTIFICATION_LEVEL, build_problem, fit_sigmoid, fit_with_plateau, select_points
@@ -62,12 +62,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "sampler_check.json")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: a few runs (band_table.quick_runs), fitted on all points only; pair with --out")
     args = parser.parse_args(argv)
     rows = []
-    for run in load_runs(args.data):
+    for run in quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data):
         if run.status not in FORECAST_STATUSES:
             continue
-        for fraction in FRACTIONS:
+        for fraction in (1.0,) if args.quick else FRACTIONS:
             train = np.ones(run.compute.size, bool) if fraction == 1.0 else cut_mask(run.compute, fraction)
             if train.sum() < 5:
                 continue

@@ -43,6 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--curves", type=Path, default=CURVES, help="folder of study__SLUG__seed-I.csv curves")
     parser.add_argument("--export", action="store_true", help="first copy each run's evaluations from its metrics.jsonl")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON written here")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
     return parser.parse_args(argv)
 
 

@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help=f"runs whose validation pass rate cannot exceed {KNOWN_CEILING} (the A check)")
     parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS.relative_to(REPO)}; "
                         "another name for another --fit-fraction)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
     return parser.parse_args(argv)
 
 

@@ -67,7 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="also cProfile a few steps of each trainer (separate runs, untimed)")
     parser.add_argument("--model-dir", default=None, help="(children) the shared starting model")
     parser.add_argument("--child-out", default=None, help="(children) where to write the JSON")
-    parser.add_argument("--out-dir", default=str(RESULTS_DIR))
+    parser.add_argument("--out-dir", default=None,
+                        help="where trainer_throughput.{json,md} go (default benchmarks/results; a --quick run "
+                             "writes only when given one)")
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 5 if args.quick else 40
@@ -402,9 +404,9 @@ def main(argv=None) -> None:
     report = compare(args)
     markdown = report_markdown(report)
     print(markdown)
-    if args.quick:  # a smoke run never overwrites the measured results
+    if args.quick and args.out_dir is None:  # a smoke run never overwrites the measured results
         return
-    out_dir = Path(args.out_dir)
+    out_dir = Path(args.out_dir or RESULTS_DIR)
     write_result(out_dir / "trainer_throughput.json", report, command_line("trainer_throughput", argv),
                  machine_block=report["machine"])
     write_text(out_dir / "trainer_throughput.md", markdown)
