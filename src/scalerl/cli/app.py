@@ -434,13 +434,18 @@ EXTRA_OF_MODULE = {
 }
 
 
+def missing_extra(error: ImportError) -> str | None:
+    """The extra that installs the module `error` did not find; None for any other import error."""
+    return EXTRA_OF_MODULE.get((getattr(error, "name", None) or "").split(".")[0])
+
+
 def missing_extra_message(error: ImportError) -> str | None:
-    """`this command needs torch: pip install "scalerl[train]"` when `error` is a module of an
+    """`this command needs torch, ...: pip install "scalerl[train]"` when `error` is a module of an
     extra that is not installed (a forecaster-only install); None for any other import error."""
-    module = (getattr(error, "name", None) or "").split(".")[0]
-    extra = EXTRA_OF_MODULE.get(module)
+    extra = missing_extra(error)
     if extra is None:
         return None
+    module = error.name.split(".")[0]
     return f"this command needs {module}, which the forecaster-only install leaves out: pip install \"scalerl[{extra}]\""
 
 
@@ -468,10 +473,46 @@ def main() -> None:
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
-# Command groups that train register themselves here; each imports torch only inside its command bodies.
-importlib.import_module("scalerl.cli.train").register(app)  # `scalerl train`, `scalerl demo`
-importlib.import_module("scalerl.cli.ablate").register(app)  # `scalerl ablate` (torch imported only when runs train)
-importlib.import_module("scalerl.cli.study").register(app)  # `scalerl study`, an alias of `scalerl ablate`
-importlib.import_module("scalerl.cli.report").register(app)  # `scalerl report` (torch-free)
-importlib.import_module("scalerl.cli.export").register(app)  # `scalerl export` (torch imported in the body)
-importlib.import_module("scalerl.cli.config").register(app)  # `scalerl config keys` (torch-free)
+# Command groups that train register themselves here; each imports torch only inside its command
+# bodies, but some import the training package's config (and so its extra) at module level.
+COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("scalerl.cli.train", ("train", "demo")),
+    ("scalerl.cli.ablate", ("ablate",)),  # torch imported only when runs train
+    ("scalerl.cli.study", ("study",)),  # an alias of `scalerl ablate`
+    ("scalerl.cli.report", ("report",)),
+    ("scalerl.cli.export", ("export",)),  # torch imported in the body
+    ("scalerl.cli.config", ("config",)),  # `scalerl config keys`
+)
+ANY_ARGUMENTS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def command_needing_extra(message: str):
+    """A command that takes any arguments and fails with `error: <message>` (exit 2): what a
+    training command is in an install without its extra."""
+
+    def needs_extra(context: typer.Context) -> None:
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(code=USER_ERROR_EXIT_CODE)
+
+    return needs_extra
+
+
+def register_command_groups(target: typer.Typer) -> None:
+    """Register each command group; one whose extra is not installed becomes commands of the same
+    names that say which extra to install (the forecasting commands keep working)."""
+    for module_name, commands in COMMAND_GROUPS:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            message = missing_extra_message(error)
+            if message is None:
+                raise
+            for name in commands:
+                target.command(name, context_settings=ANY_ARGUMENTS, add_help_option=False,
+                               help=f"Not installed here: needs the '{missing_extra(error)}' extra.")(
+                    command_needing_extra(message))
+            continue
+        module.register(target)
+
+
+register_command_groups(app)
