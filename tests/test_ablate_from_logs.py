@@ -127,7 +127,7 @@ def test_seed_labels_pair_the_seeds_whatever_the_manifest_order(tmp_path):
 
 @pytest.mark.slow
 def test_still_rising_runs_are_undecided(tmp_path):
-    rising = {"c_mid": 3e6}  # the half-way point lies 10x beyond the last evaluation
+    rising = {"c_mid": 3e5}  # the last evaluation is the half-way point: still rising
     manifest = write_study(tmp_path, {"base": rising, "faster": {**rising, "b": 2.0}})
     verdict = verdict_of(build_from_logs_report(read_manifest(manifest), "base"), "faster")
     assert verdict.verdict == UNDECIDED and "bent over" in verdict.reason
