@@ -1,0 +1,109 @@
+"""Weights by collective (scalerl.distributed.broadcast): the bucket plan, and weights a generator
+actor receives by gloo broadcast are bit-identical to the trainer actor's."""
+from __future__ import annotations
+
+import pytest
+
+from scalerl.distributed.broadcast import Bucket, bucket_plan
+from scalerl.errors import ConfigError
+
+
+def test_bucket_plan_groups_by_dtype_and_fills_buckets_in_order():
+    items = [("a", "float32", 10, 4), ("b", "bfloat16", 8, 2), ("c", "float32", 20, 4),
+             ("d", "float32", 5, 4), ("e", "bfloat16", 100, 2)]
+    plan = bucket_plan(items, bucket_bytes=100)
+    # float32: a (40 B) + c (80 B) > 100 -> a alone; c + d = 100 B fits; bfloat16: b (16 B), e (200 B) alone
+    assert plan == (Bucket("float32", ("a",), (10,)), Bucket("float32", ("c", "d"), (20, 5)),
+                    Bucket("bfloat16", ("b",), (8,)), Bucket("bfloat16", ("e",), (100,)))
+    assert bucket_plan(items, bucket_bytes=10**6) == (Bucket("float32", ("a", "c", "d"), (10, 20, 5)),
+                                                      Bucket("bfloat16", ("b", "e"), (8, 100)))
+    assert bucket_plan([], 1) == ()
+    with pytest.raises(ConfigError, match="bucket size"):
+        bucket_plan(items, 0)
+
+
+def _state(fill: str):
+    """fp32, bf16 and fp16 tensors of odd sizes; `fill`="special" puts values whose bits matter in
+    them (signed zero, infinities, NaN with a payload, subnormals), "zeros" the receiver's start."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    shapes = {"layer.weight": ((33, 7), torch.float32), "layer.bias": ((33,), torch.float32),
+              "head.weight": ((5, 129), torch.bfloat16), "norm": ((17,), torch.float16),
+              "big": ((70_000,), torch.bfloat16)}
+    state = {}
+    for name, (shape, dtype) in shapes.items():
+        values = torch.randn(shape, generator=generator).to(dtype)
+        state[name] = torch.zeros(shape, dtype=dtype) if fill == "zeros" else values
+    if fill == "special":
+        flat = state["layer.bias"]
+        flat[:5] = torch.tensor([-0.0, float("inf"), -float("inf"), 1e-45, float("nan")])
+        flat.view(torch.int32)[5] = 0x7FC00123  # a NaN with a payload
+        state["head.weight"].view(-1)[:2] = torch.tensor([-0.0, 1e-40]).to(torch.bfloat16)
+    return state
+
+
+def _bits(state) -> dict:
+    import torch
+
+    views = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+    return {name: t.view(views[t.dtype]).clone() for name, t in state.items()}
+
+
+class _Rank:
+    """One process of the group: holds a state dict, sends or receives it."""
+
+    def __init__(self, fill: str) -> None:
+        self.state = _state(fill)
+
+    def join(self, rank: int, world_size: int, address: str) -> None:
+        from scalerl.distributed.broadcast import join_group
+
+        join_group(rank, world_size, address, "gloo", timeout_seconds=120)
+
+    def sync(self, send: bool, bucket_mb: float) -> int:
+        from scalerl.distributed.broadcast import model_bucket_plan, receive_weights, send_weights
+
+        plan = model_bucket_plan(self.state, bucket_mb)
+        return (send_weights if send else receive_weights)(self.state, plan)
+
+    def bits(self) -> dict:
+        return {name: bits.numpy() for name, bits in _bits(self.state).items()}
+
+    def leave(self) -> None:
+        from scalerl.distributed.broadcast import leave_group
+
+        leave_group()
+
+
+@pytest.mark.slow
+def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
+    ray = pytest.importorskip("ray")
+    import numpy as np
+
+    from scalerl.distributed.broadcast import free_address
+
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    try:
+        import sys
+
+        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests/ is not on the workers' path
+        actor = ray.remote(num_cpus=0)(_Rank)
+        trainer, generators = actor.remote("special"), [actor.remote("zeros") for _ in range(2)]
+        ranks = [trainer, *generators]
+        address = free_address()
+        ray.get([r.join.remote(i, len(ranks), address) for i, r in enumerate(ranks)])
+        expected = ray.get(trainer.bits.remote())
+        assert any(not np.array_equal(expected[n], b) for n, b in ray.get(generators[0].bits.remote()).items())
+        # 0.1 MiB buckets: "big" (140 kB of bf16) alone, the small ones grouped per dtype
+        sizes = ray.get([r.sync.remote(i == 0, 0.1) for i, r in enumerate(ranks)])
+        assert len(set(sizes)) == 1 and sizes[0] == sum(v.nbytes for v in expected.values())
+        for generator in generators:
+            received = ray.get(generator.bits.remote())
+            assert received.keys() == expected.keys()
+            for name in expected:
+                assert np.array_equal(received[name], expected[name]), name
+        ray.get([r.leave.remote() for r in ranks])
+    finally:
+        ray.shutdown()
