@@ -89,3 +89,70 @@ def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
     np.testing.assert_array_equal(curve.compute, np.arange(9.0))
     np.testing.assert_allclose(curve.reward, [step_reward(s) for s in range(9)], atol=1e-6)
     assert any("joined 2 TensorBoard folders as one resumed run" in note for note in curve.notes)
+
+
+# --- the same rules on a callback driven by hand -------------------------------------------------------
+
+
+def _state(step, log_history=(), max_steps=100):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(global_step=step, max_steps=max_steps, is_world_process_zero=True,
+                           num_input_tokens_seen=0, log_history=list(log_history))
+
+
+def test_on_train_begin_rebuilds_the_curve_from_the_log_history():
+    from scalerl.integrations.trl_callback import ScaleRLForecastCallback
+
+    history = []
+    for step in range(6):
+        history.append({"loss": 0.1, "num_tokens": 100.0 * (step + 1), "step": step})
+        history.append({"eval_reward": step_reward(step), "eval_num_tokens": 100.0 * (step + 1), "step": step})
+    history.append({"forecast_A": 0.5, "step": 5})  # the callback's own earlier entry: not an evaluation
+    callback = ScaleRLForecastCallback(compute_axis="tokens", plot=False)
+    callback.on_train_begin(None, _state(5, history), None)
+    assert callback.resumed_points == 6 and callback.steps == list(range(6))
+    assert callback.compute == [100.0 * (step + 1) for step in range(6)]
+    assert callback.rewards == [step_reward(step) for step in range(6)]
+    assert callback.last_forecast.fit.r0 == pytest.approx(step_reward(0))
+    logs = {"eval_reward": step_reward(6), "eval_num_tokens": 700.0}
+    callback.on_log(None, _state(6), None, logs=logs)
+    assert callback.compute[-1] == 700.0 and logs["forecast_A"] == callback.last_forecast.a
+    fresh = ScaleRLForecastCallback(plot=False)
+    fresh.on_train_begin(None, _state(0), None)  # a new run: nothing to rebuild
+    assert fresh.steps == [] and fresh.last_forecast is None
+
+
+def test_a_forecast_that_stops_updating_is_said_once(caplog):
+    from scalerl.integrations.trl_callback import STALE_AFTER, ScaleRLForecastCallback
+
+    callback = ScaleRLForecastCallback(compute_axis="tokens", plot=False)
+    with caplog.at_level("WARNING", logger="scalerl.integrations.trl_callback"):
+        for step in range(8):
+            callback.on_log(None, _state(step), None, logs={"num_tokens": 100.0 * (step + 1)})
+            callback.on_log(None, _state(step), None, logs={"eval_reward": step_reward(step)})
+        assert callback.last_forecast is not None and not caplog.records
+        for step in range(8, 8 + STALE_AFTER + 2):  # the token counter restarted: every fit is refused
+            callback.on_log(None, _state(step), None, logs={"num_tokens": 10.0 * step})
+            callback._tokens_seen = 10.0 * step
+            callback.on_log(None, _state(step), None, logs={"eval_reward": step_reward(step)})
+    assert len(caplog.records) == 1
+    message = caplog.records[0].getMessage()
+    assert f"has not updated for {STALE_AFTER} evaluations" in message and "from step 7" in message
+    assert "went backwards" in message
+
+
+def test_rewards_beyond_one_open_the_range_once(caplog):
+    from scalerl.integrations.trl_callback import ScaleRLForecastCallback
+
+    callback = ScaleRLForecastCallback(plot=False)
+    with caplog.at_level("WARNING", logger="scalerl.integrations.trl_callback"):
+        for step in range(10):
+            callback.on_log(None, _state(step), None, logs={"eval_reward": 1.0 + step_reward(step)})
+    assert callback.last_forecast is not None
+    assert callback.last_forecast.a == pytest.approx(1.0 + CURVE_A, abs=0.05)
+    assert len(caplog.records) == 1 and "outside [0, 1]" in caplog.records[0].getMessage()
+    bounded = ScaleRLForecastCallback(plot=False, reward_range=(0.0, 1.0))
+    for step in range(10):
+        bounded.on_log(None, _state(step), None, logs={"eval_reward": 1.0 + step_reward(step)})
+    assert bounded.last_forecast is None  # explicit bounds are kept: the fitter refuses rewards above 1
