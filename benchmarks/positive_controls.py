@@ -50,6 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_positive_controls (quick: ..._quick)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON results (default benchmarks/results/positive_controls.json, quick: ..._quick.json)")
     return parser.parse_args(argv)
 
 
@@ -170,7 +172,7 @@ def main(argv=None) -> int:
         "total_seconds": time.perf_counter() - started, "runs": 3 * config["seeds"], "controls": controls,
         "efficiency_study": efficiency_payload, "ceiling_study": ceiling_payload,
     }
-    path = RESULTS_DIR / ("positive_controls_quick.json" if config["quick"] else "positive_controls.json")
+    path = args.out or RESULTS_DIR / ("positive_controls_quick.json" if config["quick"] else "positive_controls.json")
     write_result(path, result, command)
     mover = controls["ceiling_mover"]
     print(f"ceiling mover: {mover['verdict']}, {mover['pairs_within']}/{mover['pairs']} pairs within "

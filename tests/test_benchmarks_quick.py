@@ -35,6 +35,8 @@ QUICK_ARGS: dict[str, tuple[str, ...]] = {
     "pipeline_efficiency": ("--quick", "--ratios", "1", "--generators", "1", "--lags", "8",
                             "--param-sizes", "builtin", "--workdir", "{tmp}/work",
                             "--out", "{tmp}/pipeline_efficiency.json", "--figure", "{tmp}/pipeline_efficiency.png"),
+    "positive_controls": ("--quick", "--steps", "4", "--eval-every", "2", "--sequential", "--workdir", "{tmp}/work",
+                          "--out", "{tmp}/positive_controls.json"),
     "report_render": ("--quick", "-o", "{tmp}/report.png"),
     "trainer_throughput": ("--quick", "--recipe", "matched", "--steps", "2", "--warmup-steps", "1",
                            "--out-dir", "{tmp}"),

@@ -257,6 +257,13 @@ def design_sentence(report: AblationReport, design: dict | None) -> str:
     return f"Design: {seeds_text}; {start_text}."
 
 
+PAIRING_TEXT = {
+    None: "seed i of a variant is paired with seed i of the base (same warm start, same RL seed).",
+    "from-logs": ("seed s of a variant is paired with the base's seed of the same label; a variant whose "
+                  "labels are not the base's is judged unpaired, with Welch's interval over the seeds."),
+}
+
+
 def markdown_text(report: AblationReport, command: str | None = None, design: dict | None = None) -> str:
     """The table, one sentence per knob, and the notes; `command` (how it was made) on top if given."""
     heading = KIND_TITLES.get(report.kind, "Leave-one-out ablation")
@@ -264,12 +271,12 @@ def markdown_text(report: AblationReport, command: str | None = None, design: di
     if command:
         lines += ["Produced by:", "", f"    {command}", ""]
     lines += [f"{title(report)}.", "", design_sentence(report, design), "",
-              "Rule (paired, after arXiv 2510.13786): seed i of a variant is paired with seed i of the base "
-              "(same warm start, same RL seed). If the interval of the paired differences dA_i lies beyond "
+              "Rule (paired, after arXiv 2510.13786): " + PAIRING_TEXT.get(report.kind, PAIRING_TEXT[None]) +
+              " If the interval of the paired differences dA_i lies beyond "
               "the margin, the knob moves the ceiling; if it lies within the margin, both seeds of each pair "
               "are refitted with A fixed to the pair's mean and the interval of dB_i decides (moves efficiency "
-              "only) unless it holds 0 (no measurable effect at the margin); an interval of dA that crosses "
-              "the margin is undecided.", "",
+              "only) unless it holds 0 or its mean is within the refits' own B noise (no measurable effect at "
+              "the margin); an interval of dA that crosses the margin is undecided.", "",
               "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     for item in report.variants:
         lines.append("| " + " | ".join(cell.replace("|", "/") for cell in row_cells(report, item)) + " |")

@@ -1,0 +1,62 @@
+"""Renderers (benchmarks/render.py BLOCKS) of the study's checks: the paired verdict on the shared
+real curves (`from_logs_verdicts.json`) and the positive controls on the built-in task
+(`positive_controls.json` or, when only the end-to-end check ran, `positive_controls_quick.json`)."""
+from __future__ import annotations
+
+
+def _interval(item: dict | None, digits: int = 3) -> str:
+    if not item or item.get("mean") is None:
+        return "-"
+    if item.get("lo") is None or item.get("hi") is None or item.get("source") == "none":
+        return f"{item['mean']:+.{digits}f}"
+    welch = " (Welch)" if item.get("source") == "Welch" else ""
+    return f"{item['mean']:+.{digits}f} [{item['lo']:+.{digits}f}, {item['hi']:+.{digits}f}]{welch}"
+
+
+def from_logs_verdicts(results: dict) -> str:
+    """One row per compared variant (or per refused group), then the time per run fitted."""
+    lines = ["| group | variant vs base | seeds | paired dA [90 %] | dB at shared A [90 %] | verdict | pairs agree |",
+             "|---|---|---|---|---|---|---|"]
+    for name, group in results["groups"].items():
+        if "refused" in group:
+            lines.append(f"| {name} | - | {group['runs']} runs | - | - | refused: `{group['refused']}` | - |")
+            continue
+        for variant in group["variants"]:
+            if variant["is_base"]:
+                continue
+            lines.append(f"| {name} | {variant['variant']} vs {group['base']} | {len(variant['seeds'])} | "
+                         f"{_interval(variant['delta_A'])} | {_interval(variant['delta_B'], 2)} | "
+                         f"{variant['verdict']} | {variant['pairs_agree'] or '-'} |")
+    reasons = [f"- {name}: {variant['verdict']}: {variant['reason']}" for name, group in results["groups"].items()
+               if "refused" not in group for variant in group["variants"] if variant.get("reason")]
+    summary = results["summary"]
+    lines += ["", *reasons, "", f"{summary['runs_fitted']} runs fitted (each seed, its shared-A refit and the "
+              f"variant's mean curve) in {summary['seconds']:.0f} s: {summary['seconds_per_run']:.1f} s per run."]
+    return "\n".join(lines)
+
+
+def positive_controls(results: dict) -> str:
+    """The two controls against what they must be called, with the wall time of the runs."""
+    settings, controls = results["settings"], results["controls"]
+    ceiling, efficiency = controls["ceiling_mover"], controls["efficiency_mover"]
+    studies = {"ceiling_mover": results["ceiling_study"], "efficiency_mover": results["efficiency_study"]}
+    effects = {key: next(v["effect"] for v in study["variants"] if not v["is_base"]) for key, study in studies.items()}
+    lines = ["| control | knob | must be called | called | paired dA [90 %] | dB at shared A [90 %] | pairs | check |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines.append(
+        f"| ceiling mover | `{ceiling['knob']}` | moves the ceiling (down), dA within {ceiling['tolerance']} of "
+        f"{ceiling['expected_delta_A']:+.3f} in >= {ceiling['pairs_needed']} pairs | {ceiling['verdict']} | "
+        f"{_interval(effects['ceiling_mover']['paired_delta_A'])} | {_interval(effects['ceiling_mover']['paired_delta_B'], 2)} | "
+        f"{ceiling['pairs_within']} of {ceiling['pairs']} within | {'passed' if ceiling['passed'] else 'FAILED'} |")
+    lines.append(
+        f"| efficiency mover | `{efficiency['knob']}` | moves efficiency only (or undecided), never the ceiling | "
+        f"{efficiency['verdict']} | {_interval(effects['efficiency_mover']['paired_delta_A'])} | "
+        f"{_interval(effects['efficiency_mover']['paired_delta_B'], 2)} | {efficiency['ceiling_pairs']} pairs call "
+        f"a ceiling | {'passed' if efficiency['passed'] else 'FAILED'} |")
+    run = (f"{'Quick end-to-end check only (not the design): ' if settings['quick'] else ''}{settings['seeds']} "
+           f"paired seed(s) x 3 runs of {settings['steps']} steps (evaluation every {settings['eval_every']}); "
+           f"training wall time {sum(v or 0 for v in results['train_seconds'].values()) / 60:.0f} min, "
+           f"{results['total_seconds'] / 60:.0f} min in all. Task bound: {ceiling['bound_base']:.3f} -> "
+           f"{ceiling['bound_variant']:.3f}.")
+    reason = f" Why: {efficiency['reason']}." if efficiency.get("reason") else ""
+    return "\n".join([*lines, "", run + reason])
