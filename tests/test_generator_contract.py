@@ -7,6 +7,7 @@ import pytest
 
 from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
+from scalerl.distributed.packed import pack_rollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
 
@@ -72,7 +73,7 @@ def test_broken_outputs_are_caught(breakage, message):
 
 def test_batch_contract_checks_step_and_versions():
     request = GenerationRequest(step=5, prompt_indices=(7, 2, 9), seed=0, min_version=3)
-    batch = GeneratedBatch(step=5, generator_id=0, rollouts=tuple(_fake_rollouts()), start_version=3,
+    batch = GeneratedBatch(step=5, generator_id=0, packed=pack_rollouts(_fake_rollouts()), start_version=3,
                            started_at=1.0, finished_at=2.0, weight_sync_seconds=0.01,
                            num_weight_swaps=1)
     assert batch_violations(batch, request, 2, published_version=4) == []

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
+from scalerl.distributed.packed import PackedRollouts, as_rollouts, pack_rollouts
 from scalerl.distributed.weights import (
     WeightSnapshot,
     WeightSubscriber,
@@ -89,7 +90,7 @@ class GeneratorWorker:
             if request.rng_state is not None:  # this request held the run's sampling stream
                 rng_after = generator.get_state()
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id, rollouts=tuple(rollouts),
+            step=request.step, generator_id=self.generator_id, packed=pack_rollouts(rollouts),
             start_version=start_version, started_at=started_at, finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,
@@ -130,11 +131,12 @@ class TrainerWorker:
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
-    def train(self, rollouts: Sequence[Rollout]) -> StepResult:
-        """train_step (the synchronous trainer's code), then publish the new version."""
+    def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
+        """train_step (the synchronous trainer's code) on the batch (unpacked here, once), then
+        publish the new version."""
         started_at = time.time()
         stats = train_step(self.model, self.optimizer, self.scheduler,
-                           training_rewards(list(rollouts), self.config), self.config,
+                           training_rewards(as_rollouts(rollouts), self.config), self.config,
                            reference=self.reference)
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)

@@ -1,12 +1,14 @@
 """The messages between the pipeline's driver, generators and trainer (plain frozen dataclasses).
 
 Kept apart from the workers (actors.py) so that a process handling them needs no torch model
-code: the simulated-device backend's generators import only this and weights.py.
+code: the simulated-device backend's generators import only this, packed.py and weights.py.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+from scalerl.distributed.packed import PackedRollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
 
 
@@ -28,11 +30,12 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class GeneratedBatch:
-    """Rollouts (rewards filled in) and how the generator spent its time on them."""
+    """Rollouts (rewards filled in), packed into arrays (packed.py), and how the generator spent
+    its time on them. `rollouts` unpacks them on first use, in the process that reads them."""
 
     step: int
     generator_id: int
-    rollouts: tuple[Rollout, ...]
+    packed: PackedRollouts
     start_version: int
     started_at: float
     finished_at: float
@@ -40,10 +43,13 @@ class GeneratedBatch:
     num_weight_swaps: int
     rng_state_after: object | None = None
 
+    @functools.cached_property
+    def rollouts(self) -> tuple[Rollout, ...]:
+        return tuple(unpack_rollouts(self.packed))
+
     @property
     def oldest_policy_version(self) -> int:
-        versions = [r.oldest_policy_version for r in self.rollouts if r.token_policy_versions]
-        return min(versions) if versions else self.start_version
+        return self.packed.oldest_policy_version(self.start_version)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from scalerl.distributed.packed import pack_rollouts
 from scalerl.distributed.staleness import Admission, admit_batch
 from scalerl.errors import ScaleRLError
 
@@ -108,14 +109,14 @@ class OffPolicyLoop:
         slices = slice_rounds(rollouts, self.session.config.sampling.prompts_per_step)
         for position, rollout_slice in enumerate(slices):
             batch = dataclasses.replace(
-                first, rollouts=tuple(rollout_slice),
+                first, packed=pack_rollouts(rollout_slice),
                 weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0)
             oldest = min(r.oldest_policy_version for r in rollout_slice)
             if admit_batch(oldest, self.session.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
             self.session.run_state.update_pool(rollout_slice)
             self.session.steps_committed += 1
-            self.pending = (self.session.trainer.train.remote(rollout_slice), batch)
+            self.pending = (self.session.trainer.train.remote(batch.packed), batch)
             result = ray.get(self.pending[0])
             self.pending = None
             self.session.complete_step(result, batch)

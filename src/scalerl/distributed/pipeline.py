@@ -224,7 +224,7 @@ class _AsyncLoop:
                            f"trainer version {self.session.steps_committed} (max_lag {self.k})")
                 continue
             self.run_state.update_pool(batch.rollouts)
-            ref = self.session.trainer.train.remote(list(batch.rollouts))
+            ref = self.session.trainer.train.remote(batch.packed)  # arrays: no pickling per rollout
             self.training.append((ref, batch))
             self.session.steps_committed += 1
 

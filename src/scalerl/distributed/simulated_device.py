@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
+from scalerl.distributed.packed import pack_rollouts
 from scalerl.distributed.weights import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 from scalerl.tasks.rollout import Rollout
@@ -124,7 +125,7 @@ class SimulatedGenerator:
             sleep_until(clock)
         rollouts = fake_rollouts(request.prompt_indices, generations, self.costs, versions)
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id, rollouts=tuple(rollouts),
+            step=request.step, generator_id=self.generator_id, packed=pack_rollouts(rollouts),
             start_version=start_version, started_at=started_at, finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
+from scalerl.distributed.packed import PackedRollouts, as_rollouts
 from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.distributed.weights import publish_weights
 from scalerl.errors import InputError
@@ -27,11 +28,12 @@ class SimulatedTrainer(TrainerWorker):
         super().__init__(config, registry, torch_threads=torch_threads,
                          resume_checkpoint=resume_checkpoint)
 
-    def train(self, rollouts: Sequence[Rollout]) -> StepResult:
+    def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
         from scalerl.train import flops
         from scalerl.train.train_step import StepStats
 
         started_at = time.time()
+        rollouts = as_rollouts(rollouts)  # what TrainerWorker.train pays before its step
         tokens = sum(r.num_completion_tokens for r in rollouts)
         sleep_until(time.perf_counter() + self.costs.train_seconds(tokens))
         self.version += 1
