@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scalerl.checks import require, require_choice, require_positive
+from scalerl.tasks.custom_reward import parse_reward_weights
 from scalerl.tasks.verifiers import ANSWER_CHECKS as _CHECKS
 
 ANSWER_CHECKS = tuple(_CHECKS)
@@ -39,6 +40,11 @@ class TaskConfig:
     hard_num_operands: int = field(default=12, metadata={"help": "built-in task: operands of the hard prompts"})
     modulus: int = field(default=0, metadata={
         "help": "built-in task: 0 (plain sums) or m: each reduction modulo m (10: one-digit steps)"})
+    reward: str = field(default="", metadata={
+        "help": "reward functions 'module.path:function' (comma-separated), called like TRL's reward_funcs "
+                "('': the answer check)"})
+    reward_weights: str = field(default="", metadata={
+        "help": "weights of the task.reward functions, comma-separated ('': 1 each)"})
 
     def __post_init__(self) -> None:
         require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
@@ -58,3 +64,6 @@ class TaskConfig:
         require_choice(self.answer_check, "task.answer_check", ANSWER_CHECKS)
         require(0 < self.val_fraction < 1, "task.val_fraction",
                  f"must be in (0, 1), got {self.val_fraction!r}")
+        require(bool(self.reward.strip()) or not self.reward_weights.strip(), "task.reward_weights",
+                "weights reward functions: set task.reward too")
+        parse_reward_weights(self.reward_weights, len([part for part in self.reward.split(",") if part.strip()]))

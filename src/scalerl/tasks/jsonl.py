@@ -75,7 +75,8 @@ def _parse_line(line: str, line_number: int, path: Path,
         raise InputError(
             f"{where}: unknown split {split!r}; use one of {', '.join(TRAIN_SPLITS + VALIDATION_SPLITS)}"
         )
-    return TaskExample(prompt=prompt, answer=str(answer)), split
+    columns = tuple((key, value) for key, value in record.items() if key not in ("prompt", "messages", "answer", "completion", "split"))
+    return TaskExample(prompt=prompt, answer=str(answer), columns=columns), split
 
 
 def read_task_examples(path: str | Path,

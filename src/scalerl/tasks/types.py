@@ -3,17 +3,19 @@ worked completion), shared by the built-in arithmetic task and JSONL tasks."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
 class TaskExample:
-    """One prompt, its reference answer, and (if known) a worked completion for warm-up."""
+    """One prompt, its reference answer, (if known) a worked completion for warm-up, and the
+    dataset's other columns as (name, value) pairs (what user reward functions receive)."""
 
     prompt: str
     answer: str
     demonstration: str | None = None
+    columns: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
 
 class Task(Protocol):

@@ -18,6 +18,7 @@ from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.types import Task
+from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
@@ -59,12 +60,16 @@ def check_device(device: str) -> None:
         raise ConfigError("device: 'mps' is not available on this machine; use device=cpu")
 
 
-def build_task(config: TrainConfig) -> Task:
-    """The built-in arithmetic task at the configured difficulty, or a JSONL task.
+def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ()) -> Task:
+    """The built-in arithmetic task at the configured difficulty, or a JSONL task; scored by the
+    task.reward functions (or the Python API's `reward_functions`) when there are any.
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    return load_task(config.task, render_chat=chat_renderer(config.model.path))
+    task = load_task(config.task, render_chat=chat_renderer(config.model.path))
+    if reward_functions:
+        return with_reward_functions(task, list(reward_functions), config.task.reward_weights)
+    return with_reward_functions(task, config.task.reward, config.task.reward_weights)
 
 
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
@@ -161,7 +166,8 @@ def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
 
 
 def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
-    """The verifier's reward of each rollout (the length penalty is added at training)."""
+    """The verifier's reward of each rollout (the length penalty is added at training); a task
+    with a batch `rewards` method (user reward functions) is called once for all of them."""
     examples = task.train
     return [r.with_reward(task.reward(r.completion_text, examples[r.prompt_index])) for r in rollouts]
 
@@ -171,6 +177,10 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
                   weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
     """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
     indices = [int(i) for i in prompt_indices]
+    batch_rewards = getattr(task, "rewards", None)
+    if batch_rewards is not None:
+        values = batch_rewards([r.completion_text for r in rollouts], [examples[r.prompt_index] for r in rollouts])
+        return [r.with_reward(value) for r, value in zip(rollouts, values)]
     rollouts = generate_rollouts(
         model, tokenizer, [task.train[i].prompt for i in indices], indices,
         num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),

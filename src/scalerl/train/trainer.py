@@ -15,10 +15,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
+from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
@@ -78,14 +79,15 @@ class RunResult:
     interrupted: bool = False  # stopped by Ctrl-C (a checkpoint of the last step was written)
 
 
-def open_run(config: TrainConfig, run_dir: Path, resume: bool) -> Run:
+def open_run(config: TrainConfig, run_dir: Path, resume: bool,
+             reward_functions: Sequence[RewardFunction] = ()) -> Run:
     """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped).
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
     bare architecture is built first, so that checkpoints whose weights do not fit it are skipped
     like any damaged checkpoint."""
     check_paths(config)
-    task = build_task(config)
+    task = build_task(config, reward_functions)
     bare = fresh_policy(config) if resume and checkpoint_folders(run_dir) else None
     state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
                           rng_device=config.device,
@@ -161,15 +163,17 @@ def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop:
 
 
 def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
-          show_progress: bool = True, on_row: RowCallback | None = None) -> RunResult:
-    """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged.
+          show_progress: bool = True, on_row: RowCallback | None = None,
+          reward_functions: Sequence[RewardFunction] = ()) -> RunResult:
+    """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged;
+    `reward_functions` (callables, TRL's reward_funcs convention) replace task.reward's.
 
     Ctrl-C (SIGINT, in the main thread) stops the run after the step it is in, with a checkpoint
     of that step: the result says `interrupted` and `resume=True` continues it; a second Ctrl-C
     stops at once (KeyboardInterrupt)."""
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
-    run = open_run(config, Path(run_dir), resume)
+    run = open_run(config, Path(run_dir), resume, reward_functions)
     state = run.state
     progress = RunProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:
