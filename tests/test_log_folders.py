@@ -12,7 +12,7 @@ import pytest
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve
-from scalerl.forecast.readers.formats import MAX_LOG_BYTES
+from scalerl.forecast.readers.log_files import MAX_LOG_BYTES
 
 FAST = ("--n-bootstrap", "20")
 

@@ -247,7 +247,8 @@ N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap", help="Bootstrap refits 
 @app.command()
 @exits_on_user_error
 def fit(
-    path: Path = typer.Argument(..., help="Log: CSV, JSONL, W&B history CSV, TensorBoard file or directory."),
+    path: Path = typer.Argument(..., help="Log: CSV, JSONL, W&B history CSV, trainer_state.json, verl log, TensorBoard "
+                                          "file or folder; a TRL checkpoint or output folder or a scalerl run folder."),
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
     r0: Optional[float] = typer.Option(None, "--r0", help="Starting reward R0 (default: the first evaluation)."),

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import codecs
 import re
-import stat
 from pathlib import Path
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers.csv_format import read_csv_table
 from scalerl.forecast.readers.jsonl import load_json, read_json_table
+from scalerl.forecast.readers.log_files import check_regular_file
 from scalerl.forecast.readers.table import LogTable
 from scalerl.forecast.readers.trainer_state import is_trainer_state, read_trainer_state
 from scalerl.forecast.readers.verl_console import looks_like_verl_console, read_verl_console
@@ -20,9 +20,6 @@ TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", "")
 METRICS_FILE = "metrics.jsonl"  # what `scalerl train` writes in its run folder
 TRAINER_STATE_FILE = "trainer_state.json"  # in every transformers / TRL checkpoint folder
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
-# A log is read whole into memory (text, then columns: several times its size); beyond this it is
-# refused before reading, as one line, rather than ending in a MemoryError.
-MAX_LOG_BYTES = 4 * 2**30
 
 
 def read_table(path: Path, *, run: str | None = None, allow_partial: bool = False) -> LogTable:
@@ -53,23 +50,6 @@ def read_table(path: Path, *, run: str | None = None, allow_partial: bool = Fals
     if encoding_note:
         table.notes.insert(0, encoding_note)
     return table
-
-
-def check_regular_file(path: Path, max_bytes: int | None = None) -> None:
-    """InputError unless `path` is a regular file of at most `max_bytes` (MAX_LOG_BYTES): a device
-    (/dev/zero) never ends and a FIFO blocks its reader, so neither is opened."""
-    limit = MAX_LOG_BYTES if max_bytes is None else max_bytes
-    try:
-        status = path.stat()
-    except OSError as error:
-        raise InputError(f"cannot read {path}: {error.strerror or error}") from None
-    if not stat.S_ISREG(status.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device" if (
-            stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)) else "not a regular file"
-        raise InputError(f"{path} is {kind}: scalerl fit reads log files and folders only")
-    if status.st_size > limit:
-        raise InputError(f"{path} holds {status.st_size / 2**30:.1f} GiB, over the {limit / 2**30:.0f} GiB a log "
-                         "may hold here; keep the rows to fit (e.g. the evaluation rows) in a smaller file")
 
 
 def log_in_folder(folder: Path) -> tuple[Path | None, str]:

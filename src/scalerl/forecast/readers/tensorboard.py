@@ -21,6 +21,7 @@ import numpy as np
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers.event_proto import WireError, decode_event
+from scalerl.forecast.readers.log_files import check_regular_file
 from scalerl.forecast.readers.table import LogTable
 from scalerl.forecast.readers.tfrecord import Records, read_records
 
@@ -130,6 +131,7 @@ def read_folder(files: list[Path], source: Path, allow_partial: bool, notes: lis
     """The scalars of one folder's event files, read in order as one stream of events."""
     piece = ScalarPiece()
     for file in files:
+        check_regular_file(file)
         data = file.read_bytes()
         records = read_records(data)
         if records.problem is not None:
