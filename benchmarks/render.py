@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import render_forecast, render_tables as tables
+from benchmarks import render_forecast, render_study_checks as study_checks, render_tables as tables
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
@@ -80,6 +80,8 @@ BLOCKS = {
     "study-headline": (SECTIONS[6][2], tables.study_headline),
     "tiny-study": (SECTIONS[6][2], tables.tiny_study),
     "batch-sweep": (["sweep_equal_compute.json"], tables.batch_sweep),
+    "from-logs-verdicts": (["from_logs_verdicts.json"], study_checks.from_logs_verdicts),
+    "positive-controls": (["positive_controls_quick.json"], study_checks.positive_controls),
     "trainer-headline": (["trainer_throughput.json"], tables.trainer_headline),
     "trainer-throughput": (["trainer_throughput.json"], tables.trainer_throughput),
     "async-vs-sync": (["async_vs_sync.json"], tables.async_vs_sync),

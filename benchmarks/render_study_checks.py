@@ -3,6 +3,8 @@ real curves (`from_logs_verdicts.json`) and the positive controls on the built-i
 (`positive_controls.json` or, when only the end-to-end check ran, `positive_controls_quick.json`)."""
 from __future__ import annotations
 
+from benchmarks.render_tables import machine_text
+
 
 def _interval(item: dict | None, digits: int = 3) -> str:
     if not item or item.get("mean") is None:
@@ -31,7 +33,8 @@ def from_logs_verdicts(results: dict) -> str:
                if "refused" not in group for variant in group["variants"] if variant.get("reason")]
     summary = results["summary"]
     lines += ["", *reasons, "", f"{summary['runs_fitted']} runs fitted (each seed, its shared-A refit and the "
-              f"variant's mean curve) in {summary['seconds']:.0f} s: {summary['seconds_per_run']:.1f} s per run."]
+              f"variant's mean curve) in {summary['seconds']:.0f} s: {summary['seconds_per_run']:.1f} s per run "
+              f"({machine_text(results)})."]
     return "\n".join(lines)
 
 
@@ -56,7 +59,8 @@ def positive_controls(results: dict) -> str:
     run = (f"{'Quick end-to-end check only (not the design): ' if settings['quick'] else ''}{settings['seeds']} "
            f"paired seed(s) x 3 runs of {settings['steps']} steps (evaluation every {settings['eval_every']}); "
            f"training wall time {sum(v or 0 for v in results['train_seconds'].values()) / 60:.0f} min, "
-           f"{results['total_seconds'] / 60:.0f} min in all. Task bound: {ceiling['bound_base']:.3f} -> "
+           f"{results['total_seconds'] / 60:.0f} min in all ({machine_text(results)}). Task bound: "
+           f"{ceiling['bound_base']:.3f} -> "
            f"{ceiling['bound_variant']:.3f}.")
     reason = f" Why: {efficiency['reason']}." if efficiency.get("reason") else ""
     return "\n".join([*lines, "", run + reason])
