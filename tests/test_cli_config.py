@@ -111,7 +111,7 @@ def test_report_to_and_logger_flags_become_config_keys():
     with pytest.raises(ConfigError, match="--report-to"):
         logging_assignments(False, False, None, None, "mlflow")
     config = TrainConfig().with_overrides(logging_assignments(False, True, None, "r1", None))
-    assert config.wandb and config.wandb_run_name == "r1" and config.wandb_project == "scalerl"
+    assert config.wandb and config.wandb_run_name == "r1" and config.wandb_project == ""  # $WANDB_PROJECT or scalerl
 
 
 # --- chat-form tasks -------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def _is_module(name: str) -> bool:
 def layer_of(name: str) -> int | None:
     """Index of a module's layer (errors.py, checks.py and the package root are the lowest)."""
     parts = name.split(".")
-    if len(parts) < 2 or parts[1] in ("errors", "checks", "escaping", "__main__"):
+    if len(parts) < 2 or parts[1] in ("errors", "checks", "escaping", "parsing_limits", "__main__"):
         return 0
     return LAYERS.index(parts[1]) if parts[1] in LAYERS else None
 

@@ -1,5 +1,6 @@
-"""`scalerl train --tensorboard --wandb`: both trackers get every metric of metrics.jsonl under the
-same names (W&B in offline mode, read back from its run file)."""
+"""`scalerl train --tensorboard --wandb`: both trackers get every metric of metrics.jsonl under its
+grouped name (train/, eval/, forecast/; W&B in offline mode, read back from its run file), and
+W&B's environment variables win over scalerl's defaults."""
 
 import json
 import re
@@ -8,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
+from scalerl.train.metric_groups import grouped_metric_name
 
 
 def wandb_history_items(run_file):
@@ -31,12 +33,12 @@ def wandb_history_items(run_file):
 
 
 def numeric_items(row):
-    return {(key, value) for key, value in row.items()
+    return {(grouped_metric_name(key), value) for key, value in row.items()
             if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)}
 
 
 @pytest.mark.slow  # a 2-step tiny run with both trackers: ~6 s
-def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_names(tiny_set_options, tmp_path,
+def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_grouped_names(tiny_set_options, tmp_path,
                                                                             monkeypatch):
     pytest.importorskip("wandb")
     from tbparse import SummaryReader
@@ -58,6 +60,7 @@ def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_names(tin
     for row in rows:
         for key, value in numeric_items(row):
             assert logged[(key, row["step"])] == pytest.approx(value, rel=1e-6), key
+    assert {tag.split("/")[0] for tag, _ in logged} == {"train", "eval"}  # forecast/ once a fit exists
 
     run_files = list((out / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(run_files) == 1
@@ -79,3 +82,37 @@ def test_wandb_without_the_package_is_one_error_before_anything_is_written(tmp_p
     result = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "run"), "--report-to", "wandb"])
     assert result.exit_code == 2 and result.stderr.startswith("error: wandb: logging to W&B needs the wandb package")
     assert not (tmp_path / "run").exists()
+
+
+def test_metric_names_are_grouped_as_trl_groups_them():
+    assert [grouped_metric_name(name) for name in ("loss", "flops", "val_pass_rate", "forecast_A", "val_")] == [
+        "train/loss", "train/flops", "eval/pass_rate", "forecast/A", "train/val_"]
+
+
+def test_wandb_environment_variables_win_over_defaults_and_lose_to_set_values(tmp_path, monkeypatch):
+    from scalerl.train.wandb_log import run_identity
+
+    environ = {"WANDB_PROJECT": "team-rl", "WANDB_ENTITY": "lab", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}
+    assert run_identity("", "", tmp_path / "run", environ) == {
+        "project": "team-rl", "name": "try-3", "entity": "lab", "group": "sweep-1"}
+    assert run_identity("mine", "named", tmp_path / "run", environ)["project"] == "mine"
+    assert run_identity("", "", tmp_path / "run", {}) == {"project": "scalerl", "name": "run", "entity": None,
+                                                         "group": None}
+
+
+@pytest.mark.slow  # starts an offline W&B run: ~5 s
+def test_an_offline_wandb_run_takes_project_group_and_name_from_the_environment(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from scalerl.train.wandb_log import WandbMirror
+
+    for name, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb-home"), "WANDB_SILENT": "true",
+                        "WANDB_PROJECT": "team-rl", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "run").mkdir()
+    mirror = WandbMirror(tmp_path / "run", project="", run_name="")
+    try:
+        run = mirror._run
+        assert (run.project, run.group, run.name) == ("team-rl", "sweep-1", "try-3")
+        mirror.write({"step": 1, "loss": 0.5, "val_pass_rate": 0.25})
+    finally:
+        mirror.close()

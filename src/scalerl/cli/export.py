@@ -21,6 +21,8 @@ def export_command(
     out: Optional[Path] = typer.Argument(None, help="Model folder to write (must not exist or be empty)."),
     out_option: Optional[Path] = typer.Option(None, "-o", "--out", help="Same as OUT."),
     step: Optional[int] = typer.Option(None, "--step", help="Checkpoint step (default: the newest)."),
+    dtype: Optional[str] = typer.Option(
+        None, "--dtype", help="Cast the exported weights: float32, bfloat16 or float16 (default: as trained)."),
 ) -> None:
     """Write a checkpoint as a model folder for from_pretrained / vLLM (no training state)."""
     if out is not None and out_option is not None and out != out_option:
@@ -30,7 +32,7 @@ def export_command(
         raise InputError("missing the output folder: scalerl export RUN OUT (or -o OUT)")
     from scalerl.train.export import export_model
 
-    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True))
+    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype)
     Console(soft_wrap=True).print(
         f"exported to {written}; load it with AutoModelForCausalLM.from_pretrained('{written}')",
         markup=False, highlight=False)

@@ -49,8 +49,18 @@ def build_train_config(preset: Optional[str], assignments: List[str], model: Opt
     if max_steps is not None:
         options.append(f"max_steps={max_steps}")
     if config_file is None:
-        return preset_config(preset or DEFAULT_PRESET, options)
-    return config_from_file(config_file, preset_config(preset or DEFAULT_PRESET)).with_overrides(options)
+        return with_cached_model(preset_config(preset or DEFAULT_PRESET, options))
+    return with_cached_model(config_from_file(config_file, preset_config(preset or DEFAULT_PRESET)).with_overrides(options))
+
+
+def with_cached_model(config: TrainConfig) -> TrainConfig:
+    """`config` with a hub id in model.path (`org/name`, not a local folder) replaced by its
+    snapshot folder in the local Hugging Face cache, which the saved config then names."""
+    from scalerl.models.hub_cache import cached_model_folder, is_hub_id
+
+    if config.model.path == "builtin" or not is_hub_id(config.model.path):
+        return config
+    return config.with_overrides([f"model.path={cached_model_folder(config.model.path)}"])
 
 
 def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[int]):
@@ -67,24 +77,17 @@ def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[
     return config
 
 
-REPORT_TARGETS = ("none", "tensorboard", "wandb")
-
-
 def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[str],
                         wandb_run_name: Optional[str], report_to: Optional[str]) -> List[str]:
-    """--tensorboard / --wandb / --report-to (transformers' spelling) as config overrides.
+    """--tensorboard / --wandb / --report-to (transformers' spelling: none, all, or names) as config
+    overrides. A flag that is not given changes nothing, so a resumed run keeps its saved loggers."""
+    from scalerl.train.trl_config import report_targets
 
-    A flag that is not given changes nothing, so a resumed run keeps its saved loggers."""
-    targets = set()
-    if report_to is not None:
-        targets = {part.strip() for part in report_to.replace(" ", ",").split(",") if part.strip()}
-        unknown = sorted(targets - set(REPORT_TARGETS))
-        if unknown or not targets or ("none" in targets and len(targets) > 1):
-            raise ConfigError(f"--report-to takes none, or tensorboard and/or wandb (comma-separated), "
-                              f"got {report_to!r}")
     assignments = []
     if report_to is not None:
-        assignments += [f"tensorboard={'tensorboard' in targets}", f"wandb={'wandb' in targets}"]
+        if not report_to.strip():
+            raise ConfigError("--report-to takes all, none, or tensorboard and/or wandb, got ''")
+        assignments += [f"{name}={on}" for name, on in report_targets(report_to, "--report-to").items()]
     if tensorboard:
         assignments.append("tensorboard=true")
     if wandb or wandb_project is not None or wandb_run_name is not None:
@@ -94,6 +97,19 @@ def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[
     if wandb_run_name is not None:
         assignments.append(f"wandb_run_name={wandb_run_name}")
     return assignments
+
+
+def run_directory(out: Optional[Path], config_file: Optional[Path]) -> Path:
+    """--out, else the --config file's output_dir (TRL's name for the run directory)."""
+    if out is not None:
+        return out
+    if config_file is not None:
+        from scalerl.train.config_io import run_directory_of
+
+        named = run_directory_of(config_file)
+        if named is not None:
+            return Path(named)
+    raise ConfigError("missing the run directory: give --out DIR (or output_dir in the --config file)")
 
 
 def closing_hint(out: Path) -> str:
@@ -126,11 +142,12 @@ def pipeline_assignments(mode: Optional[str], max_lag: Optional[int], generators
     return [f"pipeline.{key}={value}" for key, value in values.items() if value is not None]
 
 
-def end_interrupted(out: Path, step: int) -> None:
-    """After Ctrl-C (a checkpoint of `step` written): say how to continue, exit with code 130."""
+def end_interrupted(out: Path, step: int, exit_code: int = INTERRUPTED_EXIT_CODE) -> None:
+    """After Ctrl-C or SIGTERM (a checkpoint of `step` written): say how to continue, exit with
+    `exit_code` (130 after Ctrl-C, 143 after SIGTERM)."""
     say(f"interrupted at step {step}; checkpoint written into {out}; continue with: "
         f"scalerl train --out {out} --resume")
-    raise typer.Exit(code=INTERRUPTED_EXIT_CODE)
+    raise typer.Exit(code=exit_code)
 
 
 def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> None:
@@ -141,7 +158,7 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> N
     result = run_pipeline(config, config.pipeline, out, resume=resume, show_progress=show_progress,
                           log=lambda line: console.print(line, markup=False, highlight=False))
     if result.interrupted:
-        end_interrupted(out, result.steps_done)
+        end_interrupted(out, result.steps_done, result.exit_code)
     rates = [r["val_pass_rate"] for r in result.rows if r.get("val_pass_rate") is not None]
     last = f"{rates[-1]:.3f}" if rates else "n/a"
     say(f"trained step {result.steps_done} ({config.pipeline.mode}) into {out}; last validation pass rate {last}")
@@ -150,12 +167,17 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> N
 
 @exits_on_user_error
 def train_command(
-    out: Path = typer.Option(..., "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/)."),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="key=value overrides as hydra users type them (same as --set), after everything else.",
+        show_default=False),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/); default: the "
+        "--config file's output_dir (TRL's key)."),
     preset: Optional[str] = typer.Option(
         None, "--preset", help=f"Recipe preset (see `scalerl presets`); default {DEFAULT_PRESET}."),
     config_file: Optional[Path] = typer.Option(
-        None, "--config", help="Start from this config file: JSON (e.g. a run's config.json) or YAML; "
-        "--set and the options below apply on top."),
+        None, "--config", help="Start from this config file: JSON (e.g. a run's config.json), YAML or TOML, "
+        "ours or TRL's GRPOConfig keys; --set and the options below apply on top."),
     set_: List[str] = typer.Option([], "--set", help=SET_HELP),
     model: Optional[str] = typer.Option(None, "--model", help=key_flag_help("model.path")),
     task: Optional[str] = typer.Option(None, "--task", help=key_flag_help("task.name")),
@@ -176,11 +198,12 @@ def train_command(
     wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help=key_flag_help("wandb_project")),
     wandb_run_name: Optional[str] = typer.Option(None, "--wandb-run-name", help=key_flag_help("wandb_run_name")),
     report_to: Optional[str] = typer.Option(
-        None, "--report-to", help="Loggers as in transformers: none, tensorboard, wandb (comma-separated)."),
+        None, "--report-to", help="Loggers as in transformers: all, none, tensorboard, wandb (comma-separated)."),
 ) -> None:
     """Train a policy with a recipe preset; logs metrics.jsonl for `scalerl fit`."""
+    out = run_directory(out, config_file)
     set_ = [*set_, *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address),
-            *logging_assignments(tensorboard, wandb, wandb_project, wandb_run_name, report_to)]
+            *logging_assignments(tensorboard, wandb, wandb_project, wandb_run_name, report_to), *(overrides or [])]
     if resume:
         if preset is not None or model is not None or task is not None or config_file is not None:
             raise ConfigError("--resume uses the saved config: drop --preset/--config/--model/--task")
@@ -194,7 +217,7 @@ def train_command(
 
     result = train(config, out, resume=resume, show_progress=progress)
     if result.interrupted:
-        end_interrupted(out, result.last_step)
+        end_interrupted(out, result.last_step, result.exit_code)
     last = f"{result.val_pass_rates[-1]:.3f}" if result.val_pass_rates else "n/a"
     say(f"trained {result.last_step} steps into {out}; last validation pass rate {last}")
     say(closing_hint(out))

@@ -1,7 +1,11 @@
 """User tasks from a JSONL file: one `{"prompt": ..., "answer": ...}` object per line, or in chat
-form `{"messages": [{"role": "user", "content": ...}, ...], "answer": ...}` (TRL's conversational
-format), whose prompt is the model tokenizer's chat template applied to the messages with the
-generation prompt added (`render_chat`, given by the caller who knows the model).
+form `{"messages": [{"role": "user", "content": ...}, ...], "answer": ...}` or
+`{"prompt": [{"role": ..., "content": ...}, ...], ...}` (TRL's conversational formats), whose prompt
+is the model tokenizer's chat template applied to the messages with the generation prompt added
+(`render_chat`, given by the caller who knows the model). TRL's prompt-completion rows
+`{"prompt": ..., "completion": ...}` work too: the completion (text or assistant messages) is the
+worked demonstration and its final answer (after the last `</think>`, else all of it) the
+reference, unless an `answer` is given. Lines are parsed with the bounds of scalerl.parsing_limits.
 
 An optional `"split"` field ("train" or "validation"/"val"/"test") places a line; when no line has
 one, a seeded random hold-out (`val_fraction`) is used; when some lines have it, lines without it
@@ -10,26 +14,29 @@ go to train. Answers are checked exactly or math-verify-style (`answer_check`).
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any, Callable
 
 from scalerl.errors import InputError
+from scalerl.parsing_limits import load_json
 from scalerl.tasks.types import TaskExample
-from scalerl.tasks.verifiers import answer_reward, get_answer_check
+from scalerl.tasks.verifiers import answer_reward, extract_final_answer, get_answer_check
 
 TRAIN_SPLITS = ("train",)
 VALIDATION_SPLITS = ("validation", "val", "test", "eval")
 
 
 ChatRenderer = Callable[[list[dict[str, str]]], str]
+# Refused at load time, before any tokenizer sees it: 128 K characters is beyond the context of
+# the models trained here (a 32 K-token context holds ~128 K characters of English).
+MAX_PROMPT_CHARS = 131_072
 
 
-def _chat_messages(messages: Any, where: str) -> list[dict[str, str]]:
-    """The `messages` field checked: a non-empty list of {role, content} string pairs."""
+def _chat_messages(messages: Any, where: str, field: str = "messages") -> list[dict[str, str]]:
+    """A messages field checked: a non-empty list of {role, content} string pairs."""
     if not isinstance(messages, list) or not messages:
-        raise InputError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects")
+        raise InputError(f"{where}: '{field}' must be a non-empty list of {{role, content}} objects")
     for number, message in enumerate(messages, start=1):
         if not (isinstance(message, dict) and isinstance(message.get("role"), str)
                 and isinstance(message.get("content"), str)):
@@ -37,46 +44,81 @@ def _chat_messages(messages: Any, where: str) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
+def _rendered(messages: list[dict[str, str]], where: str, field: str, render_chat: ChatRenderer | None) -> str:
+    if render_chat is None:
+        raise InputError(f"{where}: chat-form tasks ('{field}' as messages) need a model whose tokenizer has "
+                         "a chat template")
+    try:
+        return render_chat(messages)
+    except InputError as error:
+        raise InputError(f"{where}: {error}") from None
+
+
 def _prompt_of(record: dict, where: str, render_chat: ChatRenderer | None) -> str:
     if "prompt" in record and "messages" in record:
         raise InputError(f"{where}: give 'prompt' or 'messages', not both")
-    if "messages" in record:
-        messages = _chat_messages(record["messages"], where)
-        if render_chat is None:
-            raise InputError(f"{where}: chat-form tasks ('messages') need a model whose tokenizer has a chat template")
-        try:
-            return render_chat(messages)
-        except InputError as error:
-            raise InputError(f"{where}: {error}") from None
-    if "prompt" not in record:
+    field = "messages" if "messages" in record else "prompt"
+    if field not in record:
         raise InputError(f"{where}: missing field 'prompt' (or 'messages')")
-    prompt = record["prompt"]
-    if not isinstance(prompt, str) or not prompt:
-        raise InputError(f"{where}: 'prompt' must be a non-empty string")
-    return prompt
+    value = record[field]
+    if field == "messages" or isinstance(value, list):
+        value = _rendered(_chat_messages(value, where, field), where, field, render_chat)
+    elif not isinstance(value, str) or not value:
+        raise InputError(f"{where}: 'prompt' must be a non-empty string or a list of {{role, content}} messages")
+    if len(value) > MAX_PROMPT_CHARS:
+        raise InputError(f"{where}: the prompt is {len(value)} characters long; a task prompt may hold at "
+                         f"most {MAX_PROMPT_CHARS}")
+    return value
+
+
+def _completion_text(completion: Any, where: str) -> str:
+    """TRL's completion: text, or messages whose assistant contents are joined."""
+    if isinstance(completion, list):
+        messages = _chat_messages(completion, where, "completion")
+        completion = "".join(m["content"] for m in messages if m["role"] == "assistant")
+    if not isinstance(completion, str) or not completion.strip():
+        raise InputError(f"{where}: 'completion' must be non-empty text or assistant messages")
+    return completion
+
+
+def _answer_of(record: dict, where: str) -> tuple[str, str | None]:
+    """(reference answer, demonstration or None): `answer`, else the final answer of `completion`."""
+    demonstration = _completion_text(record["completion"], where) if "completion" in record else None
+    if "answer" not in record:
+        if demonstration is None:
+            raise InputError(f"{where}: missing field 'answer' (or TRL's 'completion')")
+        return extract_final_answer(demonstration), demonstration
+    answer = record["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        raise InputError(f"{where}: 'answer' must be a string or a number")
+    return str(answer), demonstration
+
+
+def parse_record(record: Any, where: str,
+                 render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
+    """(example, split or None) of one task record (see the module docstring); InputError says
+    what is wrong, prefixed by `where`."""
+    if not isinstance(record, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    answer, demonstration = _answer_of(record, where)
+    prompt = _prompt_of(record, where, render_chat)
+    split = record.get("split")
+    if split is not None and split not in TRAIN_SPLITS + VALIDATION_SPLITS:
+        raise InputError(
+            f"{where}: unknown split {str(split)[:40]!r}; use one of {', '.join(TRAIN_SPLITS + VALIDATION_SPLITS)}"
+        )
+    columns = tuple((key, value) for key, value in record.items() if key not in ("prompt", "messages", "answer", "completion", "split"))
+    return TaskExample(prompt=prompt, answer=answer, demonstration=demonstration, columns=columns), split
 
 
 def _parse_line(line: str, line_number: int, path: Path,
                 render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
     where = f"{path}, line {line_number}"
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{where}: not valid JSON ({error.msg})") from None
-    if not isinstance(record, dict):
-        raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
-    if "answer" not in record:
-        raise InputError(f"{where}: missing field 'answer'")
-    prompt, answer = _prompt_of(record, where, render_chat), record["answer"]
-    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
-        raise InputError(f"{where}: 'answer' must be a string or a number")
-    split = record.get("split")
-    if split is not None and split not in TRAIN_SPLITS + VALIDATION_SPLITS:
-        raise InputError(
-            f"{where}: unknown split {split!r}; use one of {', '.join(TRAIN_SPLITS + VALIDATION_SPLITS)}"
-        )
-    columns = tuple((key, value) for key, value in record.items() if key not in ("prompt", "messages", "answer", "completion", "split"))
-    return TaskExample(prompt=prompt, answer=str(answer), columns=columns), split
+        record = load_json(line)
+    except ValueError as error:  # json.JSONDecodeError included
+        raise InputError(f"{where}: not valid JSON ({getattr(error, 'msg', None) or error})") from None
+    return parse_record(record, where, render_chat)
 
 
 def read_task_examples(path: str | Path,
@@ -85,12 +127,16 @@ def read_task_examples(path: str | Path,
     path = Path(path)
     if not path.is_file():
         raise InputError(f"task file {str(path)!r} does not exist")
-    with path.open(encoding="utf-8") as handle:
-        rows = [
-            _parse_line(line, number, path, render_chat)
-            for number, line in enumerate(handle, start=1)
-            if line.strip()
-        ]
+    try:
+        with path.open(encoding="utf-8") as handle:
+            rows = [
+                _parse_line(line, number, path, render_chat)
+                for number, line in enumerate(handle, start=1)
+                if line.strip()
+            ]
+    except UnicodeDecodeError:
+        raise InputError(f"task file {str(path)!r} is not UTF-8 JSON lines (a parquet file needs the .parquet "
+                         "suffix)") from None
     if not rows:
         raise InputError(f"task file {str(path)!r} has no examples")
     return rows

@@ -11,12 +11,15 @@ no symbolic link, headers, finite tensors); a damaged one is refused, never copi
 files its manifest lists are copied (older checkpoints without one: its regular files, with a
 warning), each copy checked against the manifest's size and SHA-256, so a checkpoint pruned or
 replaced by a training process meanwhile fails rather than leaving a mixed folder.
+The exported folder takes the checkpoint folder's permissions; `dtype` casts its weights
+(scalerl.train.export_dtype), with a note when the head then computes in another precision.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -85,9 +88,14 @@ def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> Non
 
 
 def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None,
-                 on_note: Callable[[str], None] | None = None) -> Path:
-    """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`;
-    `on_note` hears the warning about a checkpoint without a manifest."""
+                 on_note: Callable[[str], None] | None = None, dtype: str | None = None) -> Path:
+    """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`,
+    its weights cast to `dtype` when given; `on_note` hears the warning about a checkpoint without
+    a manifest and the note about the head's precision."""
+    from scalerl.train.export_dtype import EXPORT_DTYPES, cast_model_folder, head_precision_note, trained_head_dtype
+
+    if dtype is not None and dtype not in EXPORT_DTYPES:
+        raise InputError(f"--dtype must be one of {', '.join(EXPORT_DTYPES)}, got {dtype!r}")
     run_dir, out = Path(run_dir), Path(out)
     checkpoint = find_checkpoint(run_dir, step)
     try:
@@ -106,10 +114,17 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
             _copy_model_files(checkpoint, staging)
         else:
             _rebuild_model_folder(run_dir, checkpoint, staging)
+        if dtype is not None:
+            cast_model_folder(staging, dtype)
+        trained_head = trained_head_dtype(run_dir)
+        note = head_precision_note(trained_head, staging) if trained_head is not None else None
+        os.chmod(staging, stat.S_IMODE(checkpoint.stat().st_mode))  # mkdtemp's 0700 shuts out other users
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+    if note is not None and on_note is not None:
+        on_note(note)
     return out

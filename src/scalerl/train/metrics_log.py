@@ -5,7 +5,8 @@ Each append writes one complete line, flushes and fsyncs before returning, so af
 readers ignore and `truncate_after_step` removes. Any other line that is not a JSON object with
 an integer step is damage: InputError names the file and the line. Non-finite floats are written
 as null (strict JSON).
-Optionally mirrors every numeric column to TensorBoard.
+Optionally mirrors every numeric column to TensorBoard (and W&B, scalerl.train.wandb_log) under its
+grouped name (scalerl.train.metric_groups).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from scalerl.errors import InputError
+from scalerl.train.metric_groups import grouped_metric_name
 from scalerl.train.safe_writes import write_atomically, writing
 
 METRICS_FILE_NAME = "metrics.jsonl"
@@ -105,7 +107,8 @@ def missing_steps(steps: list[int], last_step: int) -> list[int]:
 
 
 class TensorBoardMirror:
-    """Writes numeric columns of each row as scalars at the row's step (if tensorboard exists)."""
+    """Writes numeric columns of each row as scalars at the row's step, under their grouped names
+    (if tensorboard exists)."""
 
     def __init__(self, log_dir: str | os.PathLike):
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
@@ -117,7 +120,7 @@ class TensorBoardMirror:
         for key, value in row.items():
             if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
                 if math.isfinite(value):
-                    self._writer.add_scalar(key, value, global_step=step)
+                    self._writer.add_scalar(grouped_metric_name(key), value, global_step=step)
         self._writer.flush()
 
     def close(self) -> None:
@@ -134,7 +137,7 @@ def open_tensorboard(log_dir: str | os.PathLike) -> TensorBoardMirror | None:
 
 class MetricsLog:
     """The run's metrics sink: JSONL file (always) plus TensorBoard and W&B (optional), every
-    mirror under the names of the JSONL columns."""
+    mirror under the grouped names of the JSONL columns (`grouped_metric_name`)."""
 
     def __init__(self, run_dir: str | os.PathLike, *, tensorboard: bool = False, mirrors: tuple = ()):
         self.path = Path(run_dir) / METRICS_FILE_NAME

@@ -1,8 +1,11 @@
-"""Mirror of the run's metrics rows to Weights & Biases, under the names of `metrics.jsonl`.
+"""Mirror of the run's metrics rows to Weights & Biases, under the grouped names of
+`metrics.jsonl`'s columns (train/..., eval/..., forecast/...; scalerl.train.metric_groups).
 
 One W&B run per scalerl run: its id is kept in `RUN/wandb_run_id`, so `--resume` continues the
 same W&B run. W&B's own console capture is off (the progress bar stays ours); `WANDB_MODE=offline`
-logs to `RUN/wandb/` without a network, for `wandb sync` later.
+logs to `RUN/wandb/` without a network, for `wandb sync` later. W&B's environment variables
+(WANDB_PROJECT, WANDB_ENTITY, WANDB_RUN_GROUP, WANDB_NAME) win over scalerl's defaults; a project
+or run name set in the config wins over them.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from scalerl.errors import ConfigError
+from scalerl.train.metric_groups import grouped_metric_name
 
 RUN_ID_FILE = "wandb_run_id"
+DEFAULT_PROJECT = "scalerl"
 
 
 def require_wandb() -> None:
@@ -28,10 +33,21 @@ def require_wandb() -> None:
 
 
 def numeric_columns(row: Mapping[str, Any]) -> dict[str, float]:
-    """The row's finite numeric columns except `step` (W&B gets the step separately)."""
-    return {key: value for key, value in row.items()
+    """The row's finite numeric columns except `step` (W&B gets the step separately), under their
+    grouped names."""
+    return {grouped_metric_name(key): value for key, value in row.items()
             if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value)}
+
+
+def run_identity(project: str, run_name: str, run_dir: Path, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """wandb.init's project, name, entity and group: the config's value when set, else W&B's
+    variable (WANDB_PROJECT, WANDB_NAME, WANDB_ENTITY, WANDB_RUN_GROUP), else scalerl's default
+    (project 'scalerl', the run directory's name; no entity or group: W&B's own)."""
+    return {"project": project or environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
+            "name": run_name or environ.get("WANDB_NAME") or run_dir.name,
+            "entity": environ.get("WANDB_ENTITY") or None,
+            "group": environ.get("WANDB_RUN_GROUP") or None}
 
 
 def _run_id(run_dir: Path) -> str:
@@ -56,7 +72,7 @@ class WandbMirror:
 
         run_dir = Path(run_dir)
         try:
-            self._run = wandb.init(project=project, name=run_name or run_dir.name, id=_run_id(run_dir),
+            self._run = wandb.init(**run_identity(project, run_name, run_dir, os.environ), id=_run_id(run_dir),
                                    resume="allow", dir=str(run_dir), config=dict(config or {}),
                                    settings=wandb.Settings(console="off", quiet=True))
         except Exception as error:  # wandb raises its own types (UsageError, CommError, ...) and more
