@@ -37,6 +37,7 @@ BATCHES = {  # prompts x generations per step
     "generation-heavy": ("sampling.prompts_per_step=8", "sampling.generations_per_prompt=16"),
     "demo": (),
 }
+QUICK_BATCH = ("sampling.prompts_per_step=4", "sampling.generations_per_prompt=8")  # --quick: 4 x 8
 
 MODES = {
     "sync": None,
@@ -50,7 +51,7 @@ MODES = {
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short smoke run")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 3 steps of 4 x 8 per mode, small evaluations")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps per mode")
     parser.add_argument("--eval-every", type=int, default=None)
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset")
@@ -74,11 +75,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def bench_overrides(args) -> list[str]:
     """The ScaleRL preset at benchmark scale (the demo's greedy validation: one completion per
     prompt); --quick shrinks steps and evaluation."""
-    steps = args.steps or (6 if args.quick else 120)
+    steps = args.steps or (3 if args.quick else 120)
     eval_every = args.eval_every or (3 if args.quick else 10)
-    common = [*BATCHES[args.batch], f"max_steps={steps}", f"eval_every={eval_every}",
-              f"checkpoint_every={steps}",
-              "eval_prompts=32" if args.quick else "eval_prompts=64"]
+    common = [*BATCHES[args.batch], *(QUICK_BATCH if args.quick else ()), f"max_steps={steps}",
+              f"eval_every={eval_every}", f"checkpoint_every={steps}",
+              "eval_prompts=16" if args.quick else "eval_prompts=64"]
     return [*common, *args.overrides]
 
 
@@ -263,7 +264,7 @@ def main(argv=None) -> int:
     workdir = Path(args.workdir)
     load_before = os.getloadavg()
     results = {}
-    split = step_split(config, workdir) if args.modes else None
+    split = step_split(config, workdir, steps=2 if args.quick else 6) if args.modes else None
     if split:
         print(f"synchronous step, 1 thread: generation {split['generate_seconds_per_step']:.3f} s, "
               f"training {split['train_seconds_per_step']:.3f} s "

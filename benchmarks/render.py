@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import render_forecast, render_study_checks as study_checks, render_tables as tables
+from benchmarks import render_pipeline_scale as pipeline_scale
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
@@ -87,6 +88,8 @@ BLOCKS = {
     "async-vs-sync": (["async_vs_sync.json"], tables.async_vs_sync),
     "pipeline-headline": (["pipeline_efficiency.json"], tables.pipeline_headline),
     "pipeline-efficiency": (["pipeline_efficiency.json"], tables.pipeline_efficiency),
+    "pipeline-broadcast": (["pipeline_broadcast.json"], pipeline_scale.broadcast_table),
+    "pipeline-transport": (["pipeline_transport.json"], pipeline_scale.transport_table),
 }
 
 
