@@ -63,4 +63,9 @@ def positive_controls(results: dict) -> str:
            f"{ceiling['bound_base']:.3f} -> "
            f"{ceiling['bound_variant']:.3f}.")
     reason = f" Why: {efficiency['reason']}." if efficiency.get("reason") else ""
-    return "\n".join([*lines, "", run + reason])
+    trained = sum(v or 0 for v in results["train_seconds"].values())
+    per_step = trained / (results["runs"] * settings["steps"])  # the base's runs count once (linked)
+    full = (f" At {per_step:.0f} s per training step (warm starts included), the full design (5 seeds x 3 runs "
+            f"x 200 steps) would take about {per_step * 3000 / 3600:.0f} h one run at a time."
+            if settings["quick"] else "")
+    return "\n".join([*lines, "", run + reason + full])
