@@ -86,6 +86,8 @@ BLOCKS = {
     "trainer-headline": (["trainer_throughput.json"], tables.trainer_headline),
     "trainer-throughput": (["trainer_throughput.json"], tables.trainer_throughput),
     "async-vs-sync": (["async_vs_sync.json"], tables.async_vs_sync),
+    "train-memory": (["train_memory.json"], tables.train_memory),
+    "train-memory-headline": (["train_memory.json"], tables.train_memory_headline),
     "pipeline-headline": (["pipeline_efficiency.json"], tables.pipeline_headline),
     "pipeline-efficiency": (["pipeline_efficiency.json"], tables.pipeline_efficiency),
     "pipeline-broadcast": (["pipeline_broadcast.json"], pipeline_scale.broadcast_table),

@@ -223,3 +223,43 @@ def pipeline_headline(results: dict) -> str:
             f"{_range(efficiencies, 2)} of the overlap bound over every ratio and generator count, for "
             f"{over['excess_ms']:.1f} ms ({100 * over['excess_share']:.1f} %) of overhead per step; "
             f"{statistics.median(efficiencies):.2f} at the median.")
+
+
+def train_memory(results: dict) -> str:
+    setup, summary = results["setup"], results["summary"]
+    lines = [f"One step's resident set on CPU at train.micro_batch_size = {setup['micro_batch_size']} and "
+             f"train.logprob_chunk_size = {setup['logprob_chunk_size']} (the second step of a fresh process; "
+             "added: its peak minus the resident set before it).", "",
+             "| model | sequences | tokens | peak MiB | added MiB | step s |", "|---|---|---|---|---|---|"]
+    for name, rows in results["memory"].items():
+        for row in rows:
+            lines.append(f"| {name} ({row['parameters'] / 1e6:.1f} M params) | {row['batch']} | {row['tokens']:,} | "
+                         f"{row['peak_mib']:,.0f} | {row['added_mib']:,.0f} | {row['seconds']:.1f} |")
+    head, logprobs = setup["logprob_head"], results["logprobs"]
+    throughput = results["median_step_seconds"]
+    lines += ["", f"Peak over the batch sizes, max / min: " + ", ".join(
+        f"{name} {value:.3f}" for name, value in summary["peak_flatness"].items()) + ".", "",
+        f"Log-probs of {head['sequences']} x {head['length']} tokens through a {head['vocab']:,}-word LM head "
+        f"(hidden {head['hidden']}), forward and backward: materialised logits add "
+        f"{logprobs['materialised']['added_mib']:,.0f} MiB, chunks of {logprobs['chunked']['logprob_chunk_size']} "
+        f"positions {logprobs['chunked']['added_mib']:,.0f} MiB ({summary['logprob_memory_ratio']:.1f}x less).", "",
+        f"Built-in model, {setup['throughput_batch']} sequences, median of {setup['timed_steps']} steps: "
+        f"{throughput['unbatched']:.2f} s unbatched, {throughput['micro-batched']:.2f} s in micro-batches of "
+        f"{setup['micro_batch_size']} (micro-batched throughput "
+        f"{summary['micro_vs_unbatched_throughput']:.2f}x the unbatched)."]
+    return "\n".join(lines)
+
+
+def _model_label(name: str, rows: list[dict]) -> str:
+    return "built-in" if name == "builtin" else f"{rows[0]['parameters'] / 1e6:.0f} M-parameter"
+
+
+def train_memory_headline(results: dict) -> str:
+    summary = results["summary"]
+    spans = " and ".join(f"{min(r['batch'] for r in rows)} to {max(r['batch'] for r in rows)} sequences on the "
+                         f"{_model_label(name, rows)} model" for name, rows in results["memory"].items())
+    flat = max(summary["peak_flatness"].values())
+    return (f"At a fixed micro-batch one step's peak memory varies by at most **{100 * (flat - 1):.1f} %** from "
+            f"{spans}; chunked log-probs need {summary['logprob_memory_ratio']:.1f}x less memory than "
+            "materialised logits at a 32k vocabulary "
+            "([docs/training.md](docs/training.md#larger-models-memory-reward-functions-several-processes)).")

@@ -17,6 +17,7 @@ ScaleRL, arXiv 2510.13786, section 4).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.train.nonfinite import require_finite_rollouts, require_finite_update
+from scalerl.train.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
 from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
@@ -278,7 +280,12 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     tokens = _trained_token_counts(kept_rollouts)
     advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
     optimizer.zero_grad(set_to_none=True)
-    accumulated = accumulate_gradients(model, kept_rollouts, advantages[keep], config, reference)
+    rank, world_size = rank_and_world_size()
+    accumulated = accumulate_gradients(model, kept_rollouts, advantages[keep], config, reference,
+                                       rows=shard_rows(len(kept_rollouts), rank, world_size))
+    if world_size > 1:  # data parallel: the shards' gradients and sums add up to the whole batch's
+        all_reduce_gradients(model.parameters())
+        accumulated = AccumulatedStats(*all_reduce_sums(dataclasses.astuple(accumulated)))
     entropy, mean_ratio, clipped_fraction = accumulated.means()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
     require_finite_update(accumulated.loss, grad_norm, model)
