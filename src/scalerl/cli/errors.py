@@ -30,7 +30,10 @@ def fail(message: object) -> None:
 def describe_os_error(error: OSError) -> str:
     """`cannot open runs/x.csv: No such file or directory` rather than errno noise."""
     reason = error.strerror or str(error)
-    return f"{reason}: {error.filename}" if error.filename else reason
+    if not error.filename:
+        return reason
+    name = str(error.filename)  # a hostile path may be 100 K characters long: quote ~200 of them
+    return f"{reason}: {name if len(name) <= 200 else name[:200] + f'... ({len(name)} characters)'}"
 
 
 @contextmanager

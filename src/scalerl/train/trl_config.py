@@ -98,12 +98,12 @@ def _loss_assignments(values: Mapping[str, Any], base_loss: str) -> dict[str, An
     out: dict[str, Any] = {}
     loss = base_loss
     if "loss_type" in values:
-        if values["loss_type"] not in LOSS_TYPES:
+        if not isinstance(values["loss_type"], str) or values["loss_type"] not in LOSS_TYPES:
             raise ConfigError(f"loss_type {shown(values['loss_type'])} has no counterpart here; "
                               f"use one of {', '.join(LOSS_TYPES)}")
         loss, out["rl.aggregation"] = LOSS_TYPES[values["loss_type"]]
     level = values.get("importance_sampling_level", "token")
-    if level not in ("token", "sequence"):
+    if not isinstance(level, str) or level not in ("token", "sequence"):
         raise ConfigError(f"importance_sampling_level must be token or sequence, got {shown(level)}")
     if level == "sequence":
         loss = "gspo"
