@@ -103,3 +103,24 @@ def test_a_parquet_task_named_jsonl_or_garbage_parquet_is_one_error_line(tmp_pat
     (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(InputError, match="not a readable parquet file"):
         load_task(TaskConfig(name=str(tmp_path / "junk.parquet")))
+
+
+def test_a_model_hub_id_becomes_its_cached_snapshot_folder(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    from scalerl.cli.train import build_train_config
+    from tiny_hf import build_tiny_hf_model
+
+    commit = "1" * 40
+    folder = tmp_path / "hf" / "hub" / "models--org--tiny-llama"
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(commit)
+    model, tokenizer = build_tiny_hf_model("llama")
+    model.save_pretrained(folder / "snapshots" / commit)
+    tokenizer.save_pretrained(folder / "snapshots" / commit)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    config = build_train_config(None, [], "org/tiny-llama", None, None)
+    assert config.model.path == str(folder / "snapshots" / commit)
+    with pytest.raises(InputError, match="neither a local path nor a model in the local Hugging Face cache"):
+        build_train_config(None, [], "org/absent", None, None)

@@ -130,3 +130,18 @@ def test_cli_errors_for_configs_are_one_line(tmp_path):
                           "unknown config key 'rl.los'; did you mean rl.loss?")
     assert_one_line_error(invoke("train", "--out", tmp_path / "run", "rl.loss"), "expected key=value")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_trl_yaml_is_a_valid_grpo_config_and_the_batch_matches_trls(tmp_path):
+    """TRL itself accepts the file's keys, and one optimiser step takes the prompts TRL's
+    generation batch holds: generation_batch_size / num_generations."""
+    yaml = pytest.importorskip("yaml")
+    trl = pytest.importorskip("trl")
+    values = {key: value for key, value in yaml.safe_load(TRL_YAML).items() if key not in ("bf16", "report_to")}
+    trl_config = trl.GRPOConfig(**values, use_cpu=True, report_to=[])
+    path = tmp_path / "grpo.yaml"
+    path.write_text(TRL_YAML)
+    config = config_from_file(path)
+    assert config.sampling.prompts_per_step == trl_config.generation_batch_size // trl_config.num_generations
+    assert (config.optim.lr, config.max_steps, config.rl.loss_params["grpo_kl_coef"]) == (
+        trl_config.learning_rate, trl_config.max_steps, trl_config.beta)

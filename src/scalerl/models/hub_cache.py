@@ -3,6 +3,7 @@ with HF_HUB_OFFLINE=1, nothing is downloaded): a model id becomes its cached sna
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -16,6 +17,16 @@ def is_hub_id(name: str) -> bool:
     return HUB_ID.match(name) is not None and not Path(name).exists()
 
 
+def hub_cache_dir() -> str | None:
+    """HF_HUB_CACHE, else HF_HOME/hub, as set now (huggingface_hub reads them once, when first
+    imported); None: huggingface_hub's default."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return None
+
+
 def cached_snapshot(repo_id: str, repo_type: str = "model") -> Path:
     """The folder of `repo_id`'s cached snapshot (its `main` revision); InputError saying how to
     fetch it when it is not in the local cache."""
@@ -23,7 +34,7 @@ def cached_snapshot(repo_id: str, repo_type: str = "model") -> Path:
     from huggingface_hub.errors import LocalEntryNotFoundError
 
     try:
-        return Path(snapshot_download(repo_id, repo_type=repo_type, local_files_only=True))
+        return Path(snapshot_download(repo_id, repo_type=repo_type, local_files_only=True, cache_dir=hub_cache_dir()))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         kind = "dataset" if repo_type == "dataset" else "model"
         raise InputError(f"{repo_id!r} is neither a local path nor a {kind} in the local Hugging Face cache "
