@@ -111,6 +111,12 @@ def _yaml_loader() -> type:
             super().__init__(stream)
             self._depth = 0
 
+        def fetch_flow_collection_start(self, TokenClass):  # noqa: ANN001, N803 - PyYAML's signature
+            # Refused while scanning: the scanner would otherwise read every `[` of the file first.
+            if self.flow_level >= MAX_DEPTH:
+                raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
+            return super().fetch_flow_collection_start(TokenClass)
+
         def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
             self._depth += 1
             try:

@@ -13,7 +13,8 @@ class ModelConfig:
     A field's `help` is its meaning in `scalerl config keys` and the CLI."""
 
     path: str = field(default="builtin", metadata={
-        "help": "'builtin' (tiny Llama-style model, character tokenizer) or a local Hugging Face model folder"})
+        "help": "'builtin' (tiny Llama-style model, character tokenizer), a local Hugging Face model folder, or a "
+                "model id in the local Hugging Face cache (saved as its snapshot folder)"})
     fp32_head: bool = field(
         default=True, metadata={"help": "compute the LM head in float32 whatever the body dtype (ScaleRL section 4)"})
     hidden_size: int = field(default=128, metadata={"help": "built-in model: hidden size"})

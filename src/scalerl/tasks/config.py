@@ -20,7 +20,8 @@ class TaskConfig:
     A field's `help` is its meaning in `scalerl config keys` and the CLI."""
 
     name: str = field(default="builtin", metadata={
-        "help": "'builtin' (multi-step arithmetic) or a JSONL file of {prompt|messages, answer}"})
+        "help": "'builtin' (multi-step arithmetic), a JSONL or parquet file of {prompt|messages, answer|completion} "
+                "(verl's layout too), or a dataset id in the local Hugging Face cache"})
     num_operands: int = field(default=4, metadata={"help": "built-in task: operands per problem"})
     max_digits: int = field(default=1, metadata={"help": "built-in task: most digits per operand"})
     operations: str = field(
