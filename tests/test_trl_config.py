@@ -145,3 +145,27 @@ def test_the_trl_yaml_is_a_valid_grpo_config_and_the_batch_matches_trls(tmp_path
     assert config.sampling.prompts_per_step == trl_config.generation_batch_size // trl_config.num_generations
     assert (config.optim.lr, config.max_steps, config.rl.loss_params["grpo_kl_coef"]) == (
         trl_config.learning_rate, trl_config.max_steps, trl_config.beta)
+
+
+@pytest.mark.slow  # two tiny training steps: ~20 s
+def test_a_trl_yaml_and_a_verl_parquet_train_unchanged(tmp_path, monkeypatch):
+    pd = pytest.importorskip("pandas")
+    import json
+
+    pairs = [(x % 9, (x * 7) % 9) for x in range(48)]
+    pd.DataFrame([{"data_source": "arith", "prompt": f"{a}+{b}=", "ability": "math",
+                   "reward_model": {"style": "rule", "ground_truth": str(a + b)},
+                   "extra_info": {"split": "train" if i < 40 else "test", "index": i}}
+                  for i, (a, b) in enumerate(pairs)]).to_parquet(tmp_path / "arith.parquet")
+    (tmp_path / "grpo.yaml").write_text("output_dir: out/grpo\nlearning_rate: 1.0e-2\nper_device_train_batch_size: 9\n"
+                                        "num_generations: 3\nmax_completion_length: 16\nloss_type: dapo\nmax_steps: 2\n"
+                                        "eval_steps: 1\nsave_steps: 2\nreport_to: none\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("train", "--config", "grpo.yaml", "--task", "arith.parquet", "--no-progress", "model.num_layers=1",
+                    "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0", "eval_prompts=4",
+                    "eval_samples_per_prompt=2")
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "out" / "grpo" / "config.json").read_text())
+    assert (saved["sampling"]["prompts_per_step"], saved["rl"]["loss"], saved["model"]["num_layers"]) == (3, "dapo", 1)
+    rows = [json.loads(line) for line in (tmp_path / "out" / "grpo" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "val_pass_rate" in row] == [0, 1, 2]
