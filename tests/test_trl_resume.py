@@ -118,9 +118,8 @@ def test_on_train_begin_rebuilds_the_curve_from_the_log_history():
     logs = {"eval_reward": step_reward(6), "eval_num_tokens": 700.0}
     callback.on_log(None, _state(6), None, logs=logs)
     assert callback.compute[-1] == 700.0 and logs["forecast_A"] == callback.last_forecast.a
-    fresh = ScaleRLForecastCallback(plot=False)
-    fresh.on_train_begin(None, _state(0), None)  # a new run: nothing to rebuild
-    assert fresh.steps == [] and fresh.last_forecast is None
+    callback.on_train_begin(None, _state(0), None)  # the callback used again for a new run: it starts empty
+    assert callback.steps == [] and callback.rewards == [] and callback.last_forecast is None
 
 
 def test_a_forecast_that_stops_updating_is_said_once(caplog):

@@ -1,14 +1,13 @@
 """The `scalerl` command line: fit, compare and plot compute-performance curves from logs.
 
-Imports no torch: the training commands (`train`, `demo`) are registered at the end from
-scalerl.cli.train when that module is installed. Expected failures end as one `error: ...` line
-on stderr with exit code 2 (see scalerl.cli.errors).
+Imports no torch: the training commands (`train`, `demo`, ...) are registered at the end
+(cli/extras.py), as commands naming the extra to install when it is missing. Expected failures
+end as one `error: ...` line on stderr with exit code 2 (see scalerl.cli.errors).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,6 +17,7 @@ import typer
 from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
+from scalerl.cli.extras import missing_extra_message, register_command_groups
 from scalerl.errors import FitError, InputError
 from scalerl.escaping import for_rich, plain
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
@@ -427,29 +427,6 @@ def plot(
     Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
 
-# The extra (pyproject.toml) that installs each optional top-level module a command may import.
-EXTRA_OF_MODULE = {
-    "torch": "train", "transformers": "train", "safetensors": "train", "tokenizers": "train",
-    "math_verify": "train", "yaml": "train", "accelerate": "train",
-    "ray": "distributed", "wandb": "wandb", "tensorboard": "tensorboard",
-}
-
-
-def missing_extra(error: ImportError) -> str | None:
-    """The extra that installs the module `error` did not find; None for any other import error."""
-    return EXTRA_OF_MODULE.get((getattr(error, "name", None) or "").split(".")[0])
-
-
-def missing_extra_message(error: ImportError) -> str | None:
-    """`this command needs torch, ...: pip install "scalerl[train]"` when `error` is a module of an
-    extra that is not installed (a forecaster-only install); None for any other import error."""
-    extra = missing_extra(error)
-    if extra is None:
-        return None
-    module = error.name.split(".")[0]
-    return f"this command needs {module}, which the forecaster-only install leaves out: pip install \"scalerl[{extra}]\""
-
-
 def main() -> None:
     """Console-script entry point (`scalerl`): usage errors too end as one `error: ...` line, and
     so does a command run without the extra it needs."""
@@ -474,46 +451,6 @@ def main() -> None:
     sys.exit(exit_code if isinstance(exit_code, int) else 0)
 
 
-# Command groups that train register themselves here; each imports torch only inside its command
-# bodies, but some import the training package's config (and so its extra) at module level.
-COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("scalerl.cli.train", ("train", "demo")),
-    ("scalerl.cli.ablate", ("ablate",)),  # torch imported only when runs train
-    ("scalerl.cli.study", ("study",)),  # an alias of `scalerl ablate`
-    ("scalerl.cli.report", ("report",)),
-    ("scalerl.cli.export", ("export",)),  # torch imported in the body
-    ("scalerl.cli.config", ("config",)),  # `scalerl config keys`
-)
-ANY_ARGUMENTS = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
-
-
-def command_needing_extra(message: str):
-    """A command that takes any arguments and fails with `error: <message>` (exit 2): what a
-    training command is in an install without its extra."""
-
-    def needs_extra(context: typer.Context) -> None:
-        typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(code=USER_ERROR_EXIT_CODE)
-
-    return needs_extra
-
-
-def register_command_groups(target: typer.Typer) -> None:
-    """Register each command group; one whose extra is not installed becomes commands of the same
-    names that say which extra to install (the forecasting commands keep working)."""
-    for module_name, commands in COMMAND_GROUPS:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as error:
-            message = missing_extra_message(error)
-            if message is None:
-                raise
-            for name in commands:
-                target.command(name, context_settings=ANY_ARGUMENTS, add_help_option=False,
-                               help=f"Not installed here: needs the '{missing_extra(error)}' extra.")(
-                    command_needing_extra(message))
-            continue
-        module.register(target)
-
-
+# The command groups that train (and report, export, config): registered last, each replaced by a
+# command naming its extra when that extra is not installed.
 register_command_groups(app)

@@ -129,22 +129,23 @@ class ScaleRLForecastCallback(TrainerCallback):
     # --- events -------------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        """Rebuild the curve from the evaluations in `state.log_history` (a resumed run's, restored
-        from its checkpoint): each entry replayed as `on_log` saw it, then one fit."""
-        history = [entry for entry in (getattr(state, "log_history", None) or []) if isinstance(entry, dict)]
-        evaluations = [entry for entry in history
-                       if isinstance(entry.get(self.metric), (int, float)) and isinstance(entry.get("step"), int)]
-        if not evaluations or not state.is_world_process_zero:
+        """Start the curve from the evaluations in `state.log_history`: none for a new run (a
+        callback used for an earlier `train()` starts again), a resumed run's restored from its
+        checkpoint, each entry replayed as `on_log` saw it, then one fit."""
+        if not state.is_world_process_zero:
             return
+        history = [entry for entry in (getattr(state, "log_history", None) or []) if isinstance(entry, dict)]
         self.compute, self.rewards, self.steps, self._tokens_seen = [], [], [], 0.0
+        self.last_forecast, self.evaluations_since_forecast, self.resumed_points = None, 0, 0
         for entry in history:
             self._count_tokens(entry)
             self.seen_keys.update(entry)
-            if any(entry is evaluation for evaluation in evaluations):
-                self._record(entry["step"], self._compute_at(entry["step"], state, model), float(entry[self.metric]))
+            value = entry.get(self.metric)
+            if isinstance(value, (int, float)) and isinstance(entry.get("step"), int):
+                self._record(entry["step"], self._compute_at(entry["step"], state, model), float(value))
         self.resumed_points = len(self.rewards)
-        self.last_forecast = self._fit(state, self.compute[-1]) if self.compute else None
-        self.evaluations_since_forecast = 0
+        if self.compute:
+            self.last_forecast = self._fit(state, self.compute[-1])
 
     def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         logs = logs if logs is not None else {}
