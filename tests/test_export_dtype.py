@@ -7,7 +7,6 @@ import os
 import stat
 
 import numpy as np
-import pytest
 import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM

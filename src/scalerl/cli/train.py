@@ -50,7 +50,8 @@ def build_train_config(preset: Optional[str], assignments: List[str], model: Opt
         options.append(f"max_steps={max_steps}")
     if config_file is None:
         return with_cached_model(preset_config(preset or DEFAULT_PRESET, options))
-    return with_cached_model(config_from_file(config_file, preset_config(preset or DEFAULT_PRESET)).with_overrides(options))
+    config = config_from_file(config_file, preset_config(preset or DEFAULT_PRESET))
+    return with_cached_model(config.with_overrides(options))
 
 
 def with_cached_model(config: TrainConfig) -> TrainConfig:

@@ -44,7 +44,8 @@ def read_parquet_rows(path: Path) -> list[dict[str, Any]]:
     try:
         return pq.read_table(path).to_pylist()
     except (pa.ArrowException, OSError) as error:
-        raise InputError(f"task file {path} is not a readable parquet file: {' '.join(str(error).split())[:200]}") from None
+        reason = " ".join(str(error).split())[:200]
+        raise InputError(f"task file {path} is not a readable parquet file: {reason}") from None
 
 
 def read_parquet_examples(path: str | Path,

@@ -325,7 +325,8 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
         try:
             values = load(text)
         except (yaml.YAMLError, tomllib.TOMLDecodeError) as error:
-            raise ConfigError(f"config file {path} is not valid {kind}: {shown(' '.join(str(error).split()))}") from None
+            reason = shown(" ".join(str(error).split()))
+            raise ConfigError(f"config file {path} is not valid {kind}: {reason}") from None
         except ValueError as error:
             raise ConfigError(f"config file {path} {error}") from None
     else:
