@@ -44,18 +44,21 @@ def positive_controls(results: dict) -> str:
     ceiling, efficiency = controls["ceiling_mover"], controls["efficiency_mover"]
     studies = {"ceiling_mover": results["ceiling_study"], "efficiency_mover": results["efficiency_study"]}
     effects = {key: next(v["effect"] for v in study["variants"] if not v["is_base"]) for key, study in studies.items()}
+    def check(passed: bool) -> str:
+        return "not judged (quick run)" if settings["quick"] else ("passed" if passed else "FAILED")
+
     lines = ["| control | knob | must be called | called | paired dA [90 %] | dB at shared A [90 %] | pairs | check |",
              "|---|---|---|---|---|---|---|---|"]
     lines.append(
         f"| ceiling mover | `{ceiling['knob']}` | moves the ceiling (down), dA within {ceiling['tolerance']} of "
         f"{ceiling['expected_delta_A']:+.3f} in >= {ceiling['pairs_needed']} pairs | {ceiling['verdict']} | "
         f"{_interval(effects['ceiling_mover']['paired_delta_A'])} | {_interval(effects['ceiling_mover']['paired_delta_B'], 2)} | "
-        f"{ceiling['pairs_within']} of {ceiling['pairs']} within | {'passed' if ceiling['passed'] else 'FAILED'} |")
+        f"{ceiling['pairs_within']} of {ceiling['pairs']} within | {check(ceiling['passed'])} |")
     lines.append(
         f"| efficiency mover | `{efficiency['knob']}` | moves efficiency only (or undecided), never the ceiling | "
         f"{efficiency['verdict']} | {_interval(effects['efficiency_mover']['paired_delta_A'])} | "
         f"{_interval(effects['efficiency_mover']['paired_delta_B'], 2)} | {efficiency['ceiling_pairs']} pairs call "
-        f"a ceiling | {'passed' if efficiency['passed'] else 'FAILED'} |")
+        f"a ceiling | {check(efficiency['passed'])} |")
     run = (f"{'Quick end-to-end check only (not the design): ' if settings['quick'] else ''}{settings['seeds']} "
            f"paired seed(s) x 3 runs of {settings['steps']} steps (evaluation every {settings['eval_every']}); "
            f"training wall time {sum(v or 0 for v in results['train_seconds'].values()) / 60:.0f} min, "
