@@ -4,7 +4,7 @@ The classes are plain Python (so tests can also run them in-process); `remote_cl
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
 what they hold with the synchronous trainer's own functions (scalerl.train.run_setup,
 scalerl.train.run_state): a generator samples rollouts with `generate_step` and swaps weights
-in flight through a WeightSubscriber; the trainer steps with `train_step`, publishes each new
+in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
 version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
 anything about staleness (see staleness.py).
 """
@@ -39,7 +39,7 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
-from scalerl.train.train_step import train_step
+from scalerl.train.divergence import guard_for, guarded_train_step
 from scalerl.train.generation_settings import length_control, sampling_settings
 from scalerl.train.validation import validation_pass_rate
 
@@ -120,6 +120,7 @@ class TrainerWorker:
         self.optimizer, self.scheduler = build_optimisation(self.model, config)
         self.reference = reference_policy(config, self.task)
         self.version = 0
+        self.guard = guard_for(config)  # non-finite steps: skip (train.skip_nonfinite_steps) or stop
         if resume_checkpoint is not None:
             self.version = restore_training(resume_checkpoint, model=self.model,
                                             optimizer=self.optimizer, scheduler=self.scheduler)
@@ -135,9 +136,9 @@ class TrainerWorker:
         """train_step (the synchronous trainer's code) on the batch (unpacked here, once), then
         publish the new version."""
         started_at = time.time()
-        stats = train_step(self.model, self.optimizer, self.scheduler,
-                           training_rewards(as_rollouts(rollouts), self.config), self.config,
-                           reference=self.reference)
+        stats = guarded_train_step(self.guard, self.version + 1, self.model, self.optimizer, self.scheduler,
+                                   training_rewards(as_rollouts(rollouts), self.config), self.config,
+                                   reference=self.reference)
         self.version += 1
         publish_seconds = publish_weights(self.registry, self.model, self.version)
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,

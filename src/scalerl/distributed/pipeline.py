@@ -10,6 +10,7 @@ PPO-off-policy-k lives in offpolicy.py; both loops share session.PipelineSession
 from __future__ import annotations
 
 import collections
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,8 @@ from scalerl.distributed.messages import GenerationRequest
 from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
-from scalerl.errors import ConfigError
+from scalerl.errors import ConfigError, ScaleRLError
+from scalerl.train.interrupt import terminate_as_interrupt
 from scalerl.train.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
@@ -41,6 +43,7 @@ class PipelineResult:
     interrupted: bool
     final_weights: object | None = None  # WeightSnapshot when asked for
     log_lines: list[str] = field(default_factory=list)
+    exit_code: int = 0  # after an interruption: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
 
 
 def init_ray(pipeline: PipelineConfig) -> bool:
@@ -73,9 +76,12 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     scalerl.distributed.simulated_device's). `show_progress`: the synchronous trainer's progress
     (scalerl.train.progress) on stderr, one update per logged row; `log` lines then go above it.
 
-    Ctrl-C (KeyboardInterrupt) stops the run after writing a checkpoint of the last finished
-    step, in the synchronous trainer's format, so `resume=True` continues it; the result says
-    `interrupted` (the CLI exits with code 130).
+    Ctrl-C or SIGTERM (KeyboardInterrupt) stops the run after writing a checkpoint of the last
+    finished step, in the synchronous trainer's format, so `resume=True` continues it; the
+    result says `interrupted` (the CLI exits with code 130, or 143 after SIGTERM). A trainer
+    actor that dies, or a failure inside it, is one ScaleRLError (the CLI's exit code 2) saying
+    the run is resumable from its last checkpoint; the actors and a Ray instance this call
+    started are shut down whatever happens.
     """
     if pipeline.mode == "sync":
         raise ConfigError("pipeline.mode: 'sync' runs the synchronous trainer, not the Ray pipeline")
@@ -83,16 +89,18 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     started = time.time()
     session = None
     try:
-        session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
-                                   workers=workers)
-        with RunProgress(config.max_steps, enabled=show_progress,
-                         start_step=session.run_state.step) as progress:
-            session.progress = progress if show_progress else None
-            try:
-                interrupted = _run_loop(session, on_row)
-            finally:
-                session.progress = None
-        weights = session.final_weights() if keep_weights else None
+        with terminate_as_interrupt() as stop:
+            session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
+                                       workers=workers)
+            with RunProgress(config.max_steps, enabled=show_progress,
+                             start_step=session.run_state.step) as progress:
+                session.progress = progress if show_progress else None
+                try:
+                    with actor_failures_as_errors(Path(run_dir)):
+                        interrupted = _run_loop(session, on_row)
+                finally:
+                    session.progress = None
+            weights = session.final_weights() if keep_weights else None
     finally:
         if session is not None:
             session.shutdown()
@@ -104,7 +112,32 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
                           rows=session.run_state.rows, dropped_batches=session.dropped_batches,
                           generator_failures=sum(session.failures),
                           wall_seconds=time.time() - started, interrupted=interrupted,
-                          final_weights=weights, log_lines=session.log_lines)
+                          final_weights=weights, log_lines=session.log_lines,
+                          exit_code=stop.exit_code if interrupted else 0)
+
+
+@contextlib.contextmanager
+def actor_failures_as_errors(run_dir: Path):
+    """A failure inside an actor that is one of ours (a ScaleRLError, e.g. a diverged step) is
+    re-raised as itself; a dead trainer actor, or another failure inside it, becomes one
+    ScaleRLError saying the run can be resumed (its checkpoints are written atomically, so the
+    last one is intact), never Ray's traceback."""
+    import ray
+
+    try:
+        yield
+    except ray.exceptions.RayActorError as error:
+        reason = " ".join(str(getattr(error, "error_msg", "") or type(error).__name__).split())[:200]
+        raise ScaleRLError(f"an actor of the run died ({type(error).__name__}: {reason}); the run stopped and "
+                           f"can be resumed from its last checkpoint: scalerl train --out {run_dir} --resume"
+                           ) from None
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, ScaleRLError):
+            raise error.cause from None
+        cause = error.cause if error.cause is not None else error
+        detail = " ".join(f"{type(cause).__name__}: {cause}".split())[:200]
+        raise ScaleRLError(f"the trainer failed ({detail}); the run stopped and can be resumed from its last "
+                           f"checkpoint: scalerl train --out {run_dir} --resume") from None
 
 
 def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:

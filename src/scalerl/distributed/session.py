@@ -24,6 +24,7 @@ from scalerl.distributed.settings import PipelineConfig, actor_gpus
 from scalerl.distributed.staleness import batch_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
+from scalerl.train.divergence import require_finite_validation
 from scalerl.train.flops import ModelShape
 from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
@@ -41,14 +42,36 @@ class PipelineSession:
         self._log = log
         # a local cluster runs the actors on this machine: its device must exist here
         check_paths(config, device_here=not pipeline.ray_address)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         # the driver's RunState keeps the sampling stream on the CPU: it crosses to the actors
         self.run_state = RunState.open(config, self.run_dir, resume=resume,
                                        num_train_prompts=len(build_task(config).train))
-        resume_checkpoint = self.run_state.resumed_from
         self.progress: RunProgress | None = None  # set by the caller while a progress display runs
         for note in self.run_state.notes:
             self.log(note)
+        self.registry, self.trainer, self.generators = None, None, []
+        try:
+            self._start_actors(workers, self.run_state.resumed_from)
+        except BaseException:  # e.g. a --model that does not load: no actor left, no half-made run folder
+            self._kill_actors()
+            self.run_state.discard_unstarted()
+            raise
+        self.alive = [True] * len(self.generators)
+        self.failures = [0] * len(self.generators)
+        self.death_seen_at = [float("-inf")] * len(self.generators)
+        self.generator_busy = BusyLedger(len(self.generators))
+        self.trainer_busy = BusyLedger(1)
+        self.steps_committed = self.run_state.step  # optimiser steps handed to the trainer
+        self.published_version = self.run_state.step  # newest version a train result reported
+        self.dropped_batches = 0
+        self.window_start = time.time()
+        self._model_shape: ModelShape | None = None
+        self.pending: collections.deque = collections.deque()  # [row, validation ref, snapshot]
+        self.validation_seconds = 0.0
+        self.last_row_time = time.perf_counter()
+
+    def _start_actors(self, workers: WorkerClasses, resume_checkpoint: Path | None) -> None:
+        """The weight registry, the trainer actor and the generator actors, each checked started."""
+        config, pipeline = self.config, self.pipeline
         # the actors find the registry by name: an actor handle among a restartable actor's
         # constructor arguments is an object-store reference Ray warns about (at ERROR level)
         registry_name = f"scalerl-weights-{uuid.uuid4().hex}"
@@ -73,19 +96,6 @@ class PipelineSession:
         _check_started(self.trainer, "trainer")
         for index, generator in enumerate(self.generators):
             _check_started(generator, f"generator {index}")
-        self.alive = [True] * len(self.generators)
-        self.failures = [0] * len(self.generators)
-        self.death_seen_at = [float("-inf")] * len(self.generators)
-        self.generator_busy = BusyLedger(len(self.generators))
-        self.trainer_busy = BusyLedger(1)
-        self.steps_committed = self.run_state.step  # optimiser steps handed to the trainer
-        self.published_version = self.run_state.step  # newest version a train result reported
-        self.dropped_batches = 0
-        self.window_start = time.time()
-        self._model_shape: ModelShape | None = None
-        self.pending: collections.deque = collections.deque()  # [row, validation ref, snapshot]
-        self.validation_seconds = 0.0
-        self.last_row_time = time.perf_counter()
 
     def busy_generators(self) -> list[int]:
         """Indices of the generators still working on a batch right now (tests, progress)."""
@@ -129,7 +139,9 @@ class PipelineSession:
         self.log(f"warning: generator {index} is gone for good; continuing with "
                  f"{sum(self.alive)} generator(s)")
         if not any(self.alive):
-            raise ScaleRLError("every generator actor died; the run cannot continue")
+            raise ScaleRLError(f"every generator actor died (past pipeline.max_generator_restarts); the run "
+                               f"stopped and can be resumed from its last checkpoint: scalerl train --out "
+                               f"{self.run_dir} --resume")
 
     def probe(self, index: int):
         """A cheap call that returns once generator `index` is back up."""
@@ -195,6 +207,8 @@ class PipelineSession:
                                        shape=self.model_shape(), wall_seconds=wall_seconds,
                                        dropped=[b.rollouts for b in dropped])
         row.update(extras)
+        if result.stats.nonfinite:
+            self.log(result.stats.nonfinite)
         due = self.run_state.validation_due(row["step"])
         # the run state of a checkpoint is taken now, before later batches are dispatched, so a
         # resumed k = 0 run samples exactly what the uninterrupted one does
@@ -225,7 +239,7 @@ class PipelineSession:
                 pass_rate, started, finished = ray.get(ref)
                 self.trainer_busy.add(started, finished)
                 self.validation_seconds += finished - started
-                row["val_pass_rate"] = pass_rate
+                row["val_pass_rate"] = require_finite_validation(row["step"], pass_rate)
             self.pending.popleft()
             forecast = self.run_state.append(row)
             if self.progress is not None:
@@ -274,14 +288,19 @@ class PipelineSession:
         return ray.get(self.trainer.weights.remote())
 
     def shutdown(self) -> None:
+        self._kill_actors()
+        self.run_state.close()
+
+    def _kill_actors(self) -> None:
         import ray
 
         for actor in [self.trainer, self.registry, *self.generators]:
+            if actor is None:
+                continue
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - an actor that is already gone is fine
                 pass
-        self.run_state.close()
 
 
 def _check_started(actor, role: str) -> None:

@@ -1,9 +1,11 @@
-"""Ctrl-C as a request to stop at the next safe point, not an exception in the middle of a step.
+"""Ctrl-C (and SIGTERM, what schedulers and `kill` send) as a request to stop at the next safe
+point, not an exception in the middle of a step.
 
-The first SIGINT sets `StopRequest.requested`; the training loop finishes the step it is in,
-writes a checkpoint and returns, and the CLI exits with code 130 (what shells and schedulers
-expect after Ctrl-C; scalerl.cli.errors). A second SIGINT raises KeyboardInterrupt at once (no
-checkpoint). Outside the main thread signals cannot be caught: the request then never comes.
+The first SIGINT or SIGTERM sets `StopRequest.requested`; the training loop finishes the step it
+is in, writes a checkpoint and returns, and the CLI exits with 128 + the signal's number (130
+after Ctrl-C, 143 after SIGTERM: what shells and schedulers expect; scalerl.cli.errors). A second
+signal raises KeyboardInterrupt at once (no checkpoint). Outside the main thread signals cannot
+be caught: the request then never comes.
 """
 
 from __future__ import annotations
@@ -14,32 +16,64 @@ import threading
 from typing import Callable, Iterator
 
 STOPPING_NOTE = "Ctrl-C: stopping after this step, then writing a checkpoint (Ctrl-C again: stop at once)"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopRequest:
-    """Set by the first Ctrl-C; `on_first` says what happens next (called from the handler)."""
+    """Set by the first Ctrl-C or SIGTERM; `on_first` says what happens next (called from the handler)."""
 
     def __init__(self, on_first: Callable[[], None] | None = None) -> None:
         self.requested = False
+        self.signum = int(signal.SIGINT)
         self._on_first = on_first
 
-    def handle(self, _signum: int, _frame: object) -> None:
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal that asked to stop: 130 (Ctrl-C) or 143 (SIGTERM)."""
+        return 128 + self.signum
+
+    def handle(self, signum: int, _frame: object) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        self.signum = int(signum)
         if self._on_first is not None:
             self._on_first()
 
 
 @contextlib.contextmanager
 def stop_on_interrupt(on_first: Callable[[], None] | None = None) -> Iterator[StopRequest]:
-    """A StopRequest that SIGINT sets while the block runs (the previous handler restored after)."""
+    """A StopRequest that SIGINT or SIGTERM sets while the block runs (the previous handlers
+    restored after)."""
     request = StopRequest(on_first)
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
-    previous = signal.signal(signal.SIGINT, request.handle)
+    previous = {signum: signal.signal(signum, request.handle) for signum in STOP_SIGNALS}
     try:
         yield request
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[StopRequest]:
+    """SIGINT and SIGTERM both raise KeyboardInterrupt while the block runs, for a loop that stops
+    on KeyboardInterrupt (the pipeline's driver); the request records which signal came, for
+    its `exit_code`. Ray's own SIGTERM handler (a stack dump, exit 15) is set aside meanwhile."""
+    request = StopRequest()
+    if threading.current_thread() is not threading.main_thread():
+        yield request
+        return
+
+    def handle(signum: int, _frame: object) -> None:
+        request.requested, request.signum = True, int(signum)
+        raise KeyboardInterrupt
+
+    previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
+    try:
+        yield request
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from safetensors import SafetensorError
 
-from scalerl.errors import ConfigError
+from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
@@ -82,9 +83,16 @@ def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
 
 def fresh_policy(config: TrainConfig) -> tuple[torch.nn.Module, Any]:
     """(model, tokenizer) as loaded from model.path, or a freshly initialised built-in model
-    (initial weights from model.init_seed, shared by every RL seed)."""
-    return load_policy(config.model.path, dtype=config.dtype, device=config.device,
-                       tiny_spec=tiny_model_spec(config), seed=config.model.init_seed)
+    (initial weights from model.init_seed, shared by every RL seed). A folder that does not load
+    (a truncated weights file, a broken config) is one InputError naming it."""
+    try:
+        return load_policy(config.model.path, dtype=config.dtype, device=config.device,
+                           tiny_spec=tiny_model_spec(config), seed=config.model.init_seed)
+    except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as error:
+        if config.model.path == BUILTIN_MODEL:
+            raise
+        detail = " ".join(str(error).split())[:300] or type(error).__name__
+        raise InputError(f"model.path: {config.model.path} cannot be loaded: {detail}") from None
 
 
 def build_policy(config: TrainConfig, task: Task) -> tuple[torch.nn.Module, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -34,9 +35,10 @@ from scalerl.train import flops
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file
 from scalerl.train.manifest import manifest_path
-from scalerl.train.config import TrainConfig, save_config
+from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, save_config
 from scalerl.train.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
 from scalerl.train.resume import check_rows_for_resume, newest_intact
+from scalerl.train.run_lock import RunLock, acquire_run_lock
 from scalerl.train.run_setup import check_resumable, check_run_dir
 from scalerl.train.train_step import StepStats
 
@@ -133,6 +135,9 @@ class RunState:
         self._rng_out = 0  # requests handed out since the stream was last given back
         self.notes: list[str] = []  # what opening the run skipped or dropped (said to the user)
         self.log = MetricsLog.for_config(self.run_dir, config)
+        self.lock: RunLock | None = None  # the run folder's lock, held from `open` to `close`
+        self.fresh = False  # opened as a new run (not a resume)
+        self._closed = False
 
     @classmethod
     def open(cls, config: TrainConfig, run_dir: str | Path, *, resume: bool, num_train_prompts: int,
@@ -140,8 +145,24 @@ class RunState:
         """Check `run_dir` suits the run, then a fresh state, or on resume the state of its newest
         intact checkpoint (scalerl.train.resume; `weight_shapes`, the model's, when the caller
         knows them) with the metrics rows written after it dropped. config.json is written only
-        once every check passed; `notes` says what the resume skipped or dropped."""
+        once every check passed; `notes` says what the resume skipped or dropped.
+
+        The run folder's lock (scalerl.train.run_lock) is taken first and held until `close`: a
+        folder another process trains is one ConfigError naming its PID."""
         run_dir = Path(run_dir)
+        lock = acquire_run_lock(run_dir)
+        try:
+            state = cls._open_locked(config, run_dir, resume=resume, num_train_prompts=num_train_prompts,
+                                     rng_device=rng_device, weight_shapes=weight_shapes)
+        except BaseException:
+            lock.release(remove_empty_dir=True)
+            raise
+        state.lock, state.fresh = lock, not resume
+        return state
+
+    @classmethod
+    def _open_locked(cls, config: TrainConfig, run_dir: Path, *, resume: bool, num_train_prompts: int,
+                     rng_device: str, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> RunState:
         check_run_dir(config, run_dir, resume)
         checkpoint, point, notes = None, None, []
         if resume:
@@ -286,7 +307,26 @@ class RunState:
                  "last_val_pass_rate": self.last_val_pass_rate, "config": self.config.to_dict()})
 
     def close(self) -> None:
+        """Close the metrics sinks and let the next writer in (the folder's lock); idempotent."""
+        self._close(discard=False)
+
+    def discard_unstarted(self) -> None:
+        """`close`; a new run that failed before its first metrics row also leaves nothing behind
+        (its config.json and TensorBoard folder removed, the folder too when this run created it),
+        so the same command can simply be run again."""
+        self._close(discard=True)
+
+    def _close(self, *, discard: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.log.close()
+        unstarted = discard and self.fresh and not self.log.path.exists()
+        if unstarted:
+            (self.run_dir / CONFIG_FILE_NAME).unlink(missing_ok=True)
+            shutil.rmtree(self.run_dir / "tensorboard", ignore_errors=True)
+        if self.lock is not None:
+            self.lock.release(remove_empty_dir=unstarted)
 
 
 def generation_seed(config: TrainConfig, step: int) -> int:

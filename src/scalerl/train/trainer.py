@@ -25,6 +25,7 @@ from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.config import TrainConfig
 from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
+from scalerl.train.divergence import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
 from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import (
@@ -38,7 +39,6 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
-from scalerl.train.train_step import train_step
 from scalerl.train.validation import validation_pass_rate
 
 RowCallback = Callable[[dict[str, Any]], None]
@@ -57,6 +57,11 @@ class Run:
     shape: flops.ModelShape
     state: RunState
     reference: torch.nn.Module | None = None  # frozen starting policy of a KL penalty (else None)
+    guard: DivergenceGuard | None = None  # non-finite steps: skip (train.skip_nonfinite_steps) or stop
+
+    def __post_init__(self) -> None:
+        if self.guard is None:
+            self.guard = guard_for(self.config)
 
     @property
     def step(self) -> int:
@@ -76,7 +81,8 @@ class RunResult:
     val_steps: tuple[int, ...]
     val_flops: tuple[float, ...]
     val_pass_rates: tuple[float, ...]
-    interrupted: bool = False  # stopped by Ctrl-C (a checkpoint of the last step was written)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (a checkpoint of the last step was written)
+    exit_code: int = 0  # after an interruption: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool,
@@ -85,21 +91,26 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
     bare architecture is built first, so that checkpoints whose weights do not fit it are skipped
-    like any damaged checkpoint."""
+    like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.run_lock);
+    a new run that fails before its first row leaves no folder behind."""
     check_paths(config)
     task = build_task(config, reward_functions)
     bare = fresh_policy(config) if resume and checkpoint_folders(run_dir) else None
     state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
                           rng_device=config.device,
                           weight_shapes=None if bare is None else weight_shapes_of(bare[0]))
-    resumed = state.resumed_from is not None
-    model, tokenizer = bare if resumed else starting_policy(config, task, resuming=False)
-    optimizer, scheduler = build_optimisation(model, config)
-    if state.resumed_from is not None:
-        restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
-    return Run(config=config, model=model, tokenizer=tokenizer, task=task, optimizer=optimizer,
-               scheduler=scheduler, shape=flops.model_shape(model), state=state,
-               reference=reference_policy(config, task))
+    try:
+        resumed = state.resumed_from is not None
+        model, tokenizer = bare if resumed else starting_policy(config, task, resuming=False)
+        optimizer, scheduler = build_optimisation(model, config)
+        if state.resumed_from is not None:
+            restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
+        return Run(config=config, model=model, tokenizer=tokenizer, task=task, optimizer=optimizer,
+                   scheduler=scheduler, shape=flops.model_shape(model), state=state,
+                   reference=reference_policy(config, task))
+    except BaseException:
+        state.discard_unstarted()  # e.g. a --model that does not load: no half-made run folder
+        raise
 
 
 def _generate(run: Run) -> list[Rollout]:
@@ -113,11 +124,15 @@ def run_one_step(run: Run) -> dict[str, Any]:
     """Generate, reward, update, account; return the step's metrics row (step = run.step + 1)."""
     started = time.perf_counter()
     rollouts = _generate(run)
-    stats = train_step(run.model, run.optimizer, run.scheduler, training_rewards(rollouts, run.config),
-                       run.config, reference=run.reference)
+    stats = guarded_train_step(run.guard, run.step + 1, run.model, run.optimizer,
+                               run.scheduler, training_rewards(rollouts, run.config), run.config,
+                               reference=run.reference)
     run.state.update_pool(rollouts)
-    return run.state.book_step(run.step + 1, rollouts, stats, shape=run.shape,
-                               wall_seconds=time.perf_counter() - started)
+    row = run.state.book_step(run.step + 1, rollouts, stats, shape=run.shape,
+                              wall_seconds=time.perf_counter() - started)
+    if stats.nonfinite:
+        row["nonfinite"] = stats.nonfinite  # the warning `_write` shows (not a column)
+    return row
 
 
 def _checkpoint(run: Run) -> None:
@@ -130,18 +145,22 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
            on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
-        row["val_pass_rate"] = validation_pass_rate(run.model, run.tokenizer, run.task, run.config)
+        row["val_pass_rate"] = require_finite_validation(
+            row["step"], validation_pass_rate(run.model, run.tokenizer, run.task, run.config))
+    if row.get("nonfinite"):
+        progress.note(row.pop("nonfinite"))
     forecast = run.state.append(row)
     progress.show_row(row, run.state.last_val_pass_rate, forecast)
     if on_row is not None:
         on_row(row)
 
 
-def _result(run: Run, interrupted: bool) -> RunResult:
+def _result(run: Run, stop: StopRequest) -> RunResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
     return RunResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
                      tuple(float(r["flops"]) for r in rows),
-                     tuple(float(r["val_pass_rate"]) for r in rows), interrupted)
+                     tuple(float(r["val_pass_rate"]) for r in rows), stop.requested,
+                     stop.exit_code if stop.requested else 0)
 
 
 def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
@@ -168,9 +187,9 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged;
     `reward_functions` (callables, TRL's reward_funcs convention) replace task.reward's.
 
-    Ctrl-C (SIGINT, in the main thread) stops the run after the step it is in, with a checkpoint
-    of that step: the result says `interrupted` and `resume=True` continues it; a second Ctrl-C
-    stops at once (KeyboardInterrupt)."""
+    Ctrl-C or SIGTERM (in the main thread) stops the run after the step it is in, with a
+    checkpoint of that step: the result says `interrupted` (and the exit code, 130 or 143) and
+    `resume=True` continues it; a second signal stops at once (KeyboardInterrupt)."""
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     run = open_run(config, Path(run_dir), resume, reward_functions)
@@ -181,6 +200,9 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
             for note in state.notes:
                 progress.note(note)
             _run_loop(run, progress, on_row, stop)
+    except BaseException:
+        state.discard_unstarted()
+        raise
     finally:
         state.close()
-    return _result(run, stop.requested)
+    return _result(run, stop)

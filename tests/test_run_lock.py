@@ -1,0 +1,90 @@
+"""One writer per run folder (an fcntl lock held by the training process), readers alongside, and
+a run that cannot start leaves no folder behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cli_invocation import assert_one_line_error, invoke
+from scalerl.errors import ConfigError
+from scalerl.train.metrics_log import read_rows
+from scalerl.train.run_lock import LOCK_FILE_NAME, acquire_run_lock
+
+HOLD_LOCK = ("import sys, time; from scalerl.train.run_lock import acquire_run_lock; "
+             "acquire_run_lock(sys.argv[1]); print('locked', flush=True); time.sleep(60)")
+
+
+def test_a_second_process_is_refused_naming_the_holders_pid(tmp_path):
+    run_dir = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(ConfigError, match=f"is being trained by process {holder.pid} "):
+            acquire_run_lock(run_dir)
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = acquire_run_lock(run_dir)  # the OS dropped the dead holder's lock
+    assert (run_dir / LOCK_FILE_NAME).read_text().strip() == str(os.getpid())
+    lock.release()
+
+
+def test_a_lock_that_made_the_folder_removes_it_when_nothing_else_is_there(tmp_path):
+    lock = acquire_run_lock(tmp_path / "new")
+    lock.release(remove_empty_dir=True)
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    acquire_run_lock(tmp_path / "kept").release(remove_empty_dir=True)
+    assert (tmp_path / "kept").is_dir()  # it was there before
+
+
+def _truncated_model_folder(path):
+    from tiny_hf import build_tiny_hf_model
+
+    model, tokenizer = build_tiny_hf_model("qwen2", seed=0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+
+
+def test_a_model_folder_that_does_not_load_is_one_error_and_leaves_no_out(tiny_set_options, tmp_path):
+    _truncated_model_folder(tmp_path / "model")
+    for _ in range(2):  # the retry is not blocked by a half-made folder
+        result = invoke("train", "--out", tmp_path / "out", "--model", tmp_path / "model",
+                        *tiny_set_options(), "--max-steps", "2", "--no-progress")
+        assert_one_line_error(result, "model.path", "cannot be loaded", "incomplete metadata")
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # two real training processes on one folder (~30-90 s on 2 shared cores)
+def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_set_options, tmp_path):
+    out = tmp_path / "run"
+    command = [sys.executable, "-c", "from scalerl.cli.app import main; main()"]
+    sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
+    writer = subprocess.Popen([*command, "train", "--out", str(out), "--max-steps", "500", "--no-progress", *sets],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and writer.poll() is None and not (out / "checkpoints").is_dir():
+            time.sleep(0.05)
+        assert writer.poll() is None, writer.communicate()
+        second = subprocess.run([*command, "train", "--out", str(out), "--resume", "--no-progress"],
+                                capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2, second.stderr
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and f"process {writer.pid} " in lines[0]
+        exported = subprocess.run([*command, "export", str(out), str(tmp_path / "model")],
+                                  capture_output=True, text=True, timeout=300)
+        assert exported.returncode == 0, exported.stderr  # a reader works alongside the writer
+        assert (tmp_path / "model" / "model.safetensors").is_file()
+    finally:
+        writer.send_signal(signal.SIGINT)
+        writer.communicate(timeout=300)
+    assert writer.returncode == 130
+    steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
+    assert steps == list(range(len(steps)))  # one writer: no row twice, none lost

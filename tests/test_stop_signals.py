@@ -1,0 +1,71 @@
+"""SIGTERM is handled as Ctrl-C is: the run stops after the step it is in with a checkpoint, and
+the command exits with 128 + the signal (143; 130 after Ctrl-C); the pipeline's driver turns an
+actor's death or failure into one error saying the run can be resumed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scalerl.errors import ScaleRLError
+from scalerl.train.interrupt import stop_on_interrupt, terminate_as_interrupt
+from scalerl.train.metrics_log import read_rows
+
+
+def test_sigterm_sets_the_stop_request_with_exit_code_143():
+    with stop_on_interrupt() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+    assert stop.requested and stop.exit_code == 143
+    with stop_on_interrupt() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+    assert stop.requested and stop.exit_code == 130
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the previous handler is back
+
+
+def test_the_drivers_sigterm_raises_keyboard_interrupt_and_remembers_the_signal():
+    with pytest.raises(KeyboardInterrupt), terminate_as_interrupt() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+    assert stop.exit_code == 143
+
+
+def test_a_dead_actor_or_a_failure_inside_one_is_one_error_saying_how_to_resume(tmp_path):
+    ray = pytest.importorskip("ray")
+    from scalerl.distributed.pipeline import actor_failures_as_errors
+    from scalerl.train.nonfinite import DivergenceError
+
+    with pytest.raises(ScaleRLError, match=r"an actor of the run died .*scalerl train --out .* --resume"):
+        with actor_failures_as_errors(tmp_path):
+            raise ray.exceptions.ActorDiedError()
+    inside = ray.exceptions.RayTaskError("train", "traceback text", DivergenceError("step 3: the loss is nan"))
+    with pytest.raises(DivergenceError, match="step 3: the loss is nan"):
+        with actor_failures_as_errors(tmp_path):
+            raise inside
+
+
+@pytest.mark.slow  # a real process: starts torch, trains until SIGTERM, resumes (~20-60 s on 2 shared cores)
+def test_sigterm_to_a_real_training_process_exits_143_with_a_checkpoint_and_resume_completes(tiny_set_options,
+                                                                                            tmp_path):
+    out = tmp_path / "run"
+    sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
+    command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
+    process = subprocess.Popen([*command, "--max-steps", "500", "--no-progress", *sets], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None and not (out / "checkpoints").is_dir():
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr
+    assert "interrupted at step" in stdout and "Traceback" not in stderr
+    steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
+    assert steps == list(range(len(steps))) and (out / "checkpoints" / f"step_{steps[-1]:08d}").is_dir()
+    resumed = subprocess.run([*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [row["step"] for row in read_rows(out / "metrics.jsonl")] == list(range(steps[-1] + 2))
