@@ -288,3 +288,25 @@ def test_headless_browser_renders_the_page(tmp_path, inputs):
         assert done.returncode == 0, done.stderr
         fractions[html.stem] = float(done.stdout.rsplit("px, ", 1)[1].split("%")[0]) / 100
     assert fractions["blank"] < 0.001 < 0.01 < fractions["report"]
+
+
+def test_a_symlinked_image_out_of_the_study_folder_is_not_embedded(tmp_path):
+    study = tmp_path / "loo"
+    study.mkdir()
+    (study / "ablation.json").write_text(json.dumps(ablation_payload("leave-one-out")))
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (3, 2), (255, 0, 0)).save(secret)
+    (study / "ablation.png").symlink_to(secret)
+    output = tmp_path / "report.html"
+    result = runner.invoke(app, ["report", str(study), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    page = PageParser()
+    page.feed(output.read_text())
+    assert base64.b64encode(secret.read_bytes()).decode("ascii") not in output.read_text()
+    assert any("symbolic link out of the study folder; its image is not embedded" in item
+               for item in page.list_items)
+    (study / "ablation.png").unlink()
+    (study / "ablation.json").rename(tmp_path / "elsewhere.json")
+    (study / "ablation.json").symlink_to(tmp_path / "elsewhere.json")
+    result = runner.invoke(app, ["report", str(study), "-o", str(tmp_path / "again.html")])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ") and "outside" in result.stderr

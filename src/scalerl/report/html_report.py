@@ -72,8 +72,24 @@ class HtmlReport:
 
 
 def summary_files(directory: Path) -> list[Path]:
-    """The study summaries (study.json, ablation.json, sweep.json) a directory holds."""
-    return [directory / name for name in SUMMARY_KINDS if (directory / name).is_file()]
+    """The study summaries (study.json, ablation.json, sweep.json) a directory holds; a symbolic
+    link out of the directory is an InputError (nothing from outside a folder is read)."""
+    found = [directory / name for name in SUMMARY_KINDS if (directory / name).is_file()]
+    for path in found:
+        require_inside(path, directory)
+    return found
+
+
+def stays_inside(path: Path, directory: Path) -> bool:
+    """`path` (after following any symbolic link) lies in `directory`."""
+    return path.resolve().is_relative_to(directory.resolve())
+
+
+def require_inside(path: Path, directory: Path) -> None:
+    """InputError when `path` is a symbolic link that leaves `directory`."""
+    if not stays_inside(path, directory):
+        raise InputError(f"{path} is a symbolic link to {path.resolve()}, outside {directory}: refused "
+                         "(a report reads only files inside the folders it is given)")
 
 
 def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
@@ -84,6 +100,7 @@ def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
         if summary_files(path):
             return "study", path
         if (path / METRICS_FILE).is_file():
+            require_inside(path / METRICS_FILE, path)
             return "run", path / METRICS_FILE
         if any(path.glob("events.out.tfevents.*")):
             return "run", path
@@ -165,7 +182,8 @@ def read_summary(name: str, path: Path) -> StudySection:
     kind = SUMMARY_KINDS[path.name]
     payload = validate_summary(read_json_file(path), kind, str(path))
     figure_path = path.with_suffix(".png")
-    figure = base64.b64encode(figure_path.read_bytes()).decode("ascii") if figure_path.is_file() else None
+    embedded = figure_path.is_file() and stays_inside(figure_path, path.parent)
+    figure = base64.b64encode(figure_path.read_bytes()).decode("ascii") if embedded else None
     label = name if path.name == "study.json" else f"{name} ({path.stem})"
     return StudySection(label, str(path), kind, payload, figure)
 
@@ -225,6 +243,10 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
     warnings += list(comparison.warnings) if comparison is not None else []
     for study in studies:
         warnings += study_warnings(study)
+        figure_path = Path(study.source).with_suffix(".png")
+        if figure_path.is_file() and not stays_inside(figure_path, figure_path.parent):
+            warnings.append(f"{study.name}: {figure_path} is a symbolic link out of the study folder; "
+                            "its image is not embedded")
     return HtmlReport(title or "scalerl report: " + ", ".join(names), level, margin, tuple(runs),
                       tuple(studies), comparison, tuple(warnings))
 
