@@ -88,3 +88,16 @@ def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_se
     assert writer.returncode == 130
     steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
     assert steps == list(range(len(steps)))  # one writer: no row twice, none lost
+
+
+def test_a_prompt_longer_than_the_context_is_refused_at_setup_leaving_no_out(tiny_set_options, tmp_path):
+    import json
+
+    lines = [{"prompt": f"{i}+1=", "answer": str(i + 1), "split": "train"} for i in range(6)]
+    lines += [{"prompt": "7+" * 200 + "1=", "answer": "1401", "split": "validation"}]  # 402 characters
+    task = tmp_path / "task.jsonl"
+    task.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = invoke("train", "--out", tmp_path / "out", "--task", task,
+                    *tiny_set_options("eval_prompts=1", "num_train_prompts=6"), "--max-steps", "1", "--no-progress")
+    assert_one_line_error(result, "validation prompt 0 has 403 tokens", "does not fit the model's context of 256 positions")
+    assert not (tmp_path / "out").exists()

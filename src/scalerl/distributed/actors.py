@@ -39,6 +39,7 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
+from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import guard_for, guarded_train_step
 from scalerl.train.generation_settings import length_control, sampling_settings
 from scalerl.train.validation import validation_pass_rate
@@ -117,6 +118,7 @@ class TrainerWorker:
         self.task = build_task(config)
         self.model, self.tokenizer = starting_policy(config, self.task,
                                                      resuming=resume_checkpoint is not None)
+        check_prompt_lengths(self.task, self.tokenizer, self.model, config.sampling.max_new_tokens)
         self.optimizer, self.scheduler = build_optimisation(self.model, config)
         self.reference = reference_policy(config, self.task)
         self.version = 0

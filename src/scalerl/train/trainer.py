@@ -25,6 +25,7 @@ from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.config import TrainConfig
 from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
+from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
 from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.progress import RunProgress
@@ -102,6 +103,7 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
     try:
         resumed = state.resumed_from is not None
         model, tokenizer = bare if resumed else starting_policy(config, task, resuming=False)
+        check_prompt_lengths(task, tokenizer, model, config.sampling.max_new_tokens)
         optimizer, scheduler = build_optimisation(model, config)
         if state.resumed_from is not None:
             restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
