@@ -61,7 +61,7 @@ class Side:
     def join(self, address: str) -> None:
         from scalerl.distributed.broadcast import join_group
 
-        join_group(self.rank, 2, address, "gloo")
+        self.group = join_group(self.rank, 2, address, "gloo")
 
     def build(self, parameters: int) -> int:
         """A synthetic bf16 model of `parameters` (16 M per tensor); the generator's starts at zero."""
@@ -81,26 +81,29 @@ class Side:
     def link(self, num_bytes: int) -> float:
         """Seconds to broadcast one raw uint8 buffer of `num_bytes` from rank 0."""
         import torch
-        import torch.distributed as dist
 
         buffer = torch.ones(int(num_bytes), dtype=torch.uint8) if self.rank == 0 else \
             torch.empty(int(num_bytes), dtype=torch.uint8)
-        dist.barrier()
+        self._barrier()
         started = time.perf_counter()
-        dist.broadcast(buffer, src=0)
+        self.group.broadcast(buffer, 0)
         return time.perf_counter() - started
+
+    def _barrier(self) -> None:
+        """Both ends start the timed part together (a one-element broadcast)."""
+        import torch
+
+        self.group.broadcast(torch.zeros(1), 0)
 
     def broadcast(self, bucket_mb: float) -> float:
         """Seconds for one version by broadcast (send on rank 0, receive + copy on rank 1)."""
-        import torch.distributed as dist
-
         from scalerl.distributed.broadcast import model_bucket_plan, receive_weights, send_weights
 
         state = self.model.state_dict()
         plan = model_bucket_plan(state, bucket_mb)
-        dist.barrier()
+        self._barrier()
         started = time.perf_counter()
-        (send_weights if self.rank == 0 else receive_weights)(state, plan)
+        (send_weights if self.rank == 0 else receive_weights)(state, plan, self.group)
         return time.perf_counter() - started
 
     def publish(self) -> tuple[list, float]:

@@ -59,21 +59,21 @@ class _Rank:
     def join(self, rank: int, world_size: int, address: str) -> None:
         from scalerl.distributed.broadcast import join_group
 
-        join_group(rank, world_size, address, "gloo", timeout_seconds=120)
+        self.group = join_group(rank, world_size, address, "gloo", timeout_seconds=120)
 
     def sync(self, send: bool, bucket_mb: float) -> int:
         from scalerl.distributed.broadcast import model_bucket_plan, receive_weights, send_weights
 
         plan = model_bucket_plan(self.state, bucket_mb)
-        return (send_weights if send else receive_weights)(self.state, plan)
+        return (send_weights if send else receive_weights)(self.state, plan, self.group)
 
     def bits(self) -> dict:
         return {name: bits.numpy() for name, bits in _bits(self.state).items()}
 
-    def leave(self) -> None:
-        from scalerl.distributed.broadcast import leave_group
+    def default_group_used(self) -> bool:
+        import torch.distributed as dist
 
-        leave_group()
+        return dist.is_initialized()
 
 
 @pytest.mark.slow
@@ -104,6 +104,7 @@ def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
             assert received.keys() == expected.keys()
             for name in expected:
                 assert np.array_equal(received[name], expected[name]), name
-        ray.get([r.leave.remote() for r in ranks])
+        # the weight-sync group is a group of its own: the default group stays free (data parallel)
+        assert ray.get([r.default_group_used.remote() for r in ranks]) == [False] * 3
     finally:
         ray.shutdown()

@@ -2,7 +2,9 @@
 torch.distributed process group (gloo on CPU, NCCL on GPUs), in dtype-grouped buckets.
 
 Each process of the group (the trainer at rank 0, generator i at rank i + 1; Ray actors or plain
-processes) calls `join_group` once. Both sides derive the same `bucket_plan` from the model's
+processes) calls `join_group` once and gets a `WeightGroup`: a process group of its own (as
+vLLM's stateless groups), so that torch.distributed's default group stays free for the trainer's
+data-parallel ranks. Both sides derive the same `bucket_plan` from the model's
 state dict (names, dtypes, sizes: the same architecture on every rank), so only tensor bytes
 cross: per bucket, the sender flattens its tensors of one dtype into one buffer and
 `torch.distributed.broadcast`s it; a receiver broadcasts into a buffer of the same size and
@@ -73,26 +75,40 @@ def model_bucket_plan(state: Mapping[str, torch.Tensor], bucket_mb: float) -> tu
     return bucket_plan(items, max(1, int(bucket_mb * 2**20)))
 
 
+@dataclass
+class WeightGroup:
+    """This process's membership of the weight-sync group: a process group of its own, never
+    torch.distributed's default group (which the trainer's data-parallel ranks use)."""
+
+    process_group: object  # torch.distributed.ProcessGroupGloo / ProcessGroupNCCL
+    store: object  # the TCPStore the group met at (kept alive with it)
+    rank: int
+    world_size: int
+
+    def broadcast(self, tensor: torch.Tensor, src: int = 0, async_op: bool = False):
+        """Broadcast `tensor` in place from rank `src`; the pending Work when `async_op`."""
+        work = self.process_group.broadcast(tensor, src)
+        return work if async_op else work.wait()
+
+
 def join_group(rank: int, world_size: int, address: str, backend: str = "gloo",
-               timeout_seconds: float = 600.0) -> None:
-    """Join the weight-sync process group as `rank` of `world_size` (`address`: the trainer's
-    "host:port" rendezvous, TCP store). One group per process: the process's default group."""
+               timeout_seconds: float = 600.0) -> WeightGroup:
+    """Join the weight-sync group as `rank` of `world_size`; `address` is "host:port" of the
+    trainer's rendezvous (rank 0 serves the TCP store there). Blocks until every rank joined."""
     import datetime
 
     import torch.distributed as dist
 
     if backend not in BACKENDS:
         raise ConfigError(f"weight-sync backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    dist.init_process_group(backend, init_method=f"tcp://{address}", rank=int(rank),
-                            world_size=int(world_size),
-                            timeout=datetime.timedelta(seconds=timeout_seconds))
-
-
-def leave_group() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.destroy_process_group()
+    timeout = datetime.timedelta(seconds=timeout_seconds)
+    host, port = address.rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), int(world_size), is_master=int(rank) == 0, timeout=timeout)
+    if backend == "gloo":
+        group = dist.ProcessGroupGloo(store, int(rank), int(world_size), timeout)
+    else:
+        group = dist.ProcessGroupNCCL(store, int(rank), int(world_size))
+    return WeightGroup(group, store, int(rank), int(world_size))
 
 
 def free_address(host: str = "127.0.0.1") -> str:
@@ -104,18 +120,18 @@ def free_address(host: str = "127.0.0.1") -> str:
         return f"{host}:{probe.getsockname()[1]}"
 
 
-def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], src: int = 0) -> int:
+def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
+                 src: int = 0) -> int:
     """Broadcast `state` bucket by bucket from rank `src`; returns the bytes sent per receiver.
 
     Two buckets in flight: the next one is flattened while the previous one is on the wire."""
     import torch
-    import torch.distributed as dist
 
     sent, in_flight = 0, []
     with torch.no_grad():
         for bucket in plan:
             flat = torch.cat([state[name].detach().reshape(-1) for name in bucket.names])
-            in_flight.append((flat, dist.broadcast(flat, src=src, async_op=True)))
+            in_flight.append((flat, group.broadcast(flat, src, async_op=True)))
             if len(in_flight) > 1:
                 in_flight.pop(0)[1].wait()
             sent += flat.numel() * flat.element_size()
@@ -124,17 +140,17 @@ def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], sr
     return sent
 
 
-def receive_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], src: int = 0) -> int:
+def receive_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
+                    src: int = 0) -> int:
     """Receive a send_weights broadcast into `state`'s tensors, in place; returns the bytes.
 
     The next bucket is received while the previous one is copied into place."""
     import torch
-    import torch.distributed as dist
 
     def post(bucket: Bucket):
         device = state[bucket.names[0]].device
         flat = torch.empty(bucket.numel, dtype=getattr(torch, bucket.dtype), device=device)
-        return flat, dist.broadcast(flat, src=src, async_op=True)
+        return flat, group.broadcast(flat, src, async_op=True)
 
     received = 0
     with torch.no_grad():
