@@ -43,7 +43,7 @@ class PipelineResult:
     interrupted: bool
     final_weights: object | None = None  # WeightSnapshot when asked for
     log_lines: list[str] = field(default_factory=list)
-    exit_code: int = 0  # after an interruption: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
+    exit_code: int = 130  # when interrupted: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
 
 
 def init_ray(pipeline: PipelineConfig) -> bool:
@@ -113,7 +113,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
                           generator_failures=sum(session.failures),
                           wall_seconds=time.time() - started, interrupted=interrupted,
                           final_weights=weights, log_lines=session.log_lines,
-                          exit_code=stop.exit_code if interrupted else 0)
+                          exit_code=stop.exit_code)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ import stat
 from pathlib import Path
 
 from scalerl.errors import InputError
-from scalerl.train.safe_writes import write_atomically
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_DIR = "training_state"
@@ -52,13 +51,19 @@ def _regular_files(folder: Path) -> list[str]:
 
 
 def write_manifest(folder: str | os.PathLike) -> Path:
-    """List every file of `folder` with its size and SHA-256 in its manifest (written atomically)."""
+    """List every file of `folder` with its size and SHA-256 in its manifest (temporary file,
+    fsync, rename); an OSError (disk full) is raised as is, for the caller to name its folder."""
     folder = Path(folder)
     files = {relative: {"size": (folder / relative).stat().st_size, "sha256": file_sha256(folder / relative)}
              for relative in _regular_files(folder)}
     path = manifest_path(folder)
     path.parent.mkdir(exist_ok=True)
-    write_atomically(path, json.dumps({"format": _FORMAT, "files": files}, indent=1).encode())
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:  # an OSError is the caller's to name (the checkpoint)
+        handle.write(json.dumps({"format": _FORMAT, "files": files}, indent=1).encode())
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
     return path
 
 

@@ -83,7 +83,7 @@ class RunResult:
     val_flops: tuple[float, ...]
     val_pass_rates: tuple[float, ...]
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (a checkpoint of the last step was written)
-    exit_code: int = 0  # after an interruption: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
+    exit_code: int = 130  # when interrupted: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool,
@@ -161,8 +161,7 @@ def _result(run: Run, stop: StopRequest) -> RunResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
     return RunResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
                      tuple(float(r["flops"]) for r in rows),
-                     tuple(float(r["val_pass_rate"]) for r in rows), stop.requested,
-                     stop.exit_code if stop.requested else 0)
+                     tuple(float(r["val_pass_rate"]) for r in rows), stop.requested, stop.exit_code)
 
 
 def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
