@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from scalerl.distributed.broadcast import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
 from scalerl.distributed.packed import PackedRollouts, as_rollouts, pack_rollouts
 from scalerl.distributed.weights import (
@@ -26,6 +27,7 @@ from scalerl.distributed.weights import (
     registry_handle,
     snapshot_weights,
 )
+from scalerl.distributed.weights_broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.flops import ModelShape, model_shape
 from scalerl.train.run_setup import (
@@ -56,9 +58,10 @@ class GeneratorWorker:
     """Holds a copy of the policy; turns GenerationRequests into GeneratedBatches."""
 
     def __init__(self, config, generator_id: int, registry, *, torch_threads: int = 1,
-                 poll_interval_seconds: float = 0.0, backend: str = "hf") -> None:
+                 poll_interval_seconds: float = 0.0, backend: str = "hf", bucket_mb: float = 256.0) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
+        self.bucket_mb = float(bucket_mb)
         self.generator_id = int(generator_id)
         self.task = build_task(config)
         self.backend = backend
@@ -74,6 +77,11 @@ class GeneratorWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def join_weight_group(self, address: str, world_size: int, rank: int) -> None:
+        """pipeline.weight_sync = broadcast: join the trainer's group; weights arrive by broadcast."""
+        group = join_group(rank, world_size, address, group_backend(self.model))
+        self.subscriber = BroadcastSubscriber(self.model, self.bucket_mb, group)
 
     def generate(self, request: GenerationRequest) -> GeneratedBatch:
         started_at = time.time()
@@ -111,7 +119,7 @@ class TrainerWorker:
     """Holds the policy being trained, its optimiser and LR schedule; publishes every version."""
 
     def __init__(self, config, registry, *, torch_threads: int = 1,
-                 resume_checkpoint: str | None = None) -> None:
+                 resume_checkpoint: str | None = None, bucket_mb: float | None = None) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
         self.registry = registry = registry_handle(registry)
@@ -126,10 +134,27 @@ class TrainerWorker:
         if resume_checkpoint is not None:
             self.version = restore_training(resume_checkpoint, model=self.model,
                                             optimizer=self.optimizer, scheduler=self.scheduler)
-        self.publish_seconds = publish_weights(registry, self.model, self.version)
+        # bucket_mb given: weights go by broadcast, from join_weight_group on (no object-store copy)
+        self.bucket_mb, self.publisher = bucket_mb, None
+        self.publish_seconds = publish_weights(registry, self.model, self.version) if bucket_mb is None else 0.0
 
     def pid(self) -> int:
         return os.getpid()
+
+    def rendezvous(self) -> str:
+        return rendezvous_address()
+
+    def join_weight_group(self, address: str, world_size: int) -> float:
+        """pipeline.weight_sync = broadcast: open the group as rank 0, then send the current version."""
+        group = join_group(0, world_size, address, group_backend(self.model))
+        self.publisher = BroadcastPublisher(self.model, self.bucket_mb, group)
+        return self.publish()
+
+    def publish(self) -> float:
+        """Send this version to the generators (broadcast, or the object store); its seconds."""
+        if self.publisher is not None:
+            return self.publisher.publish(self.model, self.version)
+        return publish_weights(self.registry, self.model, self.version)
 
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
@@ -142,7 +167,7 @@ class TrainerWorker:
                                    training_rewards(as_rollouts(rollouts), self.config), self.config,
                                    reference=self.reference)
         self.version += 1
-        publish_seconds = publish_weights(self.registry, self.model, self.version)
+        publish_seconds = self.publish()
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
@@ -162,6 +187,11 @@ class TrainerWorker:
     def weights(self) -> WeightSnapshot:
         """The current weights as a WeightSnapshot (tests compare runs with it)."""
         return snapshot_weights(self.model, self.version)
+
+
+def group_backend(model: torch.nn.Module) -> str:
+    """The weight-sync group's backend for a model's device: NCCL on CUDA, else gloo."""
+    return "nccl" if next(model.parameters()).is_cuda else "gloo"
 
 
 def sampling_generator(model: torch.nn.Module, request: GenerationRequest) -> torch.Generator:

@@ -84,18 +84,23 @@ class PipelineSession:
                                             torch_threads=pipeline.torch_threads,
                                             resume_checkpoint=None if resume_checkpoint is None
                                             else str(resume_checkpoint),
-                                            **workers.trainer_kwargs)
+                                            **_broadcast_kwargs(pipeline), **workers.trainer_kwargs)
         generator_class = remote_class(workers.generator, num_cpus=pipeline.generator_cpus,
                                        num_gpus=generator_gpus,
-                                       max_restarts=pipeline.max_generator_restarts)
+                                       # a restarted generator could not rejoin a broadcast group
+                                       max_restarts=pipeline.max_generator_restarts
+                                       if pipeline.weight_sync == "object_store" else 0)
         self.generators = [
             generator_class.remote(config, index, registry_name, torch_threads=pipeline.torch_threads,
                                    poll_interval_seconds=pipeline.weight_poll_seconds,
-                                   backend=pipeline.backend, **workers.generator_kwargs)
+                                   backend=pipeline.backend, **_broadcast_kwargs(pipeline),
+                                   **workers.generator_kwargs)
             for index in range(pipeline.num_generators)]
         _check_started(self.trainer, "trainer")
         for index, generator in enumerate(self.generators):
             _check_started(generator, f"generator {index}")
+        if pipeline.weight_sync == "broadcast":
+            _join_weight_group(self.trainer, self.generators)
 
     def busy_generators(self) -> list[int]:
         """Indices of the generators still working on a batch right now (tests, progress)."""
@@ -301,6 +306,22 @@ class PipelineSession:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - an actor that is already gone is fine
                 pass
+
+
+def _broadcast_kwargs(pipeline: PipelineConfig) -> dict:
+    """The workers' constructor arguments of pipeline.weight_sync = broadcast (none otherwise)."""
+    return {"bucket_mb": pipeline.bucket_mb} if pipeline.weight_sync == "broadcast" else {}
+
+
+def _join_weight_group(trainer, generators: list) -> None:
+    """Open the weight-sync group (trainer rank 0, generator i rank i + 1) at an address on the
+    trainer's node; the trainer then broadcasts its current weights (the first version)."""
+    import ray
+
+    address = ray.get(trainer.rendezvous.remote())
+    world_size = 1 + len(generators)
+    ray.get([trainer.join_weight_group.remote(address, world_size),
+             *[g.join_weight_group.remote(address, world_size, i + 1) for i, g in enumerate(generators)]])
 
 
 def _check_started(actor, role: str) -> None:

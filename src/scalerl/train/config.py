@@ -122,6 +122,7 @@ class StepConfig:
 PIPELINE_MODES = ("sync", "async", "ppo-offpolicy")
 STALE_BATCH_POLICIES = ("wait", "drop")
 GENERATOR_BACKENDS = ("hf", "vllm")
+WEIGHT_SYNC_METHODS = ("object_store", "broadcast")
 
 
 @dataclass(frozen=True)
@@ -153,11 +154,20 @@ class PipelineConfig:
     weight_poll_seconds: float = field(
         default=0.01, metadata={"help": "async: how often a generator looks for new weights"})
     backend: str = field(default="hf", metadata={"help": "generator backend: hf (transformers) or vllm"})
+    weight_sync: str = field(default="object_store", metadata={
+        "help": "how new weights reach the generators: object_store (ray.put, each generator fetches) or "
+                "broadcast (a torch.distributed group: gloo on CPU, NCCL on GPUs; a generator that dies "
+                "stops the run)"})
+    bucket_mb: float = field(default=256.0, metadata={"help": "weight_sync=broadcast: MiB of parameters per bucket"})
 
     def __post_init__(self) -> None:
         _require_choice(self.mode, "pipeline.mode", PIPELINE_MODES)
         _require_choice(self.on_stale, "pipeline.on_stale", STALE_BATCH_POLICIES)
         _require_choice(self.backend, "pipeline.backend", GENERATOR_BACKENDS)
+        _require_choice(self.weight_sync, "pipeline.weight_sync", WEIGHT_SYNC_METHODS)
+        _require_positive(self.bucket_mb, "pipeline.bucket_mb")
+        _require(self.weight_sync == "object_store" or self.backend == "hf", "pipeline.weight_sync",
+                 "broadcast needs the hf generator backend (vllm takes weights from the object store)")
         _require_non_negative(self.max_lag, "pipeline.max_lag")
         for name in ("num_generators", "offpolicy_steps", "torch_threads"):
             _require_positive(getattr(self, name), f"pipeline.{name}")

@@ -1,0 +1,118 @@
+"""Weight publication by broadcast (pipeline.weight_sync = "broadcast"): the trainer sends each
+new version over the weight-sync process group (broadcast.py), each generator receives it on a
+background thread and swaps it in between decoding steps.
+
+The same interface as weights.py's object-store path (`publish` on the trainer; `sync`,
+`maybe_update`, `hook_for`, `version`, `sync_seconds`, `num_swaps` on a generator), so the
+actors and the staleness rule are unchanged. A version is a header (one int64 broadcast) and then
+the buckets of broadcast.model_bucket_plan. A generator's thread receives into fresh buffers and
+hands the finished version over by swapping one reference, so the decoding loop never sees half
+a version; the copy into the model happens in the loop, in place (KV cache kept).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from scalerl.distributed.broadcast import WeightGroup, model_bucket_plan, receive_weights, send_weights
+
+if TYPE_CHECKING:
+    import torch
+
+
+class BroadcastPublisher:
+    """The trainer's side (rank 0): `publish(model, version)` sends one version to every generator."""
+
+    def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
+        self.plan = model_bucket_plan(model.state_dict(), bucket_mb)
+        self.group = group
+
+    def publish(self, model: torch.nn.Module, version: int) -> float:
+        """Send `version`'s header and weights; the seconds it took (every generator received it)."""
+        import torch
+
+        started = time.perf_counter()
+        device = next(model.parameters()).device  # NCCL sends from the GPU
+        self.group.broadcast(torch.tensor([int(version)], dtype=torch.int64, device=device), 0)
+        send_weights(model.state_dict(), self.plan, self.group)
+        return time.perf_counter() - started
+
+
+class BroadcastSubscriber:
+    """A generator's side: a daemon thread receives every version; the decoding loop swaps the
+    newest received one into its model (WeightSubscriber's interface)."""
+
+    def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
+        self.plan = model_bucket_plan(model.state_dict(), bucket_mb)
+        self.group = group
+        self._template = {name: (t.shape, t.dtype, t.device) for name, t in model.state_dict().items()}
+        self._device = next(model.parameters()).device
+        self._latest: tuple[int, dict] | None = None  # (version, tensors), replaced whole
+        self._arrived = threading.Condition()
+        self.version = -1
+        self.sync_seconds = 0.0
+        self.num_swaps = 0
+        self.failure: BaseException | None = None
+        threading.Thread(target=self._receive_forever, name="weight-broadcast", daemon=True).start()
+
+    def _receive_forever(self) -> None:
+        import torch
+
+        try:
+            while True:
+                header = torch.empty(1, dtype=torch.int64, device=self._device)
+                self.group.broadcast(header, 0)
+                state = {name: torch.empty(shape, dtype=dtype, device=device)
+                         for name, (shape, dtype, device) in self._template.items()}
+                receive_weights(state, self.plan, self.group)
+                with self._arrived:
+                    self._latest = (int(header.item()), state)
+                    self._arrived.notify_all()
+        except BaseException as error:  # noqa: BLE001 - reported to the decoding loop, which raises it
+            with self._arrived:
+                self.failure = error
+                self._arrived.notify_all()
+
+    def _take(self, model: torch.nn.Module, started: float) -> int:
+        import torch
+
+        version, state = self._latest
+        with torch.no_grad():
+            for name, target in model.state_dict().items():
+                target.copy_(state[name])
+        self.version = version
+        self.num_swaps += 1
+        self.sync_seconds += time.perf_counter() - started
+        return version
+
+    def sync(self, model: torch.nn.Module, min_version: int = 0) -> int:
+        """Before a batch: swap in the newest received version; wait for one >= min_version."""
+        started = time.perf_counter()
+        with self._arrived:
+            while (self._latest is None or self._latest[0] < min_version) and self.failure is None:
+                self._arrived.wait()
+        if self.failure is not None:
+            raise RuntimeError(f"weight broadcast failed: {self.failure}") from self.failure
+        if self._latest[0] > self.version:
+            return self._take(model, started)
+        return self.version
+
+    def maybe_update(self, model: torch.nn.Module) -> int | None:
+        """The weight_update_hook body: the new version if one was swapped in, else None."""
+        latest = self._latest
+        if latest is None or latest[0] <= self.version:
+            return None
+        return self._take(model, time.perf_counter())
+
+    def hook_for(self, model: torch.nn.Module):
+        return lambda: self.maybe_update(model)
+
+
+def rendezvous_address() -> str:
+    """"ip:port" on this actor's node, a port free now: where the weight-sync group meets."""
+    import ray
+
+    from scalerl.distributed.broadcast import free_address
+
+    return free_address(ray.util.get_node_ip_address())
