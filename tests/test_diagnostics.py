@@ -233,27 +233,41 @@ def test_forecast_band_beyond_a_flat_end_holds_a_flat_continuation():
         assert np.mean((lower <= reward[13:]) & (reward[13:] <= upper)) >= 0.8
 
 
-def test_forecast_band_is_the_table_multipliers_times_the_predictive_spread():
-    """Band = m + [Q(0.1), Q(0.9)] x s, Q from the shipped table at the point's horizon, its lower
-    edge at most the stop-now floor (the last three evaluations' mean - z sigma sqrt(4/3)), by hand."""
+def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
+    """m + [Q_lo, Q_hi] x sqrt(sigma_d^2 + s_curve^2), Q from the shipped table at each horizon."""
     from scalerl.forecast.band_calibration import horizon, horizon_bin, shipped_table
+    from scalerl.forecast.diagnostics import point_noise_sd
 
-    compute = np.geomspace(1.0, 100.0, 20)
-    reward = 0.2 + 0.5 / (1.0 + (30.0 / compute) ** 1.5) + np.random.default_rng(0).normal(0.0, 0.002, 20)
-    fit = fit_sigmoid(compute, reward)
-    later = np.geomspace(150.0, 1000.0, 5)
     table = shipped_table()
-    rows = np.asarray(table["strata"][fit.stratum]["quantiles"])[horizon_bin(horizon(later, 100.0))]
+    rows = np.asarray(table["strata"][fit.stratum]["quantiles"])[horizon_bin(horizon(later, fit.compute.max()))]
     probabilities = table["probabilities"]
-    q_lo = np.minimum(rows[:, probabilities.index(0.1)], 0.0)
-    q_hi = np.maximum(rows[:, probabilities.index(0.9)], 0.0)
-    draws = fit.observation_draws(later)
-    spread = np.maximum((np.quantile(draws, 0.9, axis=0) - np.quantile(draws, 0.1, axis=0)) / 2.563, fit.noise_sd)
+    q_lo = np.minimum(rows[:, probabilities.index(level_quantiles[0])], 0.0)
+    q_hi = np.maximum(rows[:, probabilities.index(level_quantiles[1])], 0.0)
+    curves = fit._mean_draws(later) + fit._form_shift(later)
+    curve_sd = (np.quantile(curves, 0.9, axis=0) - np.quantile(curves, 0.1, axis=0)) / 2.563
+    sigma_d = point_noise_sd(np.concatenate([[fit.r0], fit.reward]))
+    spread = np.sqrt(sigma_d**2 + curve_sd**2)
     centre = fit.predict(later)
+    mean_lo, mean_hi = np.quantile(curves, level_quantiles, axis=0)  # the curve's band, held by the observation's
+    return centre + q_lo * spread, centre + q_hi * spread, mean_lo, mean_hi
+
+
+@pytest.mark.parametrize("c_mid, stratum", [(300.0, "rising"), (3.0, "flat_end")])
+def test_forecast_band_is_the_table_multipliers_times_the_predictive_spread(c_mid, stratum):
+    """Band = m + [Q(0.1), Q(0.9)] x s, s = sqrt(sigma_d^2 + s_curve^2) (successive-difference
+    noise and the posterior curves' robust sd), Q from the shipped table at the point's horizon and
+    stratum, its lower edge beyond the data at most the stop-now floor (the last three evaluations'
+    mean - z sigma sqrt(4/3)), holding the posterior curves' band, by hand, on a rising and on a flat end."""
+    compute = np.geomspace(1.0, 100.0, 20)
+    reward = 0.2 + 0.5 / (1.0 + (c_mid / compute) ** 1.5) + np.random.default_rng(0).normal(0.0, 0.002, 20)
+    fit = fit_sigmoid(compute, reward)
+    assert fit.stratum == stratum
+    later = np.geomspace(150.0, 1000.0, 5)
+    low, high, mean_lo, mean_hi = _band_by_hand(fit, later)
     lower, upper = fit.interval(later, level=0.8)
     stop_now = np.mean(fit.reward[-3:]) - 1.2816 * fit.noise_sd * np.sqrt(1 + 1 / 3)
-    assert lower == pytest.approx(np.clip(np.minimum(centre + q_lo * spread, stop_now), 0.0, 1.0), abs=1e-4)
-    assert upper == pytest.approx(np.clip(centre + q_hi * spread, 0.0, 1.0))
+    assert lower == pytest.approx(np.clip(np.minimum.reduce([low, [stop_now] * 5, mean_lo]), 0.0, 1.0), abs=1e-4)
+    assert upper == pytest.approx(np.clip(np.maximum(high, mean_hi), 0.0, 1.0), abs=1e-4)
 
 
 def test_ceiling_of_a_capped_rise_stays_near_the_cap():

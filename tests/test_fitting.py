@@ -96,12 +96,17 @@ def test_compute_to_reach_inverts_the_curve():
     assert "not reachable" in fit.compute_to_reach(0.7).message()
 
 
-def test_observation_band_is_wider_than_mean_band():
+def test_observation_band_holds_the_mean_band():
+    """A new evaluation is the curve plus noise: its band holds the curve's, inside the data and
+    beyond it (where the calibrated band on a flat end can be narrower than the posterior's)."""
     compute, reward = paper_curve(noise_sd=0.01)
     fit = fit_sigmoid(compute, reward, n_bootstrap=60)
-    lo_obs, hi_obs = fit.interval(60000.0)
-    lo_mean, hi_mean = fit.interval(60000.0, kind="mean")
-    assert lo_obs < lo_mean <= fit.predict(60000.0) <= hi_mean < hi_obs
+    at = np.array([5000.0, 20000.0, 60000.0, 200000.0])
+    lo_obs, hi_obs = fit.interval(at)
+    lo_mean, hi_mean = fit.interval(at, kind="mean")
+    assert np.all(lo_obs <= lo_mean) and np.all(lo_mean <= fit.predict(at))
+    assert np.all(fit.predict(at) <= hi_mean) and np.all(hi_mean <= hi_obs)
+    assert np.all(hi_obs - lo_obs > hi_mean - lo_mean)  # the noise widens it somewhere on each point
 
 
 def test_result_is_immutable():

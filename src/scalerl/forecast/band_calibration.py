@@ -7,8 +7,9 @@ split-conformal prediction, Lei et al. 2018, arXiv 1604.04173; Romano et al. 201
 asymmetric quantile form). For a fit on the points up to C_last and a later evaluation y at C:
 
     h = log(C / C_last)                         the forecast horizon (0 at and before C_last)
-    m = point forecast at C,   s = spread of the raw predictive draws at C
-                                 (s = (q90 - q10) / 2.563, a robust sd; at least the noise sd)
+    m = point forecast at C,   s = sqrt(sigma_d^2 + s_curve^2)   (FitResult.predictive_spread:
+                                 sigma_d the successive-difference noise, s_curve the robust sd
+                                 (q90 - q10) / 2.563 of the posterior curves at C)
     z = (y - m) / s                             the normalised score
 
 Scores of many (run, cut) pairs are pooled per stratum (the fitted points end flat within their

@@ -256,5 +256,5 @@ def fit_sigmoid(
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
         forms=forms, form_of_draw=draw_members(forms, param_draws.shape[0], seed) if forms else None,
-        a_upper_bound=float(problem.upper[0]),
+        a_upper_bound=float(problem.upper[0]), diff_noise_sd=diff_noise,
     )

@@ -133,6 +133,7 @@ class FitResult:
     forms: tuple = ()  # averaging.FormCurve members of the point forecast; () = the posterior median alone
     form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
     a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
+    diff_noise_sd: float | None = None  # evaluation noise from successive differences (diagnostics.point_noise_sd); None: noise_sd
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -229,8 +230,17 @@ class FitResult:
         return "flat_end" if late is not None and late.is_flat(0.8) else "rising"
 
     def predictive_spread(self, compute: ArrayLike) -> np.ndarray:
-        """s at each compute: robust sd of the raw predictive draws, at least the noise sd."""
-        return robust_spread(self.observation_draws(compute), self.noise_sd)
+        """s at each compute: a new evaluation is the curve plus independent noise, so
+
+            s = sqrt(sigma_d^2 + s_curve^2)
+
+        with sigma_d the successive-difference noise of the fitted points (blind to misfit, which
+        the band table calibrates across runs) and s_curve the robust sd of the posterior curves
+        moved to their member forms (band_calibration.robust_spread)."""
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        curves = self._mean_draws(compute) + self._form_shift(compute)
+        sigma = self.noise_sd if self.diff_noise_sd is None else self.diff_noise_sd
+        return np.sqrt(sigma**2 + robust_spread(curves, 0.0) ** 2)
 
     def calibration_scores(self, compute: ArrayLike, reward: ArrayLike, run: str = "",
                            source: str = "") -> HeldOutScores:
@@ -244,11 +254,11 @@ class FitResult:
                  kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
 
-        Observation band = m + [Q_lo, Q_hi] x s: the point forecast m, the spread s of the raw
-        predictive draws, and the quantiles Q of normalised errors that other runs made at the
+        Observation band = m + [Q_lo, Q_hi] x s: the point forecast m, the predictive spread s
+        (predictive_spread), and the quantiles Q of normalised errors that other runs made at the
         same horizon log(C / C_last) in the same stratum (forecast.band_calibration), its lower
         edge beyond the data at most where the run would be if it stopped improving now
-        (diagnostics.stop_now_floor). Mean band =
+        (diagnostics.stop_now_floor), and holding the mean band. Mean band =
         quantiles of the posterior curves moved to their member forms. Both contain the point
         forecast, clipped to `reward_range`.
         """
@@ -268,6 +278,9 @@ class FitResult:
             if "A" not in self.fixed:
                 floor = stop_now_floor(self.reward, self.noise_sd, level)
                 lo = np.where(compute > float(np.max(self.compute)), np.minimum(lo, floor), lo)
+            # A new evaluation is the curve plus noise: its band holds the curve's.
+            mean_lo, mean_hi = self.interval(compute, level, kind="mean")
+            lo, hi = np.minimum(lo, mean_lo), np.maximum(hi, mean_hi)
         else:
             samples = self._mean_draws(compute) + self._form_shift(compute)
             lo, hi = np.quantile(samples, [lo_q, hi_q], axis=0)
