@@ -23,6 +23,9 @@ def export_command(
     step: Optional[int] = typer.Option(None, "--step", help="Checkpoint step (default: the newest)."),
     dtype: Optional[str] = typer.Option(
         None, "--dtype", help="Cast the exported weights: float32, bfloat16 or float16 (default: as trained)."),
+    merge: bool = typer.Option(
+        False, "--merge", help="LoRA run: merge the adapter into the starting weights (a plain model folder) "
+                               "instead of writing the adapter folder."),
 ) -> None:
     """Write a checkpoint as a model folder for from_pretrained / vLLM (no training state)."""
     if out is not None and out_option is not None and out != out_option:
@@ -32,10 +35,11 @@ def export_command(
         raise InputError("missing the output folder: scalerl export RUN OUT (or -o OUT)")
     from scalerl.train.export import export_model
 
-    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype)
-    Console(soft_wrap=True).print(
-        f"exported to {written}; load it with AutoModelForCausalLM.from_pretrained('{written}')",
-        markup=False, highlight=False)
+    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype,
+                           merge=merge)
+    loading = (f"AutoModelForCausalLM.from_pretrained('{written}')" if not (written / "adapter_config.json").exists()
+               else f"peft's PeftModel.from_pretrained(starting_model, '{written}') (or export with --merge)")
+    Console(soft_wrap=True).print(f"exported to {written}; load it with {loading}", markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

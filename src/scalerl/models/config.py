@@ -33,6 +33,13 @@ class ModelConfig:
     # model/task configuration.
     init_seed: int = field(default=0, metadata={
         "help": "built-in model: seed of its initial weights and warm start (shared by every run seed)"})
+    lora_r: int = field(default=0, metadata={
+        "help": "LoRA rank (peft, the 'peft' extra): train low-rank adapters on the starting weights, which stay "
+                "frozen (0: train every weight)"})
+    lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha (the update is alpha / r * B A)"})
+    lora_target_modules: str = field(default="all-linear", metadata={
+        "help": "modules LoRA adapts: comma-separated names (q_proj,v_proj) or 'all-linear' (every linear layer "
+                "but the LM head)"})
 
     def __post_init__(self) -> None:
         require(bool(self.path), "model.path", "must be 'builtin' or a model directory")
@@ -44,3 +51,10 @@ class ModelConfig:
         require_fraction(self.warmstart_stop_pass_rate, "model.warmstart_stop_pass_rate")
         require_positive(self.warmstart_probe_every, "model.warmstart_probe_every")
         require_non_negative(self.init_seed, "model.init_seed")
+        require_non_negative(self.lora_r, "model.lora_r")
+        require_positive(self.lora_alpha, "model.lora_alpha")
+        targets = [name.strip() for name in self.lora_target_modules.split(",")]
+        require(all(targets), "model.lora_target_modules",
+                f"must be 'all-linear' or comma-separated module names, got {self.lora_target_modules!r}")
+        require("lm_head" not in targets, "model.lora_target_modules",
+                "the LM head is computed from its weight directly (model.fp32_head); adapt the body's modules")

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from transformers.utils import logging as hf_logging
 
 from scalerl.errors import InputError
+from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, is_lora, load_adapter
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"
@@ -55,9 +56,13 @@ def is_model_folder(directory: str | os.PathLike) -> bool:
 
 
 def weight_files(directory: str | os.PathLike) -> list[Path]:
-    """The safetensors files holding the weights: the shards of the index, else model.safetensors."""
+    """The safetensors files holding the weights: the shards of the index, else model.safetensors
+    (a LoRA checkpoint's adapter_model.safetensors when that is all there is)."""
     directory = Path(directory)
     index = directory / WEIGHTS_INDEX_FILE
+    adapter = directory / ADAPTER_WEIGHTS_FILE
+    if not index.is_file() and not (directory / WEIGHTS_FILE).exists() and adapter.is_file():
+        return [adapter]  # a LoRA checkpoint holds the adapter only (scalerl.models.lora)
     if not index.is_file():
         return [directory / WEIGHTS_FILE]
     try:
@@ -86,8 +91,12 @@ def load_weights_into(model: torch.nn.Module, directory: str | os.PathLike) -> N
     `save_pretrained` leaves out tied weights (an LM head sharing the embedding matrix), so a
     parameter may be missing only when it shares its storage with one that was loaded. Any other
     missing or unexpected name, or a shape that differs, is an InputError naming the folder.
+    A peft-wrapped model takes the folder's adapter weights (scalerl.models.lora).
     """
     tensors = read_weights(directory)
+    if is_lora(model):
+        load_adapter(model, tensors, directory)
+        return
     expected = model.state_dict()
     unexpected = sorted(set(tensors) - set(expected))
     shared = _shared_names(expected, loaded=set(tensors))

@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.char_tokenizer import build_char_tokenizer
 from scalerl.models.hf_folder import quiet_progress_bars, write_model_folder
+from scalerl.models.lora import plain_model
 
 BUILTIN_MODEL = "builtin"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -163,6 +164,12 @@ def _returned_cache(body_output) -> object | None:
     return getattr(body_output, "cache" if "cache" in names else "past_key_values", None)
 
 
+def transformer_body(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformer below the LM head (`base_model` of a Hugging Face causal LM); of a
+    peft-wrapped policy, that of the model it wraps, whose adapted layers run the adapters."""
+    return plain_model(model).base_model
+
+
 def policy_forward(
     model: torch.nn.Module,
     input_ids: torch.Tensor,
@@ -182,7 +189,7 @@ def policy_forward(
     """
     if position_ids is None:
         position_ids = positions_from_mask(attention_mask)[:, -input_ids.shape[1] :]
-    body = model.base_model
+    body = transformer_body(model)
     body_output = body(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -209,7 +216,7 @@ def head_logits(model: torch.nn.Module, hidden: torch.Tensor, *, fp32_head: bool
 def policy_hidden(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The body's last hidden states [batch, seq, hidden] (no LM head, no cache), positions from
     the mask as in `policy_forward`: what the trainer turns into log-probs a chunk at a time."""
-    body = model.base_model
+    body = transformer_body(model)
     return body(input_ids=input_ids, attention_mask=attention_mask,
                 position_ids=positions_from_mask(attention_mask), use_cache=False).last_hidden_state
 

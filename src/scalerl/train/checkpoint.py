@@ -10,7 +10,9 @@ subfolder where model loaders do not look. Layout of `RUN/checkpoints/step_00000
       rng.safetensors       torch RNG states (global CPU state and the run's generators)
       state.json            step, optimiser param groups and scalar state, LR-scheduler state,
                             numpy RNG state, curriculum pool state, cumulative counters
-Checkpoints written before this layout (the same files, flat) still load.
+Checkpoints written before this layout (the same files, flat) still load. A LoRA run's checkpoint
+(model.lora_r > 0) holds its adapter instead of the weights (adapter_config.json,
+adapter_model.safetensors: what peft's `PeftModel.from_pretrained` loads onto the starting model).
 A checkpoint is assembled in a hidden temporary directory, every file fsynced, its manifest
 (each file's size and SHA-256, scalerl.train.manifest) written last, then renamed into place
 (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
@@ -43,6 +45,7 @@ from safetensors.torch import load_file, save_file
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, weight_files, write_model_folder
+from scalerl.models.lora import adapter_state, is_lora
 from scalerl.train.manifest import verify_manifest, write_manifest
 from scalerl.train.nonfinite import DivergenceError, nonfinite_parameter
 from scalerl.train.safe_writes import fsync_path, writing
@@ -447,5 +450,7 @@ def load_checkpoint(
 
 
 def weight_shapes_of(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
-    """The shape of each tensor of a model's state dict (what its checkpoint's weights must have)."""
-    return {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    """The shape of each tensor of a model's state dict (what its checkpoint's weights must have);
+    of a LoRA policy, its adapter's (what its checkpoint holds)."""
+    state = adapter_state(model) if is_lora(model) else model.state_dict()
+    return {name: tuple(tensor.shape) for name, tensor in state.items()}

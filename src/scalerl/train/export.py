@@ -26,6 +26,7 @@ from typing import Callable
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
+from scalerl.models.lora import is_adapter_folder
 from scalerl.train.checkpoint import TRAINING_STATE_DIR, checkpoint_name, list_checkpoints, verify_checkpoint
 from scalerl.train.manifest import file_sha256, read_manifest
 
@@ -87,11 +88,29 @@ def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> Non
     write_model_folder(model, tokenizer, staging)
 
 
+def _merged_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None:
+    """A LoRA checkpoint: the run's starting weights rebuilt as the run built them (its warm start
+    read from the cache), the adapter loaded onto them and merged in (peft's merge_and_unload)."""
+    from scalerl.models.hf_folder import write_model_folder
+    from scalerl.models.lora import merged_model
+    from scalerl.train.config import load_config
+    from scalerl.train.lora_policy import run_policy
+    from scalerl.train.run_setup import build_task
+
+    config = load_config(run_dir)
+    model, tokenizer = run_policy(config, build_task(config), resuming=True)
+    load_weights_into(model, checkpoint)
+    write_model_folder(merged_model(model), tokenizer, staging)
+
+
 def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None,
-                 on_note: Callable[[str], None] | None = None, dtype: str | None = None) -> Path:
+                 on_note: Callable[[str], None] | None = None, dtype: str | None = None,
+                 merge: bool = False) -> Path:
     """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`,
     its weights cast to `dtype` when given; `on_note` hears the warning about a checkpoint without
-    a manifest and the note about the head's precision."""
+    a manifest and the note about the head's precision. A LoRA run's checkpoint is written as its
+    adapter folder, or with `merge` as a plain model folder with the adapter merged in (`merge`
+    changes nothing for a run that trained every weight)."""
     from scalerl.train.export_dtype import EXPORT_DTYPES, cast_model_folder, head_precision_note, trained_head_dtype
 
     if dtype is not None and dtype not in EXPORT_DTYPES:
@@ -110,7 +129,9 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        if is_model_folder(checkpoint):
+        if merge and is_adapter_folder(checkpoint):
+            _merged_model_folder(run_dir, checkpoint, staging)
+        elif is_model_folder(checkpoint) or is_adapter_folder(checkpoint):
             _copy_model_files(checkpoint, staging)
         else:
             _rebuild_model_folder(run_dir, checkpoint, staging)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from scalerl.models.lora import require_peft
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
 from scalerl.tasks.rollout import Rollout
@@ -33,12 +34,11 @@ from scalerl.train.run_setup import (
     build_optimisation,
     build_task,
     check_paths,
-    fresh_policy,
     generate_step,
     reference_policy,
-    starting_policy,
     training_rewards,
 )
+from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.validation import validation_pass_rate
 
@@ -95,14 +95,16 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
     like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.run_lock);
     a new run that fails before its first row leaves no folder behind."""
     check_paths(config)
+    if config.model.lora_r > 0:
+        require_peft()  # before the run folder is made
     task = build_task(config, reward_functions)
-    bare = fresh_policy(config) if resume and checkpoint_folders(run_dir) else None
+    bare = run_policy(config, task, resuming=True) if resume and checkpoint_folders(run_dir) else None
     state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
                           rng_device=config.device,
                           weight_shapes=None if bare is None else weight_shapes_of(bare[0]))
     try:
         resumed = state.resumed_from is not None
-        model, tokenizer = bare if resumed else starting_policy(config, task, resuming=False)
+        model, tokenizer = bare if resumed else run_policy(config, task, resuming=False)
         check_prompt_lengths(task, tokenizer, model, config.sampling.max_new_tokens)
         optimizer, scheduler = build_optimisation(model, config)
         if state.resumed_from is not None:
