@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   trains the built-in tiny model with the ScaleRL recipe on CPU and forecasts its curve
-#   make test   runs the test suite
+#   make test   runs the test suite's default tier (the slow end-to-end tier: make test-slow; CI runs both)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -21,6 +21,9 @@ demo: $(STAMP)
 	@echo "scalerl is installed in $(VENV): run $(BIN)/scalerl, or 'source $(BIN)/activate' to put it on PATH"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
 
-.PHONY: install demo test
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+.PHONY: install demo test test-slow
