@@ -83,6 +83,7 @@ def _rows(run_dir):
     return [{k: v for k, v in row.items() if k not in ("device_hours", "wall_seconds")} for row in rows]
 
 
+@pytest.mark.slow
 def test_resuming_a_lora_run_continues_it_exactly(tmp_path, tiny_config):
     config = tiny_config(*LORA, "max_steps=4", "checkpoint_every=2", "eval_every=2")
     train(config, tmp_path / "straight", show_progress=False)

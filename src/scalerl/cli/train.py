@@ -217,6 +217,8 @@ def train_command(
     from scalerl.train.trainer import train
 
     result = train(config, out, resume=resume, show_progress=progress)
+    if result.rank > 0:  # torchrun: rank 0 reports the run
+        return
     if result.interrupted:
         end_interrupted(out, result.last_step, result.exit_code)
     last = f"{result.val_pass_rates[-1]:.3f}" if result.val_pass_rates else "n/a"

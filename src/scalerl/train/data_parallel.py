@@ -61,8 +61,41 @@ def all_reduce_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
         offset += count
 
 
+def _collective_device() -> str:
+    """Where small tensors of a collective live: CUDA under nccl (it reduces only CUDA tensors)."""
+    return "cuda" if dist.get_backend() == "nccl" else "cpu"
+
+
 def all_reduce_sums(values: Sequence[float]) -> list[float]:
     """Each value summed over the ranks (float64)."""
-    summed = torch.tensor(list(values), dtype=torch.float64)
+    summed = torch.tensor(list(values), dtype=torch.float64, device=_collective_device())
     dist.all_reduce(summed, op=dist.ReduceOp.SUM)
     return summed.tolist()
+
+
+def broadcast_object(value: object = None, source: int = 0) -> object:
+    """`value` of rank `source`, on every rank (pickled; small objects: a step's plan)."""
+    holder = [value]
+    dist.broadcast_object_list(holder, src=source)
+    return holder[0]
+
+
+def all_gather_objects(value: object) -> list[object]:
+    """Every rank's `value`, in rank order, on every rank."""
+    gathered: list[object] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
+def all_reduce_max(value: int) -> int:
+    """The largest of the ranks' `value`."""
+    most = torch.tensor([int(value)], dtype=torch.int64, device=_collective_device())
+    dist.all_reduce(most, op=dist.ReduceOp.MAX)
+    return int(most.item())
+
+
+def broadcast_model_state(model: torch.nn.Module, source: int = 0) -> None:
+    """Every tensor of `model`'s state dict (weights and buffers) replaced by rank `source`'s, in place."""
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            dist.broadcast(tensor, src=source)

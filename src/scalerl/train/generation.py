@@ -153,6 +153,40 @@ def generate_rollouts(
     trainer recomputes), whatever temperature/top-p the sampling used. With length control
     "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
     """
+    rollouts, _ = generate_rollout_shard(
+        model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
+        length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
+        weight_update_hook=weight_update_hook)
+    return rollouts
+
+
+def skip_decoding_steps(generator: torch.Generator, steps: int, num_rows: int, vocab_size: int) -> None:
+    """Advance `generator` past `steps` decoding steps' noise of `num_rows` rows (what a shard that
+    finished early has not drawn), so that it ends where the whole batch's generation ends."""
+    for _ in range(max(int(steps), 0)):
+        gumbel_noise(num_rows, vocab_size, generator, generator.device)
+
+
+def generate_rollout_shard(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+    prompt_rows: slice = slice(None),
+) -> tuple[list[Rollout], int]:
+    """`generate_rollouts` of the prompts in `prompt_rows` only, with the random draws of all of
+    them: every sequence's thinking budget is drawn and each decoding step draws every sequence's
+    noise, the shard's sequences using their own rows (group indices are those of the whole batch).
+    Also returns the number of decoding steps made. Processes that each generate one shard, then
+    advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
+    process samples for the whole batch and end with its generator state."""
     if len(prompts) != len(prompt_indices):
         raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
     if num_generations < 1 or not prompts:
@@ -168,22 +202,27 @@ def generate_rollouts(
         )
         for _ in sequences
     ]
+    shard = range(len(prompts))[prompt_rows]
+    first, stop = shard.start * num_generations, shard.stop * num_generations
+    if first >= stop:
+        return [], 0
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            _decode(
-                model, sequences, states, sampling, torch_generator, policy_version,
+            steps = _decode(
+                model, sequences[first:stop], states[first:stop], sampling, torch_generator, policy_version,
                 weight_update_hook, _eos_ids(model, tokenizer), _encode(tokenizer, length_control.think_end_text),
                 length_control, _encode(tokenizer, length_control.interruption_phrase), tokenizer.pad_token_id,
+                noise_rows=(len(states), first),
             )
     finally:
         model.train(was_training)
     return [
-        _to_rollout(state, sequences[row], prompt_indices[row // num_generations],
+        _to_rollout(states[row], sequences[row], prompt_indices[row // num_generations],
                     row // num_generations, tokenizer)
-        for row, state in enumerate(states)
-    ]
+        for row in range(first, stop)
+    ], steps
 
 
 def should_compact(num_finished: int, num_decoding: int) -> bool:
@@ -195,18 +234,22 @@ def should_compact(num_finished: int, num_decoding: int) -> bool:
 
 def _decode(
     model, sequences, states, sampling, generator, version, hook, eos_ids, think_end_ids,
-    length_control, phrase_ids, pad_id,
-) -> None:
-    """The decoding loop: prefill, then one forward per new token, until all stop or the limit.
+    length_control, phrase_ids, pad_id, noise_rows: tuple[int, int] | None = None,
+) -> int:
+    """The decoding loop: prefill, then one forward per new token, until all stop or the limit;
+    returns the number of decoding steps (noise draws) made.
 
     `rows` maps the decoding batch to `states`: finished sequences leave the batch (KV cache,
-    mask and positions are index-selected) so later steps only pay for live ones."""
+    mask and positions are index-selected) so later steps only pay for live ones. `noise_rows`
+    (rows drawn, first row of these states): each step draws that many rows of noise and these
+    states use theirs (default: one row per state)."""
     input_ids, attention_mask = left_pad(sequences, pad_id if pad_id is not None else 0)
     device = next(model.parameters()).device
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     positions = positions_from_mask(attention_mask)
     next_positions = positions[:, -1:] + 1
     rows = list(range(len(states)))
+    drawn_rows, first_row = noise_rows if noise_rows is not None else (len(states), 0)
     cache = None
     for step in range(sampling.max_new_tokens):
         if step > 0 and hook is not None:
@@ -218,9 +261,9 @@ def _decode(
         )
         cache = output.past_key_values
         logits = output.logits[:, -1, :]
-        noise = gumbel_noise(len(states), logits.shape[-1], generator, logits.device)
-        if len(rows) < len(states):
-            noise = noise[torch.tensor(rows, device=noise.device)]
+        noise = gumbel_noise(drawn_rows, logits.shape[-1], generator, logits.device)
+        if len(rows) < drawn_rows:
+            noise = noise[torch.tensor(rows, device=noise.device) + first_row]
         live = [states[row] for row in rows]
         tokens = sample_with_noise(logits, sampling, noise).tolist()
         is_forced = [bool(state.forced) and not state.finished for state in live]
@@ -233,7 +276,7 @@ def _decode(
                               eos_ids, think_end_ids, length_control, phrase_ids)
         still_decoding = [index for index, state in enumerate(live) if not state.finished]
         if not still_decoding:
-            return
+            return step + 1
         input_ids = token_ids.unsqueeze(-1)
         attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(rows), 1))], dim=1)
         positions = next_positions
@@ -244,6 +287,7 @@ def _decode(
             input_ids, attention_mask = input_ids[keep], attention_mask[keep]
             positions, next_positions = positions[keep], next_positions[keep]
             rows = [rows[index] for index in still_decoding]
+    return sampling.max_new_tokens
 
 
 def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:

@@ -39,6 +39,8 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.lora_policy import run_policy
+from scalerl.train.data_parallel import init_from_environment, rank_and_world_size
+from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.validation import validation_pass_rate
 
@@ -84,6 +86,7 @@ class RunResult:
     val_pass_rates: tuple[float, ...]
     interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (a checkpoint of the last step was written)
     exit_code: int = 130  # when interrupted: 128 + the signal (130 Ctrl-C, 143 SIGTERM)
+    rank: int = 0  # under torchrun, this process's rank (rank 0 alone writes the run and reports it)
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool,
@@ -118,8 +121,12 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
 
 
 def _generate(run: Run) -> list[Rollout]:
-    """P prompts from the pool x G generations, rewards filled in by the task's verifier."""
+    """P prompts from the pool x G generations, rewards filled in by the task's verifier (under
+    torchrun each rank generates its shard of the prompts: data_parallel_run)."""
     state = run.state
+    if rank_and_world_size()[1] > 1:
+        plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)
+        return generate_together(run.model, run.tokenizer, run.task, run.config, plan, state.rollout_generator)
     return generate_step(run.model, run.tokenizer, run.task, run.config, state.sample_prompts(),
                          torch_generator=state.rollout_generator, policy_version=state.step)
 
@@ -176,6 +183,8 @@ def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop:
         _write(run, row, state.validation_due(run.step), progress, on_row)
         if state.checkpoint_due(run.step):
             _checkpoint(run)
+    if rank_and_world_size()[1] > 1:
+        announce_stop()
     if stop.requested:
         if run.step > 0 and not state.checkpoint_due(run.step):
             _checkpoint(run)
@@ -192,10 +201,18 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
 
     Ctrl-C or SIGTERM (in the main thread) stops the run after the step it is in, with a
     checkpoint of that step: the result says `interrupted` (and the exit code, 130 or 143) and
-    `resume=True` continues it; a second signal stops at once (KeyboardInterrupt)."""
+    `resume=True` continues it; a second signal stops at once (KeyboardInterrupt).
+
+    Under torchrun (WORLD_SIZE > 1) every rank calls this: rank 0 runs and writes the run, the
+    others follow it (scalerl.train.data_parallel_run) and return its last step with their rank."""
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
+    rank, world_size = init_from_environment(config.device)
+    if rank > 0:
+        return RunResult(Path(run_dir), follow(config, reward_functions), (), (), (), rank=rank)
     run = open_run(config, Path(run_dir), resume, reward_functions)
+    if world_size > 1:
+        announce_start(run.state.resumed_from, run.model)
     state = run.state
     progress = RunProgress(config.max_steps, enabled=show_progress, start_step=run.step)
     try:

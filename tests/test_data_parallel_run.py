@@ -1,0 +1,82 @@
+"""The synchronous trainer under torchrun: shards of a step's prompts generated apart, with the
+whole batch's random draws, are the whole batch one process generates (and leave the sampling
+stream where it does); `torchrun --nproc-per-node 2 -m scalerl.cli train` writes one run folder
+whose rows and weights are those of the same run in one process."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.train.checkpoint import latest_checkpoint
+from scalerl.train.data_parallel import shard_rows
+from scalerl.train.generation import generate_rollout_shard, generate_rollouts, skip_decoding_steps
+from scalerl.train.generation_settings import length_control, sampling_settings
+from conftest import TINY_RUN, set_options
+
+PROMPTS = ["12+7=", "3*4=", "20-5=", "9+9=", "1+2="]
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_shards_generated_apart_are_the_whole_batch_and_end_the_stream_where_it_ends(tiny_config, world_size):
+    config = tiny_config("sampling.length_control=interrupt", "max_new_tokens=16")
+    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2), seed=3)
+    model.generation_config.eos_token_id = list(range(20, 35))  # sequences stop at random lengths
+    options = dict(num_generations=3, sampling=sampling_settings(config), length_control=length_control(config))
+    indices = list(range(10, 10 + len(PROMPTS)))
+    whole_generator = torch.Generator().manual_seed(0)
+    whole = generate_rollouts(model, tokenizer, PROMPTS, indices, torch_generator=whole_generator, **options)
+    generators = [torch.Generator().manual_seed(0) for _ in range(world_size)]
+    shards = [generate_rollout_shard(model, tokenizer, PROMPTS, indices, torch_generator=generator,
+                                     prompt_rows=shard_rows(len(PROMPTS), rank, world_size), **options)
+              for rank, generator in enumerate(generators)]
+    most = max(steps for _, steps in shards)
+    assert most > min(steps for _, steps in shards)  # a shard finished early: the skip is exercised
+    for generator, (_, steps) in zip(generators, shards):
+        skip_decoding_steps(generator, most - steps, len(PROMPTS) * 3, model.config.vocab_size)
+        assert torch.equal(generator.get_state(), whole_generator.get_state())
+    together = [rollout for part, _ in shards for rollout in part]
+    assert [(r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in together] == \
+        [(r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in whole]
+    for got, expected in zip(together, whole):
+        torch.testing.assert_close(torch.tensor(got.generator_logprobs), torch.tensor(expected.generator_logprobs),
+                                   rtol=0, atol=1e-5)
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in ("device_hours", "wall_seconds")} for row in rows]
+
+
+@pytest.mark.slow
+def test_torchrun_with_two_ranks_writes_the_run_one_process_writes(tmp_path):
+    options = set_options([*TINY_RUN, "max_steps=2", "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+               "-m", "scalerl.cli", "train", "--out", str(tmp_path / "two"), "--no-progress", *options]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("trained 2 steps into") == 1  # rank 0 alone reports
+    single = subprocess.run([sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"),
+                             "--no-progress", *options], capture_output=True, text=True, timeout=600)
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
+    two, one = _rows(tmp_path / "two"), _rows(tmp_path / "one")
+    assert [row["step"] for row in two] == [0, 1, 2]
+    assert any(row.get("grad_norm", 0) > 0 for row in one)  # a step did update the weights
+    for got, expected in zip(two, one):
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), key
+            else:
+                assert got[key] == value, key
+    weights_two = load_file(latest_checkpoint(tmp_path / "two") / "model.safetensors")
+    weights_one = load_file(latest_checkpoint(tmp_path / "one") / "model.safetensors")
+    assert weights_two.keys() == weights_one.keys()
+    for name, tensor in weights_one.items():
+        torch.testing.assert_close(weights_two[name], tensor, rtol=0, atol=1e-6)
