@@ -80,3 +80,34 @@ def test_torchrun_with_two_ranks_writes_the_run_one_process_writes(tmp_path):
     assert weights_two.keys() == weights_one.keys()
     for name, tensor in weights_one.items():
         torch.testing.assert_close(weights_two[name], tensor, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_torchrun_run_resumes_under_torchrun_as_the_straight_run(tmp_path):
+    options = set_options([*TINY_RUN, "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
+
+    def torchrun(*arguments):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                   "-m", "scalerl.cli", "train", "--no-progress", *arguments]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    torchrun("--out", str(tmp_path / "resumed"), "--max-steps", "1", *options)
+    torchrun("--out", str(tmp_path / "resumed"), "--resume", "--max-steps", "2")
+    single = subprocess.run([sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"),
+                             "--no-progress", "--max-steps", "2", *options], capture_output=True, text=True,
+                            timeout=600)
+    assert single.returncode == 0, single.stderr[-3000:]
+    resumed, one = _rows(tmp_path / "resumed"), _rows(tmp_path / "one")
+    assert [row["step"] for row in resumed] == [0, 1, 2]
+    for got, expected in zip(resumed, one):
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), key
+            else:
+                assert got[key] == value, key
+    weights_resumed = load_file(latest_checkpoint(tmp_path / "resumed") / "model.safetensors")
+    weights_one = load_file(latest_checkpoint(tmp_path / "one") / "model.safetensors")
+    for name, tensor in weights_one.items():
+        torch.testing.assert_close(weights_resumed[name], tensor, rtol=0, atol=1e-6)

@@ -94,7 +94,7 @@ def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ())
     to rank 0 (which stops every rank after the step in progress)."""
     resumed_from = broadcast_object()
     task = build_task(config, reward_functions)
-    model, tokenizer = run_policy(config, task, resuming=resumed_from is not None)
+    model, tokenizer = run_policy(config, task, resuming=True)  # its weights come from rank 0 or the checkpoint
     optimizer, scheduler = build_optimisation(model, config)
     if resumed_from is None:
         broadcast_model_state(model)
