@@ -104,3 +104,14 @@ def test_the_cli_reports_a_raising_reward_function_in_one_line(tmp_path, user_mo
     result = invoke("train", "--out", tmp_path / "run", *tiny_set_options(
         f"task.reward={user_module}:fails", "max_steps=1", "eval_every=1", "generations_per_prompt=1"))
     assert_one_line_error(result, "reward function my_rewards:fails failed on sample 0", "RuntimeError: no scorer here")
+
+
+def test_a_training_step_is_scored_by_the_user_function(tmp_path, user_module, tiny_set_options):
+    """End to end: every rollout of a step gets the function's value (truncation: no length penalty)."""
+    (tmp_path / "half_reward.py").write_text("def half(completions, **kwargs):\n    return [0.5] * len(completions)\n")
+    result = invoke("train", "--out", tmp_path / "run", *tiny_set_options(
+        "task.reward=half_reward:half", "max_steps=1", "eval_every=100", "sampling.length_control=truncate"))
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    step = [row for row in rows if row.get("step") == 1][-1]
+    assert step["train_reward"] == pytest.approx(0.5)

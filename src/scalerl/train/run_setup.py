@@ -177,6 +177,10 @@ def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
     """The verifier's reward of each rollout (the length penalty is added at training); a task
     with a batch `rewards` method (user reward functions) is called once for all of them."""
     examples = task.train
+    batch_rewards = getattr(task, "rewards", None)
+    if batch_rewards is not None:
+        values = batch_rewards([r.completion_text for r in rollouts], [examples[r.prompt_index] for r in rollouts])
+        return [r.with_reward(value) for r, value in zip(rollouts, values)]
     return [r.with_reward(task.reward(r.completion_text, examples[r.prompt_index])) for r in rollouts]
 
 
@@ -185,10 +189,6 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
                   weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
     """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
     indices = [int(i) for i in prompt_indices]
-    batch_rewards = getattr(task, "rewards", None)
-    if batch_rewards is not None:
-        values = batch_rewards([r.completion_text for r in rollouts], [examples[r.prompt_index] for r in rollouts])
-        return [r.with_reward(value) for r, value in zip(rollouts, values)]
     rollouts = generate_rollouts(
         model, tokenizer, [task.train[i].prompt for i in indices], indices,
         num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
