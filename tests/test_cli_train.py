@@ -54,6 +54,18 @@ def test_tiny_train_run_then_resume_and_rerun_errors(tiny_set_options, tmp_path)
     assert_one_line_error(changed, "only max_steps may change")
 
 
+def test_a_resume_may_change_how_a_step_runs_but_not_the_recipe():
+    """train.* (micro-batching, non-finite skips: the same update) may change on --resume, the recipe may not."""
+    from scalerl.train.config import TrainConfig
+    from scalerl.train.run_setup import resume_changes
+
+    saved = TrainConfig().to_dict()
+    allowed = TrainConfig().with_overrides(["train.skip_nonfinite_steps=3", "train.micro_batch_size=2", "max_steps=9"])
+    assert resume_changes(saved, allowed.to_dict()) == []
+    refused = TrainConfig().with_overrides(["optim.lr=0.5", "train.skip_nonfinite_steps=3"])
+    assert resume_changes(saved, refused.to_dict()) == [f"optim.lr: {TrainConfig().optim.lr!r} -> 0.5"]
+
+
 def test_presets_command_lists_recipes_and_ablations():
     result = invoke("presets")
     assert result.exit_code == 0

@@ -40,8 +40,8 @@ class DivergenceGuard:
             allowance = (f"{self.allowed} such step(s) were skipped already" if self.allowed
                          else f"lower optim.lr, or allow skipping with --set {SKIP_KEY}=N")
             raise DivergenceError(
-                f"step {step}: {error.quantity}; the run stopped before applying it (its last checkpoint "
-                f"is kept; {allowance})")
+                f"step {step}: {error.quantity}; the run stopped before applying it (checkpoints written "
+                f"so far are kept; {allowance})")
         self.skipped += 1
         return (f"warning: step {step}: {error.quantity}; step skipped, no update applied "
                 f"({self.skipped} of {SKIP_KEY}={self.allowed})")
@@ -77,5 +77,5 @@ def require_finite_validation(step: int, pass_rate: float) -> float:
     (a validation row never holds NaN silently)."""
     if not math.isfinite(float(pass_rate)):
         raise DivergenceError(f"step {step}: the validation pass rate is {pass_rate!r}; the run stopped "
-                              "(its last checkpoint is kept)")
+                              "(checkpoints written so far are kept)")
     return pass_rate

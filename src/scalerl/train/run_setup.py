@@ -28,7 +28,9 @@ from scalerl.train.train_step import build_optimizer, build_scheduler
 from scalerl.train.generation_settings import length_control, sampling_settings
 
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
-RESUMABLE_CHANGES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
+# train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
+# non-finite steps), never what it computes.
+RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
 
 
 def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
@@ -155,7 +157,7 @@ def check_resumable(config: TrainConfig, saved: Mapping[str, Any], source: str) 
     changed = resume_changes(saved, config.to_dict())
     if changed:
         raise ConfigError(f"--resume: the config differs from the saved run's in {'; '.join(changed)} "
-                          f"({source}); only max_steps may change (and tensorboard, wandb*, forecast.*)")
+                          f"({source}); only max_steps may change (and train.*, tensorboard, wandb*, forecast.*)")
 
 
 def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
