@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,57 @@ def test_sigterm_to_a_real_training_process_exits_143_with_a_checkpoint_and_resu
                              capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert [row["step"] for row in read_rows(out / "metrics.jsonl")] == list(range(steps[-1] + 2))
+
+
+def _our_ray_processes(session_marker: str) -> list[str]:
+    """Command lines of live processes that name `session_marker` (the run's Ray temp folder)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    line = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if session_marker in line:
+                found.append(line)
+    return found
+
+
+@pytest.fixture
+def short_tmp():
+    """A folder with a short path (Ray's socket paths must stay under 107 bytes), removed afterwards."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="srl", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow  # a real async pipeline on a local Ray instance until SIGTERM, then a resume (~1-3 min)
+def test_sigterm_to_the_async_driver_exits_143_resumable_and_leaves_no_processes(tiny_set_options, tmp_path,
+                                                                                 short_tmp):
+    out, ray_tmp = tmp_path / "run", short_tmp
+    sets = tiny_set_options("eval_every=2", "checkpoint_every=2", "pipeline.mode=async", "pipeline.max_lag=1")
+    command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
+    process = subprocess.Popen([*command, "--max-steps", "500", "--no-progress", *sets], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and process.poll() is None and not (out / "checkpoints").is_dir():
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 143, stderr[-2000:]
+    assert "Traceback" not in stderr
+    steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
+    assert steps == list(range(len(steps))) and len(steps) >= 2
+    deadline = time.monotonic() + 30  # Ray's own processes exit shortly after the driver
+    while time.monotonic() < deadline and _our_ray_processes(str(ray_tmp)):
+        time.sleep(0.5)
+    assert _our_ray_processes(str(ray_tmp)) == []
+    resumed = subprocess.run([*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
+                             capture_output=True, text=True, timeout=600, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [row["step"] for row in read_rows(out / "metrics.jsonl")][-1] == steps[-1] + 1
