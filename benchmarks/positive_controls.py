@@ -55,6 +55,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+QUICK_WARMSTART_STEPS = 40
+
+
 def settings(args) -> dict:
     quick = args.quick
     return {
@@ -125,6 +128,8 @@ def plans(config: dict):
     from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
 
     overrides = common_overrides(config)
+    if config["quick"]:  # a path check: short warm starts (two are needed: the ceiling mover's prompts differ)
+        overrides.append(f"model.warmstart_steps={QUICK_WARMSTART_STEPS}")
     base_hard = hard_fraction_of(overrides)
     efficiency = plan_leave_one_out("scalerl", [f"optim.lr={config['lr']:g}"], common_overrides=overrides,
                                     seeds=config["seeds"])
