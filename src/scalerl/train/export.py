@@ -111,19 +111,41 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
     a manifest and the note about the head's precision. A LoRA run's checkpoint is written as its
     adapter folder, or with `merge` as a plain model folder with the adapter merged in (`merge`
     changes nothing for a run that trained every weight)."""
-    from scalerl.train.export_dtype import EXPORT_DTYPES, cast_model_folder, head_precision_note, trained_head_dtype
+    from scalerl.train.export_dtype import EXPORT_DTYPES
 
     if dtype is not None and dtype not in EXPORT_DTYPES:
         raise InputError(f"--dtype must be one of {', '.join(EXPORT_DTYPES)}, got {dtype!r}")
     run_dir, out = Path(run_dir), Path(out)
-    checkpoint = find_checkpoint(run_dir, step)
+    # A run being trained prunes old checkpoints: the newest one can vanish while it is read. Then
+    # the newest is found again (a pinned `step` is never swapped for another).
+    attempts = 3 if step is None else 1
+    for attempt in range(attempts):
+        checkpoint = find_checkpoint(run_dir, step)
+        try:
+            notes = _export_checkpoint(run_dir, checkpoint, out, dtype, merge)
+            break
+        except InputError:
+            replaced = not checkpoint.is_dir() or find_checkpoint(run_dir, step) != checkpoint
+            if attempt + 1 == attempts or not replaced:
+                raise
+    for note in notes:
+        if on_note is not None:
+            on_note(note)
+    return out
+
+
+def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | None, merge: bool) -> list[str]:
+    """Write `checkpoint` as a model folder at `out` (staged, then renamed); the notes to show."""
+    from scalerl.train.export_dtype import cast_model_folder, head_precision_note, trained_head_dtype
+
+    notes = []
     try:
         verify_checkpoint(checkpoint)
     except InputError as error:
         raise InputError(f"cannot export {checkpoint.name}: {error}") from None
-    if read_manifest(checkpoint) is None and on_note is not None:
-        on_note(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' checksums "
-                "cannot be checked")
+    if read_manifest(checkpoint) is None:
+        notes.append(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' "
+                     "checksums cannot be checked")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out} already exists and is not an empty directory; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -146,6 +168,4 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    if note is not None and on_note is not None:
-        on_note(note)
-    return out
+    return notes + ([note] if note is not None else [])
