@@ -61,16 +61,42 @@ def test_a_model_folder_that_does_not_load_is_one_error_and_leaves_no_out(tiny_s
         assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # two real training processes on one folder (~30-90 s on 2 shared cores)
+def _assert_a_whole_model_folder(folder, reference):
+    """`folder` holds exactly the model files of the checkpoint `reference` (another step of the same
+    run): the same names, the same bytes for every file but the weights, weights of the same size
+    whose tensors have the same names and shapes and are finite; and it loads."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from scalerl.train.export import model_file_names
+    from scalerl.train.manifest import file_sha256, read_manifest
+
+    listed = read_manifest(reference)
+    names = model_file_names(reference, listed)
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == names
+    for name in names:
+        assert (folder / name).stat().st_size == listed[name]["size"], name
+        if name != "model.safetensors":
+            assert file_sha256(folder / name) == listed[name]["sha256"], name
+    weights, expected = load_file(folder / "model.safetensors"), load_file(reference / "model.safetensors")
+    assert {k: t.shape for k, t in weights.items()} == {k: t.shape for k, t in expected.items()}
+    assert all(bool(t.isfinite().all()) for t in weights.values())
+    AutoModelForCausalLM.from_pretrained(folder, local_files_only=True)
+
+
+@pytest.mark.slow  # two real training processes and five exports on one folder (~1-3 min on 2 shared cores)
 def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_set_options, tmp_path):
+    from scalerl.train.checkpoint import checkpoint_step, latest_checkpoint
+
     out = tmp_path / "run"
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()"]
-    sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
-    writer = subprocess.Popen([*command, "train", "--out", str(out), "--max-steps", "500", "--no-progress", *sets],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sets = tiny_set_options("eval_every=2", "checkpoint_every=2")  # keep_checkpoints=1: each save prunes
+    writer = subprocess.Popen([*command, "train", "--out", str(out), "--max-steps", "100000", "--no-progress",
+                               *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    exports = [tmp_path / f"model_{i}" for i in range(5)]
     try:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and writer.poll() is None and not (out / "checkpoints").is_dir():
+        while time.monotonic() < deadline and writer.poll() is None and latest_checkpoint(out) is None:
             time.sleep(0.05)
         assert writer.poll() is None, writer.communicate()
         second = subprocess.run([*command, "train", "--out", str(out), "--resume", "--no-progress"],
@@ -78,17 +104,19 @@ def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_se
         assert second.returncode == 2, second.stderr
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and f"process {writer.pid} " in lines[0]
-        for _ in range(3):  # known race, left open: a checkpoint can change while export reads it
-            exported = subprocess.run([*command, "export", str(out), str(tmp_path / "model")],
+        first_step = checkpoint_step(latest_checkpoint(out))
+        for folder in exports:  # a reader works alongside the writer: every export, first time
+            exported = subprocess.run([*command, "export", str(out), str(folder)],
                                       capture_output=True, text=True, timeout=300)
-            if exported.returncode == 0:
-                break
-        assert exported.returncode == 0, exported.stderr  # a reader works alongside the writer
-        assert (tmp_path / "model" / "model.safetensors").is_file()
+            assert exported.returncode == 0, exported.stderr
+        assert writer.poll() is None  # the run was live for every export ...
+        assert checkpoint_step(latest_checkpoint(out)) > first_step  # ... and replaced its checkpoint meanwhile
     finally:
         writer.send_signal(signal.SIGINT)
         writer.communicate(timeout=300)
     assert writer.returncode == 130
+    for folder in exports:
+        _assert_a_whole_model_folder(folder, latest_checkpoint(out))
     steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
     assert steps == list(range(len(steps)))  # one writer: no row twice, none lost
 

@@ -18,7 +18,9 @@ A checkpoint is assembled in a hidden temporary directory, every file fsynced, i
 (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
 partial one; a failed write (disk full) removes the temporary directory and is one OutputError
 naming the checkpoint. Tensors that are not finite are never written (DivergenceError). Only the
-last `keep` checkpoints are kept.
+last `keep` checkpoints are kept. A checkpoint leaves the same way it came: renamed to a hidden
+`.trash-` name (one atomic step) before its files are deleted, so a reader beside a live run (export)
+finds under a `step_N` name a complete checkpoint or nothing, never one half deleted.
 `verify_checkpoint` checks every file of a checkpoint before anything is loaded from it: the
 manifest's sizes and checksums (a checkpoint without one is accepted: older scalerl), no
 symbolic link anywhere in it, JSON structure and value ranges of state.json, safetensors headers
@@ -53,6 +55,7 @@ from scalerl.train.safe_writes import fsync_path, writing
 CHECKPOINTS_DIR_NAME = "checkpoints"
 TRAINING_STATE_DIR = "training_state"
 _PREFIX = "step_"
+_RETIRED_PREFIX = ".trash-"  # a checkpoint being deleted: hidden, never listed
 _STATE_FILE = "state.json"
 _RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2,
@@ -139,6 +142,7 @@ def save_checkpoint(
         "numpy_rng": numpy_rng.bit_generator.state,
         "run": dict(state),
     }
+    retired = None
     try:
         with writing(final):
             root.mkdir(parents=True, exist_ok=True)
@@ -147,12 +151,13 @@ def save_checkpoint(
             staging.mkdir()
             _write_checkpoint_files(staging, model, tokenizer, optimizer_tensors, _rng_tensors(torch_generators),
                                     run_state)
-            if final.exists():
-                shutil.rmtree(final)
+            retired = _retire(final) if final.exists() else None  # a step written again
             os.replace(staging, final)
             fsync_path(root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if retired is not None:
+        shutil.rmtree(retired, ignore_errors=True)
     prune_checkpoints(run_dir, keep)
     return final
 
@@ -199,13 +204,28 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def prune_checkpoints(run_dir: str | os.PathLike, keep: int) -> None:
-    """Delete all but the last `keep` checkpoints and any leftover temporary directory."""
+    """Delete all but the last `keep` checkpoints (each renamed out of sight first) and any leftover
+    temporary or retired directory."""
     for path in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(path)
+        shutil.rmtree(_retire(path), ignore_errors=True)
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
-    for leftover in root.glob(".tmp-*"):
+    for leftover in [*root.glob(".tmp-*"), *root.glob(f"{_RETIRED_PREFIX}*")]:
         if not leftover.name.endswith(f"-{os.getpid()}"):
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _retire(checkpoint: Path) -> Path:
+    """Rename a checkpoint to a hidden name no reader lists (one atomic step) and return that name.
+
+    shutil.rmtree removes a folder's files one at a time: done in place, a reader could list the
+    folder while its weights or its manifest are already gone. Renamed first, the folder is whole
+    under its step_N name until the instant it has none.
+    """
+    retired = checkpoint.with_name(f"{_RETIRED_PREFIX}{checkpoint.name}-{os.getpid()}")
+    if retired.exists():
+        shutil.rmtree(retired)
+    os.rename(checkpoint, retired)
+    return retired
 
 
 def checkpoint_step(path: str | os.PathLike) -> int | None:

@@ -7,10 +7,15 @@ run's config.json: the policy is built as the run built it and the weights loade
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
 
 The checkpoint is verified first (scalerl.train.checkpoint.verify_checkpoint: manifest checksums,
-no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Only the
-files its manifest lists are copied (older checkpoints without one: its regular files, with a
-warning), each copy checked against the manifest's size and SHA-256, so a checkpoint pruned or
-replaced by a training process meanwhile fails rather than leaving a mixed folder.
+no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Its manifest
+is read once, before anything else: only the files it lists are copied (older checkpoints without
+one: its regular files, with a warning), each copy checked against that manifest's size and
+SHA-256, so the folder written is exactly the checkpoint first read or nothing.
+Beside a live run: the trainer removes a checkpoint by renaming it out of sight, then deleting it
+(scalerl.train.checkpoint), so the one being exported can vanish, whole, mid-read. Export tells
+that apart from damage by the folder's identity (device, inode): when the folder it read is no
+longer the one under that name, it starts again on the newest (at most `_ATTEMPTS` times); an
+error of a checkpoint still in place is never retried.
 The exported folder takes the checkpoint folder's permissions; `dtype` casts its weights
 (scalerl.train.export_dtype), with a note when the head then computes in another precision.
 """
@@ -24,13 +29,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from scalerl.errors import InputError
+from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
 from scalerl.models.lora import is_adapter_folder
 from scalerl.train.checkpoint import TRAINING_STATE_DIR, checkpoint_name, list_checkpoints, verify_checkpoint
 from scalerl.train.manifest import file_sha256, read_manifest
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")
+_ATTEMPTS = 5  # a run keeping one checkpoint replaces it every checkpoint_every steps
 
 
 def find_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> Path:
@@ -50,10 +56,9 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> Path
     raise InputError(f"{run_dir} has no checkpoint of step {step}; kept steps: {steps}")
 
 
-def model_file_names(checkpoint: Path) -> list[str]:
+def model_file_names(checkpoint: Path, manifest: dict[str, dict] | None) -> list[str]:
     """Relative paths of a checkpoint's model and tokenizer files: those its manifest lists, or (no
     manifest) its regular files, outside training_state/ and the training files of the flat layout."""
-    manifest = read_manifest(checkpoint)
     if manifest is not None:
         names = list(manifest)
     else:
@@ -63,18 +68,29 @@ def model_file_names(checkpoint: Path) -> list[str]:
                   if name.split("/")[0] != TRAINING_STATE_DIR and name not in _TRAINING_FILES)
 
 
-def _copy_model_files(checkpoint: Path, staging: Path) -> None:
+def _copy_model_files(checkpoint: Path, manifest: dict[str, dict] | None, staging: Path) -> None:
     """Copy the model files (regular files only, never a link's target), each checked against
-    the manifest after the copy."""
-    manifest = read_manifest(checkpoint) or {}
-    for name in model_file_names(checkpoint):
+    `manifest` (the one read before the checkpoint was verified) after the copy."""
+    for name in model_file_names(checkpoint, manifest):
         target = staging / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(checkpoint / name, target, follow_symlinks=False)
-        entry = manifest.get(name)
+        try:
+            shutil.copyfile(checkpoint / name, target, follow_symlinks=False)
+        except FileNotFoundError:
+            raise InputError(f"{checkpoint / name} is missing") from None
+        entry = (manifest or {}).get(name)
         if entry is not None and (target.stat().st_size != entry["size"] or file_sha256(target) != entry["sha256"]):
-            raise InputError(f"{checkpoint / name} changed while it was copied (a training process replaced "
-                             "the checkpoint?); export again")
+            raise InputError(f"{checkpoint / name} differs from the checkpoint's manifest after the copy")
+
+
+def _folder_identity(folder: Path) -> tuple[int, int] | None:
+    """(device, inode) of the folder under that name now; None when there is none. A checkpoint
+    renamed away, or replaced by another of the same step, changes it."""
+    try:
+        status = os.stat(folder)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None:
@@ -116,18 +132,19 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
     if dtype is not None and dtype not in EXPORT_DTYPES:
         raise InputError(f"--dtype must be one of {', '.join(EXPORT_DTYPES)}, got {dtype!r}")
     run_dir, out = Path(run_dir), Path(out)
-    # A run being trained prunes old checkpoints: the newest one can vanish while it is read. Then
-    # the newest is found again (a pinned `step` is never swapped for another).
-    attempts = 3 if step is None else 1
-    for attempt in range(attempts):
-        checkpoint = find_checkpoint(run_dir, step)
+    for _ in range(_ATTEMPTS):
+        checkpoint = find_checkpoint(run_dir, step)  # a pinned step that is gone: its own clear error
+        identity = _folder_identity(checkpoint)
         try:
             notes = _export_checkpoint(run_dir, checkpoint, out, dtype, merge)
             break
-        except InputError:
-            replaced = not checkpoint.is_dir() or find_checkpoint(run_dir, step) != checkpoint
-            if attempt + 1 == attempts or not replaced:
-                raise
+        except (ScaleRLError, OSError):
+            if identity is not None and _folder_identity(checkpoint) == identity:
+                raise  # the checkpoint read is still in place: its error is its own
+    else:
+        raise InputError(f"cannot export {checkpoint.name}: the run's training process removed each newest "
+                         f"checkpoint while it was read ({_ATTEMPTS} tries); export again, or keep more "
+                         "checkpoints (keep_checkpoints)")
     for note in notes:
         if on_note is not None:
             on_note(note)
@@ -140,10 +157,12 @@ def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | 
 
     notes = []
     try:
+        manifest = read_manifest(checkpoint)  # read once: what the copies are checked against
         verify_checkpoint(checkpoint)
     except InputError as error:
         raise InputError(f"cannot export {checkpoint.name}: {error}") from None
-    if read_manifest(checkpoint) is None:
+    folder_mode = stat.S_IMODE(checkpoint.stat().st_mode)  # mkdtemp's 0700 would shut out other users
+    if manifest is None:
         notes.append(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' "
                      "checksums cannot be checked")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -154,14 +173,14 @@ def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | 
         if merge and is_adapter_folder(checkpoint):
             _merged_model_folder(run_dir, checkpoint, staging)
         elif is_model_folder(checkpoint) or is_adapter_folder(checkpoint):
-            _copy_model_files(checkpoint, staging)
+            _copy_model_files(checkpoint, manifest, staging)
         else:
             _rebuild_model_folder(run_dir, checkpoint, staging)
         if dtype is not None:
             cast_model_folder(staging, dtype)
         trained_head = trained_head_dtype(run_dir)
         note = head_precision_note(trained_head, staging) if trained_head is not None else None
-        os.chmod(staging, stat.S_IMODE(checkpoint.stat().st_mode))  # mkdtemp's 0700 shuts out other users
+        os.chmod(staging, folder_mode)
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
