@@ -10,7 +10,8 @@ Reported per method, fraction and run status:
   forecast scored as the last value (what a user falls back to);
 - every held-out evaluation after the cut: coverage of the 50 / 80 / 95 % bands, mean width and
   mean interval score (Gneiting & Raftery 2007, eq. 43: width + (2 / alpha) x miss distance;
-  lower is better), pooled over evaluations and with each run weighted equally;
+  lower is better), pooled over evaluations and with each run weighted equally; a refused
+  forecast's evaluations are scored on persistence's band, as for the error;
 - the plateau read on complete healthy runs (fit on all points): ceiling identified, A within
   0.03 of the level the run settled at (mean of its last quarter, at least three evaluations),
   the 80 % interval of A holding it; and how many plateaued runs are told to run longer.
@@ -159,8 +160,16 @@ def error_table(cells):
     return table
 
 
+def _fallback_bands(cell, method):
+    """The method's band record, or persistence's where the method refused: a refused forecast is
+    scored as what a user falls back to, as in the error table (a method must not win by refusing
+    the hard runs)."""
+    return (cell.get(method) or {}).get("bands") or cell["persistence"]["bands"]
+
+
 def band_table_summary(cells):
-    """{fraction: {status: {method: {level: coverage, width, interval score (pooled and per run)}}}}."""
+    """{fraction: {status: {method: {level: coverage, width, interval score (pooled and per run)}}}};
+    `forecasts` counts the method's own bands, `of` the cells scored (refusals as persistence)."""
     table = {}
     for fraction in FRACTIONS:
         table[str(fraction)] = {}
@@ -168,10 +177,11 @@ def band_table_summary(cells):
             chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c and c["status"] == status]
             rows = {}
             for method in BAND_METHODS:
-                bands = [c[method]["bands"] for c in chosen if (c.get(method) or {}).get("bands")]
-                if not bands:
+                own = [c for c in chosen if (c.get(method) or {}).get("bands")]
+                if not own:
                     continue
-                row = {"forecasts": len(bands), "of": len(chosen),
+                bands = [_fallback_bands(c, method) for c in chosen]
+                row = {"forecasts": len(own), "of": len(chosen),
                        "evaluations": int(sum(len(b["0.8"]["covered"]) for b in bands))}
                 for level in LEVELS:
                     key = str(level)
@@ -246,14 +256,16 @@ def markdown(report):
             for method, r in rows.items():
                 lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['cells']} | {r['failed']} | "
                              f"{_fmt(r['median_abs_error'], '.4f')} | {_fmt(r['mean_abs_error'], '.4f')} |")
-    lines += ["", "Bands on every held-out evaluation (pooled; per-run-weighted coverage in brackets).", "",
-              "| fit on | runs | method | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Bands on every held-out evaluation (pooled; per-run-weighted coverage in brackets); a refused "
+              "forecast scored on persistence's band (own bands / cells).", "",
+              "| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for fraction, by_status in report["bands"].items():
         for status, rows in by_status.items():
             for method, r in rows.items():
                 cov = " | ".join(f"{r[str(lv)]['coverage']:.2f} ({r[str(lv)]['coverage_per_run']:.2f})" for lv in LEVELS)
-                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['evaluations']} | {cov} | "
+                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['forecasts']}/{r['of']} | "
+                             f"{r['evaluations']} | {cov} | "
                              f"{r['0.8']['width']:.3f} | {r['0.8']['interval_score']:.4f} |")
     plateau = report["plateau_read"]
     lines += ["", f"Plateau read on complete healthy runs: {plateau['read']} of {plateau['healthy_runs']} "

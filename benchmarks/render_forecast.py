@@ -51,9 +51,10 @@ def error_table(results: dict) -> str:
 
 
 def band_table(results: dict) -> str:
-    """Coverage of the 50 / 80 / 95 % bands on every held-out evaluation, 80 % width and interval score."""
-    lines = ["| fit on | runs | method | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """Coverage of the 50 / 80 / 95 % bands on every held-out evaluation, 80 % width and interval score;
+    a refused forecast scored on persistence's band ("own bands" counts the method's own)."""
+    lines = ["| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for fraction, by_status in results["bands"].items():
         for status, rows in by_status.items():
             best = _best(rows, lambda r: r["0.8"]["interval_score"])
@@ -61,7 +62,7 @@ def band_table(results: dict) -> str:
                 cover = " | ".join(f"{r[level]['coverage']:.2f}" for level in LEVELS)
                 score = _marked(f"{r['0.8']['interval_score']:.4f}", method in best)
                 lines.append(f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | "
-                             f"{r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | {score} |")
+                             f"{r['forecasts']}/{r['of']} | {r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | {score} |")
     return "\n".join(lines)
 
 
@@ -109,7 +110,8 @@ def table(results: dict) -> str:
     return "\n\n".join([
         f"{results['runs']} runs from {len(results['sources'])} sources; {results['held_out']}.",
         "Final level:", error_table(results),
-        "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better):",
+        "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better); "
+        "a refused forecast is scored on persistence's band, what a user falls back to, as in the error table:",
         band_table(results), plateau_line(results), losses_line(results), cost_line(results),
         f"![coverage of the bands by nominal level]({FIGURE})"])
 
