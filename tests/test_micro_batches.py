@@ -138,6 +138,60 @@ def test_chunked_logprobs_and_their_gradients_equal_the_plain_ones(fp32_head):
             torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-6)
 
 
+class _ScaledHead(torch.nn.Linear):
+    """Not a plain linear layer: the chunked path falls back to a checkpoint per chunk."""
+
+    def forward(self, hidden):
+        return 2.0 * super().forward(hidden)
+
+
+def _head_holder(head):
+    return type("Holder", (), {"get_output_embeddings": lambda self: head})()
+
+
+@pytest.mark.parametrize("dtype, fp32_head, head_class, frozen", [
+    (torch.float64, False, torch.nn.Linear, False),
+    (torch.float32, True, torch.nn.Linear, False),
+    (torch.bfloat16, True, torch.nn.Linear, False),
+    (torch.float32, True, torch.nn.Linear, True),
+    (torch.float64, False, _ScaledHead, False),
+])
+def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weights(dtype, fp32_head, head_class,
+                                                                                     frozen):
+    generator = torch.Generator().manual_seed(3)
+    head = head_class(8, 50, bias=True).to(dtype)
+    head.weight.requires_grad_(not frozen)
+    holder = _head_holder(head)
+    hidden = torch.randn(2, 7, 8, generator=generator).to(dtype).requires_grad_(True)
+    tokens = torch.randint(0, 50, (2, 7), generator=generator)
+    weights = torch.linspace(-1, 1, 14).reshape(2, 7)
+
+    def run(chunk_size):
+        for tensor in (hidden, head.weight, head.bias):
+            tensor.grad = None
+        logprobs, entropy = hidden_token_logprobs(holder, hidden, tokens, fp32_head=fp32_head, chunk_size=chunk_size)
+        (logprobs * weights.to(logprobs.dtype)).sum().backward()
+        grads = [None if t.grad is None else t.grad.clone() for t in (hidden, head.weight, head.bias)]
+        return logprobs.detach(), entropy, grads
+
+    plain, plain_entropy, plain_grads = run(0)
+    assert plain_grads[0].abs().max() > 1e-3 and (plain_grads[1] is None) == frozen
+    for chunk_size in (2, 3):
+        logprobs, entropy, grads = run(chunk_size)
+        assert logprobs.dtype == plain.dtype and not entropy.requires_grad
+        torch.testing.assert_close(logprobs, plain, rtol=0, atol=1e-6)
+        torch.testing.assert_close(entropy, plain_entropy, rtol=0, atol=1e-6)
+        for expected, got in zip(plain_grads, grads):
+            assert (expected is None) == (got is None)
+            if expected is not None:
+                assert got.dtype == expected.dtype
+                torch.testing.assert_close(got, expected, **({} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}))
+    with torch.no_grad():
+        logprobs, _ = hidden_token_logprobs(holder, hidden, tokens, fp32_head=fp32_head, chunk_size=3)
+    assert not logprobs.requires_grad
+    torch.testing.assert_close(logprobs, plain, rtol=0, atol=1e-6)
+
+
 def test_gradient_checkpointing_switches_transformers_on_and_keeps_the_gradient():
     base = _model()
     rollouts = _rollouts(base)
