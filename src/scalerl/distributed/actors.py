@@ -21,6 +21,7 @@ from scalerl.distributed.broadcast import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
 from scalerl.distributed.packed import PackedRollouts, as_rollouts, pack_rollouts
 from scalerl.distributed.weights import (
+    BackgroundPublisher,
     WeightSnapshot,
     WeightSubscriber,
     publish_weights,
@@ -137,6 +138,8 @@ class TrainerWorker:
         # bucket_mb given: weights go by broadcast, from join_weight_group on (no object-store copy)
         self.bucket_mb, self.publisher = bucket_mb, None
         self.publish_seconds = publish_weights(registry, self.model, self.version) if bucket_mb is None else 0.0
+        # later versions: put into the object store on a background thread, beside the next step
+        self.background = BackgroundPublisher(registry)
 
     def pid(self) -> int:
         return os.getpid()
@@ -154,17 +157,19 @@ class TrainerWorker:
         """Send this version to the generators (broadcast, or the object store); its seconds."""
         if self.publisher is not None:
             return self.publisher.publish(self.model, self.version)
-        return publish_weights(self.registry, self.model, self.version)
+        return self.background.publish(self.model, self.version)
 
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
     def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
-        """train_step (the synchronous trainer's code) on the batch (unpacked here, once), then
-        publish the new version."""
+        """train_step (the synchronous trainer's code) on the batch, then publish the new version.
+        A packed batch is trained on as it is: its tensors are built from its buffers (no
+        Rollout objects)."""
         started_at = time.time()
+        batch = rollouts if isinstance(rollouts, PackedRollouts) else as_rollouts(rollouts)
         stats = guarded_train_step(self.guard, self.version + 1, self.model, self.optimizer, self.scheduler,
-                                   training_rewards(as_rollouts(rollouts), self.config), self.config,
+                                   training_rewards(batch, self.config), self.config,
                                    reference=self.reference)
         self.version += 1
         publish_seconds = self.publish()

@@ -3,10 +3,13 @@
 What crosses between the pipeline's actors. Ray serialises numpy arrays out of band (pickle
 protocol 5), so a packed batch is one memory copy into the object store and is read from it
 without a copy, where a tuple of Rollouts is pickled and unpickled object by object. The
-generator packs once, the trainer unpacks once; the driver reads what it needs from the arrays.
+generator packs once; the trainer builds its training tensors from the arrays
+(scalerl.train.train_step.build_packed_batch, rows picked with `select`) and the driver books a
+step from their columns (`columns`), so neither rebuilds Rollout objects.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch_columns import BatchColumns
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,6 +53,36 @@ class PackedRollouts:
         """The oldest weight version behind any completion token (`default` when none)."""
         return int(self.versions.min()) if self.versions.size else int(default)
 
+    def select(self, indices) -> "PackedRollouts":
+        """The rollouts at `indices` (in that order), packed: each ragged field gathered in one
+        vectorised pass (equal to packing [rollouts[i] for i in indices])."""
+        rows = np.asarray(indices, dtype=np.int64).reshape(-1)
+        prompt_offsets, prompt_at = _gather(self.prompt_offsets, rows)
+        completion_offsets, completion_at = _gather(self.completion_offsets, rows)
+        text_offsets, text_at = _gather(self.text_offsets, rows)
+        return PackedRollouts(
+            prompt_index=self.prompt_index[rows], group_index=self.group_index[rows],
+            reward=self.reward[rows], truncated=self.truncated[rows], interrupted=self.interrupted[rows],
+            prompt_offsets=prompt_offsets, prompt_tokens=self.prompt_tokens[prompt_at],
+            completion_offsets=completion_offsets, completion_tokens=self.completion_tokens[completion_at],
+            logprobs=self.logprobs[completion_at], versions=self.versions[completion_at],
+            loss_mask=self.loss_mask[completion_at], text_offsets=text_offsets,
+            text_bytes=self.text_bytes[text_at])
+
+    def with_rewards(self, rewards: np.ndarray) -> "PackedRollouts":
+        """The same rollouts with these rewards (float64 [n])."""
+        rewards = np.asarray(rewards, dtype=np.float64)
+        if rewards.shape != self.reward.shape:
+            raise ValueError(f"{rewards.shape[0] if rewards.ndim else 0} rewards for {len(self)} rollouts")
+        return dataclasses.replace(self, reward=rewards)
+
+    def columns(self) -> BatchColumns:
+        """The per-sequence numbers a step's bookkeeping reads, as views of these arrays
+        (lengths: differences of the offsets); nothing is unpacked."""
+        return BatchColumns(prompt_index=self.prompt_index, reward=self.reward, truncated=self.truncated,
+                            interrupted=self.interrupted, prompt_lengths=np.diff(self.prompt_offsets),
+                            completion_lengths=np.diff(self.completion_offsets))
+
 
 def _offsets(lengths: Sequence[int]) -> np.ndarray:
     """[0, l0, l0 + l1, ...]: where each item starts in the concatenation (and the total)."""
@@ -57,9 +91,26 @@ def _offsets(lengths: Sequence[int]) -> np.ndarray:
     return offsets
 
 
+def _gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(new offsets, flat positions) of the pieces `rows` of a ragged field cut at `offsets`:
+
+        lengths_j = offsets[rows_j + 1] - offsets[rows_j];  position of item k of piece j =
+        offsets[rows_j] + k, listed piece after piece."""
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    new_offsets = _offsets(lengths)
+    positions = np.arange(new_offsets[-1], dtype=np.int64) + np.repeat(starts - new_offsets[:-1], lengths)
+    return new_offsets, positions
+
+
 def _flat(rows, dtype, total: int) -> np.ndarray:
-    flat = np.array(list(itertools.chain.from_iterable(rows)), dtype=dtype)
-    return flat if flat.size == total else flat.reshape(total)  # reshape: a length mismatch raises
+    """The rows concatenated into one array of `total` items, straight from the iterator (no
+    intermediate list); a length mismatch raises ValueError."""
+    items = itertools.chain.from_iterable(rows)
+    flat = np.fromiter(items, dtype=dtype, count=total)  # too few items raise here
+    if next(items, None) is not None:
+        raise ValueError(f"more than {total} items where the offsets say {total}")
+    return flat
 
 
 def pack_rollouts(rollouts: Sequence[Rollout]) -> PackedRollouts:

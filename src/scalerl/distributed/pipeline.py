@@ -256,7 +256,7 @@ class _AsyncLoop:
                 self.session.log(f"dropped a batch of policy version {batch.oldest_policy_version} at "
                            f"trainer version {self.session.steps_committed} (max_lag {self.k})")
                 continue
-            self.run_state.update_pool(batch.rollouts)
+            self.run_state.update_pool(batch.packed)  # its columns: nothing unpacked
             ref = self.session.trainer.train.remote(batch.packed)  # arrays: no pickling per rollout
             self.training.append((ref, batch))
             self.session.steps_committed += 1

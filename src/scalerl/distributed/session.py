@@ -21,7 +21,7 @@ from scalerl.distributed.actors import (
 )
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
 from scalerl.distributed.settings import PipelineConfig, actor_gpus
-from scalerl.distributed.staleness import batch_lag_stats
+from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_stats
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.divergence import require_finite_validation
@@ -198,8 +198,7 @@ class PipelineSession:
         generator_idle = self.generator_busy.idle_fraction(self.window_start, now, running_since)
         trainer_idle = self.trainer_busy.idle_fraction(self.window_start, now)
         self.window_start = now
-        versions = [r.token_policy_versions for r in batch.rollouts if r.token_policy_versions]
-        lag = batch_lag_stats(versions or [[batch.start_version]], result.version - 1)
+        lag = step_lag_stats(batch, result.version - 1)
         extras = pipeline_columns(lag, generator_idle, trainer_idle,
                                   result.publish_seconds + batch.weight_sync_seconds)
         # the step's wall time runs from the previous row, minus the validations run meanwhile
@@ -208,9 +207,10 @@ class PipelineSession:
         wall_seconds = max(0.0, clock - self.last_row_time - self.validation_seconds)
         self.last_row_time = clock
         self.validation_seconds = 0.0
-        row = self.run_state.book_step(result.version, batch.rollouts, result.stats,
+        # booked from the packed arrays (their columns): the driver never unpacks a batch
+        row = self.run_state.book_step(result.version, batch.packed, result.stats,
                                        shape=self.model_shape(), wall_seconds=wall_seconds,
-                                       dropped=[b.rollouts for b in dropped])
+                                       dropped=[b.packed for b in dropped])
         row.update(extras)
         if result.stats.nonfinite:
             self.log(result.stats.nonfinite)
@@ -306,6 +306,14 @@ class PipelineSession:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - an actor that is already gone is fine
                 pass
+
+
+def step_lag_stats(batch, trainer_version: int) -> LagStats:
+    """The policy lag of a GeneratedBatch consumed at `trainer_version`, from its packed token
+    versions; a batch without completion tokens counts as its start version's."""
+    if batch.packed.versions.size:
+        return packed_lag_stats(batch.packed.versions, trainer_version)
+    return batch_lag_stats([[batch.start_version]], trainer_version)
 
 
 def _broadcast_kwargs(pipeline: PipelineConfig) -> dict:

@@ -76,12 +76,13 @@ def fake_rollouts(prompt_indices: Sequence[int], generations: int, costs: Device
     """G rollouts per prompt of fixed length; rewards alternate +1 / -1 within a group (every
     group keeps a 0.5 pass rate, so no prompt ever leaves the curriculum pool)."""
     length = costs.completion_tokens
-    return [Rollout(prompt_index=int(prompt), group_index=group,
-                    prompt_token_ids=(1,) * costs.prompt_tokens,
-                    completion_token_ids=(2,) * length, generator_logprobs=(-1.0,) * length,
-                    token_policy_versions=tuple(int(v) for v in token_versions),
-                    reward=1.0 if j % 2 == 0 else -1.0, truncated=False, interrupted=False,
-                    completion_text="", loss_mask=(1,) * length)
+    # the token tuples are the same for every sequence: made once, shared (immutable)
+    prompt_ids, completion_ids = (1,) * costs.prompt_tokens, (2,) * length
+    logprobs, mask, versions = (-1.0,) * length, (1,) * length, tuple(int(v) for v in token_versions)
+    return [Rollout(prompt_index=int(prompt), group_index=group, prompt_token_ids=prompt_ids,
+                    completion_token_ids=completion_ids, generator_logprobs=logprobs,
+                    token_policy_versions=versions, reward=1.0 if j % 2 == 0 else -1.0, truncated=False,
+                    interrupted=False, completion_text="", loss_mask=mask)
             for group, prompt in enumerate(prompt_indices) for j in range(generations)]
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
-from scalerl.distributed.packed import PackedRollouts, as_rollouts
+from scalerl.distributed.packed import PackedRollouts, pack_rollouts
 from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
-from scalerl.distributed.weights import publish_weights
 from scalerl.errors import InputError
+from scalerl.train.batch_columns import generation_totals
 from scalerl.tasks.rollout import Rollout
 
 
@@ -29,21 +31,19 @@ class SimulatedTrainer(TrainerWorker):
                          resume_checkpoint=resume_checkpoint)
 
     def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
-        from scalerl.train import flops
         from scalerl.train.train_step import StepStats
 
         started_at = time.time()
-        rollouts = as_rollouts(rollouts)  # what TrainerWorker.train pays before its step
-        tokens = sum(r.num_completion_tokens for r in rollouts)
+        # TrainerWorker.train trains on a packed batch as it is: nothing is unpacked here either
+        batch = rollouts if isinstance(rollouts, PackedRollouts) else pack_rollouts(list(rollouts))
+        tokens, context = generation_totals(batch.columns())
         sleep_until(time.perf_counter() + self.costs.train_seconds(tokens))
         self.version += 1
-        publish_seconds = publish_weights(self.registry, self.model, self.version)
-        context = sum(flops.context_token_sum(len(r.prompt_token_ids), r.num_completion_tokens)
-                      for r in rollouts)
-        groups = len({r.group_index for r in rollouts})
+        publish_seconds = self.publish()  # TrainerWorker's own publication
+        groups = int(np.unique(batch.group_index).size)
         stats = StepStats(loss=0.0, grad_norm=0.0, lr=0.0, entropy=0.0, mean_ratio=1.0,
                           clipped_fraction=0.0, kept_prompts=groups, total_prompts=groups,
-                          kept_sequences=len(rollouts), tokens_trained=tokens,
+                          kept_sequences=len(batch), tokens_trained=tokens,
                           trained_context_sum=context, updated=True)
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())

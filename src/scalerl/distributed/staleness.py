@@ -12,6 +12,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scalerl.errors import ConfigError, InputError
 
 STALENESS_POLICIES = ("wait", "drop")
@@ -104,6 +106,18 @@ def batch_lag_stats(
         raise InputError("cannot measure the policy lag of a batch without completion tokens")
     oldest = min(versions)
     mean_lag = sum(int(trainer_version) - v for v in versions) / len(versions)
+    return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest),
+                    oldest_policy_version=oldest)
+
+
+def packed_lag_stats(token_versions: np.ndarray, trainer_version: int) -> LagStats:
+    """batch_lag_stats of a packed batch's flat token versions (PackedRollouts.versions), in
+    one vectorised pass: mean = (N * v_trainer - sum_t v_t) / N, max = v_trainer - min_t v_t
+    over its N completion tokens (the same numbers: integer sums, one division)."""
+    if token_versions.size == 0:
+        raise InputError("cannot measure the policy lag of a batch without completion tokens")
+    count, oldest = int(token_versions.size), int(token_versions.min())
+    mean_lag = (count * int(trainer_version) - int(token_versions.sum())) / count
     return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest),
                     oldest_policy_version=oldest)
 

@@ -2,7 +2,8 @@
 
 After each optimiser step the trainer turns its state dict into plain numpy arrays, `ray.put`s
 them once into the object store and tells a tiny `WeightRegistry` actor "version v is at this
-ObjectRef". A generator's `WeightSubscriber` keeps a long poll open on the registry and checks it
+ObjectRef" (the put and the registration on a background thread, beside the next step:
+`BackgroundPublisher`). A generator's `WeightSubscriber` keeps a long poll open on the registry and checks it
 (without blocking) from inside the decoding loop (generate_rollouts' weight_update_hook); new
 weights are copied into its model in place, so the sequences in progress keep their KV cache
 (PipelineRL in-flight updates; ScaleRL arXiv 2510.13786 section 4).
@@ -125,6 +126,50 @@ def publish_weights(registry, model: torch.nn.Module, version: int) -> float:
     snapshot_ref = ray.put(snapshot_weights(model, version))
     registry.publish.remote(int(version), [snapshot_ref])
     return time.perf_counter() - started
+
+
+def _put_and_register(registry, snapshot: WeightSnapshot, put) -> None:
+    registry.publish.remote(snapshot.version, [put(snapshot)])
+
+
+class BackgroundPublisher:
+    """Object-store publication off the optimiser step's critical path.
+
+    `publish` copies the weights at once (the next step changes them in place) and returns; the
+    `ray.put` into the object store and the registration run on one background thread, in
+    version order, while the trainer goes on with its next step. A generator that needs that
+    version waits for it (WeightSubscriber.sync), so the staleness rule is unchanged. A failure
+    of the background work is raised by the next `publish` (or `wait`).
+    """
+
+    def __init__(self, registry, put=None) -> None:
+        """`put`: how a snapshot enters the object store (default ray.put), returning its ref."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if put is None:
+            import ray
+
+            put = ray.put
+        self._registry, self._put = registry, put
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scalerl-publish")
+        self._last = None  # the Future of the newest version handed to the thread
+
+    def publish(self, model: torch.nn.Module, version: int) -> float:
+        """Snapshot now, put and register in the background; the seconds the caller spent."""
+        started = time.perf_counter()
+        self._raise_failure()
+        snapshot = snapshot_weights(model, version)
+        self._last = self._worker.submit(_put_and_register, self._registry, snapshot, self._put)
+        return time.perf_counter() - started
+
+    def wait(self) -> None:
+        """Block until every version handed over is registered (re-raising a failure)."""
+        if self._last is not None:
+            self._last.result()
+
+    def _raise_failure(self) -> None:
+        if self._last is not None and self._last.done():
+            self._last.result()  # raises what the background put raised
 
 
 class WeightSubscriber:

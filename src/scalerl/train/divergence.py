@@ -21,7 +21,7 @@ import torch
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import TrainConfig
 from scalerl.train.nonfinite import DivergenceError, NonFiniteStep
-from scalerl.train.train_step import StepStats, train_step
+from scalerl.train.train_step import StepStats, rewards_and_groups, train_step
 
 SKIP_KEY = "train.skip_nonfinite_steps"
 __all__ = ["DivergenceError", "DivergenceGuard", "guard_for", "guarded_train_step", "require_finite_validation"]
@@ -63,8 +63,8 @@ def guarded_train_step(guard: DivergenceGuard, step: int, model: torch.nn.Module
         scheduler.step()
     nan = float("nan")
     return StepStats(loss=nan, grad_norm=nan, lr=lr, entropy=nan, mean_ratio=nan, clipped_fraction=0.0,
-                     kept_prompts=0, total_prompts=len({r.group_index for r in rollouts}), kept_sequences=0,
-                     tokens_trained=0, trained_context_sum=0, updated=False, nonfinite=note)
+                     kept_prompts=0, total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
+                     kept_sequences=0, tokens_trained=0, trained_context_sum=0, updated=False, nonfinite=note)
 
 
 def guard_for(config: TrainConfig) -> DivergenceGuard:

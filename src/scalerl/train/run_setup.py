@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 
+from scalerl.distributed.packed import PackedRollouts
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
@@ -199,11 +201,16 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
     return score_rollouts(task, rollouts)
 
 
-def training_rewards(rollouts: list[Rollout], config: TrainConfig) -> list[Rollout]:
+def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:
     """Rewards the policy is trained on: the verifier's, plus DAPO's overlong penalty in
     "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
     if config.sampling.length_control != "penalty":
         return rollouts
+    if isinstance(rollouts, PackedRollouts):  # the same sums, on its arrays
+        penalties = overlong_length_penalty(np.diff(rollouts.completion_offsets).tolist(),
+                                            config.sampling.max_new_tokens,
+                                            config.sampling.penalty_cache_tokens)
+        return rollouts.with_rewards(rollouts.reward + np.array(penalties.tolist(), dtype=np.float64))
     penalties = overlong_length_penalty([r.num_completion_tokens for r in rollouts],
                                         config.sampling.max_new_tokens,
                                         config.sampling.penalty_cache_tokens).tolist()

@@ -32,6 +32,7 @@ from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
+from scalerl.train.batch_columns import BatchColumns, as_columns, generation_totals
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file
 from scalerl.train.manifest import manifest_path
@@ -204,10 +205,11 @@ class RunState:
         """The next step's prompt indices from the pool (prompts_per_step by default)."""
         return self.pool.sample(num_prompts or self.config.sampling.prompts_per_step, self.numpy_rng)
 
-    def update_pool(self, rollouts: Sequence[Rollout]) -> None:
-        """Retire the prompts whose pass rate reached the no-positive-resampling threshold."""
-        self.pool.update_many(pass_rates_by_prompt([r.prompt_index for r in rollouts],
-                                                   [r.reward for r in rollouts]))
+    def update_pool(self, rollouts: Sequence[Rollout] | BatchColumns) -> None:
+        """Retire the prompts whose pass rate reached the no-positive-resampling threshold.
+        `rollouts`: Rollouts, or their columns (a packed batch's, scalerl.train.batch_columns)."""
+        columns = as_columns(rollouts)
+        self.pool.update_many(pass_rates_by_prompt(columns.prompt_index.tolist(), columns.reward.tolist()))
 
     def take_rng_state(self) -> torch.Tensor | None:
         """The sampling stream's state for the next request, or None while another request holds
@@ -241,12 +243,14 @@ class RunState:
 
     # ------------------------------------------------------------------ accounting and rows
 
-    def book_step(self, step: int, rollouts: Sequence[Rollout], stats: StepStats, *, shape: flops.ModelShape,
-                  wall_seconds: float, dropped: Sequence[Sequence[Rollout]] = ()) -> dict[str, Any]:
+    def book_step(self, step: int, rollouts: Sequence[Rollout] | BatchColumns, stats: StepStats, *,
+                  shape: flops.ModelShape, wall_seconds: float,
+                  dropped: Sequence[Sequence[Rollout] | BatchColumns] = ()) -> dict[str, Any]:
         """Step `step` is done: add its compute (and the generation of `dropped` batches, generated
-        but never trained on) to the counters; return its metrics row (not yet appended)."""
+        but never trained on) to the counters; return its metrics row (not yet appended).
+        Batches are Rollouts or their columns (scalerl.train.batch_columns: the same numbers)."""
         self.step = int(step)
-        rollouts = list(rollouts)
+        rollouts = as_columns(rollouts)
         self._book_generation(shape, rollouts)
         self.counters.tokens_trained += stats.tokens_trained
         self.counters.flops += flops.training_flops(shape, stats.tokens_trained, stats.trained_context_sum)
@@ -256,26 +260,24 @@ class RunState:
             self._book_generation(shape, batch)
         return self._train_row(rollouts, stats)
 
-    def _book_generation(self, shape: flops.ModelShape, rollouts: Sequence[Rollout]) -> None:
-        generated = sum(r.num_completion_tokens for r in rollouts)
-        context = sum(flops.context_token_sum(len(r.prompt_token_ids), r.num_completion_tokens)
-                      for r in rollouts)
-        self.counters.samples += len(rollouts)
+    def _book_generation(self, shape: flops.ModelShape, rollouts: Sequence[Rollout] | BatchColumns) -> None:
+        columns = as_columns(rollouts)
+        generated, context = generation_totals(columns)
+        self.counters.samples += len(columns)
         self.counters.tokens_generated += generated
         self.counters.flops += flops.generation_flops(shape, generated, context)
 
-    def _train_row(self, rollouts: list[Rollout], stats: StepStats) -> dict[str, Any]:
+    def _train_row(self, columns: BatchColumns, stats: StepStats) -> dict[str, Any]:
         """The metrics row of one step (TRAIN_COLUMNS first, then diagnostics)."""
-        passed = [r.reward > 0 for r in rollouts]
         return {
             "step": self.step, **dataclasses.asdict(self.counters),
-            "train_reward": float(np.mean([r.reward for r in rollouts])),
+            "train_reward": float(np.mean(columns.reward)),
             "kept_prompts": stats.kept_prompts, "pool_size": self.pool.active_count,
-            "mean_length": float(np.mean([r.num_completion_tokens for r in rollouts])),
-            "truncation_rate": float(np.mean([r.truncated for r in rollouts])),
+            "mean_length": float(np.mean(columns.completion_lengths)),
+            "truncation_rate": float(np.mean(columns.truncated)),
             "entropy": stats.entropy, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
-            "train_pass_rate": float(np.mean(passed)),
-            "interruption_rate": float(np.mean([r.interrupted for r in rollouts])),
+            "train_pass_rate": float(np.mean(columns.reward > 0)),
+            "interruption_rate": float(np.mean(columns.interrupted)),
             "mean_ratio": stats.mean_ratio, "clipped_fraction": stats.clipped_fraction,
         }
 

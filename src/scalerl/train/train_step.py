@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from scalerl.distributed.packed import PackedRollouts
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
@@ -113,20 +114,30 @@ def _padded(rows: Sequence[Sequence[float]], width: int, fill: float, *, left: b
     """[len(rows), width] tensor: each row's values right-aligned (`left` padding) or
     left-aligned, `fill` elsewhere. Filled through one flat numpy scatter (no per-row tensors)."""
     lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
-    out = np.full((len(rows), width), fill, dtype=np.float64 if dtype.is_floating_point else np.int64)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), count=int(lengths.sum()),
+                       dtype=np.float64 if dtype.is_floating_point else np.int64)
+    return _padded_flat(flat, lengths, width, fill, left=left, dtype=dtype)
+
+
+def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int, fill: float, *, left: bool,
+                 dtype: torch.dtype) -> torch.Tensor:
+    """`_padded` of rows given concatenated (`flat`, row i = the next lengths[i] values)."""
+    out = np.full((lengths.size, width), fill, dtype=np.float64 if dtype.is_floating_point else np.int64)
     if lengths.sum():
-        row_index = np.repeat(np.arange(len(rows)), lengths)
+        row_index = np.repeat(np.arange(lengths.size), lengths)
         offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         column = offsets + np.repeat(width - lengths, lengths) if left else offsets
-        out[row_index, column] = np.fromiter(itertools.chain.from_iterable(rows), dtype=out.dtype,
-                                             count=int(lengths.sum()))
+        out[row_index, column] = flat
     return torch.from_numpy(out).to(dtype)
 
 
-def build_batch(rollouts: Sequence[Rollout], pad_token_id: int = 0) -> RolloutBatch:
-    """Padded tensors from rollouts (prompt left-padded, completion right-padded)."""
-    if not rollouts:
+def build_batch(rollouts: Sequence[Rollout] | PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
+    """Padded tensors from rollouts (prompt left-padded, completion right-padded); a packed batch
+    is read from its contiguous buffers (build_packed_batch), the same tensors."""
+    if not len(rollouts):
         raise InputError("cannot build a batch from zero rollouts")
+    if isinstance(rollouts, PackedRollouts):
+        return build_packed_batch(rollouts, pad_token_id)
     prompt_width = max(len(r.prompt_token_ids) for r in rollouts)
     completion_width = max(max(len(r.completion_token_ids) for r in rollouts), 1)
     prompts = [r.prompt_token_ids for r in rollouts]
@@ -146,6 +157,34 @@ def build_batch(rollouts: Sequence[Rollout], pad_token_id: int = 0) -> RolloutBa
                           dtype=torch.float32),
         rewards=torch.tensor([r.reward for r in rollouts], dtype=torch.float32),
         group_ids=torch.tensor([r.group_index for r in rollouts], dtype=torch.long),
+        prompt_width=prompt_width,
+    )
+
+
+def build_packed_batch(packed: PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
+    """build_batch of a PackedRollouts (at least one rollout): one vectorised scatter per field
+    from its flat buffers, cut by its offsets; no Rollout objects."""
+    prompt_lengths, completion_lengths = np.diff(packed.prompt_offsets), np.diff(packed.completion_offsets)
+    prompt_width = int(prompt_lengths.max())
+    completion_width = max(int(completion_lengths.max()), 1)
+
+    def completion_field(flat: np.ndarray, fill: float, dtype: torch.dtype) -> torch.Tensor:
+        return _padded_flat(flat, completion_lengths, completion_width, fill, left=False, dtype=dtype)
+
+    prompt_ids = _padded_flat(packed.prompt_tokens, prompt_lengths, prompt_width, pad_token_id, left=True,
+                              dtype=torch.long)
+    prompt_mask = _padded_flat(np.ones(int(prompt_lengths.sum()), dtype=np.int64), prompt_lengths,
+                               prompt_width, 0, left=True, dtype=torch.long)
+    completion_ids = completion_field(packed.completion_tokens, pad_token_id, torch.long)
+    completion_mask = completion_field(np.ones(int(completion_lengths.sum()), dtype=np.int64), 0, torch.long)
+    return RolloutBatch(
+        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
+        attention_mask=torch.cat([prompt_mask, completion_mask], dim=1),
+        completion_ids=completion_ids,
+        generator_logprobs=completion_field(packed.logprobs, 0.0, torch.float32),
+        loss_mask=completion_field(packed.loss_mask, 0, torch.float32),
+        rewards=torch.tensor(packed.reward, dtype=torch.float32),
+        group_ids=torch.tensor(packed.group_index, dtype=torch.long),
         prompt_width=prompt_width,
     )
 
@@ -186,10 +225,29 @@ def keep_mask_for(rewards: torch.Tensor, group_ids: torch.Tensor, rl: RLConfig) 
     return torch.ones_like(rewards, dtype=torch.bool)
 
 
-def _trained_token_counts(rollouts: Sequence[Rollout]) -> tuple[int, int]:
+def _trained_token_counts(rollouts: Sequence[Rollout] | PackedRollouts) -> tuple[int, int]:
     """(tokens, attention context sum) of the teacher-forced forward, padding excluded."""
-    lengths = [len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rollouts]
+    if isinstance(rollouts, PackedRollouts):
+        lengths = (np.diff(rollouts.prompt_offsets) + np.diff(rollouts.completion_offsets)).tolist()
+    else:
+        lengths = [len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rollouts]
     return sum(lengths), sum(sequence_context_sum(length) for length in lengths)
+
+
+def rewards_and_groups(rollouts: Sequence[Rollout] | PackedRollouts) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards float32 [N], group ids long [N]) of a batch (a packed one: from its arrays)."""
+    if isinstance(rollouts, PackedRollouts):
+        return (torch.tensor(rollouts.reward, dtype=torch.float32),
+                torch.tensor(rollouts.group_index, dtype=torch.long))
+    return (torch.tensor([r.reward for r in rollouts], dtype=torch.float32),
+            torch.tensor([r.group_index for r in rollouts], dtype=torch.long))
+
+
+def select_rows(rollouts: Sequence[Rollout] | PackedRollouts, rows: Sequence[int]) -> Sequence[Rollout] | PackedRollouts:
+    """The rollouts at `rows`, in order, in the batch's own form (a packed batch stays packed)."""
+    if isinstance(rollouts, PackedRollouts):
+        return rollouts.select(np.fromiter(rows, dtype=np.int64, count=len(rows)))
+    return [rollouts[i] for i in rows]
 
 
 def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts,
@@ -221,7 +279,7 @@ def prepare_for_training(model: torch.nn.Module, config: TrainConfig) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout], advantages: torch.Tensor,
+def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout] | PackedRollouts, advantages: torch.Tensor,
                          config: TrainConfig, reference: torch.nn.Module | None = None,
                          rows: slice = slice(None)) -> AccumulatedStats:
     """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
@@ -242,7 +300,7 @@ def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout], ad
     prepare_for_training(model, config)
     stats = AccumulatedStats()
     for part in parts:
-        batch = whole if in_one_piece else build_batch([rollouts[i] for i in part], pad_token_id=pad_token_id)
+        batch = whole if in_one_piece else build_batch(select_rows(rollouts, part), pad_token_id=pad_token_id)
         on_device = _to_device(batch, device)
         mask = on_device.loss_mask
         logprobs, entropy = completion_logprobs(model, on_device, fp32_head=config.model.fp32_head,
@@ -261,7 +319,7 @@ def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout], ad
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-               rollouts: Sequence[Rollout], config: TrainConfig,
+               rollouts: Sequence[Rollout] | PackedRollouts, config: TrainConfig,
                reference: torch.nn.Module | None = None) -> StepStats:
     """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
 
@@ -270,12 +328,11 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
     applies anything (scalerl.train.nonfinite)."""
     require_finite_rollouts(rollouts)
-    rewards = torch.tensor([r.reward for r in rollouts], dtype=torch.float32)
-    group_ids = torch.tensor([r.group_index for r in rollouts], dtype=torch.long)
+    rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)
     kept = count_kept_prompts(keep, group_ids)
-    kept_rollouts = [r for r, k in zip(rollouts, keep.tolist()) if k]
-    if not kept_rollouts or kept.kept < config.rl.min_kept_prompts:
+    kept_rollouts = select_rows(rollouts, [i for i, k in enumerate(keep.tolist()) if k])
+    if not len(kept_rollouts) or kept.kept < config.rl.min_kept_prompts:
         return _skipped_step(optimizer, scheduler, kept, (0, 0))
     tokens = _trained_token_counts(kept_rollouts)
     advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)

@@ -1,0 +1,171 @@
+"""The trainer and the driver read a packed batch as it is: the same tensors, step, bookkeeping
+and lag statistics as from the Rollouts it packs, without unpacking it; weights are published
+off the step in version order."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from scalerl.distributed.packed import pack_rollouts, unpack_rollouts
+from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
+from scalerl.distributed.weights import BackgroundPublisher
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch_columns import generation_totals, rollout_columns
+from scalerl.train.config import TrainConfig
+from scalerl.train.flops import ModelShape
+from scalerl.train.nonfinite import nonfinite_logprobs
+from scalerl.train.run_setup import training_rewards
+from scalerl.train.run_state import RunState
+from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step
+from test_packed_rollouts import ragged_rollouts
+
+TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32,
+                          max_positions=64)
+
+
+def _rollout(prompt: int, group: int, prompt_ids: tuple, completion: tuple, reward: float, versions=None,
+             truncated=False) -> Rollout:
+    return Rollout(prompt_index=prompt, group_index=group, prompt_token_ids=prompt_ids,
+                   completion_token_ids=completion, generator_logprobs=tuple(-0.5 - 0.1 * t for t in completion),
+                   token_policy_versions=versions or (0,) * len(completion), reward=reward,
+                   truncated=truncated, interrupted=False, completion_text="c" * len(completion),
+                   loss_mask=tuple(int(t % 5 != 0) for t in completion))
+
+
+def _batch() -> list[Rollout]:
+    """Three groups of ragged sequences; group 2 has one reward only (the zero-variance filter
+    drops it)."""
+    return [_rollout(0, 0, (3, 4, 5), (6, 7, 8, 9), 1.0), _rollout(0, 0, (3, 4, 5), (10,), -1.0),
+            _rollout(1, 1, (11, 12), (13, 14, 15, 16, 17, 18), -1.0, truncated=True),
+            _rollout(1, 1, (11, 12), (19, 20), 1.0), _rollout(2, 2, (21,), (22, 23), 1.0),
+            _rollout(2, 2, (21,), (24,), 1.0)]
+
+
+def test_select_equals_packing_the_chosen_rollouts():
+    rollouts = ragged_rollouts()
+    packed = pack_rollouts(rollouts)
+    for rows in ([2, 0], [1], [], [0, 1, 2, 1]):
+        chosen = packed.select(rows)
+        assert unpack_rollouts(chosen) == [rollouts[i] for i in rows]
+        assert chosen.completion_offsets.tolist() == pack_rollouts([rollouts[i] for i in rows]).completion_offsets.tolist()
+
+
+def test_packed_batch_tensors_equal_the_rollouts_tensors():
+    rollouts = ragged_rollouts()  # an empty prompt, an empty completion, 2**40 as a token id
+    from_rollouts, from_packed = build_batch(rollouts, pad_token_id=1), build_batch(pack_rollouts(rollouts), pad_token_id=1)
+    assert from_packed.prompt_width == from_rollouts.prompt_width == 3
+    for name in ("input_ids", "attention_mask", "completion_ids", "generator_logprobs", "loss_mask", "rewards",
+                 "group_ids"):
+        expected, got = getattr(from_rollouts, name), getattr(from_packed, name)
+        assert got.dtype == expected.dtype and torch.equal(got, expected), name
+    assert from_packed.completion_ids[0].tolist() == [9, 10, 11, 2]
+    assert from_packed.input_ids[2].tolist() == [1, 1, 1, 2 ** 40, 1, 1, 1]
+
+
+@pytest.mark.parametrize("overrides", [[], ["train.micro_batch_size=2", "sampling.length_control=penalty",
+                                            "max_new_tokens=6", "sampling.penalty_cache_tokens=4"]])
+def test_a_step_on_the_packed_batch_equals_the_step_on_its_rollouts(overrides):
+    config = TrainConfig().with_overrides(["optim.lr=1e-2", "warmup_steps=0", *overrides])
+    results = []
+    for batch in (_batch(), pack_rollouts(_batch())):
+        model, _ = build_tiny_model(TINY_SPEC, seed=0)
+        optimizer = build_optimizer(model, config.optim)
+        stats = train_step(model, optimizer, build_scheduler(optimizer, 0), training_rewards(batch, config), config)
+        results.append((stats, [p.detach().clone() for p in model.parameters()]))
+    (stats_a, weights_a), (stats_b, weights_b) = results
+    assert stats_a == stats_b and stats_a.kept_prompts == 2 and stats_a.tokens_trained == 3 + 4 + 1 + 3 + 2 + 6 + 2 + 2
+    assert all(torch.equal(a, b) for a, b in zip(weights_a, weights_b))
+
+
+def test_overlong_penalty_on_packed_rewards_equals_the_rollouts_rewards():
+    config = TrainConfig().with_overrides(["sampling.length_control=penalty", "max_new_tokens=6",
+                                           "sampling.penalty_cache_tokens=4"])
+    expected = [r.reward for r in training_rewards(_batch(), config)]
+    assert training_rewards(pack_rollouts(_batch()), config).reward.tolist() == expected
+    assert expected[2] == -1.0 - 1.0  # 6 tokens: (6 - 4 - 6) / 4 = -1
+
+
+def test_nonfinite_logprobs_read_from_the_packed_buffers():
+    bad = _batch()
+    bad[1] = Rollout(**{**bad[1].__dict__, "generator_logprobs": (float("nan"),)})
+    assert nonfinite_logprobs(pack_rollouts(bad)) == nonfinite_logprobs(bad) is not None
+    assert nonfinite_logprobs(pack_rollouts(_batch())) is None
+
+
+def test_columns_and_generation_totals_of_packed_and_rollouts_agree():
+    rollouts = _batch()
+    packed, listed = pack_rollouts(rollouts).columns(), rollout_columns(rollouts)
+    for name in ("prompt_index", "reward", "truncated", "interrupted", "prompt_lengths", "completion_lengths"):
+        assert getattr(packed, name).tolist() == getattr(listed, name).tolist(), name
+    # sum_i L_i ; sum_i (L_i P_i + L_i (L_i + 1) / 2) by hand
+    assert generation_totals(packed) == (16, (4 * 3 + 10) + (1 * 3 + 1) + (6 * 2 + 21) + (2 * 2 + 3) + (2 + 3) + (1 + 1))
+
+
+def test_book_step_of_a_packed_batch_writes_the_rollouts_row(tmp_path):
+    shape = ModelShape(n_params=1000, n_layers=1, d_model=8)
+    stats = StepStats(loss=0.5, grad_norm=1.0, lr=1e-3, entropy=0.1, mean_ratio=1.0, clipped_fraction=0.0,
+                      kept_prompts=2, total_prompts=3, kept_sequences=4, tokens_trained=10,
+                      trained_context_sum=30, updated=True)
+    config = TrainConfig().with_overrides(["max_steps=10", "prompts_per_step=3", "generations_per_prompt=2"])
+    rows = []
+    for form in (list, pack_rollouts):
+        state = RunState(config, tmp_path / form.__name__, num_train_prompts=20)
+        state.update_pool(form(_batch()))
+        rows.append(state.book_step(1, form(_batch()), stats, shape=shape, wall_seconds=0.0,
+                                    dropped=[form(_batch()[:2])]))
+        rows[-1]["pool_size_after"] = state.pool.active_count
+        state.close()
+    assert rows[0] == rows[1]
+    assert rows[1]["samples"] == 8 and rows[1]["tokens_generated"] == 16 + 5
+    assert rows[1]["train_pass_rate"] == 4 / 6 and rows[1]["truncation_rate"] == 1 / 6
+    assert rows[1]["pool_size_after"] == 19  # prompt 2 passed every generation: retired
+
+
+def test_packed_lag_stats_by_hand():
+    versions = [(4, 4, 5), (), (3, 6)]
+    packed = pack_rollouts([_rollout(0, 0, (1,), (7,) * len(v), 1.0, versions=v or None) for v in versions])
+    lag = packed_lag_stats(packed.versions, trainer_version=6)
+    assert lag == batch_lag_stats(versions, trainer_version=6)
+    assert lag.mean == (2 + 2 + 1 + 3 + 0) / 5 and lag.max == 3 and lag.oldest_policy_version == 3
+    with pytest.raises(Exception, match="without completion tokens"):
+        packed_lag_stats(np.zeros(0, dtype=np.int64), trainer_version=1)
+
+
+class _Registry:
+    """Records (version, ref) in the order publications arrive; the `publish.remote` of an actor."""
+
+    def __init__(self) -> None:
+        self.seen: list = []
+        self.publish = self
+        self.fail = False
+
+    def remote(self, version: int, wrapped_ref: list) -> None:
+        if self.fail:
+            raise RuntimeError("object store full")
+        self.seen.append((version, wrapped_ref[0], threading.current_thread().name))
+
+
+def test_background_publication_is_a_copy_registered_in_version_order_and_a_failure_surfaces():
+    model, _ = build_tiny_model(TINY_SPEC, seed=0)
+    registry = _Registry()
+    publisher = BackgroundPublisher(registry, put=lambda snapshot: snapshot)
+    first = next(model.parameters())
+    for version in (1, 2, 3):
+        with torch.no_grad():
+            first.fill_(float(version))  # the step after a publish changes the weights in place
+        publisher.publish(model, version)
+    publisher.wait()
+    assert [v for v, _, _ in registry.seen] == [1, 2, 3]
+    assert all(name.startswith("scalerl-publish") for _, _, name in registry.seen)
+    name = next(n for n, p in model.named_parameters() if p is first)
+    assert [float(snapshot.arrays[name].flat[0]) for _, snapshot, _ in registry.seen] == [1.0, 2.0, 3.0]
+    registry.fail = True
+    publisher.publish(model, 4)
+    with pytest.raises(RuntimeError, match="object store full"):
+        publisher.wait()
+    with pytest.raises(RuntimeError, match="object store full"):
+        publisher.publish(model, 5)
