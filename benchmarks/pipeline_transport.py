@@ -1,5 +1,5 @@
 """Benchmark: what handing a batch of rollouts to another actor costs, as Python tuples and packed
-into arrays (scalerl.distributed.packed), and the pipeline's per-step overhead with the packed path.
+into arrays (scalerl.train.packed_rollouts), and the pipeline's per-step overhead with the packed path.
 
 1. The hand-off of TrainConfig's default batch (32 prompts x 16 generations, 64 completion
    tokens): a Ray actor call that receives the batch and turns it into Rollouts, timed from the
@@ -78,7 +78,7 @@ def handoff_ms(rollouts, repeats: int) -> dict:
     and of packing and unpacking alone, in this process."""
     import ray
 
-    from scalerl.distributed.packed import as_rollouts, pack_rollouts, unpack_rollouts
+    from scalerl.train.packed_rollouts import as_rollouts, pack_rollouts, unpack_rollouts
 
     @ray.remote(num_cpus=0)
     class Receiver:
@@ -106,7 +106,7 @@ def cpu_ms(rollouts, repeats: int) -> dict:
     the receiver's unpickling (tuples) or unpickling + unpacking (packed)."""
     import pickle
 
-    from scalerl.distributed.packed import pack_rollouts, unpack_rollouts
+    from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
 
     def clock(work) -> float:
         times = []

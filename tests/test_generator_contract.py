@@ -7,7 +7,7 @@ import pytest
 
 from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.distributed.packed import pack_rollouts
+from scalerl.train.packed_rollouts import pack_rollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
 

@@ -129,11 +129,11 @@ def test_chunked_logprobs_and_their_gradients_equal_the_plain_ones(fp32_head):
 
     plain, plain_entropy, plain_grads = logprobs_and_gradient(0)
     expected = teacher_forced_logprobs(model, ids, mask, fp32_head=fp32_head)
-    torch.testing.assert_close(plain, expected.detach(), rtol=0, atol=1e-6)
+    torch.testing.assert_close(plain, expected.detach(), rtol=1e-6, atol=1e-6)
     for chunk_size in (1, 3, 4):
         chunked, entropy, grads = logprobs_and_gradient(chunk_size)
-        torch.testing.assert_close(chunked, plain, rtol=0, atol=1e-6)
-        torch.testing.assert_close(entropy, plain_entropy, rtol=0, atol=1e-6)
+        torch.testing.assert_close(chunked, plain, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(entropy, plain_entropy, rtol=1e-6, atol=1e-6)
         for expected_grad, grad in zip(plain_grads, grads):
             torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-6)
 
@@ -179,8 +179,8 @@ def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weigh
     for chunk_size in (2, 3):
         logprobs, entropy, grads = run(chunk_size)
         assert logprobs.dtype == plain.dtype and not entropy.requires_grad
-        torch.testing.assert_close(logprobs, plain, rtol=0, atol=1e-6)
-        torch.testing.assert_close(entropy, plain_entropy, rtol=0, atol=1e-6)
+        torch.testing.assert_close(logprobs, plain, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(entropy, plain_entropy, rtol=1e-6, atol=1e-6)
         for expected, got in zip(plain_grads, grads):
             assert (expected is None) == (got is None)
             if expected is not None:
@@ -189,7 +189,7 @@ def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weigh
     with torch.no_grad():
         logprobs, _ = hidden_token_logprobs(holder, hidden, tokens, fp32_head=fp32_head, chunk_size=3)
     assert not logprobs.requires_grad
-    torch.testing.assert_close(logprobs, plain, rtol=0, atol=1e-6)
+    torch.testing.assert_close(logprobs, plain, rtol=1e-6, atol=1e-6)
 
 
 def test_gradient_checkpointing_switches_transformers_on_and_keeps_the_gradient():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.distributed.packed import pack_rollouts, unpack_rollouts
+from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
 from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
 from scalerl.distributed.weights import BackgroundPublisher
 from scalerl.models.policy import TinyModelSpec, build_tiny_model

@@ -19,7 +19,7 @@ import torch
 
 from scalerl.distributed.broadcast import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
-from scalerl.distributed.packed import PackedRollouts, as_rollouts, pack_rollouts
+from scalerl.train.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
 from scalerl.distributed.weights import (
     BackgroundPublisher,
     WeightSnapshot,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.distributed.packed import pack_rollouts
+from scalerl.train.packed_rollouts import pack_rollouts
 from scalerl.distributed.weights import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 from scalerl.tasks.rollout import Rollout

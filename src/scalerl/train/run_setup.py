@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from scalerl.distributed.packed import PackedRollouts
+from scalerl.train.packed_rollouts import PackedRollouts
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from scalerl.distributed.packed import PackedRollouts
+from scalerl.train.packed_rollouts import PackedRollouts
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
