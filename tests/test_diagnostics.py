@@ -11,6 +11,7 @@ from scalerl.forecast.diagnostics import (
     running_plateau_peak,
 )
 from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
 
 COMPUTE = np.linspace(0.0, 200.0, 41)
 
@@ -23,7 +24,8 @@ def healthy(noise_sd=0.015, seed=0):
 def test_point_noise_recovers_known_sd_on_a_trending_curve():
     estimates = [point_noise_sd(healthy(0.03, seed), noise_floor=0.0) for seed in range(20)]
     assert np.median(estimates) == pytest.approx(0.03, rel=0.2)
-    assert point_noise_sd(sigmoid_reward(COMPUTE, 0.85, 2.0, 40.0, 0.05)) == 0.01  # floor
+    assert point_noise_sd(sigmoid_reward(COMPUTE, 0.85, 2.0, 40.0, 0.05), noise_floor=0.01) == 0.01  # floor
+    assert point_noise_sd(np.linspace(0.2, 0.3, 20)) == DEFAULT_NOISE_FLOOR  # a noise-free line: the default floor
 
 
 def test_collapse_fires_at_the_sustained_drop():

@@ -5,13 +5,13 @@ from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.posterior import log_likelihood, log_prior
 from scalerl.forecast.sigmoid_solver import SolverProblem
-from scalerl.forecast.uncertainty import residual_noise_sd, student_t_dof
+from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd, student_t_dof
 
 
 def test_residual_noise_sd_formula_and_floor():
     residual = np.array([0.02, -0.02, 0.02, -0.02, 0.02, -0.02])
     assert residual_noise_sd(residual, 3, noise_floor=0.0) == pytest.approx(np.sqrt(6 * 0.0004 / 3))
-    assert residual_noise_sd(residual * 0.01, 3) == 0.01
+    assert residual_noise_sd(residual * 0.01, 3) == DEFAULT_NOISE_FLOOR == 0.005
     assert residual_noise_sd(residual[:3], 3, noise_floor=0.004) == 0.004  # no residual dof
     assert student_t_dof(10, 3) == 7 and student_t_dof(4, 3) == 2
 
@@ -51,10 +51,10 @@ def test_intervals_shrink_with_less_noise():
     width = lambda fit: np.subtract(*fit.conf_int()["A"][::-1])  # noqa: E731
     assert width(wide) > 3 * width(narrow)
     assert width(floored) > 2 * width(narrow)
-    assert wide.noise_sd == pytest.approx(0.03, rel=0.5) and floored.noise_sd == 0.01
+    assert wide.noise_sd == pytest.approx(0.03, rel=0.5) and floored.noise_sd == DEFAULT_NOISE_FLOOR
     # the posterior noise scale follows the data and never goes under the floor
     assert np.median(wide.noise_scale_draws) == pytest.approx(0.03, rel=0.5)
-    assert floored.noise_scale_draws.min() >= 0.01
+    assert floored.noise_scale_draws.min() >= DEFAULT_NOISE_FLOOR
 
 
 def test_posterior_is_reproducible_for_a_seed_and_differs_across_seeds():

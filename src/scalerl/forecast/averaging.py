@@ -121,13 +121,16 @@ def zero_is_the_floor(reward_range: tuple[float, float] | None) -> bool:
     return reward_range is not None and float(reward_range[0]) == 0.0
 
 
-def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float,
-              reward_range: tuple[float, float] | None) -> dict[str, FormCurve | None]:
-    """{name: FormCurve with weight 0 or None} for the least-squares members on these points."""
+def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float, reward_range: tuple[float, float] | None,
+              sigmoid: tuple[float, float, float, float] | None = None) -> dict[str, FormCurve | None]:
+    """{name: FormCurve with weight 0 or None} for the least-squares members on these points;
+    `sigmoid` is the least-squares sigmoid's (A, B, C_mid, R0) when the caller has it already."""
     out = {}
     r0_zero = least_squares_sigmoid(compute, reward, 0.0, reward_range) if zero_is_the_floor(reward_range) else None
+    if sigmoid is None:
+        sigmoid = least_squares_sigmoid(compute, reward, r0, reward_range)
     for name, kind, params in (
-        ("sigmoid", "sigmoid", least_squares_sigmoid(compute, reward, r0, reward_range)),
+        ("sigmoid", "sigmoid", sigmoid),
         ("sigmoid_r0_zero", "sigmoid", r0_zero),
         ("power_law", "power_law", least_squares_power_law(compute, reward, reward_range)),
     ):
@@ -173,13 +176,15 @@ def form_weights(errors: Mapping[str, float | None], noise_sd: float) -> dict[st
 
 
 def averaged_forms(compute: ArrayLike, reward: ArrayLike, r0: float, reward_range: tuple[float, float] | None,
-                   noise_sd: float) -> tuple[FormCurve, ...]:
+                   noise_sd: float, sigmoid: tuple[float, float, float, float] | None = None) -> tuple[FormCurve, ...]:
     """The members of the averaged forecast with their weights (FormCurve tuple, posterior first).
 
     The posterior member shares the cross-validated error of the least-squares sigmoid (the same
-    form). Members that cannot be fitted on these points are left out.
+    form). Members that cannot be fitted on these points are left out. `sigmoid`: the plain
+    least-squares sigmoid on all the points, (A, B, C_mid, R0), when the caller has fitted it
+    (fit_sigmoid's free fit is that fit: it saves one multi-start fit).
     """
-    forms = fit_forms(compute, reward, r0, reward_range)
+    forms = fit_forms(compute, reward, r0, reward_range, sigmoid)
     cv = cross_validated_errors(compute, reward, r0, reward_range)
     members = {POSTERIOR: cv.get("sigmoid")}
     members.update({name: cv.get(name) for name, form in forms.items() if form is not None})

@@ -13,6 +13,7 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError
 from scalerl.forecast.curves import sigmoid_compute_near_ceiling
+from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
 
 # A drop counts as a collapse when it exceeds both this many noise sds and this fraction of the gain.
 COLLAPSE_NOISE_SDS = 3.0
@@ -32,7 +33,7 @@ LATE_FRACTION = 0.25
 MIN_LATE_POINTS = 5
 
 
-def point_noise_sd(reward: ArrayLike, noise_floor: float = 0.01) -> float:
+def point_noise_sd(reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
     """Evaluation noise from successive differences (robust, trend-insensitive).
 
         sigma = 1.4826 * MAD(diff(R)) / sqrt(2), floored at `noise_floor`.
@@ -84,7 +85,7 @@ def running_plateau_peak(reward: ArrayLike, window: int = 3) -> np.ndarray:
     return peaks
 
 
-def noise_before(reward: ArrayLike, index: int, sigma_all: float, noise_floor: float = 0.01) -> float:
+def noise_before(reward: ArrayLike, index: int, sigma_all: float, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
     """Noise sd of the points before `index`, at most the whole run's `sigma_all`.
 
     An erratic fall inflates the successive differences of the whole run (0.06 on a run that rose
@@ -118,7 +119,7 @@ def first_fall(reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray,
     return None
 
 
-def detect_collapse(compute: ArrayLike, reward: ArrayLike, noise_floor: float = 0.01) -> CollapseReport | None:
+def detect_collapse(compute: ArrayLike, reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR) -> CollapseReport | None:
     """Sustained fall below the plateau reached so far (first_fall), found in two passes.
 
     Whether the run collapsed is judged with the noise sigma of the whole run (point_noise_sd),

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 from scipy.special import expit
 
 from scalerl.errors import ConfigError, FitError, InputError
-from scalerl.forecast.averaging import averaged_forms, draw_members
+from scalerl.forecast.averaging import MIN_REFIT_POINTS, averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
     CollapseReport,
     ceiling_identifiability,
@@ -242,8 +242,11 @@ def fit_sigmoid(
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
     # A fixed ceiling (compare's refit) asks about one form; otherwise the forecast averages forms.
+    # The free fit is the plain least-squares sigmoid the averaging refits, with a linear loss.
+    free_sigmoid = (float(theta_free[0]), float(theta_free[1]), float(compute_ref * np.exp(theta_free[2])), r0)
     forms = () if fixed_a is not None or not average_forms else averaged_forms(
-        fit_compute, fit_reward, r0, reward_range, diff_noise)
+        fit_compute, fit_reward, r0, reward_range, diff_noise,
+        free_sigmoid if loss == "linear" and fit_compute.size >= MIN_REFIT_POINTS else None)
     return FitResult(
         a=float(theta_hat[0]), b=float(theta_hat[1]), c_mid=float(compute_ref * np.exp(theta_hat[2])), r0=r0,
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),

@@ -34,6 +34,7 @@ import emcee
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit
+from scipy.stats import chi2
 
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
 
@@ -45,8 +46,20 @@ LOG_SIGMA_PRIOR_SD = 0.7
 N_WALKERS = 32
 N_STEPS = 300
 N_BURN = 150
-# A walker this far below the best log-probability after burn-in (e^-10) is stuck, not sampling.
-STUCK_LOG_PROB_GAP = 10.0
+# Burn-in runs in this many rounds, stuck walkers regrouped after each: one regrouping left a
+# walker that had climbed only half-way back to be regrouped too late (the tails of A on a run flat
+# at 0.69 reached 0.72-0.73 in 4 of 8 sampler seeds at noise floor 0.005; two: 8 of 8 at 0.69).
+N_BURN_ROUNDS = 2
+# A walker whose log-probability is this far below the best one is stuck, not sampling: in a
+# d-dimensional posterior the deficit from the mode is chi2(d) / 2, beyond chi2_0.99(d) / 2 for one
+# draw in 100 (6.6 for the four parameters).
+STUCK_QUANTILE = 0.99
+
+
+def stuck_log_prob_gap(n_dim: int) -> float:
+    """gap = chi2.ppf(STUCK_QUANTILE, n_dim) / 2: the log-probability deficit one posterior draw in
+    100 exceeds (a Gaussian posterior's -log p minus its minimum is chi2(n_dim) / 2)."""
+    return float(chi2.ppf(STUCK_QUANTILE, n_dim) / 2.0)
 
 
 def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
@@ -116,13 +129,14 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
 
 
 def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee.State:
-    """Walkers left after burn-in more than STUCK_LOG_PROB_GAP below the best log-probability
+    """Walkers left after a burn-in round more than stuck_log_prob_gap below the best log-probability
     (a start on the far end of the ridge that has not come back: on a run past its midpoint they
     left 95 % intervals of A reaching 0.9 where the data pin it to 0.6) restart next to a walker
     drawn from the others, with a jitter of 1e-3 of that group's spread, so the kept chain is
     the posterior's, not the starts'."""
     log_prob = np.asarray(state.log_prob, dtype=float)
-    stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - STUCK_LOG_PROB_GAP)
+    gap = stuck_log_prob_gap(np.shape(state.coords)[1])
+    stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - gap)
     if not np.any(stuck) or np.all(stuck):
         return state
     good = np.flatnonzero(~stuck)
@@ -135,8 +149,9 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee
 
 def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float, seed: int,
                 n_steps: int = N_STEPS) -> emcee.EnsembleSampler:
-    """The emcee sampler after N_BURN burn-in steps, a regrouping of stuck walkers
-    (regroup_stuck_walkers) and n_steps - N_BURN kept steps (its chain holds only the kept ones)."""
+    """The emcee sampler after N_BURN burn-in steps in N_BURN_ROUNDS rounds, each followed by a
+    regrouping of stuck walkers (regroup_stuck_walkers), and n_steps - N_BURN kept steps (its
+    chain holds only the kept ones)."""
     rng = np.random.default_rng(seed)
     log_floor = float(np.log(noise_floor))
     log_centre = float(np.log(max(noise_sd, noise_floor)))
@@ -154,9 +169,11 @@ def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, n
         moves=[(emcee.moves.DEMove(), 0.8), (emcee.moves.DESnookerMove(), 0.2)],
     )
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
-    state = sampler.run_mcmc(state, N_BURN, progress=False)
-    sampler.reset()
-    sampler.run_mcmc(regroup_stuck_walkers(state, rng), n_steps - N_BURN, progress=False)
+    rounds = np.diff(np.linspace(0, N_BURN, N_BURN_ROUNDS + 1).round().astype(int))
+    for steps in rounds:
+        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng)
+        sampler.reset()
+    sampler.run_mcmc(state, n_steps - N_BURN, progress=False)
     return sampler
 
 
@@ -164,8 +181,8 @@ def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: flo
                      n_draws: int, seed: int) -> np.ndarray:
     """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
 
-    32 walkers x 300 steps, the first 150 discarded as burn-in, after which stuck walkers are
-    regrouped (regroup_stuck_walkers); the kept 32 x 150 states are thinned evenly to `n_draws`
+    32 walkers x 300 steps, the first 150 discarded as burn-in, in two rounds after each of which
+    stuck walkers are regrouped (regroup_stuck_walkers); the kept 32 x 150 states are thinned evenly to `n_draws`
     rows (repeated when more are asked for than the chain holds). `python -m
     benchmarks.sampler_check` measures acceptance and autocorrelation on the bundled curves.
     """

@@ -1,7 +1,8 @@
 """Evaluation noise and prediction-band helpers shared by the fits.
 
-A pass rate measured on a finite set of prompts has binomial noise; sd 0.01 is the honest minimum
-for ~1000 prompts at p ~ 0.5, hence the noise floor. How wide a forecast band must be beyond the
+A pass rate measured on a finite set of prompts has binomial noise: sd 0.005 is what ~10,000
+evaluations at p ~ 0.5 leave (sqrt(0.25 / 10000)), the honest minimum for the larger validation
+sets of real runs, hence the noise floor. How wide a forecast band must be beyond the
 data is learned across runs (band_calibration), not here.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-DEFAULT_NOISE_FLOOR = 0.01
+DEFAULT_NOISE_FLOOR = 0.005
 
 
 def residual_noise_sd(residual: ArrayLike, n_params: int, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
