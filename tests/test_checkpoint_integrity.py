@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import list_checkpoints, save_checkpoint, verify_checkpoint
+from scalerl.train.checkpoint import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint_checks import verify_checkpoint
 from scalerl.train.config import TrainConfig
 from scalerl.train.manifest import manifest_path, read_manifest, write_manifest
 from scalerl.train.nonfinite import DivergenceError

@@ -12,8 +12,9 @@ import torch
 import scalerl.train.export as export_module
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import (CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR, list_checkpoints, save_checkpoint,
-                                     verify_checkpoint)
+from scalerl.train.checkpoint import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint_checks import verify_checkpoint
+from scalerl.train.checkpoint_layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
 from scalerl.train.config import TrainConfig
 from scalerl.train.export import export_model
 from scalerl.train.manifest import file_sha256, read_manifest

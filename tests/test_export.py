@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from scalerl.cli.app import app
 from scalerl.errors import InputError
-from scalerl.train.checkpoint import TRAINING_STATE_DIR, latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR
 from scalerl.train.config import TrainConfig, save_config
 from scalerl.train.export import export_model
 from scalerl.train.train_step import build_optimizer, build_scheduler

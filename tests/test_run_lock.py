@@ -86,7 +86,8 @@ def _assert_a_whole_model_folder(folder, reference):
 
 @pytest.mark.slow  # two real training processes and five exports on one folder (~1-3 min on 2 shared cores)
 def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_set_options, tmp_path):
-    from scalerl.train.checkpoint import checkpoint_step, latest_checkpoint
+    from scalerl.train.checkpoint import latest_checkpoint
+    from scalerl.train.checkpoint_layout import checkpoint_step
 
     out = tmp_path / "run"
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()"]

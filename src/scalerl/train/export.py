@@ -6,7 +6,7 @@ tokenizer files without the training state, so the result is what `from_pretrain
 run's config.json: the policy is built as the run built it and the weights loaded into it.
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
 
-The checkpoint is verified first (scalerl.train.checkpoint.verify_checkpoint: manifest checksums,
+The checkpoint is verified first (scalerl.train.checkpoint_checks.verify_checkpoint: manifest checksums,
 no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Its manifest
 is read once, before anything else: only the files it lists are copied (older checkpoints without
 one: its regular files, with a warning), each copy checked against that manifest's size and
@@ -32,7 +32,9 @@ from typing import Callable
 from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
 from scalerl.models.lora import is_adapter_folder
-from scalerl.train.checkpoint import TRAINING_STATE_DIR, checkpoint_name, list_checkpoints, verify_checkpoint
+from scalerl.train.checkpoint import list_checkpoints
+from scalerl.train.checkpoint_checks import verify_checkpoint
+from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR, checkpoint_name
 from scalerl.train.manifest import file_sha256, read_manifest
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")

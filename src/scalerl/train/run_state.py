@@ -34,7 +34,8 @@ from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.batch_columns import BatchColumns, as_columns, generation_totals
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.checkpoint import load_checkpoint, save_checkpoint, training_file
+from scalerl.train.checkpoint import load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint_layout import training_file
 from scalerl.train.manifest import manifest_path
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, save_config
 from scalerl.train.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step

@@ -1,0 +1,221 @@
+"""Verification of a checkpoint folder before anything is loaded from it.
+
+A checkpoint is read back by resume (`--resume`), the pipeline's trainer actor and driver, and
+`scalerl export`, possibly long after it was written and beside a live run: a file may have been
+truncated by a full disk, changed by a flipped bit, replaced by a link to a file outside the run,
+or hand-edited. `verify_checkpoint` checks every file of a checkpoint first: the manifest's sizes
+and checksums (a checkpoint without one is accepted: older scalerl), no symbolic link anywhere in
+it, JSON structure and value ranges of state.json (step that of the folder's name, optimiser
+lr/eps/weight decay finite and >= 0, betas in [0, 1), LR-schedule counters integers and rates
+finite), safetensors headers against the shapes and sizes expected before any tensor is allocated
+(weights against the model's shapes when known, optimiser state against the largest weight's size,
+RNG states at most 1 MiB: a 20 GiB sparse rng.safetensors is refused from its header), RNG states
+that load, and every floating-point tensor finite. Whatever fails is one InputError naming the
+file and what is wrong with it, so a caller (resume, export) treats the checkpoint as damaged and
+nothing of it has been loaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+
+from scalerl.errors import InputError
+from scalerl.models.hf_folder import weight_files
+from scalerl.train.checkpoint_layout import STATE_FILE, checkpoint_step, training_file
+from scalerl.train.manifest import verify_manifest
+
+_RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
+_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2,
+                "U16": 2, "F32": 4, "I32": 4, "U32": 4, "F64": 8, "I64": 8, "U64": 8}
+
+
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Any failure to read or use `path` in the block becomes one InputError naming it."""
+    try:
+        yield
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise InputError(f"{path} is missing") from None
+    except (OSError, SafetensorError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RuntimeError) as error:
+        detail = " ".join(str(error).split()) or type(error).__name__
+        raise InputError(f"{path} is damaged: {detail[:300]}") from None
+
+
+def _require_intact(ok: bool, path: Path, message: str) -> None:
+    if not ok:
+        raise InputError(f"{path} is damaged: {message}")
+
+
+def read_training_state(path: str | os.PathLike) -> dict[str, Any]:
+    """The checked state.json of a checkpoint: step (that of the folder's name), optimizer
+    param groups, scheduler, numpy RNG and the caller's run state."""
+    state_file = training_file(path, STATE_FILE)
+    with reading(state_file):
+        run_state = json.loads(state_file.read_text())
+    _require_intact(isinstance(run_state, dict), state_file, "not a JSON object")
+    missing = [key for key in ("step", "optimizer", "scheduler", "numpy_rng", "run") if key not in run_state]
+    _require_intact(not missing, state_file, f"no {', '.join(missing)}")
+    step = run_state["step"]
+    _require_intact(isinstance(step, int) and not isinstance(step, bool), state_file,
+                   f"step is {step!r}, not an integer")
+    _require_intact(checkpoint_step(path) in (None, step), state_file,
+                   f"step {step} is not that of the folder {Path(path).name}")
+    for key in ("optimizer", "scheduler", "numpy_rng", "run"):
+        _require_intact(isinstance(run_state[key], dict), state_file, f"{key} is not a JSON object")
+    groups, scalars = run_state["optimizer"].get("param_groups"), run_state["optimizer"].get("scalars")
+    _require_intact(isinstance(groups, list) and all(isinstance(g, dict) and isinstance(g.get("params"), list)
+                                                    for g in groups) and isinstance(scalars, dict),
+                   state_file, "optimizer.param_groups/scalars are not what an optimiser saved")
+    for group in groups:
+        _check_param_group(group, state_file)
+    _check_scheduler(run_state["scheduler"], state_file)
+    with reading(state_file):
+        np.random.default_rng(0).bit_generator.state = run_state["numpy_rng"]
+    return run_state
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_param_group(group: Mapping[str, Any], state_file: Path) -> None:
+    """An optimiser param group's hyper-parameters are finite numbers in their ranges."""
+    for key in ("lr", "initial_lr", "eps", "weight_decay"):
+        value = group.get(key, 0.0)
+        _require_intact(_is_number(value) and value >= 0, state_file,
+                        f"optimizer {key} is {repr(value)[:50]}, not a finite number >= 0")
+    betas = group.get("betas", [0.0, 0.0])
+    _require_intact(isinstance(betas, (list, tuple)) and len(betas) == 2
+                    and all(_is_number(b) and 0 <= b < 1 for b in betas), state_file,
+                    f"optimizer betas are {str(betas)[:50]}, not two numbers in [0, 1)")
+    _require_intact(all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in group["params"]),
+                    state_file, "optimizer params are not parameter indices")
+
+
+def _check_scheduler(scheduler: Mapping[str, Any], state_file: Path) -> None:
+    """The LR schedule's state: step counters are integers, learning rates finite numbers >= 0."""
+    for key in ("last_epoch", "_step_count"):
+        if key in scheduler:
+            value = scheduler[key]
+            _require_intact(isinstance(value, int) and not isinstance(value, bool) and value >= -1, state_file,
+                            f"scheduler {key} is {repr(value)[:50]}, not a step count")
+    for key in ("base_lrs", "_last_lr"):
+        if key in scheduler:
+            values = scheduler[key]
+            _require_intact(isinstance(values, list) and all(_is_number(v) and v >= 0 for v in values),
+                            state_file, f"scheduler {key} is {str(values)[:50]}, not learning rates")
+
+
+def _verify_tensor_file(path: Path, max_numel: int | None = None,
+                        max_bytes: int | None = None) -> dict[str, tuple[int, ...]]:
+    """Shapes of the tensors of a safetensors file, from its header (a truncated or foreign file
+    fails), each at most `max_numel` elements and `max_bytes` bytes when given: nothing is allocated."""
+    _require_regular(path)
+    with reading(path), safe_open(str(path), framework="pt") as handle:
+        shapes = {}
+        for name in handle.keys():
+            view = handle.get_slice(name)
+            shape = tuple(view.get_shape())
+            numel = math.prod(shape)
+            size = numel * _DTYPE_BYTES.get(view.get_dtype(), 8)
+            _require_intact(max_numel is None or numel <= max_numel, path,
+                            f"tensor {name[:100]!r} has {numel} elements, more than the model's largest weight")
+            _require_intact(max_bytes is None or size <= max_bytes, path,
+                            f"tensor {name[:100]!r} holds {size} bytes, more than a state of its kind ({max_bytes})")
+            shapes[name] = shape
+        return shapes
+
+
+def _require_regular(path: Path) -> None:
+    """A checkpoint file is a regular file (not a symbolic link, FIFO or device)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise InputError(f"{path} is missing") from None
+    _require_intact(stat.S_ISREG(mode), path, "not a regular file (a symbolic link or a device)")
+
+
+def _require_no_links(folder: Path) -> None:
+    """No symbolic link anywhere in a checkpoint folder (scalerl never writes one; a link could
+    bring in a file from outside the run)."""
+    _require_intact(not folder.is_symlink(), folder, "a symbolic link (a checkpoint is a real folder)")
+    for root, directories, names in os.walk(folder):
+        for name in [*directories, *names]:
+            _require_intact(not (Path(root) / name).is_symlink(), Path(root) / name,
+                            "a symbolic link (a checkpoint holds regular files only)")
+
+
+def _verify_finite(path: Path) -> None:
+    """Every floating-point tensor of a safetensors file is finite (read one tensor at a time)."""
+    with reading(path), safe_open(str(path), framework="pt") as handle:
+        for name in handle.keys():
+            tensor = handle.get_tensor(name)
+            _require_intact(not tensor.is_floating_point() or bool(torch.isfinite(tensor).all()), path,
+                            f"tensor {name[:100]!r} holds a NaN or an infinity")
+
+
+def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
+    _verify_tensor_file(path, max_bytes=_RNG_STATE_MAX_BYTES)
+    with reading(path):
+        rng = load_file(str(path))
+        torch.Generator().set_state(rng["global_cpu"])
+        for name in generator_names:
+            _require_intact(f"generator/{name}" in rng, path, f"no state of the {name!r} generator")
+
+
+def _verify_weights(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> None:
+    """Every weight file's header, and each tensor's shape against the model's (when given)."""
+    files = weight_files(path)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for file in files:
+        _require_regular(file)
+        shapes.update(_verify_tensor_file(file))
+    for name, shape in shapes.items():
+        expected = None if weight_shapes is None else weight_shapes.get(name, "absent")
+        _require_intact(expected is None or expected == shape, files[0] if len(files) == 1 else path,
+                       f"tensor {name} has shape {shape}, the model "
+                       f"{'has no such tensor' if expected == 'absent' else expected}")
+    for file in files:
+        _verify_finite(file)
+
+
+def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                      generator_names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Check every file of a checkpoint before anything is loaded from it; return its state.json.
+
+    Checks the manifest (when there is one: every file's size and SHA-256) and that no file is a
+    symbolic link; reads state.json and rng.safetensors (small, bounded by their headers) in full;
+    checks the headers of the weight and optimiser files, then their tensors one at a time for
+    NaN and infinity: a truncated, empty, changed or foreign file, a missing key, a wrong type or
+    a value out of its range, an RNG state that does not load, or (with `weight_shapes`, the
+    model's) a tensor of another shape or size is an InputError naming the file and the problem.
+    """
+    path = Path(path)
+    _require_no_links(path)
+    verify_manifest(path)
+    run_state = read_training_state(path)
+    _verify_rng(training_file(path, "rng.safetensors"), generator_names)
+    optimizer_file = training_file(path, "optimizer.safetensors")
+    param_ids = {param_id for group in run_state["optimizer"]["param_groups"] for param_id in group["params"]}
+    largest = max((math.prod(shape) for shape in weight_shapes.values()), default=0) if weight_shapes else None
+    for key in _verify_tensor_file(optimizer_file, max_numel=largest):
+        parts = key.split("/", 2)
+        _require_intact(len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) in param_ids,
+                       optimizer_file, f"tensor {key!r} belongs to no optimiser parameter")
+    _verify_weights(path, weight_shapes)
+    _verify_finite(optimizer_file)
+    return run_state
