@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from cli_invocation import assert_one_line_error, invoke
-from scalerl.cli.app import main, split_pair_values
+from scalerl.cli.app import main
+from scalerl.cli.fit_inputs import split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
 from scalerl.errors import ConfigError
 from scalerl.train.config import OptimConfig, TrainConfig, all_field_paths, save_config

@@ -9,8 +9,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scalerl.cli.app import app, extrapolation_target, fit_window_limit, main, parse_compute_values, run_labels
+from scalerl.cli.app import app, main
 from scalerl.cli.errors import exits_on_user_error
+from scalerl.cli.fit_inputs import fit_window_limit, parse_compute_values, run_labels
+from scalerl.cli.fit_views import extrapolation_target
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_reward
 

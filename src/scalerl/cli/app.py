@@ -7,22 +7,22 @@ end as one `error: ...` line on stderr with exit code 2 (see scalerl.cli.errors)
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
-from scalerl.errors import FitError, InputError
-from scalerl.escaping import for_rich, plain
+from scalerl.cli.fit_inputs import (check_finite_options, check_reward_range, fit_options, fit_window_limit,
+                                    parse_compute_values, reward_range_for, run_labels, split_pair_values)
+from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, points_not_fitted, progress
+from scalerl.errors import InputError
+from scalerl.escaping import plain
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
                                  Reading, curve_notes, read_runs, say_notes)
-from scalerl.forecast.readers import Curve
 
 def _show_flags_without_a_type() -> None:
     """typer (0.2x) prints `<bool>` after every flag in --help, as if `--json` took a value
@@ -49,9 +49,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-MAX_PLOT_EXTRAPOLATION = 100.0
-MAX_REWARD_MAGNITUDE = 1e6
-UNIT_REWARD_RANGE = (0.0, 1.0)  # pass rates and accuracies: the range used when every reward lies in it
 X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
           "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
           "train/global_step, global_step, step, Step, _step).")
@@ -59,152 +56,6 @@ Y_HELP = ("Reward column (default: the first tier with a column present, in orde
           "eval_reward, eval/reward; eval_rewards/<fn>/mean; val-core/<data>/reward/mean@1; "
           "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
           "several columns in one tier are an error that lists them).")
-
-
-# --- small pure helpers ---------------------------------------------------------------------------
-
-
-def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction: float | None) -> float | None:
-    """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)."""
-    if fit_until is not None and fit_fraction is not None:
-        raise InputError("give either --fit-until or --fit-fraction, not both")
-    if fit_fraction is not None:
-        if not 0.0 < fit_fraction <= 1.0:
-            raise InputError(f"--fit-fraction must be in (0, 1], got {fit_fraction:g}")
-        return float(fit_fraction * np.max(compute))
-    if fit_until is not None:
-        if not np.isfinite(fit_until) or fit_until <= 0:
-            raise InputError(f"--fit-until must be a positive compute value, got {fit_until:g}")
-        return float(fit_until)
-    return None
-
-
-def parse_compute_values(texts: list[str], option: str) -> list[float]:
-    """`--predict-at 1e4 --predict-at 2e4` or `--predict-at 1e4,2e4`: non-negative finite numbers."""
-    values = []
-    for text in texts:
-        for piece in text.split(","):
-            piece = piece.strip()
-            try:
-                value = float(piece)
-            except ValueError:
-                raise InputError(f"{option} takes numbers, got {piece!r}") from None
-            if not np.isfinite(value) or value < 0:
-                raise InputError(f"{option} values must be finite and >= 0, got {piece}")
-            values.append(value)
-    return values
-
-
-def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
-    """Rewards must lie in --reward-range (the ceiling is bounded by it); say how to widen it."""
-    low, high = reward_range
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise InputError(f"--reward-range needs finite LOW < HIGH, got {low:g} {high:g}")
-    if max(abs(low), abs(high)) > MAX_REWARD_MAGNITUDE:
-        raise InputError(f"--reward-range bounds must be within +-{MAX_REWARD_MAGNITUDE:g} "
-                         f"(rewards are scores such as pass rates), got {low:g} {high:g}")
-    if curve.reward.min() < low or curve.reward.max() > high:
-        raise InputError(
-            f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
-            f"{curve.reward.max():.4g}, outside the reward range [{low:g}, {high:g}]; "
-            "pass --reward-range LOW HIGH (e.g. --reward-range -1 1 for +1/-1 rewards)"
-        )
-
-
-def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> tuple[tuple[float, float] | None, list[str]]:
-    """(the reward range to fit with, a note when it was inferred).
-
-    `given` (--reward-range) is used as it is; without it, [0, 1] when every reward lies in it
-    (pass rates, accuracies), else the range is left open (None): the ceiling A is then in the
-    reward's own units, bounded by the data (at most R0 + 3 x the observed gain), as for TRL's
-    summed rewards or a reward of -1..1.
-    """
-    if given is not None:
-        return tuple(given), []
-    outside = [curve for curve in curves if curve.reward.min() < 0.0 or curve.reward.max() > 1.0]
-    if not outside:
-        return UNIT_REWARD_RANGE, []
-    curve = outside[0]
-    return None, [f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
-                  f"{curve.reward.max():.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A "
-                  "is in the reward's own units); pass --reward-range LOW HIGH for known bounds"]
-
-
-def check_finite_options(**values: float | None) -> None:
-    """Numeric options must be finite when given (typer accepts `nan` and `inf` as floats)."""
-    for name, value in values.items():
-        if value is not None and not np.isfinite(value):
-            raise InputError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
-
-
-def run_labels(paths: list[Path]) -> list[str]:
-    """Short distinct names for runs: the file stem, or parent/stem when stems collide."""
-    stems = [path.stem if path.suffix else path.name for path in paths]
-    labels = [
-        f"{path.resolve().parent.name}/{stem}" if stems.count(stem) > 1 else stem
-        for path, stem in zip(paths, stems)
-    ]
-    if len(set(labels)) < len(labels):
-        labels = [str(path) for path in paths]
-    return labels
-
-
-def points_not_fitted(window_compute, window_reward, result) -> tuple[np.ndarray, np.ndarray]:
-    """Points inside the fit window that the fit did not use (R0 point, warm-up, after collapse)."""
-    unused = ~np.isin(window_compute, result.compute)
-    return window_compute[unused], window_reward[unused]
-
-
-def progress(json_output: bool, message: str):
-    """A spinner on stderr for people; nothing when the output is JSON for programs."""
-    if json_output:
-        return contextlib.nullcontext()
-    return Console(stderr=True).status(for_rich(message))
-
-
-# --- orchestration ----------------------------------------------------------------------------------
-
-
-def fit_curve(curve: Curve, *, fit_limit=None, **fit_options):
-    """Fit the points of `curve` up to `fit_limit`; return (result, held_out, not_fitted) for plots."""
-    from scalerl.forecast.fitting import fit_sigmoid
-
-    if fit_options.get("reward_range") is not None:
-        check_reward_range(curve, fit_options["reward_range"])
-    in_window = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
-    if not np.any(in_window):
-        raise InputError(f"no point of {curve.source} has {curve.x_name} <= {fit_limit:g}")
-    options = {key: value for key, value in fit_options.items() if value is not None or key == "reward_range"}
-    result = fit_sigmoid(curve.compute[in_window], curve.reward[in_window], **options)
-    held_out = (curve.compute[~in_window], curve.reward[~in_window])
-    not_fitted = points_not_fitted(curve.compute[in_window], curve.reward[in_window], result)
-    return result, held_out, not_fitted
-
-
-def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse) -> dict:
-    """Command-line options as fit_sigmoid keywords (None: leave the library default)."""
-    return {
-        "r0": r0,
-        "min_compute": min_x,
-        "loss": loss,
-        "level": level,
-        "reward_range": None if reward_range is None else tuple(reward_range),
-        "n_bootstrap": n_bootstrap,
-        "fit_through_collapse": fit_through_collapse or None,
-    }
-
-
-def extrapolation_target(predict_at: list[float], compute_to_target: float | None,
-                         max_compute: float) -> float | None:
-    """How far a `fit --plot` figure extends: the furthest prediction or the target's compute.
-
-    A target compute more than MAX_PLOT_EXTRAPOLATION times beyond the data is left out: a curve
-    drawn over many empty decades hides the data.
-    """
-    candidates = [value for value in predict_at if value > 0]
-    if compute_to_target is not None and compute_to_target <= MAX_PLOT_EXTRAPOLATION * max_compute:
-        candidates.append(compute_to_target)
-    return max(candidates) if candidates else None
 
 
 # --- commands ---------------------------------------------------------------------------------------
@@ -215,32 +66,6 @@ REWARD_RANGE_OPTION = typer.Option(
     help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
          "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
 )
-PAIR_OPTIONS = ("--reward-range",)
-
-
-def split_pair_values(argv: list[str]) -> list[str]:
-    """`--reward-range 0,1`, `--reward-range=0,1` and `--reward-range "0 1"` -> `--reward-range 0 1`
-    (the option takes two values; people write them with a comma as often as with a space)."""
-    result: list[str] = []
-    index = 0
-    while index < len(argv):
-        token = argv[index]
-        if token == "--":
-            return result + argv[index:]
-        name, equals, value = token.partition("=")
-        following = argv[index + 1] if index + 1 < len(argv) else ""
-        if name in PAIR_OPTIONS and equals:
-            pieces = value.replace(",", " ").split()
-        elif token in PAIR_OPTIONS and ("," in following or " " in following.strip()):
-            pieces = following.replace(",", " ").split()
-            index += 1
-        else:
-            result.append(token)
-            index += 1
-            continue
-        result += [name, *pieces]
-        index += 1
-    return result
 N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's).")
 
 
@@ -306,25 +131,6 @@ def fit(
                  x_label=curve.x_name, y_label=curve.y_name)
         if not json_output:
             Console(stderr=True).print(f"figure written to {plain(plot)}", markup=False, highlight=False)
-
-
-def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, payload: dict) -> dict | None:
-    """Fit the power law on the sigmoid's window and add its view to `payload["power_law"]`.
-
-    A power law that cannot be fitted is not an error of the sigmoid fit: it becomes a warning.
-    """
-    from scalerl.report import console as report
-    from scalerl.forecast.power_law import fit_power_law
-
-    keep = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
-    try:
-        result = fit_power_law(curve.compute[keep], curve.reward[keep], min_compute=options["min_compute"],
-                               reward_range=options["reward_range"], loss=options["loss"])
-    except FitError as error:
-        payload["warnings"].append(f"power law not fitted: {error}")
-        return None
-    payload["power_law"] = report.power_law_payload(result, predict_at, options["level"])
-    return payload["power_law"]
 
 
 @app.command()
