@@ -85,13 +85,14 @@ def losses_line(results: dict) -> str:
     """Where scalerl is not the best: the cells of either table where another method is lower."""
     lost = []
     for fraction, by_status in results["errors"].items():
-        rows = by_status["all"]
-        for key, name in (("median_abs_error", "median error"), ("mean_abs_error", "mean error")):
-            best = _best(rows, lambda r: r[key])
-            if "scalerl" not in best:
-                winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
-                lost.append(f"{name} at {_fraction(fraction)} ({winner} {rows[sorted(best)[0]][key]:.4f} against "
-                            f"{rows['scalerl'][key]:.4f})")
+        for status, rows in by_status.items():
+            runs = "" if status == "all" else f" on {status} runs"
+            for key, name in (("median_abs_error", "median error"), ("mean_abs_error", "mean error")):
+                best = _best(rows, lambda r: r[key])
+                if "scalerl" not in best:
+                    winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
+                    lost.append(f"{name}{runs} at {_fraction(fraction)} ({winner} {rows[sorted(best)[0]][key]:.4f} "
+                                f"against {rows['scalerl'][key]:.4f})")
     for fraction, by_status in results["bands"].items():
         for status, rows in by_status.items():
             best = _best(rows, lambda r: r["0.8"]["interval_score"])

@@ -36,9 +36,11 @@ def test_intervals_widen_when_data_stop_before_the_inflection(noise_seed):
 
     assert not early.ceiling_identified and full.ceiling_identified
     assert width(early.conf_int(0.8)["A"]) > 3.0 * width(full.conf_int(0.8)["A"])
-    early_band = early.interval(4.0 * early.compute.max(), 0.8)
-    full_band = full.interval(4.0 * full.compute.max(), 0.8)
-    assert width(early_band) > 1.5 * width(full_band)
+    # One target, 4x the early fit's last compute (2.4 C_mid): inside the full run's data.
+    target = 4.0 * early.compute.max()
+    early_band, full_band = early.interval(target, 0.8), full.interval(target, 0.8)
+    assert width(early_band) > 3.0 * width(full_band)
+    assert full_band[0] < sigmoid_reward(target, TRUE_A, TRUE_B, TRUE_C_MID, TRUE_R0) < full_band[1]
     assert any("ceiling not identified" in warning for warning in early.warnings)
     assert full.conf_int(0.8)["A"][0] - 0.01 < TRUE_A < full.conf_int(0.8)["A"][1] + 0.01
 

@@ -67,23 +67,24 @@ def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float
     """log p(A, B, s, log sigma) up to a constant, -inf outside the bounds; theta is (k, 4)."""
     a, b, s, log_sigma = theta.T
     lower, upper = problem.lower, problem.upper
-    inside = (a >= lower[0]) & (a <= upper[0]) & (b >= lower[1]) & (b <= upper[1])
-    inside &= (s >= lower[2]) & (s <= upper[2]) & (log_sigma >= log_sigma_floor)
+    parameters = theta[:, :3]
+    inside = np.all((parameters >= lower) & (parameters <= upper), axis=1) & (log_sigma >= log_sigma_floor)
     if problem.fixed_a is not None:
         inside &= a == problem.fixed_a
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_b = np.log(b)
+    # B > 0 inside the bounds; rows outside get -inf whatever their B.
+    log_b = np.log(np.maximum(b, lower[1]))
     mean_b, sd_b = LOG_B_PRIOR
     # B is sampled directly, so the log-normal density carries the 1/B Jacobian.
     value = -0.5 * ((log_b - mean_b) / sd_b) ** 2 - log_b
     if problem.fixed_a is None:
         # Beta(2, 2) on the gain fraction f = (A - A_low) / (A_top - A_low): no mass at either bound.
-        fraction = np.clip((a - lower[0]) / (upper[0] - lower[0]), 1e-12, 1 - 1e-12)
+        fraction = np.minimum(np.maximum((a - lower[0]) / (upper[0] - lower[0]), 1e-12), 1 - 1e-12)
         value += (A_PRIOR_BETA - 1.0) * (np.log(fraction) + np.log1p(-fraction))
     if problem.fixed_a is None and problem.a_prior is not None:
         value += -0.5 * ((a - problem.a_prior[0]) / problem.a_prior[1]) ** 2
     value += -0.5 * ((log_sigma - log_sigma_centre) / LOG_SIGMA_PRIOR_SD) ** 2
-    return np.where(inside, value, -np.inf)
+    value[~inside] = -np.inf
+    return value
 
 
 def log_likelihood(theta: np.ndarray, problem: SolverProblem) -> np.ndarray:
@@ -101,8 +102,10 @@ def log_posterior(theta: ArrayLike, problem: SolverProblem, log_sigma_centre: fl
     """Vectorised over rows of theta: log prior + log likelihood (-inf outside the prior)."""
     theta = np.atleast_2d(theta)
     prior = log_prior(theta, problem, log_sigma_centre, log_sigma_floor)
-    out = np.full(theta.shape[0], -np.inf)
     ok = np.isfinite(prior)
+    if np.all(ok):
+        return prior + log_likelihood(theta, problem)
+    out = np.full(theta.shape[0], -np.inf)
     if np.any(ok):
         out[ok] = prior[ok] + log_likelihood(theta[ok], problem)
     return out
