@@ -119,10 +119,6 @@ def task_files(draw):
     return ".jsonl", draw(file_bytes("".join(json.dumps(record) + "\n" for record in records)))
 
 
-class _Stopped(Exception):
-    pass
-
-
 def run_train_stubbed(argv: list[str]) -> tuple[int, str, str]:
     """`scalerl ARGV` with the trainer replaced: it loads the task (as the trainer does first),
     then ends the command with the one line `error: stub: ...`."""
