@@ -78,8 +78,3 @@ def check_outcome(argv: list[str], exit_code: int, stdout: str, stderr: str) -> 
     event(f"error: {' '.join(lines[0].split()[1:4]) if lines else ''}")
     assert len(lines) == 1 and lines[0].startswith("error: "), shown
     assert stdout == "", shown
-
-
-@pytest.fixture(scope="module")
-def fuzz_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("fuzz")

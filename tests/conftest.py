@@ -43,3 +43,9 @@ def tiny_study_options():
     `--set` wins over its variants' knobs, so it must leave the loss, length control, learning rate
     and warm-up to the variants."""
     return lambda *overrides: set_options([*TINY_SIZES, *overrides])
+
+
+@pytest.fixture(scope="module")
+def fuzz_dir(tmp_path_factory):
+    """One folder per fuzz module for the generated log, config and task files."""
+    return tmp_path_factory.mktemp("fuzz")

@@ -15,7 +15,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_fuzz_support import check_outcome, file_bytes, fuzz_dir, run_scalerl  # noqa: F401 (fuzz_dir: a fixture)
+from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 
 N_BOOTSTRAP = ["--n-bootstrap", "20"]  # the least the fit accepts: the fuzz is about input, not bands
 FUZZ_SETTINGS = settings(max_examples=260, deadline=None, suppress_health_check=list(HealthCheck),

@@ -10,7 +10,7 @@ import json
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cli_fuzz_support import check_outcome, file_bytes, fuzz_dir, run_scalerl  # noqa: F401 (fuzz_dir: a fixture)
+from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 
 # --- config and task files of `scalerl train` ------------------------------------------------------
 # The trainer is replaced by a stub that ends the command with one `error:` line, so a case costs
