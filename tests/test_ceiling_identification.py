@@ -95,10 +95,14 @@ def test_run_longer_is_advised_only_while_the_fitted_curve_is_below_its_ceiling(
     identified, warning = ceiling_identifiability(0.6, 0.1, 1.0, (0.45, 0.75), 1.0, 2.0, residual_dof=5, b=2.0)
     assert not identified and "Run to at least ~4" in warning
 
-    def stub(near_value, current):
+    def stub(near_value, current, c_mid=1.0):
         near = ComputeNearCeiling(0.02, near_value, near_value, near_value, current, 0.8)
-        return SimpleNamespace(ceiling_identified=False, compute=[current], c_mid=1.0,
+        return SimpleNamespace(ceiling_identified=False, compute=[current], c_mid=c_mid,
                                compute_near_ceiling=lambda level=0.8: near)
 
     assert "longer" not in ceiling_phrase(stub(4.9, 10.0)) and "noisy" in ceiling_phrase(stub(4.9, 10.0))
     assert "run ~2.0x longer" in ceiling_phrase(stub(4.9, 2.0))
+    # 2 x C_mid / C_last = 100 is still a plan; 1,000 (a midpoint 500x past the data) is not.
+    assert "run ~100.0x longer" in ceiling_phrase(stub(4.9e3, 2.0, c_mid=100.0))
+    far = ceiling_phrase(stub(4.9e3, 2.0, c_mid=1000.0))
+    assert "x longer" not in far and "not begun to bend" in far and "over 100x" in far

@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import math
 
+# Beyond this many times the current compute "run N x longer" is no plan: the fitted midpoint sits
+# so far past the data that the sigmoid has not seen the curve bend at all.
+FAR_LONGER_FACTOR = 100.0
+
 
 def _short(value: float) -> str:
     return f"{value:.3g}"
@@ -27,7 +31,11 @@ def ceiling_phrase(result, level: float = 0.8) -> str:
         near = result.compute_near_ceiling(level=level)
         if near.value <= near.current:
             return "ceiling not identified: the evaluations are too noisy to pin A (the fitted curve is at its ceiling)"
-        return f"ceiling not identified yet: run ~{longer_run_factor(result):.1f}x longer"
+        factor = longer_run_factor(result)
+        if factor > FAR_LONGER_FACTOR:
+            return (f"ceiling not identified yet: the curve has not begun to bend, so no run length can be "
+                    f"read from it (over {FAR_LONGER_FACTOR:.0f}x the compute so far)")
+        return f"ceiling not identified yet: run ~{factor:.1f}x longer"
     lo, hi = result.conf_int(level)["A"]
     return f"ceiling A {_short(result.a)} [{_short(lo)}, {_short(hi)}]"
 
