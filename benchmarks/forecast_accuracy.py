@@ -221,7 +221,9 @@ def plateau_read(runs):
         read = bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi)
         rows.append({**row, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
                      "headline": ceiling_phrase(fit, PLATEAU_LEVEL),
-                     "told_to_run_longer": "longer" in ceiling_phrase(fit, PLATEAU_LEVEL), "read": read,
+                     # "run N x longer", or past 100x "has not begun to bend": either says the ceiling is ahead
+                     "told_to_run_longer": ceiling_phrase(fit, PLATEAU_LEVEL).startswith("ceiling not identified yet"),
+                     "read": read,
                      "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level)
                                                                  .ceiling_identified) for level in (0.5, 0.95)}})
     healthy = [r for r in rows if r["status"] == "healthy"]
