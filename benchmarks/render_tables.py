@@ -243,10 +243,11 @@ def train_memory(results: dict) -> str:
         f"(hidden {head['hidden']}), forward and backward: materialised logits add "
         f"{logprobs['materialised']['added_mib']:,.0f} MiB, chunks of {logprobs['chunked']['logprob_chunk_size']} "
         f"positions {logprobs['chunked']['added_mib']:,.0f} MiB ({summary['logprob_memory_ratio']:.1f}x less).", "",
-        f"Built-in model, {setup['throughput_batch']} sequences, median of {setup['timed_steps']} steps: "
-        f"{throughput['unbatched']:.2f} s unbatched, {throughput['micro-batched']:.2f} s in micro-batches of "
-        f"{setup['micro_batch_size']} (micro-batched throughput "
-        f"{summary['micro_vs_unbatched_throughput']:.2f}x the unbatched)."]
+        f"Built-in model, {setup['throughput_batch']} sequences, {setup['throughput_rounds']} alternating rounds "
+        f"of {setup['timed_steps']} steps each: {throughput['unbatched']:.2f} s unbatched, "
+        f"{throughput['micro-batched']:.2f} s in micro-batches of {setup['micro_batch_size']} (medians); "
+        f"micro-batched throughput {summary['micro_vs_unbatched_throughput']:.2f}x the unbatched (median of the "
+        f"rounds; {min(summary['throughput_ratio_by_round']):.2f}-{max(summary['throughput_ratio_by_round']):.2f})."]
     return "\n".join(lines)
 
 

@@ -3,14 +3,15 @@ log-prob path against materialised logits at a 32k vocabulary, and the step's th
 without micro-batches.
 
     python -m benchmarks.train_memory            # built-in model 8..512 sequences, 100M model 8..32
-    python -m benchmarks.train_memory --quick    # 100M model 8 and 16 sequences, fewer timed steps
+    python -m benchmarks.train_memory --quick    # 100M model 8 and 16 sequences, fewer timed steps, one round
 
 Every measurement runs in a fresh Python process (`--child`), so one measurement's freed memory
 never hides the next one's peak. Memory is the process's resident set on CPU: the peak during
 the measured call (Linux VmHWM, reset through /proc/self/clear_refs just before it) and that peak
 minus the resident set just before it (what the call itself added: activations, logits,
 gradients), with glibc returning freed tensors to the system at once (CHILD_ENV). The memory measurements run `--jobs` processes at a time (a process's resident set
-is its own); the timed ones run alone. The step measured is the second one: the first allocates AdamW's state and the
+is its own); the timed ones run alone, the unbatched and micro-batched step alternating over
+`--rounds` rounds (the ratio reported is the median of the rounds' ratios). The step measured is the second one: the first allocates AdamW's state and the
 gradients on a two-sequence batch. The "100M" model is a freshly initialised Llama-style model
 (hidden 768, 8 layers, intermediate 2048, vocabulary 32,000: 106 M parameters), float32.
 """
@@ -166,12 +167,27 @@ def _flatness(rows: list[dict], key: str) -> float:
     return max(values) / min(values)
 
 
+def alternating_throughput(rounds: int, timed: int, micro_batch_size: int) -> dict[str, list[dict]]:
+    """{label: one child's row per round}: the unbatched and the micro-batched step, each in its
+    own process, alone, their order swapped every round, so that a slow spell of the shared
+    machine falls on both (one pair gave 0.95x and 0.82x on the same quiet machine)."""
+    pair = (("unbatched", 0), ("micro-batched", micro_batch_size))
+    rows = {label: [] for label, _ in pair}
+    for index in range(rounds):
+        for label, micro in (pair if index % 2 == 0 else pair[::-1]):
+            rows[label].append(_run_child("step", {"model": "builtin", "batch": 64, "micro_batch_size": micro,
+                                                   "logprob_chunk_size": 0, "timed_steps": timed}))
+    return rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes and timed steps")
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--chunk", type=int, default=8, help="train.logprob_chunk_size of the memory rows")
     parser.add_argument("--jobs", type=int, default=2, help="memory measurements run at once")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="alternating rounds of the throughput pair (default 5; quick 1)")
     parser.add_argument("--out", default=str(RESULT_FILE))
     parser.add_argument("--child", nargs=2, metavar=("KIND", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -191,19 +207,22 @@ def main(argv=None) -> None:
         memory = {name: [job.result() for job in jobs] for name, jobs in memory_jobs.items()}
         logprobs = {label: job.result() for label, job in logprob_jobs.items()}
     timed = 3 if args.quick else 7
-    throughput = {label: _run_child("step", {"model": "builtin", "batch": 64, "micro_batch_size": micro,
-                                             "logprob_chunk_size": 0, "timed_steps": timed})
-                  for label, micro in (("unbatched", 0), ("micro-batched", args.micro_batch_size))}
-    medians = {label: statistics.median(row["step_seconds"][1:]) for label, row in throughput.items()}
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 5)
+    throughput = alternating_throughput(rounds, timed, args.micro_batch_size)
+    round_medians = {label: [statistics.median(row["step_seconds"][1:]) for row in rows]
+                     for label, rows in throughput.items()}
+    ratios = [unbatched / micro for unbatched, micro in zip(round_medians["unbatched"], round_medians["micro-batched"])]
+    medians = {label: statistics.median(values) for label, values in round_medians.items()}
     summary = {
         "peak_flatness": {name: _flatness(rows, "peak_mib") for name, rows in memory.items()},
         "added_flatness": {name: _flatness(rows, "added_mib") for name, rows in memory.items()},
         "logprob_memory_ratio": logprobs["materialised"]["added_mib"] / logprobs["chunked"]["added_mib"],
-        "micro_vs_unbatched_throughput": medians["unbatched"] / medians["micro-batched"],
+        "micro_vs_unbatched_throughput": statistics.median(ratios),
+        "throughput_ratio_by_round": ratios,
     }
     payload = {"setup": {"child_env": CHILD_ENV, "micro_batch_size": args.micro_batch_size, "logprob_chunk_size": args.chunk,
                          "group_size": GROUP_SIZE, "models": MODELS, "logprob_head": head, "quick": args.quick,
-                         "throughput_batch": 64, "timed_steps": timed, "threads": 1},
+                         "throughput_batch": 64, "timed_steps": timed, "throughput_rounds": rounds, "threads": 1},
                "memory": memory, "logprobs": logprobs, "throughput": throughput,
                "median_step_seconds": medians, "summary": summary}
     path = write_result(args.out, payload, command_line("train_memory", argv), load_before)
