@@ -114,5 +114,33 @@ def test_lora_settings_are_checked():
 
     with pytest.raises(ConfigError, match="model.lora_target_modules"):
         TrainConfig().with_overrides(["model.lora_r=4", "model.lora_target_modules=q_proj,lm_head"])
-    with pytest.raises(ConfigError, match="pipeline.mode=sync"):
-        TrainConfig().with_overrides(["model.lora_r=4", "pipeline.mode=async"])
+    TrainConfig().with_overrides(["model.lora_r=4", "pipeline.mode=async"])  # the Ray pipeline trains LoRA too
+    with pytest.raises(ConfigError, match="pipeline.backend=hf"):
+        TrainConfig().with_overrides(["model.lora_r=4", "pipeline.mode=async", "pipeline.backend=vllm"])
+
+
+def test_a_generator_receives_the_adapter_only_and_then_gives_the_trainers_logits(tiny_config):
+    """A published version of a LoRA policy holds its adapter weights and nothing else; copied
+    into a generator's policy (the same starting weights plus fresh adapters) it gives the
+    trainer's logits exactly."""
+    from scalerl.distributed.weights import load_snapshot, snapshot_weights
+    from scalerl.models.lora import state_to_sync
+
+    config = tiny_config(*LORA)
+    task = build_task(config)
+    trainer_model, tokenizer = run_policy(config, task, resuming=False)
+    generator_model, _ = run_policy(config, task, resuming=False)
+    with torch.no_grad():  # a trained adapter: B is no longer zero
+        for name, parameter in trainer_model.named_parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn(parameter.shape, generator=torch.Generator().manual_seed(len(name))))
+    snapshot = snapshot_weights(trainer_model, 3)
+    trainable = {name for name, p in trainer_model.named_parameters() if p.requires_grad}
+    assert set(snapshot.arrays) == trainable and all("lora_" in name for name in trainable)
+    assert snapshot.num_bytes < 0.2 * sum(t.numel() * t.element_size() for t in trainer_model.state_dict().values())
+    ids = torch.tensor([tokenizer.encode(task.train[0].prompt)])
+    mask = torch.ones_like(ids)
+    assert not torch.equal(policy_logits(generator_model, ids, mask), policy_logits(trainer_model, ids, mask))
+    load_snapshot(generator_model, snapshot)
+    assert torch.equal(policy_logits(generator_model, ids, mask), policy_logits(trainer_model, ids, mask))
+    assert state_to_sync(torch.nn.Linear(2, 2)).keys() == {"weight", "bias"}  # a plain model: its state dict

@@ -38,9 +38,9 @@ from scalerl.train.run_setup import (
     generate_step,
     reference_policy,
     score_rollouts,
-    starting_policy,
     training_rewards,
 )
+from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import guard_for, guarded_train_step
@@ -73,6 +73,8 @@ class GeneratorWorker:
             self.vllm = VllmRolloutBackend(config.model.path, sampling_settings(config),
                                            length_control(config))
             self.model, self.tokenizer = None, self.vllm.tokenizer
+        elif config.model.lora_r > 0:  # the starting weights built here; only the adapters travel
+            self.model, self.tokenizer = run_policy(config, self.task, resuming=False)
         else:  # architecture and tokenizer only: the weights always come from the registry
             self.model, self.tokenizer = fresh_policy(config)
 
@@ -125,8 +127,7 @@ class TrainerWorker:
         self.config = config
         self.registry = registry = registry_handle(registry)
         self.task = build_task(config)
-        self.model, self.tokenizer = starting_policy(config, self.task,
-                                                     resuming=resume_checkpoint is not None)
+        self.model, self.tokenizer = run_policy(config, self.task, resuming=resume_checkpoint is not None)
         check_prompt_lengths(self.task, self.tokenizer, self.model, config.sampling.max_new_tokens)
         self.optimizer, self.scheduler = build_optimisation(self.model, config)
         self.reference = reference_policy(config, self.task)

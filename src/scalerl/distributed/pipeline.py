@@ -85,6 +85,10 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     """
     if pipeline.mode == "sync":
         raise ConfigError("pipeline.mode: 'sync' runs the synchronous trainer, not the Ray pipeline")
+    if config.model.lora_r > 0:
+        from scalerl.models.lora import require_peft
+
+        require_peft()  # in the driver, before any actor or run folder
     started_ray = init_ray(pipeline)
     started = time.time()
     session = None

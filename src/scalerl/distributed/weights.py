@@ -45,10 +45,13 @@ class WeightSnapshot:
 
 
 def snapshot_weights(model: torch.nn.Module, version: int) -> WeightSnapshot:
-    """Copy the model's state dict to CPU numpy arrays (bfloat16 kept bit-exact as int16)."""
+    """Copy the model's tensors to sync (models.lora.state_to_sync: the state dict, or a LoRA
+    model's adapters) to CPU numpy arrays (bfloat16 kept bit-exact as int16)."""
+    from scalerl.models.lora import state_to_sync
+
     bit_views = _bit_views()
     arrays, dtypes = {}, {}
-    for name, tensor in model.state_dict().items():
+    for name, tensor in state_to_sync(model).items():
         tensor = tensor.detach().to("cpu")
         dtypes[name] = str(tensor.dtype).removeprefix("torch.")
         if tensor.dtype in bit_views:
@@ -60,12 +63,15 @@ def snapshot_weights(model: torch.nn.Module, version: int) -> WeightSnapshot:
 def load_snapshot(model: torch.nn.Module, snapshot: WeightSnapshot) -> None:
     """Copy a snapshot into the model's existing tensors, in place (no new modules, KV cache kept).
 
-    Raises KeyError if the snapshot lacks one of the model's tensors (a different architecture).
+    Raises KeyError if the snapshot lacks one of the model's tensors to sync (a different
+    architecture, or adapters on one side only).
     """
     import torch
 
+    from scalerl.models.lora import state_to_sync
+
     bit_views = _bit_views()
-    state = model.state_dict()
+    state = state_to_sync(model)
     with torch.no_grad(), warnings.catch_warnings():
         # arrays from the object store are read-only; they are only read here (copied into place)
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

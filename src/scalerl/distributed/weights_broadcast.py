@@ -21,11 +21,18 @@ if TYPE_CHECKING:
     import torch
 
 
+def state_to_sync(model: torch.nn.Module) -> dict:
+    """models.lora.state_to_sync (imported here: torch is imported where tensors are touched)."""
+    from scalerl.models.lora import state_to_sync as tensors_to_sync
+
+    return tensors_to_sync(model)
+
+
 class BroadcastPublisher:
     """The trainer's side (rank 0): `publish(model, version)` sends one version to every generator."""
 
     def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
-        self.plan = model_bucket_plan(model.state_dict(), bucket_mb)
+        self.plan = model_bucket_plan(state_to_sync(model), bucket_mb)
         self.group = group
 
     def publish(self, model: torch.nn.Module, version: int) -> float:
@@ -35,7 +42,7 @@ class BroadcastPublisher:
         started = time.perf_counter()
         device = next(model.parameters()).device  # NCCL sends from the GPU
         self.group.broadcast(torch.tensor([int(version)], dtype=torch.int64, device=device), 0)
-        send_weights(model.state_dict(), self.plan, self.group)
+        send_weights(state_to_sync(model), self.plan, self.group)
         return time.perf_counter() - started
 
 
@@ -44,9 +51,9 @@ class BroadcastSubscriber:
     newest received one into its model (WeightSubscriber's interface)."""
 
     def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
-        self.plan = model_bucket_plan(model.state_dict(), bucket_mb)
+        self.plan = model_bucket_plan(state_to_sync(model), bucket_mb)
         self.group = group
-        self._template = {name: (t.shape, t.dtype, t.device) for name, t in model.state_dict().items()}
+        self._template = {name: (t.shape, t.dtype, t.device) for name, t in state_to_sync(model).items()}
         self._device = next(model.parameters()).device
         self._latest: tuple[int, dict] | None = None  # (version, tensors), replaced whole
         self._arrived = threading.Condition()
@@ -79,7 +86,7 @@ class BroadcastSubscriber:
 
         version, state = self._latest
         with torch.no_grad():
-            for name, target in model.state_dict().items():
+            for name, target in state_to_sync(model).items():
                 target.copy_(state[name])
         self.version = version
         self.num_swaps += 1

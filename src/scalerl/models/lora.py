@@ -64,6 +64,15 @@ def plain_model(model: torch.nn.Module) -> torch.nn.Module:
     return model.get_base_model() if is_lora(model) else model
 
 
+def state_to_sync(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors another process needs to hold the same policy, by state-dict name, not copied:
+    a LoRA model's trainable adapter weights (its frozen starting weights are built the same way on
+    both sides), else the whole state dict. What a trainer publishes and a generator copies into."""
+    if not is_lora(model):
+        return model.state_dict()
+    return {name: parameter for name, parameter in model.named_parameters() if parameter.requires_grad}
+
+
 def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The adapter weights by the names peft saves them under (what a LoRA checkpoint holds)."""
     from peft import get_peft_model_state_dict

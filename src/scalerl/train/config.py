@@ -245,8 +245,9 @@ class TrainConfig:
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_non_negative(self.torch_threads, "torch_threads")
-        _require(self.model.lora_r == 0 or self.pipeline.mode == "sync", "model.lora_r",
-                 f"LoRA runs train with pipeline.mode=sync (the Ray actors build plain models), not {self.pipeline.mode}")
+        _require(self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
+                 "model.lora_r", "LoRA runs generate with pipeline.backend=hf (the generators receive the "
+                 "adapter weights only), not vllm")
         _require(not self.eval_greedy or self.eval_samples_per_prompt == 1, "eval_samples_per_prompt",
                  f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
                  f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}")
