@@ -114,6 +114,38 @@ def test_k0_lora_pipeline_reproduces_the_synchronous_lora_trainer(tiny_config, r
 
 
 @pytest.mark.slow
+def test_two_data_parallel_trainer_actors_train_like_one(tiny_config, ray_session, tmp_path):
+    """pipeline.num_trainers = 2: two trainer actors, each back-propagating half of every batch,
+    gradients summed by torch.distributed (gloo), make the same run as one trainer actor with
+    the whole batch: every row and the final weights equal up to float32 summation order."""
+    from scalerl.distributed.pipeline import run_pipeline
+
+    config = tiny_config("max_steps=3", "eval_every=3", "checkpoint_every=3")
+    shared = {"mode": "async", "max_lag": 0, "trainer_cpus": 0.5, "generator_cpus": 0.5}
+    one = run_pipeline(config, _pipeline(**shared), tmp_path / "one", keep_weights=True, log=_quiet)
+    lines = []
+    two = run_pipeline(config, _pipeline(**shared, num_trainers=2), tmp_path / "two", keep_weights=True,
+                       log=lines.append)
+    assert any("data parallel on 2 trainer actors" in line for line in lines)
+
+    one_rows = [strip_timing_columns(r) for r in read_rows(tmp_path / "one" / "metrics.jsonl")]
+    two_rows = [strip_timing_columns(r) for r in read_rows(tmp_path / "two" / "metrics.jsonl")]
+    assert [r["step"] for r in two_rows] == [0, 1, 2, 3]
+    assert any(r.get("grad_norm", 0) > 0 for r in two_rows)  # the steps trained
+    for first, second in zip(one_rows, two_rows):
+        assert first.keys() == second.keys()
+        for key, value in first.items():
+            if isinstance(value, float):
+                assert second[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (first["step"], key)
+            else:
+                assert second[key] == value, (first["step"], key)
+    for name, array in one.final_weights.arrays.items():
+        assert torch.allclose(torch.tensor(two.final_weights.arrays[name]), torch.tensor(array), atol=1e-6), name
+    with pytest.raises(ConfigError, match="pipeline.num_trainers"):
+        PipelineConfig(num_trainers=0)
+
+
+@pytest.mark.slow
 def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ray_session):
     from scalerl.distributed.actors import GeneratorWorker, remote_class
     from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights

@@ -118,11 +118,16 @@ class GeneratorWorker:
         return score_rollouts(self.task, rollouts), version
 
 
+# A data-parallel rank waits this long in a collective for the others (one step, or a checkpoint).
+DATA_PARALLEL_TIMEOUT_SECONDS = 600.0
+
+
 class TrainerWorker:
     """Holds the policy being trained, its optimiser and LR schedule; publishes every version."""
 
     def __init__(self, config, registry, *, torch_threads: int = 1,
-                 resume_checkpoint: str | None = None, bucket_mb: float | None = None) -> None:
+                 resume_checkpoint: str | None = None, bucket_mb: float | None = None,
+                 data_parallel_rank: int = 0) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
         self.registry = registry = registry_handle(registry)
@@ -136,9 +141,12 @@ class TrainerWorker:
         if resume_checkpoint is not None:
             self.version = restore_training(resume_checkpoint, model=self.model,
                                             optimizer=self.optimizer, scheduler=self.scheduler)
+        # Data parallel (pipeline.num_trainers > 1, trainer_replicas.py): only rank 0 publishes.
+        self.publishes = int(data_parallel_rank) == 0
         # bucket_mb given: weights go by broadcast, from join_weight_group on (no object-store copy)
         self.bucket_mb, self.publisher = bucket_mb, None
-        self.publish_seconds = publish_weights(registry, self.model, self.version) if bucket_mb is None else 0.0
+        self.publish_seconds = (publish_weights(registry, self.model, self.version)
+                                if bucket_mb is None and self.publishes else 0.0)
         # later versions: put into the object store on a background thread, beside the next step
         self.background = BackgroundPublisher(registry)
 
@@ -154,8 +162,22 @@ class TrainerWorker:
         self.publisher = BroadcastPublisher(self.model, self.bucket_mb, group)
         return self.publish()
 
+    def join_data_parallel(self, address: str, rank: int, world_size: int) -> None:
+        """pipeline.num_trainers > 1: join the trainers' torch.distributed default group, in which
+        train_step's data-parallel path sums the ranks' gradients (scalerl.train.data_parallel)."""
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group(backend=group_backend(self.model), init_method=f"tcp://{address}",
+                                rank=int(rank), world_size=int(world_size),
+                                timeout=datetime.timedelta(seconds=DATA_PARALLEL_TIMEOUT_SECONDS))
+
     def publish(self) -> float:
-        """Send this version to the generators (broadcast, or the object store); its seconds."""
+        """Send this version to the generators (broadcast, or the object store); its seconds.
+        A data-parallel rank other than 0 holds the same weights and sends nothing."""
+        if not self.publishes:
+            return 0.0
         if self.publisher is not None:
             return self.publisher.publish(self.model, self.version)
         return self.background.publish(self.model, self.version)

@@ -116,7 +116,7 @@ class OffPolicyLoop:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
             self.session.run_state.update_pool(rollout_slice)
             self.session.steps_committed += 1
-            self.pending = (self.session.trainer.train.remote(batch.packed), batch)
+            self.pending = (self.session.train(batch.packed), batch)
             result = ray.get(self.pending[0])
             self.pending = None
             self.session.complete_step(result, batch)

@@ -22,6 +22,7 @@ from scalerl.distributed.actors import (
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
 from scalerl.distributed.settings import PipelineConfig, actor_gpus
 from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_stats
+from scalerl.distributed.trainer_replicas import ReplicaSteps, join_data_parallel
 from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.divergence import require_finite_validation
@@ -48,7 +49,7 @@ class PipelineSession:
         self.progress: RunProgress | None = None  # set by the caller while a progress display runs
         for note in self.run_state.notes:
             self.log(note)
-        self.registry, self.trainer, self.generators = None, None, []
+        self.registry, self.trainer, self.trainers, self.generators = None, None, [], []
         try:
             self._start_actors(workers, self.run_state.resumed_from)
         except BaseException:  # e.g. a --model that does not load: no actor left, no half-made run folder
@@ -80,11 +81,14 @@ class PipelineSession:
         trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
         trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus,
                                      num_gpus=trainer_gpus)
-        self.trainer = trainer_class.remote(config, registry_name,
-                                            torch_threads=pipeline.torch_threads,
-                                            resume_checkpoint=None if resume_checkpoint is None
-                                            else str(resume_checkpoint),
-                                            **_broadcast_kwargs(pipeline), **workers.trainer_kwargs)
+        self.trainers = [
+            trainer_class.remote(config, registry_name, torch_threads=pipeline.torch_threads,
+                                 resume_checkpoint=None if resume_checkpoint is None else str(resume_checkpoint),
+                                 **_broadcast_kwargs(pipeline), **workers.trainer_kwargs,
+                                 **({"data_parallel_rank": rank} if pipeline.num_trainers > 1 else {}))
+            for rank in range(pipeline.num_trainers)]
+        self.trainer = self.trainers[0]  # rank 0: publishes, validates, checkpoints
+        self.trainer_steps = ReplicaSteps(self.trainers)
         generator_class = remote_class(workers.generator, num_cpus=pipeline.generator_cpus,
                                        num_gpus=generator_gpus,
                                        # a restarted generator could not rejoin a broadcast group
@@ -96,9 +100,14 @@ class PipelineSession:
                                    backend=pipeline.backend, **_broadcast_kwargs(pipeline),
                                    **workers.generator_kwargs)
             for index in range(pipeline.num_generators)]
-        _check_started(self.trainer, "trainer")
+        for rank, trainer in enumerate(self.trainers):
+            _check_started(trainer, "trainer" if len(self.trainers) == 1 else f"trainer rank {rank}")
         for index, generator in enumerate(self.generators):
             _check_started(generator, f"generator {index}")
+        if len(self.trainers) > 1:
+            join_data_parallel(self.trainers)
+            self.log(f"training data parallel on {len(self.trainers)} trainer actors (torch.distributed), "
+                     "each on its share of every batch")
         if pipeline.weight_sync == "broadcast":
             _join_weight_group(self.trainer, self.generators)
 
@@ -287,9 +296,14 @@ class PipelineSession:
             self._model_shape = ray.get(self.trainer.model_shape.remote())
         return self._model_shape
 
+    def train(self, packed):
+        """Hand a batch to the trainer (every rank when data parallel); rank 0's result ref."""
+        return self.trainer_steps.train(packed)
+
     def final_weights(self):
         import ray
 
+        self.trainer_steps.wait_all()
         return ray.get(self.trainer.weights.remote())
 
     def shutdown(self) -> None:
@@ -299,7 +313,7 @@ class PipelineSession:
     def _kill_actors(self) -> None:
         import ray
 
-        for actor in [self.trainer, self.registry, *self.generators]:
+        for actor in [*self.trainers, self.registry, *self.generators]:
             if actor is None:
                 continue
             try:

@@ -144,7 +144,10 @@ class PipelineConfig:
         default="", metadata={"help": "Ray cluster to join ('auto' or host:port; '': start a local one)"})
     num_cpus: int = field(default=0, metadata={"help": "CPUs of the local Ray instance (0: Ray's default)"})
     generator_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved per generator actor"})
-    trainer_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved for the trainer actor"})
+    trainer_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved per trainer actor"})
+    num_trainers: int = field(default=1, metadata={
+        "help": "trainer actors training one policy data parallel (torch.distributed: gloo on CPU, NCCL on "
+                "GPUs; each back-propagates its share of the batch, gradients summed)"})
     generator_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved per generator actor"})
     trainer_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved for the trainer actor"})
     torch_threads: int = field(default=1, metadata={"help": "torch threads per actor"})
@@ -169,7 +172,7 @@ class PipelineConfig:
         _require(self.weight_sync == "object_store" or self.backend == "hf", "pipeline.weight_sync",
                  "broadcast needs the hf generator backend (vllm takes weights from the object store)")
         _require_non_negative(self.max_lag, "pipeline.max_lag")
-        for name in ("num_generators", "offpolicy_steps", "torch_threads"):
+        for name in ("num_generators", "num_trainers", "offpolicy_steps", "torch_threads"):
             _require_positive(getattr(self, name), f"pipeline.{name}")
         for name in ("num_cpus", "generator_cpus", "trainer_cpus", "generator_gpus",
                      "trainer_gpus", "max_generator_restarts", "weight_poll_seconds"):
