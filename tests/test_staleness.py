@@ -95,6 +95,7 @@ class _FakeTrainerMethod:
 def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
     from types import SimpleNamespace
 
+    trainer = SimpleNamespace(train=_FakeTrainerMethod())
     return SimpleNamespace(
         pipeline=SimpleNamespace(max_lag=max_lag, on_stale=on_stale),
         config=SimpleNamespace(max_steps=max_steps),
@@ -102,7 +103,7 @@ def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
                               update_pool=lambda rollouts: None),
         generators=[object(), object()], alive=[True, True],
         steps_committed=committed, published_version=published, dropped_batches=0,
-        trainer=SimpleNamespace(train=_FakeTrainerMethod()), log=lambda message: None,
+        trainer=trainer, train=trainer.train.remote, log=lambda message: None,
         checkpoint_pending=lambda: False)
 
 
