@@ -197,7 +197,10 @@ def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: d
 def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str,
               fit_options: dict, level: float) -> SeedPair:
     """dA_i = A_v,i - A_b,i; both refitted with A fixed to (A_v,i + A_b,i) / 2 for
-    dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2); the pair's own verdict.
+    dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2) + |dB_i - dB_i(own A)|: the
+    refits' own B half-widths plus the shift that sharing A alone put into dB_i (each run's B
+    moves when its A is fixed away from its own; two ceilings within the margin moved to their mean
+    shift dB_i by a bias pairing does not cancel); the pair's own verdict.
     When both A sit at the top of their range (FitResult.ceiling_at_bound) each is a lower limit:
     dA_i = 0 measures nothing; when either run has not bent over (not FitResult.ceiling_identified)
     its A is an extrapolation, and dA_i says how two extrapolations differ, not two ceilings. Either
@@ -213,7 +216,9 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     if fixed_v is None or fixed_b is None:
         verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, None, margin, None)
         return SeedPair(index, delta_a, shared_a, None, None, verdict, both_limits, unidentified)
-    delta_b, halfwidth = fixed_v[0] - fixed_b[0], float(np.hypot(fixed_v[1], fixed_b[1]))
+    delta_b = fixed_v[0] - fixed_b[0]
+    sharing_shift = abs(delta_b - (variant.fit.b - base.fit.b))
+    halfwidth = float(np.hypot(fixed_v[1], fixed_b[1]) + sharing_shift)
     verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, delta_b, margin, halfwidth)
     return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified)
 
@@ -269,8 +274,8 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
         reason = "no interval for dB at the shared A"
     elif a_call == "within" and b_call == "none" and (delta_b.lo > 0 or delta_b.hi < 0):
         reason = (f"dB at the shared A {delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}] excludes 0 but is "
-                  f"within the refits' own B noise +-{b_noise:.3g} (fixing ceilings that differ by dA to their mean "
-                  "shifts B by about that much)")
+                  f"within the refits' own B noise +-{b_noise:.3g} (their B half-widths plus the shift that fixing "
+                  "ceilings that differ by dA to their mean puts into dB)")
     left_out = sum(not pair.measures_a for pair, _, _ in fitted)
     if left_out and not unmeasured_only:
         note = (f"{left_out} of {len(fitted)} seed pairs left out of dA (a run not bent over, or both ceilings "
