@@ -51,9 +51,10 @@ class BroadcastSubscriber:
     newest received one into its model (WeightSubscriber's interface)."""
 
     def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
-        self.plan = model_bucket_plan(state_to_sync(model), bucket_mb)
+        state = state_to_sync(model)
+        self.plan = model_bucket_plan(state, bucket_mb)
         self.group = group
-        self._template = {name: (t.shape, t.dtype, t.device) for name, t in state_to_sync(model).items()}
+        self._template = {name: (t.shape, t.dtype, t.device) for name, t in state.items()}
         self._device = next(model.parameters()).device
         self._latest: tuple[int, dict] | None = None  # (version, tensors), replaced whole
         self._arrived = threading.Condition()
