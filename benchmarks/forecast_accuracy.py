@@ -38,7 +38,7 @@ from benchmarks.band_table import (
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
-from scalerl.forecast.diagnostics import detect_collapse
+from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.power_law import fit_power_law
 from scalerl.report.headline import ceiling_phrase
@@ -219,7 +219,10 @@ def plateau_read(runs):
             continue
         lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
         read = bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi)
+        late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
         rows.append({**row, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
+                     # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
+                     "end_still_rising": bool(late is not None and not late.is_flat(0.95)),
                      "headline": ceiling_phrase(fit, PLATEAU_LEVEL),
                      # "run N x longer", or past 100x "has not begun to bend": either says the ceiling is ahead
                      "told_to_run_longer": ceiling_phrase(fit, PLATEAU_LEVEL).startswith("ceiling not identified yet"),
@@ -230,6 +233,8 @@ def plateau_read(runs):
     summary = {"healthy_runs": len(healthy), "read": sum(r.get("read", False) for r in healthy),
                "identified": sum(r.get("identified", False) for r in healthy),
                "told_to_run_longer": sum(r.get("told_to_run_longer", False) for r in healthy),
+               "told_to_run_longer_end_still_rising": sum(r.get("told_to_run_longer", False)
+                                                          and r.get("end_still_rising", False) for r in healthy),
                "still_rising_runs": sum(r["status"] == "pre_plateau" for r in rows),
                "still_rising_identified": sum(r.get("identified", False) for r in rows if r["status"] == "pre_plateau")}
     return summary, rows
@@ -271,7 +276,8 @@ def markdown(report):
                              f"{r['0.8']['width']:.3f} | {r['0.8']['interval_score']:.4f} |")
     plateau = report["plateau_read"]
     lines += ["", f"Plateau read on complete healthy runs: {plateau['read']} of {plateau['healthy_runs']} "
-              f"(identified {plateau['identified']}, told to run longer {plateau['told_to_run_longer']}); "
+              f"(identified {plateau['identified']}, told to run longer {plateau['told_to_run_longer']}, of them still "
+              f"rising at their end {plateau['told_to_run_longer_end_still_rising']}); "
               f"still-rising runs called identified: {plateau['still_rising_identified']} of {plateau['still_rising_runs']}.",
               f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
               "(wall clock, this machine).",

@@ -66,11 +66,20 @@ def band_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _still_rising_note(plateau: dict) -> str:
+    """How many runs told to run longer still rise at their end (older results lack the count)."""
+    rising = plateau.get("told_to_run_longer_end_still_rising")
+    if rising is None or not plateau["told_to_run_longer"]:
+        return ""
+    return f" ({rising} of them still rising over their own last stretch, beyond its noise at 95 %)"
+
+
 def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
     return (f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
             f"healthy runs the ceiling is identified, within 0.03 of the level the run settled at, with an 80 % "
-            f"interval holding it; {p['told_to_run_longer']} of them are told to run longer. Still-rising runs "
+            f"interval holding it; {p['told_to_run_longer']} of them are told to run longer"
+            f"{_still_rising_note(p)}. Still-rising runs "
             f"called identified: {p['still_rising_identified']} of {p['still_rising_runs']}.")
 
 

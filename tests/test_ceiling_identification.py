@@ -91,9 +91,16 @@ def test_run_longer_is_advised_only_while_the_fitted_curve_is_below_its_ceiling(
     # C_mid (0.5 / 0.02 - 1)^(1/2) = 4.9 x C_mid, so noise, not compute, is what is missing.
     identified, warning = ceiling_identifiability(0.6, 0.1, 1.0, (0.45, 0.75), 1.0, 10.0, residual_dof=5, b=2.0)
     assert not identified and "running longer will not pin A" in warning and "Run to at least" not in warning
-    # The same curve seen only to 2 x C_mid: run longer.
+    # The same curve seen only to 2 x C_mid: past the inflection, so the run length alone, 4.9 / 2.
     identified, warning = ceiling_identifiability(0.6, 0.1, 1.0, (0.45, 0.75), 1.0, 2.0, residual_dof=5, b=2.0)
-    assert not identified and "Run to at least ~4" in warning
+    assert not identified and "only a longer run pins A" in warning and "needs ~2.45 times" in warning
+    assert "pass the inflection" not in warning
+    # Seen to half of C_mid: pass the inflection first (2 x C_mid = 2, 4 x the current max).
+    identified, warning = ceiling_identifiability(0.6, 0.1, 1.0, (0.45, 0.75), 1.0, 0.5, residual_dof=5, b=2.0)
+    assert not identified and "Run to at least ~2 compute (4.0 times the current max) to pass the inflection" in warning
+    # Past the inflection with a run length of 1e4 x: no run pins A.
+    identified, warning = ceiling_identifiability(1.0, 0.1, 1.0, (0.8, 1.0), 1.0, 2.0, residual_dof=5, b=0.1)
+    assert not identified and "rises too slowly for any run to pin A" in warning
 
     def stub(near_value, current, c_mid=1.0):
         near = ComputeNearCeiling(0.02, near_value, near_value, near_value, current, 0.8)
@@ -101,8 +108,30 @@ def test_run_longer_is_advised_only_while_the_fitted_curve_is_below_its_ceiling(
                                compute_near_ceiling=lambda level=0.8: near)
 
     assert "longer" not in ceiling_phrase(stub(4.9, 10.0)) and "noisy" in ceiling_phrase(stub(4.9, 10.0))
-    assert "run ~2.0x longer" in ceiling_phrase(stub(4.9, 2.0))
-    # 2 x C_mid / C_last = 100 is still a plan; 1,000 (a midpoint 500x past the data) is not.
+    # Past the inflection (C_last = 2 x C_mid) the run length: 4.8 / 2.
+    assert "run ~2.4x longer" in ceiling_phrase(stub(4.8, 2.0))
+    # Before it, 2 x C_mid / C_last: 100 is still a plan; 1,000 (a midpoint 500x past the data) is not.
     assert "run ~100.0x longer" in ceiling_phrase(stub(4.9e3, 2.0, c_mid=100.0))
     far = ceiling_phrase(stub(4.9e3, 2.0, c_mid=1000.0))
     assert "x longer" not in far and "not begun to bend" in far and "over 100x" in far
+    # Past the inflection with a run length of 500x: still rising, no run length.
+    slow = ceiling_phrase(stub(1e3, 2.0))
+    assert "x longer" not in slow and "still rises" in slow and "over 100x" in slow
+
+
+def test_a_run_still_rising_past_its_bend_is_told_its_slope_not_a_run_length():
+    # A bundled verl run: a jump at its first evaluation, then +0.049 per doubling of compute over its
+    # last six evaluations (0.862 -> 0.889), with the fitted A at its bound 1. Its old headline read
+    # "run ~2.0x longer" (to pass an inflection already 1,900x behind the last point).
+    from pathlib import Path
+
+    import pandas as pd
+
+    frame = pd.read_csv(Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "curves"
+                        / "verl-asyncreward__q3b_fsdp_off_ppl.csv")
+    result = fit_sigmoid(frame["compute"].to_numpy(float), frame["reward"].to_numpy(float))
+    assert not result.ceiling_identified and result.c_mid < frame["compute"].max()
+    phrase = ceiling_phrase(result)
+    assert "x longer" not in phrase and "still rises (+0.049 per doubling of compute" in phrase
+    assert result.compute_near_ceiling().times_current > 100
+    assert "no run length" in result.compute_near_ceiling().message()

@@ -84,7 +84,8 @@ def test_ceiling_rule_each_reason():
     # With B the warning adds the run length: C_mid (|A - R0| / 0.02 - 1)^(1/B) = 2000 x 19^(1/2),
     # 8.7 times the current max 1000.
     ok, warning = ceiling_identifiability(0.6, 0.2, 2000.0, (0.59, 0.61), 1.0, 1000.0, b=2.0)
-    assert not ok and "Reading A to +-0.02 needs ~8.7 times (the run length)." in warning
+    assert not ok and "Reading A to +-0.02 needs ~8.72 times the current max (the run length)." in warning
+    assert "Run to at least ~4e+03 compute (4.0 times the current max) to pass the inflection" in warning
 
 
 def test_fit_before_the_inflection_is_flagged_and_says_how_far_to_run():

@@ -15,6 +15,9 @@ from scalerl.errors import FitError
 from scalerl.forecast.curves import sigmoid_compute_near_ceiling
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
 
+# Past this many times the current compute a run length is no plan (the headline and the run length say the same).
+FAR_RUN_LENGTH = 100.0
+
 # A drop counts as a collapse when it exceeds both this many noise sds and this fraction of the gain.
 COLLAPSE_NOISE_SDS = 3.0
 COLLAPSE_GAIN_FRACTION = 0.2
@@ -278,10 +281,10 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     or (5) B sits at a bound (a step or a straight line: the bend is not resolved by the data).
     Returns (identified, warning or None); when the fitted curve is already within the paper's
     margin of A at the last point, the warning says that noise, not compute, is what is missing;
-    otherwise it says how far to run: to at least
-    2 x max(C_mid, current max compute), where the curve has passed its inflection, and, given the
-    fitted B, to C_mid (|A - R0| / 0.02 - 1)^(1/B), where the fitted curve is within the paper's
-    margin 0.02 of A (curves.sigmoid_compute_near_ceiling, the fit's "run length").
+    otherwise it says how far to run: before the inflection to at least 2 x C_mid, where the curve
+    has passed it, and, given the fitted B, to C_mid (|A - R0| / 0.02 - 1)^(1/B), where the fitted
+    curve is within the paper's margin 0.02 of A (curves.sigmoid_compute_near_ceiling, the fit's
+    "run length"); past the inflection the run length alone.
     """
     lo, hi = a_interval
     gain = max(a - r0, 1e-12)
@@ -302,11 +305,15 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
         return False, ("ceiling not identified: " + "; ".join(reasons) + f". The fitted curve is already within "
                        f"{NEAR_CEILING_WITHIN:g} of A at the last point: running longer will not pin A, less noisy "
                        "evaluations (more prompts per evaluation) will.")
-    advised = 2.0 * max(c_mid, max_compute)
-    near = "" if b is None else (
-        f" Reading A to +-{NEAR_CEILING_WITHIN:g} needs ~"
-        f"{float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) / max_compute:.1f} "
-        "times (the run length).")
+    times = None if b is None else float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) / max_compute
+    near = "" if times is None else (
+        f" Reading A to +-{NEAR_CEILING_WITHIN:g} needs ~{times:.3g} times the current max (the run length).")
+    if max_compute >= c_mid:
+        slow = times is not None and times > FAR_RUN_LENGTH
+        return False, ("ceiling not identified: " + "; ".join(reasons) + ". The last point is past the fitted "
+                       "inflection, " + ("and the curve rises too slowly for any run to pin A." if slow
+                                         else "so only a longer run pins A.") + near)
+    advised = 2.0 * c_mid
     return False, (
         "ceiling not identified: " + "; ".join(reasons) + f". Run to at least ~{advised:.3g} compute "
         f"({advised / max_compute:.1f} times the current max) to pass the inflection." + near

@@ -14,7 +14,7 @@ from scalerl.errors import InputError
 from scalerl.forecast.averaging import form_compute_near_ceiling
 from scalerl.forecast.band_calibration import HeldOutScores, band_multipliers, horizon, robust_spread, shipped_table
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch, stop_now_floor
+from scalerl.forecast.diagnostics import FAR_RUN_LENGTH, NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch, stop_now_floor
 
 PARAM_NAMES = ("A", "B", "C_mid")
 
@@ -81,9 +81,12 @@ class ComputeNearCeiling:
         if self.value <= self.current:
             return (f"the fitted curve is within {self.within:g} of its ceiling at the last point "
                     f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})")
+        low = "within the data" if self.lo <= self.current else f"{self.lo:.3g}"
+        plan = ("run about that far to pin A to that width" if self.times_current <= FAR_RUN_LENGTH else
+                f"over {FAR_RUN_LENGTH:.0f}x is no run length: the curve rises too slowly for a run to pin A")
         return (f"the fitted curve comes within {self.within:g} of its ceiling at compute ~{self.value:.3g}, "
-                f"{self.times_current:.1f} times the current max ({self.level:.0%} interval "
-                f"{self.lo:.3g} .. {self.hi:.3g}): run about that far to pin A to that width")
+                f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
+                f"{low} .. {self.hi:.3g}): {plan}")
 
     def to_dict(self) -> dict:
         return {"within": self.within, "value": _json_number(self.value), "lo": _json_number(self.lo),
