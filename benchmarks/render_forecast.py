@@ -74,12 +74,23 @@ def _still_rising_note(plateau: dict) -> str:
     return f" ({rising} of them still rising over their own last stretch, beyond its noise at 95 %)"
 
 
+def _levelled_off_note(results: dict) -> str:
+    """The read among healthy runs whose own last stretch is flat within its noise at 95 % (rows
+    with `end_still_rising`; older results lack it)."""
+    rows = [row for row in results.get("plateau_rows", []) if row["status"] == "healthy" and "end_still_rising" in row]
+    if not rows:
+        return ""
+    flat = [row for row in rows if not row["end_still_rising"]]
+    return (f" Of the {len(flat)} healthy runs whose own last stretch is flat within its noise (95 %), "
+            f"{sum(row['read'] for row in flat)} are read; the other {len(rows) - len(flat)} still rise at their end.")
+
+
 def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
     return (f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
             f"healthy runs the ceiling is identified, within 0.03 of the level the run settled at, with an 80 % "
             f"interval holding it; {p['told_to_run_longer']} of them are told to run longer"
-            f"{_still_rising_note(p)}. Still-rising runs "
+            f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
             f"called identified: {p['still_rising_identified']} of {p['still_rising_runs']}.")
 
 

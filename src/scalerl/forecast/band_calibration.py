@@ -8,7 +8,7 @@ asymmetric quantile form). For a fit on the points up to C_last and a later eval
 
     h = log(C / C_last)                         the forecast horizon (0 at and before C_last)
     m = point forecast at C,   s = sqrt(sigma_d^2 + s_curve^2)   (FitResult.predictive_spread:
-                                 sigma_d the successive-difference noise, s_curve the robust sd
+                                 sigma_d the second-difference noise, s_curve the robust sd
                                  (q90 - q10) / 2.563 of the posterior curves at C)
     z = (y - m) / s                             the normalised score
 

@@ -52,6 +52,25 @@ def point_noise_sd(reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR) 
     return float(max(1.4826 * mad / np.sqrt(2.0), noise_floor))
 
 
+def trend_free_noise_sd(reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR) -> float:
+    """Evaluation noise from second differences, blind to a locally straight trend:
+
+        sigma = 1.4826 * MAD(d2) / sqrt(6),   d2_i = R_(i+1) - 2 R_i + R_(i-1),   floored at `noise_floor`
+
+    For independent evaluations var(d2) = (1 + 4 + 1) sigma^2; a trend that is straight over three
+    neighbouring evaluations cancels (difference-based variance estimation, Gasser, Sroka and
+    Jennen-Steinmetz 1986, Biometrika 73:625). Successive differences (point_noise_sd) keep the
+    change of the slope: a run climbing steeply between a few sparse evaluations read as noisy.
+    Fewer than four evaluations leave one second difference: point_noise_sd then.
+    """
+    reward = np.asarray(reward, dtype=float)
+    if reward.size < 4:
+        return point_noise_sd(reward, noise_floor)
+    d2 = reward[2:] - 2.0 * reward[1:-1] + reward[:-2]
+    mad = np.median(np.abs(d2 - np.median(d2)))
+    return float(max(1.4826 * mad / np.sqrt(6.0), noise_floor))
+
+
 @dataclass(frozen=True)
 class CollapseReport:
     """Where a run left the sigmoid: the last good point, the first point of the sustained drop."""

@@ -26,6 +26,7 @@ from scalerl.forecast.diagnostics import (
     late_stretch,
     plateau_reached,
     point_noise_sd,
+    trend_free_noise_sd,
 )
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.validation import validate_curve
@@ -259,5 +260,6 @@ def fit_sigmoid(
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
         forms=forms, form_of_draw=draw_members(forms, param_draws.shape[0], seed) if forms else None,
-        a_upper_bound=float(problem.upper[0]), diff_noise_sd=diff_noise,
+        a_upper_bound=float(problem.upper[0]),
+        band_noise_sd=trend_free_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor),
     )

@@ -136,7 +136,7 @@ class FitResult:
     forms: tuple = ()  # averaging.FormCurve members of the point forecast; () = the posterior median alone
     form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
     a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
-    diff_noise_sd: float | None = None  # evaluation noise from successive differences (diagnostics.point_noise_sd); None: noise_sd
+    band_noise_sd: float | None = None  # evaluation noise of the band's spread (diagnostics.trend_free_noise_sd); None: noise_sd
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -237,12 +237,12 @@ class FitResult:
 
             s = sqrt(sigma_d^2 + s_curve^2)
 
-        with sigma_d the successive-difference noise of the fitted points (blind to misfit, which
-        the band table calibrates across runs) and s_curve the robust sd of the posterior curves
+        with sigma_d the second-difference noise of the fitted points (diagnostics.trend_free_noise_sd:
+        blind to misfit, which the band table calibrates across runs) and s_curve the robust sd of the posterior curves
         moved to their member forms (band_calibration.robust_spread)."""
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         curves = self._mean_draws(compute) + self._form_shift(compute)
-        sigma = self.noise_sd if self.diff_noise_sd is None else self.diff_noise_sd
+        sigma = self.noise_sd if self.band_noise_sd is None else self.band_noise_sd
         return np.sqrt(sigma**2 + robust_spread(curves, 0.0) ** 2)
 
     def calibration_scores(self, compute: ArrayLike, reward: ArrayLike, run: str = "",
