@@ -284,3 +284,20 @@ def test_ceiling_of_a_capped_rise_stays_near_the_cap():
         fit = fit_sigmoid(compute, reward)
         assert fit.ceiling_identified and abs(fit.a - 0.66) <= 0.05
 
+
+
+def test_trend_free_noise_is_the_noise_sd_and_blind_to_a_straight_climb():
+    from scalerl.forecast.diagnostics import point_noise_sd, trend_free_noise_sd
+
+    rng = np.random.default_rng(3)
+    noise = rng.normal(0.0, 0.02, 4000)
+    # var(R_(i+1) - 2 R_i + R_(i-1)) = 6 sigma^2: the MAD-based estimate returns sigma.
+    assert trend_free_noise_sd(0.5 + noise) == pytest.approx(0.02, rel=0.05)
+    # A climb that slows steadily between sparse evaluations (steps 0.08, 0.07, ..., 0.01: a
+    # sigmoid's bend, no noise at all): successive differences spread by 0.02 around their median
+    # and read as noise 1.4826 x 0.02 / sqrt(2) = 0.021; second differences are all -0.01, the floor.
+    climb = np.concatenate([[0.1], 0.1 + np.cumsum(np.arange(0.08, 0.005, -0.01))])
+    assert point_noise_sd(climb) == pytest.approx(1.4826 * 0.02 / np.sqrt(2.0))
+    assert trend_free_noise_sd(climb) == 0.005
+    # Fewer than four evaluations: successive differences.
+    assert trend_free_noise_sd([0.1, 0.3, 0.2]) == point_noise_sd([0.1, 0.3, 0.2])
