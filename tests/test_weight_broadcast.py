@@ -108,3 +108,62 @@ def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
         assert ray.get([r.default_group_used.remote() for r in ranks]) == [False] * 3
     finally:
         ray.shutdown()
+
+
+class _GatedGroup:
+    """A stand-in for the weight-sync group: each broadcast waits for `gate`, then records a copy of
+    what it sends (what a receiver would get)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.gate, self.sent = threading.Event(), []
+
+    def broadcast(self, tensor, src: int = 0, async_op: bool = False):
+        assert self.gate.wait(timeout=30), "the test never opened the gate"
+        self.sent.append(tensor.clone())
+
+        class Done:
+            def wait(self):
+                return None
+
+        return Done() if async_op else None
+
+
+def test_the_broadcast_overlaps_the_next_step_and_sends_the_weights_as_they_were_at_publish():
+    import torch
+
+    from scalerl.distributed.weights_broadcast import BroadcastPublisher
+
+    model = torch.nn.Linear(3, 2)
+    published = {name: p.detach().clone() for name, p in model.named_parameters()}
+    group = _GatedGroup()
+    publisher = BroadcastPublisher(model, bucket_mb=1.0, group=group)
+    publisher.publish(model, 7)  # returns while the send waits at the gate: nothing is on the wire yet
+    assert group.sent == []
+    with torch.no_grad():  # the next optimiser step changes the weights in place
+        for p in model.parameters():
+            p.add_(1.0)
+    group.gate.set()
+    publisher.wait()
+    header, *buckets = group.sent
+    assert header.tolist() == [7]
+    sent = torch.cat(buckets)
+    expected = torch.cat([published[name].reshape(-1) for bucket in publisher.plan for name in bucket.names])
+    assert torch.equal(sent, expected)  # version 7's weights, not the stepped ones
+
+
+def test_a_failed_broadcast_is_raised_by_the_next_publish():
+    import torch
+
+    from scalerl.distributed.weights_broadcast import BroadcastPublisher
+
+    class Broken:
+        def broadcast(self, tensor, src=0, async_op=False):
+            raise RuntimeError("connection reset by peer")
+
+    model = torch.nn.Linear(3, 2)
+    publisher = BroadcastPublisher(model, bucket_mb=1.0, group=Broken())
+    publisher.publish(model, 1)
+    with pytest.raises(RuntimeError, match="connection reset"):
+        publisher.publish(model, 2)

@@ -15,7 +15,7 @@ receives is bit-identical to the trainer's tensors. PipelineRL and verl send wei
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,29 @@ def free_address(host: str = "127.0.0.1") -> str:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return f"{host}:{probe.getsockname()[1]}"
+
+
+def flatten_buckets(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...]) -> list:
+    """One contiguous copy of each bucket's tensors (the payload of send_flat): a snapshot the
+    next optimiser step cannot change."""
+    import torch
+
+    with torch.no_grad():
+        return [torch.cat([state[name].detach().reshape(-1) for name in bucket.names]) for bucket in plan]
+
+
+def send_flat(flats: Sequence, group: WeightGroup, src: int = 0) -> int:
+    """Broadcast already flattened buckets from rank `src`, two in flight; the bytes per receiver
+    (what receive_weights takes apart on the other side)."""
+    sent, in_flight = 0, []
+    for flat in flats:
+        in_flight.append(group.broadcast(flat, src, async_op=True))
+        if len(in_flight) > 1:
+            in_flight.pop(0).wait()
+        sent += flat.numel() * flat.element_size()
+    for work in in_flight:
+        work.wait()
+    return sent
 
 
 def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,

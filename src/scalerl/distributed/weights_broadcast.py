@@ -2,7 +2,8 @@
 new version over the weight-sync process group (broadcast.py), each generator receives it on a
 background thread and swaps it in between decoding steps.
 
-The same interface as weights.py's object-store path (`publish` on the trainer; `sync`,
+The trainer's send overlaps its next optimiser step (BroadcastPublisher). The same interface as
+weights.py's object-store path (`publish` on the trainer; `sync`,
 `maybe_update`, `hook_for`, `version`, `sync_seconds`, `num_swaps` on a generator), so the
 actors and the staleness rule are unchanged. A version is a header (one int64 broadcast) and then
 the buckets of broadcast.model_bucket_plan. A generator's thread receives into fresh buffers and
@@ -15,7 +16,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from scalerl.distributed.broadcast import WeightGroup, model_bucket_plan, receive_weights, send_weights
+from scalerl.distributed.broadcast import WeightGroup, flatten_buckets, model_bucket_plan, receive_weights, send_flat
 
 if TYPE_CHECKING:
     import torch
@@ -29,21 +30,48 @@ def state_to_sync(model: torch.nn.Module) -> dict:
 
 
 class BroadcastPublisher:
-    """The trainer's side (rank 0): `publish(model, version)` sends one version to every generator."""
+    """The trainer's side (rank 0): `publish(model, version)` sends one version to every generator.
+
+    The send overlaps the trainer's next step: `publish` copies the buckets at once (the step
+    changes the weights in place) and returns; one background thread broadcasts the header and
+    the buckets. One version is on the wire at a time: the next `publish` first waits for the
+    previous send (so at most one extra copy of the weights exists) and raises its failure. A
+    generator that needs a version waits for it (BroadcastSubscriber.sync): the staleness rule
+    is unchanged.
+    """
 
     def __init__(self, model: torch.nn.Module, bucket_mb: float, group: WeightGroup) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.plan = model_bucket_plan(state_to_sync(model), bucket_mb)
         self.group = group
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scalerl-broadcast")
+        self._sending = None  # the Future of the version on the wire
+        self.send_seconds = 0.0  # the background sends' own time, summed
 
     def publish(self, model: torch.nn.Module, version: int) -> float:
-        """Send `version`'s header and weights; the seconds it took (every generator received it)."""
+        """Wait for the previous send, copy `version`'s buckets, hand them to the sending thread;
+        the seconds the caller spent (a send the last step did not cover shows up here)."""
+        started = time.perf_counter()
+        self.wait()
+        device = next(model.parameters()).device  # NCCL sends from the GPU
+        flats = flatten_buckets(state_to_sync(model), self.plan)
+        self._sending = self._worker.submit(self._send, int(version), flats, device)
+        return time.perf_counter() - started
+
+    def _send(self, version: int, flats: list, device) -> None:
         import torch
 
         started = time.perf_counter()
-        device = next(model.parameters()).device  # NCCL sends from the GPU
-        self.group.broadcast(torch.tensor([int(version)], dtype=torch.int64, device=device), 0)
-        send_weights(state_to_sync(model), self.plan, self.group)
-        return time.perf_counter() - started
+        self.group.broadcast(torch.tensor([version], dtype=torch.int64, device=device), 0)
+        send_flat(flats, self.group)
+        self.send_seconds += time.perf_counter() - started
+
+    def wait(self) -> None:
+        """Block until the version handed over is sent (re-raising a failure of its send)."""
+        if self._sending is not None:
+            sending, self._sending = self._sending, None
+            sending.result()
 
 
 class BroadcastSubscriber:
