@@ -71,6 +71,8 @@ def _still_rising_note(plateau: dict) -> str:
     rising = plateau.get("told_to_run_longer_end_still_rising")
     if rising is None or not plateau["told_to_run_longer"]:
         return ""
+    if plateau["told_to_run_longer"] == 1:
+        return " (its own last stretch still rises, beyond its noise at 95 %)" if rising else ""
     return f" ({rising} of them still rising over their own last stretch, beyond its noise at 95 %)"
 
 
@@ -89,7 +91,8 @@ def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
     return (f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
             f"healthy runs the ceiling is identified, within 0.03 of the level the run settled at, with an 80 % "
-            f"interval holding it; {p['told_to_run_longer']} of them are told to run longer"
+            f"interval holding it; {p['told_to_run_longer']} of them {'is' if p['told_to_run_longer'] == 1 else 'are'} "
+            "told to run longer"
             f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
             f"called identified: {p['still_rising_identified']} of {p['still_rising_runs']}.")
 
