@@ -134,4 +134,4 @@ def test_a_run_still_rising_past_its_bend_is_told_its_slope_not_a_run_length():
     phrase = ceiling_phrase(result)
     assert "x longer" not in phrase and "still rises (+0.049 per doubling of compute" in phrase
     assert result.compute_near_ceiling().times_current > 100
-    assert "no run length" in result.compute_near_ceiling().message()
+    assert "no run pins A" in result.compute_near_ceiling().message()

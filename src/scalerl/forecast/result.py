@@ -83,7 +83,8 @@ class ComputeNearCeiling:
                     f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})")
         low = "within the data" if self.lo <= self.current else f"{self.lo:.3g}"
         plan = ("run about that far to pin A to that width" if self.times_current <= FAR_RUN_LENGTH else
-                f"over {FAR_RUN_LENGTH:.0f}x is no run length: the curve rises too slowly for a run to pin A")
+                f"over {FAR_RUN_LENGTH:.0f}x the compute so far, so no run pins A to that width: the curve rises "
+                "too slowly")
         return (f"the fitted curve comes within {self.within:g} of its ceiling at compute ~{self.value:.3g}, "
                 f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
                 f"{low} .. {self.hi:.3g}): {plan}")
