@@ -239,7 +239,7 @@ def test_forecast_band_beyond_a_flat_end_holds_a_flat_continuation():
 def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
     """m + [Q_lo, Q_hi] x sqrt(sigma_d^2 + s_curve^2), Q from the shipped table at each horizon."""
     from scalerl.forecast.band_calibration import horizon, horizon_bin, shipped_table
-    from scalerl.forecast.diagnostics import point_noise_sd
+    from scalerl.forecast.diagnostics import trend_free_noise_sd
 
     table = shipped_table()
     rows = np.asarray(table["strata"][fit.stratum]["quantiles"])[horizon_bin(horizon(later, fit.compute.max()))]
@@ -248,7 +248,7 @@ def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
     q_hi = np.maximum(rows[:, probabilities.index(level_quantiles[1])], 0.0)
     curves = fit._mean_draws(later) + fit._form_shift(later)
     curve_sd = (np.quantile(curves, 0.9, axis=0) - np.quantile(curves, 0.1, axis=0)) / 2.563
-    sigma_d = point_noise_sd(np.concatenate([[fit.r0], fit.reward]))
+    sigma_d = trend_free_noise_sd(np.concatenate([[fit.r0], fit.reward]))
     spread = np.sqrt(sigma_d**2 + curve_sd**2)
     centre = fit.predict(later)
     mean_lo, mean_hi = np.quantile(curves, level_quantiles, axis=0)  # the curve's band, held by the observation's
@@ -257,7 +257,7 @@ def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
 
 @pytest.mark.parametrize("c_mid, stratum", [(300.0, "rising"), (3.0, "flat_end")])
 def test_forecast_band_is_the_table_multipliers_times_the_predictive_spread(c_mid, stratum):
-    """Band = m + [Q(0.1), Q(0.9)] x s, s = sqrt(sigma_d^2 + s_curve^2) (successive-difference
+    """Band = m + [Q(0.1), Q(0.9)] x s, s = sqrt(sigma_d^2 + s_curve^2) (second-difference
     noise and the posterior curves' robust sd), Q from the shipped table at the point's horizon and
     stratum, its lower edge beyond the data at most the stop-now floor (the last three evaluations'
     mean - z sigma sqrt(4/3)), holding the posterior curves' band, by hand, on a rising and on a flat end."""
