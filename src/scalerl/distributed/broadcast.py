@@ -15,7 +15,7 @@ receives is bit-identical to the trainer's tensors. PipelineRL and verl send wei
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,25 +120,31 @@ def free_address(host: str = "127.0.0.1") -> str:
         return f"{host}:{probe.getsockname()[1]}"
 
 
-def flatten_buckets(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...]) -> list:
-    """One contiguous copy of each bucket's tensors (the payload of send_flat): a snapshot the
-    next optimiser step cannot change."""
+def _flat_bucket(state: Mapping[str, torch.Tensor], bucket: Bucket) -> torch.Tensor:
+    """One contiguous copy of a bucket's tensors."""
     import torch
 
     with torch.no_grad():
-        return [torch.cat([state[name].detach().reshape(-1) for name in bucket.names]) for bucket in plan]
+        return torch.cat([state[name].detach().reshape(-1) for name in bucket.names])
 
 
-def send_flat(flats: Sequence, group: WeightGroup, src: int = 0) -> int:
-    """Broadcast already flattened buckets from rank `src`, two in flight; the bytes per receiver
-    (what receive_weights takes apart on the other side)."""
+def flatten_buckets(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...]) -> list:
+    """Every bucket flattened now (the payload of send_flat): a snapshot the next optimiser step
+    cannot change."""
+    return [_flat_bucket(state, bucket) for bucket in plan]
+
+
+def send_flat(flats: Iterable, group: WeightGroup, src: int = 0) -> int:
+    """Broadcast flattened buckets from rank `src`, two in flight (the next one is drawn from
+    `flats` while the previous one is on the wire); the bytes per receiver (what
+    receive_weights takes apart on the other side)."""
     sent, in_flight = 0, []
-    for flat in flats:
-        in_flight.append(group.broadcast(flat, src, async_op=True))
+    for flat in flats:  # each tensor is held until its send is done
+        in_flight.append((flat, group.broadcast(flat, src, async_op=True)))
         if len(in_flight) > 1:
-            in_flight.pop(0).wait()
+            in_flight.pop(0)[1].wait()
         sent += flat.numel() * flat.element_size()
-    for work in in_flight:
+    for _, work in in_flight:
         work.wait()
     return sent
 
@@ -146,21 +152,8 @@ def send_flat(flats: Sequence, group: WeightGroup, src: int = 0) -> int:
 def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
                  src: int = 0) -> int:
     """Broadcast `state` bucket by bucket from rank `src`; returns the bytes sent per receiver.
-
-    Two buckets in flight: the next one is flattened while the previous one is on the wire."""
-    import torch
-
-    sent, in_flight = 0, []
-    with torch.no_grad():
-        for bucket in plan:
-            flat = torch.cat([state[name].detach().reshape(-1) for name in bucket.names])
-            in_flight.append((flat, group.broadcast(flat, src, async_op=True)))
-            if len(in_flight) > 1:
-                in_flight.pop(0)[1].wait()
-            sent += flat.numel() * flat.element_size()
-        for _, work in in_flight:
-            work.wait()
-    return sent
+    Each bucket is flattened while the previous one is on the wire."""
+    return send_flat((_flat_bucket(state, bucket) for bucket in plan), group, src)
 
 
 def receive_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
