@@ -155,12 +155,21 @@ SAMPLER_FILE = "sampler_check.json"
 
 
 def sampler_line(results: dict) -> str:
-    """Acceptance and autocorrelation of the posterior sampler over the bundled curves."""
+    """Acceptance, autocorrelation and agreement with a long reference chain of the posterior sampler
+    over the bundled curves."""
     s = results["summary"]
-    return (f"Over {s['fits']} fits of the bundled curves (25 %, 50 % and all of each run; "
+    line = (f"Over {s['fits']} fits of the bundled curves (25 %, 50 % and all of each run; "
             f"`python -m benchmarks.sampler_check`), the ensemble accepts {s['acceptance_median']:.2f} of its "
             f"proposals at the median (lowest {s['acceptance_min']:.2f}); the slowest parameter's integrated "
             f"autocorrelation time is {s['tau_max_median']:.0f} steps at the median ({s['tau_max_p90']:.0f} at the "
             f"90th percentile), so the {s['kept_steps']} kept steps of {s['walkers']} walkers hold about "
             f"{s['effective_kept_samples_median']:.0f} independent draws (fewest {s['effective_kept_samples_min']:.0f}): "
             "enough for 80 % intervals, rough at the 95 % tails.")
+    gap = s.get("a_quantile_gap")
+    if gap is None:
+        return line
+    ours, before = gap["library"]["mean"], gap["previous_moves"]["mean"]
+    return line + (
+        f" Against a long chain of another sampler on the same posterior ({gap['reference']}), the 5 / 50 / 95 % "
+        f"quantiles of A are off by {ours[0]:.4f} / {ours[1]:.4f} / {ours[2]:.4f} on average (the earlier moves, "
+        f"with emcee 3.1.6's snooker move: {before[0]:.4f} / {before[1]:.4f} / {before[2]:.4f}).")

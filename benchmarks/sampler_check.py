@@ -8,7 +8,13 @@ Goodman & Weare 2010; Sokal's window) can be estimated per parameter. Reported: 
 fraction (a healthy ensemble sampler accepts ~0.2-0.5), tau, and the effective samples the library's
 150 kept steps give, 32 x 150 / tau.
 
-    python -m benchmarks.sampler_check        # ~3 min on 2 cores
+Does it sample the posterior? The 5 / 50 / 95 % quantiles of A from the library's chain (its 150
+kept steps) are compared with those of a long chain of a different sampler on the same posterior,
+emcee's stretch move (Goodman & Weare 2010), REFERENCE_KEPT kept steps; and, for the record, with
+those of the moves the library used before (differential evolution 0.8 + emcee 3.1.6's
+DESnookerMove 0.2, whose proposal does not leave the posterior invariant).
+
+    python -m benchmarks.sampler_check        # ~10 min on 2 cores
 """
 
 from __future__ import annotations
@@ -32,6 +38,21 @@ from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
 FRACTIONS = (0.25, 0.5, 1.0)
 LONG_STEPS = 1150  # 1000 kept steps: tau of up to ~20 steps is estimated within ~10 %
 KEPT = N_STEPS - N_BURN
+REFERENCE_KEPT = 2000
+QUANTILES = (0.05, 0.5, 0.95)
+
+
+def previous_moves() -> list:
+    return [(emcee.moves.DEMove(), 0.8), (emcee.moves.DESnookerMove(), 0.2)]
+
+
+def a_quantiles(chain: np.ndarray) -> list[float]:
+    """QUANTILES of A (column 0) over every walker and kept step of an emcee chain (steps, walkers, dims)."""
+    return [float(q) for q in np.quantile(chain[..., 0].ravel(), QUANTILES)]
+
+
+def quantile_gap(quantiles: list[float], reference: list[float]) -> list[float]:
+    return [abs(a - b) for a, b in zip(quantiles, reference)]
 
 
 def sampled_problem(compute, reward):
@@ -52,10 +73,19 @@ def sampled_problem(compute, reward):
 def check(compute, reward):
     problem, theta_hat, noise_sd = sampled_problem(compute, reward)
     sampler = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 0, n_steps=LONG_STEPS)
-    tau = emcee.autocorr.integrated_time(sampler.get_chain(), quiet=True)
+    chain = sampler.get_chain()
+    tau = emcee.autocorr.integrated_time(chain, quiet=True)
+    reference = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 1, n_steps=N_BURN + REFERENCE_KEPT,
+                            moves=emcee.moves.StretchMove())
+    previous = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 0, moves=previous_moves())
+    library_a, reference_a = a_quantiles(chain[:KEPT]), a_quantiles(reference.get_chain())
+    previous_a = a_quantiles(previous.get_chain())
     return {"acceptance": float(np.mean(sampler.acceptance_fraction)),
             "tau": {name: float(t) for name, t in zip(("A", "B", "log_C_mid", "log_sigma"), tau)},
-            "effective_kept_samples": float(N_WALKERS * KEPT / np.max(tau))}
+            "effective_kept_samples": float(N_WALKERS * KEPT / np.max(tau)),
+            "a_quantiles": {"library": library_a, "reference": reference_a, "previous_moves": previous_a},
+            "a_quantile_gap": {"library": quantile_gap(library_a, reference_a),
+                               "previous_moves": quantile_gap(previous_a, reference_a)}}
 
 
 def main(argv=None) -> None:
@@ -85,7 +115,12 @@ def main(argv=None) -> None:
                "tau_max_median": float(np.median(taus)), "tau_max_p90": float(np.quantile(taus, 0.9)),
                "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
                "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
-               "kept_steps": KEPT, "walkers": N_WALKERS}
+               "kept_steps": KEPT, "walkers": N_WALKERS,
+               "a_quantile_gap": {
+                   "quantiles": list(QUANTILES), "reference": f"stretch move, {REFERENCE_KEPT} kept steps",
+                   **{which: {"mean": np.mean([r["a_quantile_gap"][which] for r in ok], axis=0).tolist(),
+                              "p90": np.quantile([r["a_quantile_gap"][which] for r in ok], 0.9, axis=0).tolist()}
+                      for which in ("library", "previous_moves")}}}
     write_text(args.out, json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary,
                                        "rows": rows}, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
