@@ -130,6 +130,7 @@ def judge(manifest: Path, base: str, margin: float | None) -> dict:
             "verdict": None if verdict is None else verdict.label,
             "delta_A": None if verdict is None else interval(verdict.delta_a),
             "delta_B": None if verdict is None else interval(verdict.delta_b),
+            "compute_saved_to_half_gain": None if verdict is None else interval(verdict.delta_speed),
             "pairs_agree": None if verdict is None or not verdict.agreement.pairs else
             f"{verdict.agreement.agreeing}/{verdict.agreement.pairs}",
             "reason": None if verdict is None else verdict.reason,

@@ -47,17 +47,21 @@ def positive_controls(results: dict) -> str:
     def check(passed: bool) -> str:
         return "not judged (quick run)" if settings["quick"] else ("passed" if passed else "FAILED")
 
-    lines = ["| control | knob | must be called | called | paired dA [90 %] | dB at shared A [90 %] | pairs | check |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| control | knob | must be called | called | paired dA [90 %] | dB at shared A [90 %] | "
+             "decades of compute saved to half the gain [90 %] | pairs | check |",
+             "|---|---|---|---|---|---|---|---|---|"]
     lines.append(
         f"| ceiling mover | `{ceiling['knob']}` | moves the ceiling (down), dA within {ceiling['tolerance']} of "
         f"{ceiling['expected_delta_A']:+.3f} in >= {ceiling['pairs_needed']} pairs | {ceiling['verdict']} | "
         f"{_interval(effects['ceiling_mover']['paired_delta_A'])} | {_interval(effects['ceiling_mover']['paired_delta_B'], 2)} | "
+        f"{_interval(effects['ceiling_mover'].get('paired_compute_saved_to_half_gain'))} | "
         f"{ceiling['pairs_within']} of {ceiling['pairs']} within | {check(ceiling['passed'])} |")
     lines.append(
         f"| efficiency mover | `{efficiency['knob']}` | moves efficiency only (or undecided), never the ceiling | "
         f"{efficiency['verdict']} | {_interval(effects['efficiency_mover']['paired_delta_A'])} | "
-        f"{_interval(effects['efficiency_mover']['paired_delta_B'], 2)} | {efficiency['ceiling_pairs']} pairs call "
+        f"{_interval(effects['efficiency_mover']['paired_delta_B'], 2)} | "
+        f"{_interval(effects['efficiency_mover'].get('paired_compute_saved_to_half_gain'))} | "
+        f"{efficiency['ceiling_pairs']} pairs call "
         f"a ceiling | {check(efficiency['passed'])} |")
     run = (f"{'Quick end-to-end check only (not the design): ' if settings['quick'] else ''}{settings['seeds']} "
            f"paired seed(s) x 3 runs of {settings['steps']} steps (evaluation every {settings['eval_every']}); "
@@ -72,3 +76,15 @@ def positive_controls(results: dict) -> str:
             f"x 200 steps) would take about {per_step * 3000 / 3600:.0f} h one run at a time."
             if settings["quick"] else "")
     return "\n".join([*lines, "", run + reason + full])
+
+
+def positive_controls_headline(results: dict) -> str:
+    """One line: what each control was called against what it must be called."""
+    ceiling, efficiency = results["controls"]["ceiling_mover"], results["controls"]["efficiency_mover"]
+    effect = next(v["effect"] for v in results["ceiling_study"]["variants"] if not v["is_base"])
+    verdicts = {True: "passed", False: "FAILED"}
+    return (f"Positive controls ({results['settings']['seeds']} paired seeds, [docs/study.md](docs/study.md#positive-controls)): "
+            f"`{ceiling['knob']}` is called **{ceiling['verdict']}**, dA {_interval(effect['paired_delta_A'])} "
+            f"against the constructed {ceiling['expected_delta_A']:+.3f} ({ceiling['pairs_within']} of {ceiling['pairs']} "
+            f"pairs within {ceiling['tolerance']}: {verdicts[ceiling['passed']]}); `{efficiency['knob']}` is called "
+            f"**{efficiency['verdict']}** ({verdicts[efficiency['passed']]}: never the ceiling).")

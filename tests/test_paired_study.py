@@ -45,7 +45,9 @@ def synthetic_runs(root, specs, replicate=0, seeds=3, own_noise=0.002):
     return runs
 
 
-SPECS = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}, "same": {}}
+# "later": the base's curve shifted 0.2 decades along log compute (a lower learning rate): same
+# ceiling, same B, half the gain reached at 1.58x the compute
+SPECS = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}, "same": {}, "later": {"c_mid": 10 ** 13.2}}
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +69,30 @@ def test_each_known_effect_gets_its_verdict_with_the_pairs_agreeing(paired_repor
     assert b_only.delta_b.mean == pytest.approx(1.5, rel=0.3) and b_only.agreement.agreeing >= 2
     same = by_slug["same"].verdict
     assert same.verdict == NO_EFFECT and same.label == "no measurable effect at margin 0.02"
+    assert same.delta_speed.lo <= 0.0 <= same.delta_speed.hi
+
+
+def test_a_curve_shifted_along_compute_moves_efficiency_not_the_ceiling(paired_report):
+    """Same A and B, C_mid 0.2 decades later: B at the shared A cannot tell, the compute to half
+    the shared gain can (the variant saves -0.2 decades of it)."""
+    later = next(item for item in paired_report.variants if item.run.slug == "later").verdict
+    assert (later.verdict, later.direction) == (EFFICIENCY, "down")
+    assert later.b_call == "none" and later.speed_call == "down"
+    assert later.delta_speed.mean == pytest.approx(-0.2, abs=0.03) and later.delta_speed.hi < 0
+    assert all(pair.verdict == (EFFICIENCY, "down") for pair in later.pairs)
+    assert "compute to half the shared gain" in later.reason
+
+
+def test_the_half_gain_compute_decides_only_when_b_cannot():
+    from scalerl.study.paired import knob_verdict, pair_verdict
+
+    assert knob_verdict("within", "none", "down") == (EFFICIENCY, "down")
+    assert knob_verdict("within", "up", "down") == (EFFICIENCY, "up")  # B decides when it can
+    assert knob_verdict("within", "none", "none") == (NO_EFFECT, None)
+    assert knob_verdict("down", "none", "up") == (CEILING, "down")
+    # one pair: |dS| beyond its noise decides, within it does not
+    assert pair_verdict(0.005, 0.1, 0.02, 0.5, -0.15, 0.08) == (EFFICIENCY, "down")
+    assert pair_verdict(0.005, 0.1, 0.02, 0.5, -0.05, 0.08) == (NO_EFFECT, None)
 
 
 def test_the_seed_luck_is_far_larger_than_the_margin_yet_cancels_in_the_pairs(paired_report):

@@ -72,8 +72,9 @@ class ParamSummary:
 @dataclass(frozen=True)
 class SeedPair:
     """Seed i of the variant against seed i of the base: dA_i, the A both were refitted with
-    (their mean), dB_i at that shared A, the pair's B noise (interval half-widths combined) and the
-    paper's rule on this pair alone."""
+    (their mean), dB_i at that shared A, the pair's B noise (interval half-widths combined), the
+    compute the variant saves to half the shared gain, dS_i = log10 C_mid(base) - log10 C_mid(variant)
+    at that A, with its noise, and the paper's rule on this pair alone."""
 
     seed_index: int
     delta_a: float | None
@@ -83,6 +84,8 @@ class SeedPair:
     verdict: tuple[str, str | None]
     ceilings_at_bound: bool = False  # both A at the top of their range: limits, dA not measurable
     ceiling_unidentified: bool = False  # a run of the pair has not bent over: its A is an extrapolation
+    delta_speed: float | None = None  # dS_i, decades of compute saved to half the shared gain
+    speed_halfwidth: float | None = None
 
     @property
     def measures_a(self) -> bool:
@@ -105,6 +108,8 @@ class PairedVerdict:
     pairs: tuple[SeedPair, ...]
     agreement: Agreement
     reason: str | None = None
+    delta_speed: PairedInterval | None = None  # dS at the shared A (decades of compute saved)
+    speed_call: str | None = None
 
 
 @dataclass(frozen=True)
@@ -181,17 +186,30 @@ def _halfwidth(fit: FitResult, name: str, level: float) -> float:
     return (hi - lo) / 2.0
 
 
+@dataclass(frozen=True)
+class SharedARefit:
+    """One seed refitted with A fixed to a pair's shared A: B and log10 C_mid, each with the
+    half-width of its interval at the study's level."""
+
+    b: float
+    b_halfwidth: float
+    log_c_mid: float
+    log_c_mid_halfwidth: float
+
+
 def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict,
-                  level: float) -> tuple[float, float] | None:
-    """(B, half-width of its interval at `level`) of one seed refitted with A fixed to `shared_a`;
-    None when its curve cannot take that A."""
+                  level: float) -> SharedARefit | None:
+    """One seed refitted with A fixed to `shared_a` (SharedARefit); None when its curve cannot take
+    that A."""
     curve = read_source(seed.metrics_path, x, y)
     try:
         fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a,
                             **{**fit_options, "n_bootstrap": QUICK_BOOTSTRAP})
     except (FitError, InputError):
         return None
-    return fixed.b, _halfwidth(fixed, "B", level)
+    c_lo, c_hi = fixed.conf_int(level)["C_mid"]
+    return SharedARefit(fixed.b, _halfwidth(fixed, "B", level), float(np.log10(fixed.c_mid)),
+                        float(np.log10(c_hi / c_lo) / 2.0))
 
 
 def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str,
@@ -200,7 +218,9 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2) + |dB_i - dB_i(own A)|: the
     refits' own B half-widths plus the shift that sharing A alone put into dB_i (each run's B
     moves when its A is fixed away from its own; two ceilings within the margin moved to their mean
-    shift dB_i by a bias pairing does not cancel); the pair's own verdict.
+    shift dB_i by a bias pairing does not cancel); the same for dS_i = log10 C_mid,b,i -
+    log10 C_mid,v,i at the shared A (the decades of compute the variant saves to reach half the
+    shared gain); the pair's own verdict.
     When both A sit at the top of their range (FitResult.ceiling_at_bound) each is a lower limit:
     dA_i = 0 measures nothing; when either run has not bent over (not FitResult.ceiling_identified)
     its A is an extrapolation, and dA_i says how two extrapolations differ, not two ceilings. Either
@@ -216,11 +236,16 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     if fixed_v is None or fixed_b is None:
         verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, None, margin, None)
         return SeedPair(index, delta_a, shared_a, None, None, verdict, both_limits, unidentified)
-    delta_b = fixed_v[0] - fixed_b[0]
-    sharing_shift = abs(delta_b - (variant.fit.b - base.fit.b))
-    halfwidth = float(np.hypot(fixed_v[1], fixed_b[1]) + sharing_shift)
-    verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, delta_b, margin, halfwidth)
-    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified)
+    delta_b = fixed_v.b - fixed_b.b
+    halfwidth = float(np.hypot(fixed_v.b_halfwidth, fixed_b.b_halfwidth) + abs(delta_b - (variant.fit.b - base.fit.b)))
+    delta_speed = fixed_b.log_c_mid - fixed_v.log_c_mid
+    own_speed = float(np.log10(base.fit.c_mid / variant.fit.c_mid))
+    speed_halfwidth = float(np.hypot(fixed_v.log_c_mid_halfwidth, fixed_b.log_c_mid_halfwidth)
+                            + abs(delta_speed - own_speed))
+    verdict = ((UNDECIDED, None) if both_limits or unidentified else
+               pair_verdict(delta_a, delta_b, margin, halfwidth, delta_speed, speed_halfwidth))
+    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified,
+                    delta_speed, speed_halfwidth)
 
 
 def difference_interval(values: list[float | None], single_halfwidth: float | None, level: float) -> PairedInterval:
@@ -251,12 +276,17 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
     delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
     noises = [pair.b_halfwidth for pair in pairs if pair.b_halfwidth is not None]
     b_noise = float(np.median(noises)) if noises else None
+    delta_speed = difference_interval([pair.delta_speed for pair in pairs],
+                                      fitted[0][0].speed_halfwidth if len(fitted) == 1 else None, level)
+    speed_noises = [pair.speed_halfwidth for pair in pairs if pair.speed_halfwidth is not None]
+    speed_noise = float(np.median(speed_noises)) if speed_noises else None
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
+    speed_call = efficiency_call(delta_speed, speed_noise)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
     unmeasured_only = bool(fitted) and not any(pair.measures_a for pair, _, _ in fitted)
     b_text = (f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
               if np.isfinite(delta_b.lo) else "")
-    verdict, direction = knob_verdict(a_call, b_call)
+    verdict, direction = knob_verdict(a_call, b_call, speed_call)
     agreement = verdict_agreement([pair.verdict for pair in pairs if pair.delta_a is not None], (verdict, direction))
     reason = None
     if not fitted:
@@ -272,6 +302,11 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
                   if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
     elif a_call == "within" and b_call == "unclear":
         reason = "no interval for dB at the shared A"
+    elif a_call == "within" and b_call == "none" and speed_call in ("up", "down"):
+        reason = (f"B at the shared A does not tell ({delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}]); "
+                  f"the compute to half the shared gain does: the variant saves {delta_speed.mean:+.3f} "
+                  f"[{delta_speed.lo:+.3f}, {delta_speed.hi:+.3f}] decades of it (log10 C_mid, base minus variant), "
+                  f"beyond the refits' own noise +-{speed_noise:.3f}")
     elif a_call == "within" and b_call == "none" and (delta_b.lo > 0 or delta_b.hi < 0):
         reason = (f"dB at the shared A {delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}] excludes 0 but is "
                   f"within the refits' own B noise +-{b_noise:.3g} (their B half-widths plus the shift that fixing "
@@ -282,7 +317,8 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
                 f"limits); the ceiling is judged on the other {len(fitted) - left_out}")
         reason = note if reason is None else f"{reason}; {note}"
     return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
-                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason)
+                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason,
+                         delta_speed if np.isfinite(delta_speed.mean) else None, speed_call)
 
 
 def _measures_ceiling(fit: FitResult) -> bool:
@@ -302,17 +338,22 @@ def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[Seed
     fits_b = [seed for seed in base_seeds if seed.fit is not None]
     delta_a = welch_interval([seed.fit.a for seed in fits_v if _measures_ceiling(seed.fit)],
                              [seed.fit.a for seed in fits_b if _measures_ceiling(seed.fit)], level)
-    delta_b = PairedInterval(float("nan"), float("nan"), float("nan"), None, 0, "none")
-    b_noise = None
+    delta_b = delta_speed = PairedInterval(float("nan"), float("nan"), float("nan"), None, 0, "none")
+    b_noise = speed_noise = None
     if fits_v and fits_b:
         shared_a = (np.mean([seed.fit.a for seed in fits_v]) + np.mean([seed.fit.a for seed in fits_b])) / 2.0
-        refits = [[b_at_shared_a(seed, float(shared_a), x, y, fit_options, level) for seed in side]
+        refits = [[fixed for seed in side if (fixed := b_at_shared_a(seed, float(shared_a), x, y, fit_options, level))]
                   for side in (fits_v, fits_b)]
-        delta_b = welch_interval(*([fixed[0] for fixed in side if fixed is not None] for side in refits), level)
-        halfwidths = [[fixed[1] for fixed in side if fixed is not None] for side in refits]
-        b_noise = float(np.hypot(*(np.median(side) for side in halfwidths))) if all(halfwidths) else None
+        delta_b = welch_interval(*([fixed.b for fixed in side] for side in refits), level)
+        # decades of compute saved to half the shared gain: base's log10 C_mid minus the variant's
+        delta_speed = welch_interval(*([fixed.log_c_mid for fixed in side] for side in refits[::-1]), level)
+        if all(refits):
+            b_noise = float(np.hypot(*(np.median([fixed.b_halfwidth for fixed in side]) for side in refits)))
+            speed_noise = float(np.hypot(*(np.median([fixed.log_c_mid_halfwidth for fixed in side])
+                                           for side in refits)))
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
-    verdict, direction = knob_verdict(a_call, b_call)
+    speed_call = efficiency_call(delta_speed, speed_noise)
+    verdict, direction = knob_verdict(a_call, b_call, speed_call)
     reason = note
     if a_call == "unclear":
         reason += (f"; the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
@@ -322,7 +363,8 @@ def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[Seed
         reason += "; no interval for dB at the shared A"
     return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
                          delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, (),
-                         verdict_agreement([], (verdict, direction)), reason)
+                         verdict_agreement([], (verdict, direction)), reason,
+                         delta_speed if np.isfinite(delta_speed.mean) else None, speed_call)
 
 
 def labelled_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float,

@@ -130,23 +130,31 @@ def efficiency_call(interval: PairedInterval, noise: float | None = None) -> str
     return "down" if interval.hi < 0 else "none"
 
 
-def knob_verdict(a_call: str, b_call: str) -> tuple[str, str | None]:
+def knob_verdict(a_call: str, b_call: str, speed_call: str | None = None) -> tuple[str, str | None]:
     """(verdict, direction): A up/down -> moves the ceiling; A within the margin and B up/down ->
-    moves efficiency only; A within and B holding 0 -> no measurable effect; otherwise undecided."""
+    moves efficiency only; A within, B holding 0 and the compute to half the shared gain up/down
+    (`speed_call`: "up" when the variant gets there sooner) -> moves efficiency only (a curve shifted
+    along log compute with the same B and A: a lower learning rate); A within and B holding 0 ->
+    no measurable effect; otherwise undecided."""
     if a_call in ("up", "down"):
         return CEILING, a_call
     if a_call == "within" and b_call in ("up", "down"):
         return EFFICIENCY, b_call
+    if a_call == "within" and b_call == "none" and speed_call in ("up", "down"):
+        return EFFICIENCY, speed_call
     if a_call == "within" and b_call == "none":
         return NO_EFFECT, None
     return UNDECIDED, None
 
 
 def pair_verdict(delta_a: float | None, delta_b: float | None, margin: float,
-                 b_halfwidth: float | None) -> tuple[str, str | None]:
+                 b_halfwidth: float | None, delta_speed: float | None = None,
+                 speed_halfwidth: float | None = None) -> tuple[str, str | None]:
     """The paper's rule on one seed pair: |dA_i| > m -> moves the ceiling (sign of dA_i); else
     |dB_i| > h_i (h_i: the pair's B interval half-widths combined) -> moves efficiency only (sign
-    of dB_i); else no measurable effect. A pair without dA_i, or within m without dB_i: undecided."""
+    of dB_i); else |dS_i| > its noise (dS_i: decades of compute the variant saves to half the
+    shared gain) -> moves efficiency only (sign of dS_i); else no measurable effect. A pair without
+    dA_i, or within m without dB_i: undecided."""
     if delta_a is None or not np.isfinite(delta_a):
         return UNDECIDED, None
     if abs(delta_a) > margin:
@@ -155,6 +163,9 @@ def pair_verdict(delta_a: float | None, delta_b: float | None, margin: float,
         return UNDECIDED, None
     if abs(delta_b) > b_halfwidth:
         return EFFICIENCY, "up" if delta_b > 0 else "down"
+    if (delta_speed is not None and speed_halfwidth is not None and np.isfinite(delta_speed)
+            and abs(delta_speed) > speed_halfwidth):
+        return EFFICIENCY, "up" if delta_speed > 0 else "down"
     return NO_EFFECT, None
 
 
