@@ -19,7 +19,10 @@ backend), which is how a paired block is used: the setting's own level cancels i
 - shibuki-a5, the learning-rate sweep runs as variants: one run per learning rate, so the
   command refuses it (a variant with one seed has no interval) -- the line it prints is recorded;
 - shibuki-a5, two runs logged in GPU-hours against two logged in rollout samples (a refusal
-  check, not an ablation): refused, the compute units differ.
+  check, not an ablation): refused, the compute units differ;
+- the tiny leave-one-out study's own curves (benchmarks/data/tiny_mod10_runs, exported by
+  `python -m benchmarks.study_table --export`), 5 knobs x 5 paired seeds, judged again by today's
+  engine: the published study table is what the engine said when the study ran.
 
 Writes benchmarks/results/from_logs_verdicts.json (verdicts, intervals, refusals, seconds per run fitted).
 """
@@ -35,6 +38,7 @@ from pathlib import Path
 from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, write_result, write_text
 
 CURVES = DATA_DIR / "curves"
+TINY = "tiny_mod10_runs"  # a folder of DATA_DIR; its curves' compute is the trainer's FLOPs
 MANIFESTS = DATA_DIR / "from_logs"  # the groups as manifests: `scalerl ablate --from-logs FILE --base B` reads them
 VERL = "verl-asyncreward__"
 SHIBUKI = "shibuki-a5__"
@@ -70,6 +74,18 @@ GROUPS = {
 }
 
 
+def tiny_study_rows() -> list[tuple[str, str, str]]:
+    """(TINY/stem, variant, seed) of every study__<variant>__seed-<i>.csv the tiny study exported."""
+    rows = []
+    for path in sorted((DATA_DIR / TINY).glob("study__*__seed-*.csv")):
+        variant, seed = re.fullmatch(r"study__(.+)__seed-(\d+)", path.stem).groups()
+        rows.append((f"{TINY}/{path.stem}", variant, seed))
+    return rows
+
+
+GROUPS["tiny leave-one-out study, its curves judged again"] = ("scalerl", tiny_study_rows())
+
+
 def quick_groups() -> dict:
     """The Megatron vs FSDP group cut to its two Qwen2.5-3B pairs, and the two refused groups."""
     name = "verl Megatron vs FSDP (paired by model and arm)"
@@ -79,9 +95,11 @@ def quick_groups() -> dict:
 
 
 def curve_units() -> dict[str, str]:
-    """file stem -> the unit of its compute column (first word of x_unit in the curves' manifest.csv)."""
+    """file stem -> the unit of its compute column (first word of x_unit in the curves' manifest.csv);
+    TINY/stem -> flops."""
     with (CURVES / "manifest.csv").open(newline="") as handle:
-        return {row["file"].removesuffix(".csv"): row["x_unit"].split()[0] for row in csv.DictReader(handle)}
+        units = {row["file"].removesuffix(".csv"): row["x_unit"].split()[0] for row in csv.DictReader(handle)}
+    return {**units, **{stem: "flops" for stem, _, _ in tiny_study_rows()}}
 
 
 def manifest_name(group: str) -> str:
@@ -93,9 +111,9 @@ def write_manifest(group: str, rows, units: dict[str, str], folder: Path = MANIF
     """<folder>/<group>.csv: path (relative to the folder when it is the default), variant, seed, unit."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / manifest_name(group)
-    curves = Path("..") / "curves" if folder == MANIFESTS else CURVES
-    lines = ["path,variant,seed,unit"] + [f"{curves / f'{stem}.csv'},{variant},{seed},{units[stem]}"
-                                          for stem, variant, seed in rows]
+    data = Path("..") if folder == MANIFESTS else DATA_DIR
+    lines = ["path,variant,seed,unit"] + [f"{data / (stem if '/' in stem else f'curves/{stem}')}.csv,{variant},{seed},"
+                                          f"{units[stem]}" for stem, variant, seed in rows]
     write_text(path, "\n".join(lines) + "\n")
     return path
 
