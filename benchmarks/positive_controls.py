@@ -23,6 +23,7 @@ rerun the same command to continue after a stop. Writes benchmarks/results/posit
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -113,6 +114,18 @@ def efficiency_check(effect: dict) -> dict:
             "passed": effect["effect"] != "moves the ceiling"}
 
 
+def run_device_hours(workdir: Path) -> dict:
+    """Each run's own device time (`device_hours` of its last metrics row), every run folder under
+    `workdir` counted once (the ceiling mover's base setting links the base's runs): what training
+    took whatever the sessions a resumed design was spread over."""
+    hours = {}
+    for path in sorted(workdir.rglob("metrics.jsonl")):
+        lines = path.read_text().strip().splitlines()
+        if lines:
+            hours[str(path.resolve())] = float(json.loads(lines[-1]).get("device_hours") or 0.0)
+    return {"runs": len(hours), "total": sum(hours.values())}
+
+
 def hard_fraction_of(overrides) -> float:
     for item in overrides:
         key, _, value = item.partition("=")
@@ -175,6 +188,7 @@ def main(argv=None) -> int:
         "settings": {**config, "workdir": str(workdir)},
         "train_seconds": {"efficiency_study": efficiency_seconds, "ceiling_study": ceiling_seconds},
         "total_seconds": time.perf_counter() - started, "runs": 3 * config["seeds"], "controls": controls,
+        "run_device_hours": run_device_hours(workdir),
         "efficiency_study": efficiency_payload, "ceiling_study": ceiling_payload,
     }
     path = args.out or RESULTS_DIR / ("positive_controls_quick.json" if config["quick"] else "positive_controls.json")

@@ -61,12 +61,16 @@ def positive_controls(results: dict) -> str:
         f"{efficiency['verdict']} | {_interval(effects['efficiency_mover']['paired_delta_A'])} | "
         f"{_interval(effects['efficiency_mover']['paired_delta_B'], 2)} | "
         f"{_interval(effects['efficiency_mover'].get('paired_compute_saved_to_half_gain'))} | "
-        f"{efficiency['ceiling_pairs']} pairs call "
+        f"{efficiency['ceiling_pairs']} of {len(effects['efficiency_mover']['pairs'])} pairs call "
         f"a ceiling | {check(efficiency['passed'])} |")
+    device = results.get("run_device_hours")
+    spent = (f"the {device['runs']} runs' own device time {device['total']:.1f} h (summed over the sessions the "
+             f"resumable design took, two runs at a time)" if device else
+             f"training wall time {sum(v or 0 for v in results['train_seconds'].values()) / 60:.0f} min, "
+             f"{results['total_seconds'] / 60:.0f} min in all")
     run = (f"{'Quick end-to-end check only (not the design): ' if settings['quick'] else ''}{settings['seeds']} "
            f"paired seed(s) x 3 runs of {settings['steps']} steps (evaluation every {settings['eval_every']}); "
-           f"training wall time {sum(v or 0 for v in results['train_seconds'].values()) / 60:.0f} min, "
-           f"{results['total_seconds'] / 60:.0f} min in all ({machine_text(results)}). Task bound: "
+           f"{spent} ({machine_text(results)}). Task bound: "
            f"{ceiling['bound_base']:.3f} -> "
            f"{ceiling['bound_variant']:.3f}.")
     reason = f" Why: {efficiency['reason']}." if efficiency.get("reason") else ""
@@ -88,3 +92,19 @@ def positive_controls_headline(results: dict) -> str:
             f"against the constructed {ceiling['expected_delta_A']:+.3f} ({ceiling['pairs_within']} of {ceiling['pairs']} "
             f"pairs within {ceiling['tolerance']}: {verdicts[ceiling['passed']]}); `{efficiency['knob']}` is called "
             f"**{efficiency['verdict']}** ({verdicts[efficiency['passed']]}: never the ceiling).")
+
+
+TINY_GROUP = "tiny leave-one-out study, its curves judged again"
+
+
+def tiny_study_headline(results: dict) -> str:
+    """The tiny study's knobs as today's engine judges their exported curves: a count per verdict."""
+    group = results["groups"][TINY_GROUP]
+    verdicts = [variant["verdict"] for variant in group["variants"] if not variant["is_base"]]
+    counts = {label: verdicts.count(label) for label in dict.fromkeys(verdicts)}
+    said = ", ".join(f"{count} {label}" for label, count in counts.items())
+    seeds = max(len(variant["seeds"]) for variant in group["variants"])
+    return (f"The tiny leave-one-out study ({len(verdicts)} knobs of the recipe flipped, {seeds} paired seeds each, "
+            f"[docs/study.md](docs/study.md#the-tiny-benchmark)), judged by today's engine: {said}"
+            + ("; none is called a ceiling or an efficiency mover." if not any(v.startswith("moves") for v in verdicts)
+               else "."))
