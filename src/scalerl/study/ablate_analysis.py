@@ -197,7 +197,7 @@ class SharedARefit:
     log_c_mid_halfwidth: float
 
 
-def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict,
+def refit_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict,
                   level: float) -> SharedARefit | None:
     """One seed refitted with A fixed to `shared_a` (SharedARefit); None when its curve cannot take
     that A."""
@@ -210,6 +210,17 @@ def b_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: d
     c_lo, c_hi = fixed.conf_int(level)["C_mid"]
     return SharedARefit(fixed.b, _halfwidth(fixed, "B", level), float(np.log10(fixed.c_mid)),
                         float(np.log10(c_hi / c_lo) / 2.0))
+
+
+def pair_noise(halfwidth_v: float, halfwidth_b: float, delta_shared: float, delta_own: float) -> float:
+    """h = sqrt(h_v^2 + h_b^2) + |d(shared A) - d(own A)|: the two refits' interval half-widths
+    combined plus the shift that fixing both ceilings to their mean put into the difference."""
+    return float(np.hypot(halfwidth_v, halfwidth_b) + abs(delta_shared - delta_own))
+
+
+def _median_or_none(values: list) -> float | None:
+    kept = [value for value in values if value is not None]
+    return float(np.median(kept)) if kept else None
 
 
 def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str,
@@ -231,17 +242,16 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     unidentified = not (variant.fit.ceiling_identified and base.fit.ceiling_identified)
     delta_a = variant.fit.a - base.fit.a
     shared_a = (variant.fit.a + base.fit.a) / 2.0
-    fixed_v = b_at_shared_a(variant, shared_a, x, y, fit_options, level)
-    fixed_b = b_at_shared_a(base, shared_a, x, y, fit_options, level)
+    fixed_v = refit_at_shared_a(variant, shared_a, x, y, fit_options, level)
+    fixed_b = refit_at_shared_a(base, shared_a, x, y, fit_options, level)
     if fixed_v is None or fixed_b is None:
         verdict = (UNDECIDED, None) if both_limits or unidentified else pair_verdict(delta_a, None, margin, None)
         return SeedPair(index, delta_a, shared_a, None, None, verdict, both_limits, unidentified)
     delta_b = fixed_v.b - fixed_b.b
-    halfwidth = float(np.hypot(fixed_v.b_halfwidth, fixed_b.b_halfwidth) + abs(delta_b - (variant.fit.b - base.fit.b)))
+    halfwidth = pair_noise(fixed_v.b_halfwidth, fixed_b.b_halfwidth, delta_b, variant.fit.b - base.fit.b)
     delta_speed = fixed_b.log_c_mid - fixed_v.log_c_mid
-    own_speed = float(np.log10(base.fit.c_mid / variant.fit.c_mid))
-    speed_halfwidth = float(np.hypot(fixed_v.log_c_mid_halfwidth, fixed_b.log_c_mid_halfwidth)
-                            + abs(delta_speed - own_speed))
+    speed_halfwidth = pair_noise(fixed_v.log_c_mid_halfwidth, fixed_b.log_c_mid_halfwidth, delta_speed,
+                                 float(np.log10(base.fit.c_mid / variant.fit.c_mid)))
     verdict = ((UNDECIDED, None) if both_limits or unidentified else
                pair_verdict(delta_a, delta_b, margin, halfwidth, delta_speed, speed_halfwidth))
     return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified,
@@ -274,12 +284,10 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
     measurable = [pair.delta_a if pair.measures_a else None for pair in pairs]
     delta_a = difference_interval(measurable, single_a, level)
     delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
-    noises = [pair.b_halfwidth for pair in pairs if pair.b_halfwidth is not None]
-    b_noise = float(np.median(noises)) if noises else None
+    b_noise = _median_or_none([pair.b_halfwidth for pair in pairs])
     delta_speed = difference_interval([pair.delta_speed for pair in pairs],
                                       fitted[0][0].speed_halfwidth if len(fitted) == 1 else None, level)
-    speed_noises = [pair.speed_halfwidth for pair in pairs if pair.speed_halfwidth is not None]
-    speed_noise = float(np.median(speed_noises)) if speed_noises else None
+    speed_noise = _median_or_none([pair.speed_halfwidth for pair in pairs])
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
     speed_call = efficiency_call(delta_speed, speed_noise)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
@@ -342,7 +350,7 @@ def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[Seed
     b_noise = speed_noise = None
     if fits_v and fits_b:
         shared_a = (np.mean([seed.fit.a for seed in fits_v]) + np.mean([seed.fit.a for seed in fits_b])) / 2.0
-        refits = [[fixed for seed in side if (fixed := b_at_shared_a(seed, float(shared_a), x, y, fit_options, level))]
+        refits = [[fixed for seed in side if (fixed := refit_at_shared_a(seed, float(shared_a), x, y, fit_options, level))]
                   for side in (fits_v, fits_b)]
         delta_b = welch_interval(*([fixed.b for fixed in side] for side in refits), level)
         # decades of compute saved to half the shared gain: base's log10 C_mid minus the variant's
