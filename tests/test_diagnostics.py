@@ -237,7 +237,8 @@ def test_forecast_band_beyond_a_flat_end_holds_a_flat_continuation():
 
 
 def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
-    """m + [Q_lo, Q_hi] x sqrt(sigma_d^2 + s_curve^2), Q from the shipped table at each horizon."""
+    """[m + Q_lo s_lo, m + Q_hi s], s = sqrt(sigma_d^2 + s_curve^2), s_lo = sqrt(s^2 + g^2) with g the
+    forecast's rise over the mean of the last three fitted evaluations; Q from the shipped table at each horizon."""
     from scalerl.forecast.band_calibration import horizon, horizon_bin, shipped_table
     from scalerl.forecast.diagnostics import trend_free_noise_sd
 
@@ -251,16 +252,20 @@ def _band_by_hand(fit, later, level_quantiles=(0.1, 0.9)):
     sigma_d = trend_free_noise_sd(np.concatenate([[fit.r0], fit.reward]))
     spread = np.sqrt(sigma_d**2 + curve_sd**2)
     centre = fit.predict(later)
+    gain = np.maximum(centre - np.mean(fit.reward[-3:]), 0.0)  # every `later` point is beyond the data
+    spread_below = np.sqrt(spread**2 + gain**2)
     mean_lo, mean_hi = np.quantile(curves, level_quantiles, axis=0)  # the curve's band, held by the observation's
-    return centre + q_lo * spread, centre + q_hi * spread, mean_lo, mean_hi
+    return centre + q_lo * spread_below, centre + q_hi * spread, mean_lo, mean_hi
 
 
 @pytest.mark.parametrize("c_mid, stratum", [(300.0, "rising"), (3.0, "flat_end")])
 def test_forecast_band_is_the_table_multipliers_times_the_predictive_spread(c_mid, stratum):
-    """Band = m + [Q(0.1), Q(0.9)] x s, s = sqrt(sigma_d^2 + s_curve^2) (second-difference
-    noise and the posterior curves' robust sd), Q from the shipped table at the point's horizon and
-    stratum, its lower edge beyond the data at most the stop-now floor (the last three evaluations'
-    mean - z sigma sqrt(4/3)), holding the posterior curves' band, by hand, on a rising and on a flat end."""
+    """Band = [m + Q(0.1) s_lo, m + Q(0.9) s], s = sqrt(sigma_d^2 + s_curve^2) (second-difference
+    noise and the posterior curves' robust sd), s_lo = sqrt(s^2 + g^2) (g: the rise the forecast
+    still expects over the last three evaluations' mean), Q from the shipped table at the point's
+    horizon and stratum, after a flat end its lower edge at most the stop-now floor (the last three
+    evaluations' mean - z sigma sqrt(4/3)), holding the posterior curves' band, by hand, on a
+    rising and on a flat end."""
     compute = np.geomspace(1.0, 100.0, 20)
     reward = 0.2 + 0.5 / (1.0 + (c_mid / compute) ** 1.5) + np.random.default_rng(0).normal(0.0, 0.002, 20)
     fit = fit_sigmoid(compute, reward)
@@ -268,7 +273,7 @@ def test_forecast_band_is_the_table_multipliers_times_the_predictive_spread(c_mi
     later = np.geomspace(150.0, 1000.0, 5)
     low, high, mean_lo, mean_hi = _band_by_hand(fit, later)
     lower, upper = fit.interval(later, level=0.8)
-    stop_now = np.mean(fit.reward[-3:]) - 1.2816 * fit.noise_sd * np.sqrt(1 + 1 / 3)
+    stop_now = np.mean(fit.reward[-3:]) - 1.2816 * fit.noise_sd * np.sqrt(1 + 1 / 3) if stratum == "flat_end" else np.inf
     assert lower == pytest.approx(np.clip(np.minimum.reduce([low, [stop_now] * 5, mean_lo]), 0.0, 1.0), abs=1e-4)
     assert upper == pytest.approx(np.clip(np.maximum(high, mean_hi), 0.0, 1.0), abs=1e-4)
 

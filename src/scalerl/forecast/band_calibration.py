@@ -10,14 +10,19 @@ asymmetric quantile form). For a fit on the points up to C_last and a later eval
     m = point forecast at C,   s = sqrt(sigma_d^2 + s_curve^2)   (FitResult.predictive_spread:
                                  sigma_d the second-difference noise, s_curve the robust sd
                                  (q90 - q10) / 2.563 of the posterior curves at C)
-    z = (y - m) / s                             the normalised score
+    g = max(m - r_now, 0) beyond C_last, 0 within the data: the gain the forecast still expects
+                                 over r_now, the mean of the last three fitted evaluations
+    s_lo = sqrt(s^2 + g^2)                      the spread below the forecast: a run can stop
+                                 improving at any evaluation, and no curve fitted before that
+                                 point sees it coming, so the shortfall scales with the gain ahead
+    z = (y - m) / s_lo if y < m, else (y - m) / s     the normalised score
 
 Scores of many (run, cut) pairs are pooled per stratum (the fitted points end flat within their
 noise, or still rise: diagnostics.LateStretch.is_flat) and horizon bin; each (run, cut) weighs 1,
 spread evenly over its later evaluations, so a long run does not outweigh a short one. The table
 holds the weighted quantiles of z at PROBABILITIES. The band at level L is
 
-    [m + Q((1 - L) / 2) s,  m + Q((1 + L) / 2) s]
+    [m + Q((1 - L) / 2) s_lo,  m + Q((1 + L) / 2) s]
 
 with Q interpolated in the table's probabilities (and widened to hold m). The shipped table
 (band_table.json) is built from the bundled curves by `python -m benchmarks.band_table`; the
@@ -65,6 +70,24 @@ def horizon(compute: ArrayLike, last_compute: float) -> np.ndarray:
     compute = np.atleast_1d(np.asarray(compute, dtype=float))
     with np.errstate(divide="ignore"):
         return np.maximum(np.log(np.where(compute > 0, compute, last_compute) / float(last_compute)), 0.0)
+
+
+def gain_ahead(centre: ArrayLike, compute: ArrayLike, last_compute: float, level_now: float) -> np.ndarray:
+    """g = max(m(C) - r_now, 0) for C > C_last, 0 within the data: the rise the forecast m still
+    expects over the run's present level r_now."""
+    centre, compute = np.asarray(centre, dtype=float), np.asarray(compute, dtype=float)
+    return np.where(compute > float(last_compute), np.maximum(centre - float(level_now), 0.0), 0.0)
+
+
+def lower_spread(spread: ArrayLike, gain: ArrayLike) -> np.ndarray:
+    """s_lo = sqrt(s^2 + g^2): the spread below the forecast, widened by the gain ahead."""
+    return np.hypot(np.asarray(spread, dtype=float), np.asarray(gain, dtype=float))
+
+
+def normalised_score(reward: ArrayLike, centre: ArrayLike, spread: ArrayLike, spread_below: ArrayLike) -> np.ndarray:
+    """z = (y - m) / s_lo where y < m, else (y - m) / s."""
+    gap = np.asarray(reward, dtype=float) - np.asarray(centre, dtype=float)
+    return np.where(gap < 0, gap / np.asarray(spread_below, dtype=float), gap / np.asarray(spread, dtype=float))
 
 
 def horizon_bin(h: ArrayLike) -> np.ndarray:

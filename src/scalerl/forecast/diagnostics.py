@@ -267,9 +267,10 @@ def stop_now_floor(reward: ArrayLike, noise_sd: float, level: float, n_last: int
     """Lower end of one new evaluation if the run stops improving now: the mean of the last
     `n_last` fitted evaluations minus z_q noise sqrt(1 + 1 / n_last), q = (1 + level) / 2.
 
-    A pass rate can stop rising at any evaluation (the built-in task's hard prompts cap it where
-    the fitted climb does not bend); no curve form fitted before that point can see it coming, so a
-    band beyond the data reaches down to this persistence forecast's lower end.
+    A run whose fitted points end flat within their noise may stay there (the built-in task's hard
+    prompts cap it where the fitted climb does not bend): beyond such a flat end the band reaches
+    down to this persistence forecast's lower end. (Before a flat end the band's spread below the
+    forecast grows with the gain still ahead instead: band_calibration.lower_spread.)
     """
     from scipy.stats import norm
 

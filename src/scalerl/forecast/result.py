@@ -12,11 +12,14 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
 from scalerl.forecast.averaging import form_compute_near_ceiling
-from scalerl.forecast.band_calibration import HeldOutScores, band_multipliers, horizon, robust_spread, shipped_table
+from scalerl.forecast.band_calibration import (
+    HeldOutScores, band_multipliers, gain_ahead, horizon, lower_spread, normalised_score, robust_spread, shipped_table,
+)
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
 from scalerl.forecast.diagnostics import FAR_RUN_LENGTH, NEAR_CEILING_WITHIN, at_upper_bound, flat_end_floor, late_stretch, stop_now_floor
 
 PARAM_NAMES = ("A", "B", "C_mid")
+LEVEL_NOW_POINTS = 3  # the run's present level r_now: the mean of its last three fitted evaluations
 
 
 def _check_level(level):
@@ -246,23 +249,38 @@ class FitResult:
         sigma = self.noise_sd if self.band_noise_sd is None else self.band_noise_sd
         return np.sqrt(sigma**2 + robust_spread(curves, 0.0) ** 2)
 
+    def band_spreads(self, compute: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(m, s_lo, s) at each compute: the point forecast, the spread below it and above it.
+
+            s_lo = sqrt(s^2 + g^2),   g = max(m - r_now, 0) beyond the last fitted point
+
+        with r_now the mean of the last three fitted evaluations (band_calibration.gain_ahead): a
+        run can stop improving at any evaluation, so the shortfall below the forecast scales with
+        the gain it still expects."""
+        compute = np.atleast_1d(np.asarray(compute, dtype=float))
+        centre, spread = self.predict(compute), self.predictive_spread(compute)
+        level_now = float(np.mean(self.reward[-LEVEL_NOW_POINTS:]))
+        gain = gain_ahead(centre, compute, float(np.max(self.compute)), level_now)
+        return centre, lower_spread(spread, gain), spread
+
     def calibration_scores(self, compute: ArrayLike, reward: ArrayLike, run: str = "",
                            source: str = "") -> HeldOutScores:
-        """Normalised scores z = (y - m) / s of later evaluations (band_calibration's input)."""
+        """Normalised scores z = (y - m) / s_lo below the forecast, (y - m) / s above it
+        (band_calibration's input)."""
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
-        reward = np.atleast_1d(np.asarray(reward, dtype=float))
-        score = (reward - self.predict(compute)) / self.predictive_spread(compute)
+        centre, spread_below, spread = self.band_spreads(compute)
+        score = normalised_score(np.atleast_1d(np.asarray(reward, dtype=float)), centre, spread, spread_below)
         return HeldOutScores(self.stratum, horizon(compute, float(np.max(self.compute))), score, run, source)
 
     def interval(self, compute: ArrayLike, level: float = 0.8,
                  kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
         """Band at `compute`: kind="observation" for a new noisy evaluation, "mean" for the curve.
 
-        Observation band = m + [Q_lo, Q_hi] x s: the point forecast m, the predictive spread s
-        (predictive_spread), and the quantiles Q of normalised errors that other runs made at the
-        same horizon log(C / C_last) in the same stratum (forecast.band_calibration), its lower
-        edge beyond the data at most where the run would be if it stopped improving now
-        (diagnostics.stop_now_floor), and holding the mean band. Mean band =
+        Observation band = [m + Q_lo s_lo, m + Q_hi s]: the point forecast m, the spreads below and
+        above it (band_spreads), and the quantiles Q of normalised errors that other runs made at
+        the same horizon log(C / C_last) in the same stratum (forecast.band_calibration); after a
+        flat end, its lower edge beyond the data at most where the run would be if it stayed there
+        (diagnostics.stop_now_floor); holding the mean band. Mean band =
         quantiles of the posterior curves moved to their member forms. Both contain the point
         forecast, clipped to `reward_range`.
         """
@@ -275,11 +293,11 @@ class FitResult:
         if kind == "observation":
             table = shipped_table() if self.band_table is None else self.band_table
             lower, upper = band_multipliers(table, self.stratum, horizon(compute, float(np.max(self.compute))), level)
-            spread = self.predictive_spread(compute)
-            lo, hi = centre + lower * spread, centre + upper * spread
-            # Beyond the data the run may stop improving now: the lower edge reaches the
-            # persistence forecast's (diagnostics.stop_now_floor).
-            if "A" not in self.fixed:
+            _, spread_below, spread = self.band_spreads(compute)
+            lo, hi = centre + lower * spread_below, centre + upper * spread
+            # A run whose fitted points end flat may stay where it is: beyond the data the lower
+            # edge reaches the persistence forecast's (diagnostics.stop_now_floor).
+            if self.stratum == "flat_end" and "A" not in self.fixed:
                 floor = stop_now_floor(self.reward, self.noise_sd, level)
                 lo = np.where(compute > float(np.max(self.compute)), np.minimum(lo, floor), lo)
             # A new evaluation is the curve plus noise: its band holds the curve's.
