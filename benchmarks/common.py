@@ -22,6 +22,15 @@ DATA_DIR = REPO / "benchmarks" / "data"
 DOCS_DIR = REPO / "docs"
 
 
+def interval_score(lo, hi, truth, level):
+    """S = (hi - lo) + (2 / alpha) (lo - y)_+ + (2 / alpha) (y - hi)_+, alpha = 1 - level: the
+    interval score of a central band (Gneiting & Raftery 2007, eq. 43; lower is better)."""
+    import numpy as np
+
+    alpha = 1.0 - level
+    return (hi - lo) + (2.0 / alpha) * (np.maximum(lo - truth, 0.0) + np.maximum(truth - hi, 0.0))
+
+
 def command_line(module: str, argv=None) -> str:
     """`python -m benchmarks.<module> ARGS`: the command that reproduces a result (argv default:
     this process's arguments)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import write_text
+from benchmarks.common import interval_score, write_text
 from benchmarks.band_table import (
     FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs, scores_of, table_document,
 )
@@ -65,12 +65,6 @@ POINT_BASELINES = {
     "persistence": lambda c, r: last_value_fit(c, r, float(r[0])),
 }
 METHODS = ("scalerl",) + tuple(POINT_BASELINES)
-
-
-def interval_score(lo, hi, truth, level):
-    """S = (hi - lo) + (2 / alpha) (lo - y)_+ + (2 / alpha) (y - hi)_+, alpha = 1 - level."""
-    alpha = 1.0 - level
-    return (hi - lo) + (2.0 / alpha) * (np.maximum(lo - truth, 0.0) + np.maximum(truth - hi, 0.0))
 
 
 def band_record(model, compute, reward):

@@ -131,16 +131,20 @@ def demo_headline(*loaded: dict) -> str:
             "in its 80 % band.")
 
 
+def _fmt_score(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def self_forecast(half: dict, quarter: dict, capped: dict) -> str:
     """Per group of tiny runs: the later evaluations inside the band fitted on the first half (and
     quarter) of the compute; then the runs with a known ceiling."""
     lines = ["| runs | fitted on | runs | later evaluations inside the 80 % band | share | runs holding "
-             ">= 70 % | lowest run |", "|---|---|---|---|---|---|---|"]
+             ">= 70 % | lowest run | interval score |", "|---|---|---|---|---|---|---|---|"]
     for label, result in (("first half", half), ("first quarter", quarter)):
         for group, part in result["by_group"].items():
             lines.append(f"| {group} | {label} | {part['runs_fitted']} | {part['inside']} of {part['held_out']} | "
                          f"{part['pooled_coverage']:.0%} | {part['runs_at_least_target']} of {part['runs_fitted']} | "
-                         f"{part['lowest_run_coverage']:.0%} |")
+                         f"{part['lowest_run_coverage']:.0%} | {_fmt_score(part.get('mean_interval_score'))} |")
     known = capped["known_ceiling"]
     lines += ["", f"Runs whose pass rate cannot exceed {known['bound']} (`benchmarks/data/tiny_capped_runs`), "
               f"fitted on every evaluation: the 80 % interval of A reaches the bound on "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, write_result
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, interval_score, write_result
 
 DATA = DATA_DIR / "tiny_runs"
 CAPPED_DATA = DATA_DIR / "tiny_capped_runs"
@@ -72,8 +72,10 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
     if whole is None:
         return {"run": path.stem, "group": group, "error": "the whole run cannot be fitted"}
     inside = int(sum(point.inside_band for point in report.held_out))
+    scores = [float(interval_score(p.lower, p.upper, p.observed, level)) for p in report.held_out]
     return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
             "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
+            "interval_score_sum": float(sum(scores)),
             "A_all_points": whole.a, "A_interval_all_points": list(whole.conf_int(level)["A"]),
             "B_all_points": whole.b, "ceiling_identified_all_points": bool(whole.ceiling_identified),
             "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound),
@@ -102,7 +104,8 @@ def summary(scored: list[dict]) -> dict:
             "pooled_coverage": inside / total, "runs_at_least_target": int((per_run >= TARGET_PER_RUN).sum()),
             "target_per_run": TARGET_PER_RUN, "median_run_coverage": float(np.median(per_run)),
             "lowest_run_coverage": float(per_run.min()),
-            "mean_abs_error_median": float(np.median([run["mean_abs_error"] for run in fitted]))}
+            "mean_abs_error_median": float(np.median([run["mean_abs_error"] for run in fitted])),
+            "mean_interval_score": sum(run["interval_score_sum"] for run in fitted) / total}
 
 
 def table(scored: list[dict]) -> str:
