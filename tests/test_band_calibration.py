@@ -15,8 +15,11 @@ from scalerl.forecast.band_calibration import (
     HeldOutScores,
     band_multipliers,
     build_table,
+    gain_ahead,
     horizon,
     horizon_bin,
+    lower_spread,
+    normalised_score,
     shipped_table,
     weighted_quantile,
 )
@@ -25,6 +28,18 @@ from scalerl.forecast.band_calibration import (
 def test_horizon_is_log_compute_ahead_and_zero_inside_the_data():
     assert horizon([0.0, 5.0, 10.0, 10.0 * np.e], 10.0) == pytest.approx([0.0, 0.0, 0.0, 1.0])
     assert list(horizon_bin([0.0, 0.24, 0.25, 0.7, 1.0, 5.0])) == [0, 0, 1, 2, 3, 3]
+
+
+def test_spread_below_the_forecast_grows_with_the_gain_still_ahead():
+    """g = max(m - r_now, 0) beyond C_last (0 within the data and where the forecast is below the
+    present level), s_lo = sqrt(s^2 + g^2), and the score divides by s_lo below the forecast only."""
+    centre = np.array([0.50, 0.62, 0.66, 0.58])
+    gain = gain_ahead(centre, [5.0, 12.0, 20.0, 30.0], 10.0, 0.60)
+    assert gain == pytest.approx([0.0, 0.02, 0.06, 0.0])
+    spread_below = lower_spread([0.03, 0.03, 0.08, 0.01], gain)
+    assert spread_below == pytest.approx([0.03, np.sqrt(0.03**2 + 0.02**2), 0.10, 0.01])
+    score = normalised_score([0.53, 0.58, 0.61, 0.60], centre, [0.03, 0.03, 0.08, 0.01], spread_below)
+    assert score == pytest.approx([1.0, -0.04 / np.sqrt(0.0013), -0.5, 2.0])
 
 
 def test_weighted_quantile_by_hand():
