@@ -4,6 +4,7 @@ the in-flight weight-update hook, sampling filters and the pass-rate evaluation.
 import copy
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -352,3 +353,46 @@ def test_finished_rows_leave_the_batch_without_changing_the_rollouts(policy, mon
         assert a.completion_token_ids == b.completion_token_ids
         assert a.truncated == b.truncated
         assert a.generator_logprobs == pytest.approx(b.generator_logprobs, abs=1e-5)
+
+
+def _packed_fields_equal(a, b):
+    return all(np.array_equal(getattr(a, name), getattr(b, name)) and getattr(a, name).dtype == getattr(b, name).dtype
+               for name in a.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("mode", ["truncate", "interrupt", "eos"])
+def test_packed_generation_equals_packing_the_rollouts(policy, mode):
+    """generate_packed reads the decoder's token grid: field for field (dtype included) what
+    pack_rollouts gives for generate_rollouts' Rollouts with the same generator seed, with ragged
+    lengths (EOS stops), forced interruption phrases, an in-flight version change and the same
+    generator state after."""
+    from scalerl.train.generation import generate_packed
+    from scalerl.train.packed_rollouts import pack_rollouts
+
+    model, tokenizer = policy
+    if mode == "eos":
+        model = _constant_logits_model(tokenizer, {"<eos>": 1.5})
+    control = (LengthControl(thinking_budget_min=3, thinking_budget_max=8, interruption_phrase="!!</think>")
+               if mode == "interrupt" else TRUNCATE)
+    results = []
+    for packed in (False, True):
+        calls = []
+
+        def hook():
+            calls.append(1)
+            return 4 if len(calls) == 6 else None
+
+        generator = torch.Generator().manual_seed(3)
+        kwargs = dict(num_generations=4, sampling=SamplingSettings(max_new_tokens=16), length_control=control,
+                      torch_generator=generator, policy_version=2, weight_update_hook=hook)
+        indices = list(range(10, 10 + len(PROMPTS)))
+        batch = (generate_packed(model, tokenizer, PROMPTS, indices, **kwargs) if packed
+                 else pack_rollouts(generate_rollouts(model, tokenizer, PROMPTS, indices, **kwargs)))
+        results.append((batch, generator.get_state()))
+    (expected, state_a), (got, state_b) = results
+    assert _packed_fields_equal(got, expected) and torch.equal(state_a, state_b)
+    if mode == "eos":
+        assert len(set(np.diff(got.completion_offsets).tolist())) > 1  # ragged: EOS ended sequences at different lengths
+    if mode == "interrupt":
+        assert got.interrupted.any() and (got.loss_mask == 0).any()
+    assert set(got.versions.tolist()) == {2, 4}

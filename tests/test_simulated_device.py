@@ -4,11 +4,12 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from scalerl.distributed.generator_contract import rollout_violations
 from scalerl.distributed.overlap_bounds import async_step_seconds
-from scalerl.distributed.simulated_device import DeviceCosts, fake_rollouts
+from scalerl.distributed.simulated_device import DeviceCosts, fake_packed
 from scalerl.errors import InputError
 
 
@@ -21,9 +22,23 @@ def test_costs_for_a_step_reproduce_the_step_times():
         DeviceCosts(0.0, 1e-3)
 
 
-def test_fake_rollouts_meet_the_contract_and_keep_every_prompt_in_the_pool():
-    costs = DeviceCosts(1e-4, 1e-4, completion_tokens=4)
-    rollouts = fake_rollouts([3, 8], 4, costs, [1, 1, 2, 2])
+def test_fake_batches_meet_the_contract_and_keep_every_prompt_in_the_pool():
+    """The simulated generator's packed batch equals packing the Rollouts it stands for, meets
+    the generator contract and keeps a 0.5 pass rate in every group."""
+    from scalerl.tasks.rollout import Rollout
+    from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
+
+    costs = DeviceCosts(1e-4, 1e-4, completion_tokens=4, prompt_tokens=3)
+    packed = fake_packed([3, 8], 4, costs, [1, 1, 2, 2])
+    by_hand = pack_rollouts([
+        Rollout(prompt_index=prompt, group_index=group, prompt_token_ids=(1, 1, 1), completion_token_ids=(2,) * 4,
+                generator_logprobs=(-1.0,) * 4, token_policy_versions=(1, 1, 2, 2), reward=(-1.0) ** j,
+                truncated=False, interrupted=False, completion_text="", loss_mask=(1,) * 4)
+        for group, prompt in enumerate([3, 8]) for j in range(4)])
+    for name in packed.__dataclass_fields__:
+        got, expected = getattr(packed, name), getattr(by_hand, name)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), name
+    rollouts = unpack_rollouts(packed)
     assert rollout_violations(rollouts, [3, 8], 4, min_version=1, max_version=2) == []
     for group in (0, 1):
         rewards = [r.reward for r in rollouts if r.group_index == group]

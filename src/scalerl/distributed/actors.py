@@ -3,7 +3,7 @@
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
 what they hold with the synchronous trainer's own functions (scalerl.train.run_setup,
-scalerl.train.run_state): a generator samples rollouts with `generate_step` and swaps weights
+scalerl.train.run_state): a generator samples rollouts with `generate_step_packed` (packed as they are decoded) and swaps weights
 in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
 version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
 anything about staleness (see staleness.py).
@@ -35,7 +35,7 @@ from scalerl.train.run_setup import (
     build_optimisation,
     build_task,
     fresh_policy,
-    generate_step,
+    generate_step_packed,
     reference_policy,
     score_rollouts,
     training_rewards,
@@ -92,17 +92,18 @@ class GeneratorWorker:
         rng_after = None
         if self.backend == "vllm":
             rollouts, start_version = self._generate_vllm(request)
+            packed = pack_rollouts(rollouts)
         else:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
             generator = sampling_generator(self.model, request)
-            rollouts = generate_step(self.model, self.tokenizer, self.task, self.config,
-                                     request.prompt_indices, torch_generator=generator,
-                                     policy_version=start_version, weight_update_hook=hook)
+            packed = generate_step_packed(self.model, self.tokenizer, self.task, self.config,
+                                          request.prompt_indices, torch_generator=generator,
+                                          policy_version=start_version, weight_update_hook=hook)
             if request.rng_state is not None:  # this request held the run's sampling stream
                 rng_after = generator.get_state()
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id, packed=pack_rollouts(rollouts),
+            step=request.step, generator_id=self.generator_id, packed=packed,
             start_version=start_version, started_at=started_at, finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,

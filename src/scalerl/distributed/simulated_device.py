@@ -18,11 +18,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.packed_rollouts import pack_rollouts
+from scalerl.train.packed_rollouts import PackedRollouts
 from scalerl.distributed.weights import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
-from scalerl.tasks.rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,27 @@ def sleep_until(deadline: float) -> None:
         time.sleep(remaining)
 
 
-def fake_rollouts(prompt_indices: Sequence[int], generations: int, costs: DeviceCosts,
-                  token_versions: Sequence[int]) -> list[Rollout]:
-    """G rollouts per prompt of fixed length; rewards alternate +1 / -1 within a group (every
-    group keeps a 0.5 pass rate, so no prompt ever leaves the curriculum pool)."""
-    length = costs.completion_tokens
-    # the token tuples are the same for every sequence: made once, shared (immutable)
-    prompt_ids, completion_ids = (1,) * costs.prompt_tokens, (2,) * length
-    logprobs, mask, versions = (-1.0,) * length, (1,) * length, tuple(int(v) for v in token_versions)
-    return [Rollout(prompt_index=int(prompt), group_index=group, prompt_token_ids=prompt_ids,
-                    completion_token_ids=completion_ids, generator_logprobs=logprobs,
-                    token_policy_versions=versions, reward=1.0 if j % 2 == 0 else -1.0, truncated=False,
-                    interrupted=False, completion_text="", loss_mask=mask)
-            for group, prompt in enumerate(prompt_indices) for j in range(generations)]
+def fake_packed(prompt_indices: Sequence[int], generations: int, costs: DeviceCosts,
+                token_versions: Sequence[int]) -> PackedRollouts:
+    """G rollouts per prompt of fixed length, packed as a generator's decoder records them
+    (generation.generate_packed): prompt tokens 1, completion tokens 2 sampled at log-prob -1,
+    token j by policy version token_versions[j], empty texts; rewards alternate +1 / -1 within a
+    group (every group keeps a 0.5 pass rate, so no prompt ever leaves the curriculum pool)."""
+    n, length, prompt_length = len(prompt_indices) * int(generations), costs.completion_tokens, costs.prompt_tokens
+    versions = np.asarray(token_versions, dtype=np.int64)
+    if versions.size != length:
+        raise InputError(f"{versions.size} token versions for {length} completion tokens")
+    groups = np.repeat(np.arange(len(prompt_indices), dtype=np.int64), int(generations))
+    return PackedRollouts(
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
+        reward=np.where(np.arange(n) % int(generations) % 2 == 0, 1.0, -1.0),
+        truncated=np.zeros(n, dtype=bool), interrupted=np.zeros(n, dtype=bool),
+        prompt_offsets=np.arange(n + 1, dtype=np.int64) * prompt_length,
+        prompt_tokens=np.ones(n * prompt_length, dtype=np.int64),
+        completion_offsets=np.arange(n + 1, dtype=np.int64) * length,
+        completion_tokens=np.full(n * length, 2, dtype=np.int64), logprobs=np.full(n * length, -1.0),
+        versions=np.tile(versions, n), loss_mask=np.ones(n * length, dtype=np.int8),
+        text_offsets=np.zeros(n + 1, dtype=np.int64), text_bytes=np.zeros(0, dtype=np.uint8))
 
 
 class SimulatedGenerator:
@@ -124,9 +133,9 @@ class SimulatedGenerator:
             versions.append(version)
             clock += per_step
             sleep_until(clock)
-        rollouts = fake_rollouts(request.prompt_indices, generations, self.costs, versions)
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id, packed=pack_rollouts(rollouts),
+            step=request.step, generator_id=self.generator_id,
+            packed=fake_packed(request.prompt_indices, generations, self.costs, versions),
             start_version=start_version, started_at=started_at, finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,

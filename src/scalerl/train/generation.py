@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from scalerl.errors import InputError
@@ -24,6 +25,8 @@ from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.models.policy import policy_forward, positions_from_mask
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
+from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.token_grid import TokenGrid
 
 WeightUpdateHook = Callable[[], "int | None"]
 
@@ -189,6 +192,66 @@ def generate_rollout_shard(
     process samples for the whole batch and end with its generator state."""
     if len(prompts) != len(prompt_indices):
         raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
+    decoded = _decode_prompts(model, tokenizer, prompts, num_generations=num_generations, sampling=sampling,
+                              length_control=length_control, torch_generator=torch_generator,
+                              policy_version=policy_version, weight_update_hook=weight_update_hook,
+                              prompt_rows=prompt_rows)
+    if decoded is None:
+        return [], 0
+    prompt_ids, first, states, steps, _ = decoded
+    return [
+        _to_rollout(state, prompt_ids[row // num_generations], prompt_indices[row // num_generations],
+                    row // num_generations, tokenizer)
+        for row, state in enumerate(states, start=first)
+    ], steps
+
+
+def generate_packed(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+) -> PackedRollouts:
+    """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
+    generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
+    if len(prompts) != len(prompt_indices):
+        raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
+    prompt_ids, _, states, _, grid = _decode_prompts(
+        model, tokenizer, prompts, num_generations=num_generations, sampling=sampling,
+        length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
+        weight_update_hook=weight_update_hook, prompt_rows=slice(None), record_grid=True)
+    filled = grid.filled()
+    texts = [tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens,
+                              skip_special_tokens=True).encode("utf-8") for state in states]
+    text_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(text) for text in texts], out=text_offsets[1:])
+    prompt_offsets = np.zeros(len(states) + 1, dtype=np.int64)
+    np.cumsum(np.repeat([len(ids) for ids in prompt_ids], num_generations), out=prompt_offsets[1:])
+    groups = np.repeat(np.arange(len(prompts), dtype=np.int64), num_generations)
+    return PackedRollouts(
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
+        reward=np.zeros(len(states), dtype=np.float64),
+        truncated=np.array([not state.finished for state in states], dtype=bool),
+        interrupted=np.array([state.interrupted for state in states], dtype=bool),
+        prompt_offsets=prompt_offsets,
+        prompt_tokens=np.concatenate([np.tile(np.asarray(ids, dtype=np.int64), num_generations) for ids in prompt_ids]),
+        completion_offsets=grid.offsets(), completion_tokens=grid.tokens[filled], logprobs=grid.logprobs[filled],
+        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled], text_offsets=text_offsets,
+        text_bytes=np.frombuffer(b"".join(texts), dtype=np.uint8).copy())
+
+
+def _decode_prompts(model, tokenizer, prompts, *, num_generations, sampling, length_control, torch_generator,
+                    policy_version, weight_update_hook, prompt_rows, record_grid=False):
+    """Tokenise the prompts, draw every sequence's thinking budget, decode the sequences of the
+    prompts in `prompt_rows`: (prompt ids of every prompt, first sequence row of the shard, the
+    shard's states, decoding steps, its TokenGrid or None), or None for an empty shard."""
     if num_generations < 1 or not prompts:
         raise InputError("generate_rollouts needs at least one prompt and num_generations >= 1")
     prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in prompts]
@@ -205,7 +268,8 @@ def generate_rollout_shard(
     shard = range(len(prompts))[prompt_rows]
     first, stop = shard.start * num_generations, shard.stop * num_generations
     if first >= stop:
-        return [], 0
+        return None
+    grid = TokenGrid.empty(stop - first, sampling.max_new_tokens) if record_grid else None
     was_training = model.training
     model.eval()
     try:
@@ -214,15 +278,11 @@ def generate_rollout_shard(
                 model, sequences[first:stop], states[first:stop], sampling, torch_generator, policy_version,
                 weight_update_hook, _eos_ids(model, tokenizer), _encode(tokenizer, length_control.think_end_text),
                 length_control, _encode(tokenizer, length_control.interruption_phrase), tokenizer.pad_token_id,
-                noise_rows=(len(states), first),
+                noise_rows=(len(states), first), grid=grid,
             )
     finally:
         model.train(was_training)
-    return [
-        _to_rollout(states[row], sequences[row], prompt_indices[row // num_generations],
-                    row // num_generations, tokenizer)
-        for row in range(first, stop)
-    ], steps
+    return prompt_ids, first, states[first:stop], steps, grid
 
 
 def should_compact(num_finished: int, num_decoding: int) -> bool:
@@ -235,6 +295,7 @@ def should_compact(num_finished: int, num_decoding: int) -> bool:
 def _decode(
     model, sequences, states, sampling, generator, version, hook, eos_ids, think_end_ids,
     length_control, phrase_ids, pad_id, noise_rows: tuple[int, int] | None = None,
+    grid: TokenGrid | None = None,
 ) -> int:
     """The decoding loop: prefill, then one forward per new token, until all stop or the limit;
     returns the number of decoding steps (noise draws) made.
@@ -242,7 +303,8 @@ def _decode(
     `rows` maps the decoding batch to `states`: finished sequences leave the batch (KV cache,
     mask and positions are index-selected) so later steps only pay for live ones. `noise_rows`
     (rows drawn, first row of these states): each step draws that many rows of noise and these
-    states use theirs (default: one row per state)."""
+    states use theirs (default: one row per state). `grid` (one row per state), when given,
+    records every token as the states do."""
     input_ids, attention_mask = left_pad(sequences, pad_id if pad_id is not None else 0)
     device = next(model.parameters()).device
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
@@ -269,11 +331,14 @@ def _decode(
         is_forced = [bool(state.forced) and not state.finished for state in live]
         tokens = [state.forced.pop(0) if forced else token for state, token, forced in zip(live, tokens, is_forced)]
         token_ids = torch.tensor(tokens, dtype=torch.long, device=logits.device)
-        chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])
-        for state, token, logprob, forced in zip(live, tokens, chosen_logprobs[:, 0].tolist(), is_forced):
-            if not state.finished:
-                _record_token(state, token, logprob, version, forced,
-                              eos_ids, think_end_ids, length_control, phrase_ids)
+        chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])[:, 0].tolist()
+        recording = [index for index, state in enumerate(live) if not state.finished]
+        if grid is not None:
+            grid.write([rows[i] for i in recording], [tokens[i] for i in recording],
+                       [chosen_logprobs[i] for i in recording], version, [not is_forced[i] for i in recording])
+        for index in recording:
+            _record_token(live[index], tokens[index], chosen_logprobs[index], version, is_forced[index],
+                          eos_ids, think_end_ids, length_control, phrase_ids)
         still_decoding = [index for index, state in enumerate(live) if not state.finished]
         if not still_decoding:
             return step + 1

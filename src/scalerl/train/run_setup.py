@@ -25,7 +25,7 @@ from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
-from scalerl.train.generation import generate_rollouts
+from scalerl.train.generation import generate_packed, generate_rollouts
 from scalerl.train.train_step import build_optimizer, build_scheduler
 from scalerl.train.generation_settings import length_control, sampling_settings
 
@@ -177,15 +177,27 @@ def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
                           "another --out")
 
 
-def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
-    """The verifier's reward of each rollout (the length penalty is added at training); a task
-    with a batch `rewards` method (user reward functions) is called once for all of them."""
-    examples = task.train
+def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
+    """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
+    task with a batch `rewards` method (user reward functions) is called once for all of them."""
+    examples = [task.train[int(i)] for i in prompt_indices]
     batch_rewards = getattr(task, "rewards", None)
     if batch_rewards is not None:
-        values = batch_rewards([r.completion_text for r in rollouts], [examples[r.prompt_index] for r in rollouts])
-        return [r.with_reward(value) for r, value in zip(rollouts, values)]
-    return [r.with_reward(task.reward(r.completion_text, examples[r.prompt_index])) for r in rollouts]
+        return [float(value) for value in batch_rewards(list(texts), examples)]
+    return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
+
+
+def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
+    """The verifier's reward of each rollout (the length penalty is added at training)."""
+    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts])
+    return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
+
+
+def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
+    """score_rollouts on a packed batch: the same rewards, read from its texts."""
+    text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
+    texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
+    return packed.with_rewards(np.array(verifier_rewards(task, texts, packed.prompt_index.tolist()), dtype=np.float64))
 
 
 def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
@@ -199,6 +211,20 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
         length_control=length_control(config), torch_generator=torch_generator,
         policy_version=policy_version, weight_update_hook=weight_update_hook)
     return score_rollouts(task, rollouts)
+
+
+def generate_step_packed(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
+                         prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
+                         weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
+    """generate_step packed as the decoder records it (generation.generate_packed): equal to
+    pack_rollouts(generate_step(...)) with the same generator state."""
+    indices = [int(i) for i in prompt_indices]
+    packed = generate_packed(
+        model, tokenizer, [task.train[i].prompt for i in indices], indices,
+        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
+        length_control=length_control(config), torch_generator=torch_generator,
+        policy_version=policy_version, weight_update_hook=weight_update_hook)
+    return score_packed(task, packed)
 
 
 def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:

@@ -1,0 +1,54 @@
+"""The decoder's record of a batch as arrays: one row per sequence, one column per decoding step.
+
+A sequence's completion token j (its token id, the generator's log-prob of it, the policy version
+that sampled it and whether it was sampled or forced) is written at [row, j] in the step that
+made it, for every live row at once, so the batch is packed (scalerl.train.packed_rollouts) by
+reading the first `lengths[row]` columns of each row in row order, a mask, where packing Rollouts
+walks every token of every tuple again in Python.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class TokenGrid:
+    """Completion fields of n sequences of at most `width` tokens; row i holds lengths[i] of them."""
+
+    tokens: np.ndarray  # int64 [n, width]
+    logprobs: np.ndarray  # float64 [n, width]
+    versions: np.ndarray  # int64 [n, width]
+    loss_mask: np.ndarray  # int8 [n, width]: 1 sampled, 0 forced
+    lengths: np.ndarray  # int64 [n]
+
+    @classmethod
+    def empty(cls, num_rows: int, width: int) -> "TokenGrid":
+        shape = (int(num_rows), max(int(width), 0))
+        return cls(np.zeros(shape, np.int64), np.zeros(shape, np.float64), np.zeros(shape, np.int64),
+                   np.zeros(shape, np.int8), np.zeros(int(num_rows), np.int64))
+
+    def write(self, rows: Sequence[int], tokens: Sequence[int], logprobs: Sequence[float], version: int,
+              sampled: Sequence[bool]) -> None:
+        """Append one token to each of `rows` (distinct): column lengths[row], then lengths += 1."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if rows.size == 0:
+            return
+        columns = self.lengths[rows]
+        self.tokens[rows, columns] = np.asarray(tokens, dtype=np.int64)
+        self.logprobs[rows, columns] = np.asarray(logprobs, dtype=np.float64)
+        self.versions[rows, columns] = int(version)
+        self.loss_mask[rows, columns] = np.asarray(sampled, dtype=np.int8)
+        self.lengths[rows] += 1
+
+    def filled(self) -> np.ndarray:
+        """bool [n, width]: the cells written, column j of row i iff j < lengths[i]."""
+        return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+    def offsets(self) -> np.ndarray:
+        """[0, l0, l0 + l1, ...]: where each row's tokens start in the row-major concatenation."""
+        offsets = np.zeros(self.lengths.size + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=offsets[1:])
+        return offsets
