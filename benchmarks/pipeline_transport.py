@@ -73,7 +73,7 @@ def batch_of_rollouts(prompts: int, generations: int, completion_tokens: int, pr
     return rollouts
 
 
-def handoff_ms(rollouts, repeats: int) -> dict:
+def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
     """Median ms of an actor call that receives the batch and makes Rollouts of it, per form;
     and of packing and unpacking alone, in this process."""
     import ray
@@ -97,16 +97,48 @@ def handoff_ms(rollouts, repeats: int) -> dict:
             timings[name].append(time.perf_counter() - started)
     ray.kill(receiver)
     return {"handoff_ms": {name: 1e3 * statistics.median(t) for name, t in timings.items()},
-            "cpu_ms": cpu_ms(rollouts, repeats), "packed_bytes": pack_rollouts(rollouts).num_bytes}
+            "cpu_ms": cpu_ms(rollouts, repeats, generations), "packed_bytes": pack_rollouts(rollouts).num_bytes}
 
 
-def cpu_ms(rollouts, repeats: int) -> dict:
+def decoded_grid(rollouts, generations: int):
+    """The batch as the decoder records it: a TokenGrid holding every rollout's completion, and
+    the per-prompt / per-sequence fields pack_decoded takes."""
+    from scalerl.train.token_grid import TokenGrid
+
+    width = max(r.num_completion_tokens for r in rollouts)
+    grid = TokenGrid.empty(len(rollouts), width)
+    for column in range(width):
+        rows = [i for i, r in enumerate(rollouts) if r.num_completion_tokens > column]
+        grid.write(rows, [rollouts[i].completion_token_ids[column] for i in rows],
+                   [rollouts[i].generator_logprobs[column] for i in rows],
+                   0, [rollouts[i].loss_mask[column] for i in rows])
+        grid.versions[rows, column] = [rollouts[i].token_policy_versions[column] for i in rows]
+    prompts = [r.prompt_token_ids for r in rollouts[::generations]]
+    fields = {"prompt_ids": prompts, "prompt_indices": [r.prompt_index for r in rollouts[::generations]],
+              "num_generations": generations, "texts": [r.completion_text for r in rollouts],
+              "truncated": [r.truncated for r in rollouts], "interrupted": [r.interrupted for r in rollouts]}
+    return grid, fields
+
+
+def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     """Median CPU ms (this process's, so a busy shared machine inflates it less than wall time)
     of each side of a hand-off: the sender's pickling (tuples) or packing + pickling (packed),
-    the receiver's unpickling (tuples) or unpickling + unpacking (packed)."""
+    the receiver's unpickling (tuples) or unpickling + unpacking (packed); and packing the same
+    batch from the decoder's record (pack_decoded, what the pipeline's generator does)."""
     import pickle
 
     from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
+    from scalerl.train.token_grid import pack_decoded
+
+    grid, fields = decoded_grid(rollouts, generations)
+    decoded = pack_decoded(grid, fields["prompt_ids"], fields["prompt_indices"], fields["num_generations"],
+                           fields["texts"], truncated=fields["truncated"], interrupted=fields["interrupted"])
+    expected = pack_rollouts(rollouts)
+    import numpy as np
+
+    if not all(np.array_equal(getattr(decoded, name), getattr(expected, name))
+               for name in expected.__dataclass_fields__ if name != "reward"):
+        raise AssertionError("packing from the decoder's grid differs from packing the Rollouts")
 
     def clock(work) -> float:
         times = []
@@ -123,6 +155,10 @@ def cpu_ms(rollouts, repeats: int) -> dict:
     return {"tuples_send": clock(lambda: pickle.dumps(list(rollouts), protocol=5)),
             "tuples_receive": clock(lambda: pickle.loads(tuples)),
             "pack": clock(lambda: pack_rollouts(rollouts)),
+            "pack_decoded": clock(lambda: pack_decoded(grid, fields["prompt_ids"], fields["prompt_indices"],
+                                                       fields["num_generations"], fields["texts"],
+                                                       truncated=fields["truncated"],
+                                                       interrupted=fields["interrupted"])),
             "packed_send": clock(lambda: pickle.dumps(pack_rollouts(rollouts), protocol=5,
                                                       buffer_callback=lambda _b: None)),
             "packed_forward": clock(lambda: pickle.dumps(packed, protocol=5, buffer_callback=lambda _b: None)),
@@ -150,7 +186,7 @@ def main(argv=None) -> int:
              configure_logging=False)
     try:
         rollouts = batch_of_rollouts(args.prompts, args.generations, args.completion_tokens, args.prompt_tokens)
-        handoff = handoff_ms(rollouts, args.repeats)
+        handoff = handoff_ms(rollouts, args.repeats, args.generations)
         cell = None if args.no_cell else default_batch_cell(args)
     finally:
         ray.shutdown()

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import numpy as np
 import torch
 
 from scalerl.errors import InputError
@@ -26,7 +25,7 @@ from scalerl.models.policy import policy_forward, positions_from_mask
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 from scalerl.train.packed_rollouts import PackedRollouts
-from scalerl.train.token_grid import TokenGrid
+from scalerl.train.token_grid import TokenGrid, pack_decoded
 
 WeightUpdateHook = Callable[[], "int | None"]
 
@@ -227,24 +226,11 @@ def generate_packed(
         model, tokenizer, prompts, num_generations=num_generations, sampling=sampling,
         length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
         weight_update_hook=weight_update_hook, prompt_rows=slice(None), record_grid=True)
-    filled = grid.filled()
-    texts = [tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens,
-                              skip_special_tokens=True).encode("utf-8") for state in states]
-    text_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(text) for text in texts], out=text_offsets[1:])
-    prompt_offsets = np.zeros(len(states) + 1, dtype=np.int64)
-    np.cumsum(np.repeat([len(ids) for ids in prompt_ids], num_generations), out=prompt_offsets[1:])
-    groups = np.repeat(np.arange(len(prompts), dtype=np.int64), num_generations)
-    return PackedRollouts(
-        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
-        reward=np.zeros(len(states), dtype=np.float64),
-        truncated=np.array([not state.finished for state in states], dtype=bool),
-        interrupted=np.array([state.interrupted for state in states], dtype=bool),
-        prompt_offsets=prompt_offsets,
-        prompt_tokens=np.concatenate([np.tile(np.asarray(ids, dtype=np.int64), num_generations) for ids in prompt_ids]),
-        completion_offsets=grid.offsets(), completion_tokens=grid.tokens[filled], logprobs=grid.logprobs[filled],
-        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled], text_offsets=text_offsets,
-        text_bytes=np.frombuffer(b"".join(texts), dtype=np.uint8).copy())
+    texts = [tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens, skip_special_tokens=True)
+             for state in states]
+    return pack_decoded(grid, prompt_ids, prompt_indices, num_generations, texts,
+                        truncated=[not state.finished for state in states],
+                        interrupted=[state.interrupted for state in states])
 
 
 def _decode_prompts(model, tokenizer, prompts, *, num_generations, sampling, length_control, torch_generator,

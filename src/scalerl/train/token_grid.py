@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from scalerl.train.packed_rollouts import PackedRollouts
+
 
 @dataclass(frozen=True, eq=False)
 class TokenGrid:
@@ -52,3 +54,27 @@ class TokenGrid:
         offsets = np.zeros(self.lengths.size + 1, dtype=np.int64)
         np.cumsum(self.lengths, out=offsets[1:])
         return offsets
+
+
+def pack_decoded(grid: TokenGrid, prompt_ids: Sequence[Sequence[int]], prompt_indices: Sequence[int],
+                 num_generations: int, texts: Sequence[str], *, truncated: Sequence[bool],
+                 interrupted: Sequence[bool]) -> PackedRollouts:
+    """The batch a decoder recorded, packed (rewards 0.0): sequence r is generation r % G of prompt
+    r // G, its completion the first lengths[r] cells of grid row r; equal to pack_rollouts of the
+    Rollouts made from the same fields."""
+    encoded = [text.encode("utf-8") for text in texts]
+    text_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(text) for text in encoded], out=text_offsets[1:])
+    groups = np.repeat(np.arange(len(prompt_ids), dtype=np.int64), int(num_generations))
+    prompt_offsets = np.zeros(groups.size + 1, dtype=np.int64)
+    np.cumsum(np.repeat([len(ids) for ids in prompt_ids], int(num_generations)), out=prompt_offsets[1:])
+    filled = grid.filled()
+    return PackedRollouts(
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
+        reward=np.zeros(groups.size, dtype=np.float64), truncated=np.asarray(truncated, dtype=bool),
+        interrupted=np.asarray(interrupted, dtype=bool), prompt_offsets=prompt_offsets,
+        prompt_tokens=np.concatenate([np.tile(np.asarray(ids, dtype=np.int64), int(num_generations))
+                                      for ids in prompt_ids]),
+        completion_offsets=grid.offsets(), completion_tokens=grid.tokens[filled], logprobs=grid.logprobs[filled],
+        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled], text_offsets=text_offsets,
+        text_bytes=np.frombuffer(b"".join(encoded), dtype=np.uint8).copy())
