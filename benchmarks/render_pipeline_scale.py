@@ -40,6 +40,10 @@ def transport_table(results: dict) -> str:
              f"{cpu['packed_receive']:.2f} |",
              f"| driver forwarding a received batch to the trainer, CPU ms | {cpu['tuples_send']:.2f} | "
              f"{cpu['packed_forward']:.2f} |"]
+    if "pack_decoded" in cpu:
+        lines += ["", f"Packing the batch, CPU ms: from its Rollouts {cpu['pack']:.2f}; from the decoder's record "
+                      f"(the token grid the pipeline's generator fills as it decodes: `token_grid.pack_decoded`) "
+                      f"{cpu['pack_decoded']:.2f}."]
     cell = results.get("default_batch")
     if cell:
         over = cell["overhead"]
