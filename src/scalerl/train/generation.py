@@ -189,9 +189,7 @@ def generate_rollout_shard(
     Also returns the number of decoding steps made. Processes that each generate one shard, then
     advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
     process samples for the whole batch and end with its generator state."""
-    if len(prompts) != len(prompt_indices):
-        raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
-    decoded = _decode_prompts(model, tokenizer, prompts, num_generations=num_generations, sampling=sampling,
+    decoded = _decode_prompts(model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
                               length_control=length_control, torch_generator=torch_generator,
                               policy_version=policy_version, weight_update_hook=weight_update_hook,
                               prompt_rows=prompt_rows)
@@ -220,24 +218,23 @@ def generate_packed(
 ) -> PackedRollouts:
     """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
     generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
-    if len(prompts) != len(prompt_indices):
-        raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
     prompt_ids, _, states, _, grid = _decode_prompts(
-        model, tokenizer, prompts, num_generations=num_generations, sampling=sampling,
+        model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
         length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
         weight_update_hook=weight_update_hook, prompt_rows=slice(None), record_grid=True)
-    texts = [tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens, skip_special_tokens=True)
-             for state in states]
+    texts = [_completion_text(state, tokenizer) for state in states]
     return pack_decoded(grid, prompt_ids, prompt_indices, num_generations, texts,
                         truncated=[not state.finished for state in states],
                         interrupted=[state.interrupted for state in states])
 
 
-def _decode_prompts(model, tokenizer, prompts, *, num_generations, sampling, length_control, torch_generator,
+def _decode_prompts(model, tokenizer, prompts, prompt_indices, *, num_generations, sampling, length_control, torch_generator,
                     policy_version, weight_update_hook, prompt_rows, record_grid=False):
     """Tokenise the prompts, draw every sequence's thinking budget, decode the sequences of the
     prompts in `prompt_rows`: (prompt ids of every prompt, first sequence row of the shard, the
     shard's states, decoding steps, its TokenGrid or None), or None for an empty shard."""
+    if len(prompts) != len(prompt_indices):
+        raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
     if num_generations < 1 or not prompts:
         raise InputError("generate_rollouts needs at least one prompt and num_generations >= 1")
     prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in prompts]
@@ -341,8 +338,12 @@ def _decode(
     return sampling.max_new_tokens
 
 
+def _completion_text(state: _SequenceState, tokenizer) -> str:
+    """The completion's text: its tokens without the stopping EOS, special tokens skipped."""
+    return tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens, skip_special_tokens=True)
+
+
 def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
-    text_ids = state.tokens[:-1] if state.finished else state.tokens
     return Rollout(
         prompt_index=int(prompt_index),
         group_index=int(group_index),
@@ -353,7 +354,7 @@ def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, to
         reward=0.0,
         truncated=not state.finished,
         interrupted=state.interrupted,
-        completion_text=tokenizer.decode(text_ids, skip_special_tokens=True),
+        completion_text=_completion_text(state, tokenizer),
         loss_mask=tuple(state.loss_mask),
     )
 

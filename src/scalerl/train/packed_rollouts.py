@@ -84,7 +84,7 @@ class PackedRollouts:
                             completion_lengths=np.diff(self.completion_offsets))
 
 
-def _offsets(lengths: Sequence[int]) -> np.ndarray:
+def offsets_of(lengths: Sequence[int]) -> np.ndarray:
     """[0, l0, l0 + l1, ...]: where each item starts in the concatenation (and the total)."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -98,7 +98,7 @@ def _gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
         offsets[rows_j] + k, listed piece after piece."""
     starts = offsets[rows]
     lengths = offsets[rows + 1] - starts
-    new_offsets = _offsets(lengths)
+    new_offsets = offsets_of(lengths)
     positions = np.arange(new_offsets[-1], dtype=np.int64) + np.repeat(starts - new_offsets[:-1], lengths)
     return new_offsets, positions
 
@@ -115,8 +115,8 @@ def _flat(rows, dtype, total: int) -> np.ndarray:
 
 def pack_rollouts(rollouts: Sequence[Rollout]) -> PackedRollouts:
     """The rollouts as a PackedRollouts (exact: unpack_rollouts gives them back equal)."""
-    prompt_offsets = _offsets([len(r.prompt_token_ids) for r in rollouts])
-    completion_offsets = _offsets([len(r.completion_token_ids) for r in rollouts])
+    prompt_offsets = offsets_of([len(r.prompt_token_ids) for r in rollouts])
+    completion_offsets = offsets_of([len(r.completion_token_ids) for r in rollouts])
     texts = [r.completion_text.encode("utf-8") for r in rollouts]
     tokens = int(completion_offsets[-1])
     return PackedRollouts(
@@ -132,7 +132,7 @@ def pack_rollouts(rollouts: Sequence[Rollout]) -> PackedRollouts:
         logprobs=_flat((r.generator_logprobs for r in rollouts), np.float64, tokens),
         versions=_flat((r.token_policy_versions for r in rollouts), np.int64, tokens),
         loss_mask=_flat((r.loss_mask for r in rollouts), np.int8, tokens),
-        text_offsets=_offsets([len(t) for t in texts]),
+        text_offsets=offsets_of([len(t) for t in texts]),
         text_bytes=np.frombuffer(b"".join(texts), dtype=np.uint8).copy())
 
 

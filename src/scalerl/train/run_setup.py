@@ -204,13 +204,9 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
                   prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
                   weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
     """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
-    indices = [int(i) for i in prompt_indices]
-    rollouts = generate_rollouts(
-        model, tokenizer, [task.train[i].prompt for i in indices], indices,
-        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
-        length_control=length_control(config), torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook)
-    return score_rollouts(task, rollouts)
+    return score_rollouts(task, _generate_step_with(
+        generate_rollouts, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
+        policy_version=policy_version, weight_update_hook=weight_update_hook))
 
 
 def generate_step_packed(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
@@ -218,13 +214,18 @@ def generate_step_packed(model: torch.nn.Module, tokenizer: Any, task: Task, con
                          weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
     """generate_step packed as the decoder records it (generation.generate_packed): equal to
     pack_rollouts(generate_step(...)) with the same generator state."""
+    return score_packed(task, _generate_step_with(
+        generate_packed, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
+        policy_version=policy_version, weight_update_hook=weight_update_hook))
+
+
+def _generate_step_with(generate, model, tokenizer, task, config, prompt_indices, **settings):
+    """`generate` (generation.generate_rollouts or generate_packed) on the step's training prompts
+    with the run's sampling and length control; `settings`: generator, version and hook."""
     indices = [int(i) for i in prompt_indices]
-    packed = generate_packed(
-        model, tokenizer, [task.train[i].prompt for i in indices], indices,
-        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
-        length_control=length_control(config), torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook)
-    return score_packed(task, packed)
+    return generate(model, tokenizer, [task.train[i].prompt for i in indices], indices,
+                    num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
+                    length_control=length_control(config), **settings)
 
 
 def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:

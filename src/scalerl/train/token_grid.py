@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.packed_rollouts import PackedRollouts, offsets_of
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,9 +51,7 @@ class TokenGrid:
 
     def offsets(self) -> np.ndarray:
         """[0, l0, l0 + l1, ...]: where each row's tokens start in the row-major concatenation."""
-        offsets = np.zeros(self.lengths.size + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=offsets[1:])
-        return offsets
+        return offsets_of(self.lengths)
 
 
 def pack_decoded(grid: TokenGrid, prompt_ids: Sequence[Sequence[int]], prompt_indices: Sequence[int],
@@ -63,18 +61,16 @@ def pack_decoded(grid: TokenGrid, prompt_ids: Sequence[Sequence[int]], prompt_in
     r // G, its completion the first lengths[r] cells of grid row r; equal to pack_rollouts of the
     Rollouts made from the same fields."""
     encoded = [text.encode("utf-8") for text in texts]
-    text_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(text) for text in encoded], out=text_offsets[1:])
     groups = np.repeat(np.arange(len(prompt_ids), dtype=np.int64), int(num_generations))
-    prompt_offsets = np.zeros(groups.size + 1, dtype=np.int64)
-    np.cumsum(np.repeat([len(ids) for ids in prompt_ids], int(num_generations)), out=prompt_offsets[1:])
     filled = grid.filled()
     return PackedRollouts(
         prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
         reward=np.zeros(groups.size, dtype=np.float64), truncated=np.asarray(truncated, dtype=bool),
-        interrupted=np.asarray(interrupted, dtype=bool), prompt_offsets=prompt_offsets,
+        interrupted=np.asarray(interrupted, dtype=bool),
+        prompt_offsets=offsets_of(np.repeat([len(ids) for ids in prompt_ids], int(num_generations))),
         prompt_tokens=np.concatenate([np.tile(np.asarray(ids, dtype=np.int64), int(num_generations))
                                       for ids in prompt_ids]),
         completion_offsets=grid.offsets(), completion_tokens=grid.tokens[filled], logprobs=grid.logprobs[filled],
-        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled], text_offsets=text_offsets,
+        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled],
+        text_offsets=offsets_of([len(text) for text in encoded]),
         text_bytes=np.frombuffer(b"".join(encoded), dtype=np.uint8).copy())
