@@ -260,6 +260,40 @@ def test_evaluate_pass_rate_is_the_mean_of_positive_rewards(policy):
     assert 0 < rate < 1
 
 
+def test_correct_counts_per_example_sum_to_the_pass_rate_and_split_by_difficulty(policy):
+    """evaluate_correct_counts counts each example's rewarded samples in prompt order; the
+    validation columns are the total and each difficulty group's mean of those counts."""
+    from scalerl.train.generation import evaluate_correct_counts
+    from scalerl.train.validation import difficulty_groups, pass_rate_columns
+
+    model, tokenizer = policy
+    tags = ("easy", "hard", "easy")
+    examples = [TaskExample(prompt=p, answer="", columns=(("difficulty", tag),)) for p, tag in zip(PROMPTS, tags)]
+    options = dict(sampling=SamplingSettings(max_new_tokens=9), length_control=TRUNCATE, prompts_per_batch=2)
+    counts = evaluate_correct_counts(model, tokenizer, _EvenLengthTask(), examples, 4,
+                                     torch_generator=torch.Generator().manual_seed(9), **options)
+    rate = evaluate_pass_rate(model, tokenizer, _EvenLengthTask(), examples, 4,
+                              torch_generator=torch.Generator().manual_seed(9), **options)
+    assert len(counts) == 3 and all(0 <= c <= 4 for c in counts) and math.isclose(sum(counts) / 12, rate)
+    columns = pass_rate_columns(counts, 4, difficulty_groups(tuple(examples)))
+    assert columns == {"val_pass_rate": sum(counts) / 12, "val_pass_rate_easy": (counts[0] + counts[2]) / 8,
+                       "val_pass_rate_hard": counts[1] / 4}
+
+
+def test_difficulty_groups_need_a_column_on_every_example_and_two_to_eight_values():
+    from scalerl.train.validation import difficulty_groups, pass_rate_columns
+
+    def tagged(*values):
+        return tuple(TaskExample(prompt=str(i), answer="", columns=() if v is None else (("difficulty", v),))
+                     for i, v in enumerate(values))
+
+    assert difficulty_groups(tagged("Level 1", 2, "Level 1")) == {"Level_1": [0, 2], "2": [1]}
+    assert difficulty_groups(tagged("easy", "easy")) is None  # one group: the total says it all
+    assert difficulty_groups(tagged("easy", None)) is None
+    assert difficulty_groups(tagged(*range(9))) is None  # a continuous score is no grouping
+    assert pass_rate_columns([1, 0, 2], 2, None) == {"val_pass_rate": 0.5}
+
+
 def test_rollout_defaults_validation_and_staleness():
     rollout = Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1,), completion_token_ids=(7, 8, 2),
                       generator_logprobs=(-1.0, -2.0, -0.5), token_policy_versions=(4, 5, 5), reward=0.0,

@@ -118,10 +118,11 @@ def _rising_validation(monkeypatch, *run_dirs):
 
     def fake_pass_rate(*_args):
         evaluations = sum("val_pass_rate" in row for row in read_rows(current[0] / "metrics.jsonl"))
-        return float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05)) + 0.003 * (evaluations % 2)
+        return {"val_pass_rate": float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05))
+                + 0.003 * (evaluations % 2)}
 
     current = [run_dirs[0]]  # the run being trained; the caller switches it
-    monkeypatch.setattr(trainer_module, "validation_pass_rate", fake_pass_rate)
+    monkeypatch.setattr(trainer_module, "validation_pass_rates", fake_pass_rate)
     return current
 
 

@@ -85,6 +85,15 @@ def test_hard_share_has_the_stated_count_and_length_in_each_pool():
     assert operand_counts(task.validation)[:10] != [4] * 10  # shuffled in, not appended
 
 
+def test_prompts_are_tagged_easy_or_hard_for_the_validation_columns():
+    task = ArithmeticTask(TaskConfig(num_train_prompts=40, num_val_prompts=20, hard_fraction=0.25, hard_num_operands=6))
+    tags = [dict(e.columns)["difficulty"] for e in task.validation]
+    lengths = [e.prompt.count("+") + e.prompt.count("-") + e.prompt.count("*") + 1 for e in task.validation]
+    assert tags.count("hard") == 5 and all((tag == "hard") == (n == 6) for tag, n in zip(tags, lengths))
+    plain = ArithmeticTask(TaskConfig(num_train_prompts=40, num_val_prompts=20))
+    assert {dict(e.columns)["difficulty"] for e in plain.validation + plain.train} == {"easy"}
+
+
 def test_no_hard_share_keeps_the_prompts_of_the_plain_task():
     plain = ArithmeticTask(SMALL_TASK)
     assert plain.validation[0].prompt == "6+6+0+4="  # the seed-0 task, prompt for prompt

@@ -45,7 +45,7 @@ from scalerl.train.run_state import RunSnapshot, restore_training, save_run_chec
 from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import guard_for, guarded_train_step
 from scalerl.train.generation_settings import length_control, sampling_settings
-from scalerl.train.validation import validation_pass_rate
+from scalerl.train.validation import validation_pass_rates
 
 
 def configure_torch_threads(num_threads: int) -> None:
@@ -200,11 +200,12 @@ class TrainerWorker:
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
-    def validate(self) -> tuple[float, float, float]:
-        """(val_pass_rate, started_at, finished_at) with the synchronous trainer's validation."""
+    def validate(self) -> tuple[dict[str, float], float, float]:
+        """(validation columns, started_at, finished_at) with the synchronous trainer's validation
+        (validation_pass_rates: val_pass_rate, and per difficulty group where the prompts have one)."""
         started_at = time.time()
-        pass_rate = validation_pass_rate(self.model, self.tokenizer, self.task, self.config)
-        return pass_rate, started_at, time.time()
+        rates = validation_pass_rates(self.model, self.tokenizer, self.task, self.config)
+        return rates, started_at, time.time()
 
     def save_checkpoint(self, run_dir: str, snapshot: RunSnapshot) -> str:
         """The synchronous trainer's checkpoint of `snapshot.step`: this actor's tensors plus the

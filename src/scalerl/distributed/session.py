@@ -30,6 +30,7 @@ from scalerl.train.flops import ModelShape
 from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
+from scalerl.train.validation import PASS_RATE_COLUMN
 
 
 class PipelineSession:
@@ -250,10 +251,11 @@ class PipelineSession:
             if ref is not None:
                 if not block and not ray.wait([ref], timeout=0)[0]:
                     break
-                pass_rate, started, finished = ray.get(ref)
+                rates, started, finished = ray.get(ref)
                 self.trainer_busy.add(started, finished)
                 self.validation_seconds += finished - started
-                row["val_pass_rate"] = require_finite_validation(row["step"], pass_rate)
+                require_finite_validation(row["step"], rates[PASS_RATE_COLUMN])
+                row.update(rates)
             self.pending.popleft()
             forecast = self.run_state.append(row)
             if self.progress is not None:

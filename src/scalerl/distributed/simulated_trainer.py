@@ -16,6 +16,7 @@ from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator
 from scalerl.errors import InputError
 from scalerl.train.batch_columns import generation_totals
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.validation import PASS_RATE_COLUMN
 
 
 class SimulatedTrainer(TrainerWorker):
@@ -48,10 +49,10 @@ class SimulatedTrainer(TrainerWorker):
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
-    def validate(self) -> tuple[float, float, float]:
+    def validate(self) -> tuple[dict[str, float], float, float]:
         started_at = time.time()
         sleep_until(time.perf_counter() + self.costs.validate_seconds)
-        return 0.5, started_at, time.time()
+        return {PASS_RATE_COLUMN: 0.5}, started_at, time.time()
 
 
 def simulated_workers(costs: DeviceCosts) -> WorkerClasses:

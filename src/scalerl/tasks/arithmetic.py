@@ -18,7 +18,7 @@ prompts are disjoint and deterministic under the seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from scalerl.errors import ConfigError
@@ -63,9 +63,14 @@ def arithmetic_example(operands: Sequence[int], operations: Sequence[str], modul
 
 
 def _random_example(settings: TaskConfig, rng: random.Random, num_operands: int) -> TaskExample:
+    """A random prompt of `num_operands` operands, tagged ("difficulty", "hard") when that is
+    hard_num_operands (and the task has hard prompts), else ("difficulty", "easy"): validation
+    logs the pass rate of each (train.validation)."""
     operands = [rng.randrange(10**settings.max_digits) for _ in range(num_operands)]
     operations = [rng.choice(settings.operations) for _ in range(num_operands - 1)]
-    return arithmetic_example(operands, operations, settings.modulus)
+    example = arithmetic_example(operands, operations, settings.modulus)
+    hard = settings.hard_fraction > 0 and num_operands == settings.hard_num_operands
+    return replace(example, columns=(("difficulty", "hard" if hard else "easy"),))
 
 
 def _unique_examples(count: int, settings: TaskConfig, rng: random.Random, exclude: set[str],

@@ -359,7 +359,7 @@ def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, to
     )
 
 
-def evaluate_pass_rate(
+def evaluate_correct_counts(
     model: torch.nn.Module,
     tokenizer: Any,
     task: Task,
@@ -370,14 +370,14 @@ def evaluate_pass_rate(
     length_control: LengthControl = LengthControl(),
     torch_generator: torch.Generator | None = None,
     prompts_per_batch: int = 64,
-) -> float:
-    """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation)."""
+) -> list[int]:
+    """Per example, how many of its `samples_per_prompt` samples earn a reward > 0 (validation)."""
     if not prompts:
         raise InputError("evaluate_pass_rate needs at least one prompt")
     if torch_generator is None:
         device = next(model.parameters()).device
         torch_generator = torch.Generator(device=device).manual_seed(0)
-    num_correct = 0
+    counts = [0] * len(prompts)
     for start in range(0, len(prompts), prompts_per_batch):
         batch = list(prompts[start : start + prompts_per_batch])
         rollouts = generate_rollouts(
@@ -385,7 +385,20 @@ def evaluate_pass_rate(
             num_generations=samples_per_prompt, sampling=sampling,
             length_control=length_control, torch_generator=torch_generator,
         )
-        num_correct += sum(
-            task.reward(rollout.completion_text, batch[rollout.prompt_index]) > 0 for rollout in rollouts
-        )
-    return num_correct / (len(prompts) * samples_per_prompt)
+        for rollout in rollouts:
+            counts[start + rollout.prompt_index] += task.reward(rollout.completion_text, batch[rollout.prompt_index]) > 0
+    return counts
+
+
+def evaluate_pass_rate(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    prompts: Sequence[TaskExample],
+    samples_per_prompt: int,
+    **options: Any,
+) -> float:
+    """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation);
+    `options` as evaluate_correct_counts."""
+    counts = evaluate_correct_counts(model, tokenizer, task, prompts, samples_per_prompt, **options)
+    return sum(counts) / (len(prompts) * samples_per_prompt)

@@ -42,7 +42,7 @@ from scalerl.train.lora_policy import run_policy
 from scalerl.train.data_parallel import init_from_environment, rank_and_world_size
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
-from scalerl.train.validation import validation_pass_rate
+from scalerl.train.validation import PASS_RATE_COLUMN, validation_pass_rates
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -156,8 +156,9 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
            on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
-        row["val_pass_rate"] = require_finite_validation(
-            row["step"], validation_pass_rate(run.model, run.tokenizer, run.task, run.config))
+        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config)
+        require_finite_validation(row["step"], rates[PASS_RATE_COLUMN])
+        row.update(rates)
     if row.get("nonfinite"):
         progress.note(row.pop("nonfinite"))
     forecast = run.state.append(row)

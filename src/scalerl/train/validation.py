@@ -5,22 +5,31 @@ validation split), `eval_samples_per_prompt` samples each, and a sampling genera
 the same value each time (common random numbers: the difference between two evaluations then
 reflects the policy, not the sampling noise). Evaluation draws from its own generator, so it never
 perturbs the training run's random streams (a resumed run stays reproducible).
+
+When the held-out prompts carry a `difficulty` column with two to MAX_DIFFICULTY_GROUPS values (the
+built-in task's easy / hard prompts; a JSONL task's own column), the pass rate of each group is
+logged beside the total (`val_pass_rate_<value>`): where a run levels off, it says which prompts
+it still fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import torch
 
 from scalerl.train.config import TrainConfig
-from scalerl.train.generation import evaluate_pass_rate
+from scalerl.train.generation import evaluate_correct_counts
 from scalerl.train.generation_settings import length_control, sampling_settings
 from scalerl.tasks.rollout import SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 
 _EVAL_SEED_OFFSET = 1_000_003
+DIFFICULTY_COLUMN = "difficulty"
+MAX_DIFFICULTY_GROUPS = 8
+PASS_RATE_COLUMN = "val_pass_rate"
 
 
 def validation_sampling(config: TrainConfig) -> SamplingSettings:
@@ -34,13 +43,39 @@ def validation_examples(task: Task, config: TrainConfig) -> tuple[TaskExample, .
     return tuple(task.validation[: config.eval_prompts])
 
 
-def validation_pass_rate(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig) -> float:
-    """Mean of (reward > 0) over the held-out prompts x `eval_samples_per_prompt` samples
-    (one greedy completion each with eval_greedy)."""
+def difficulty_groups(examples: tuple[TaskExample, ...]) -> dict[str, list[int]] | None:
+    """{column suffix: indices of the examples in that group} by the `difficulty` column, or None
+    unless every example has one and it takes 2..MAX_DIFFICULTY_GROUPS values. The suffix is the
+    value with every run of characters other than letters, digits and '.' made one '_'."""
+    values = [dict(example.columns).get(DIFFICULTY_COLUMN) for example in examples]
+    if any(value is None for value in values):
+        return None
+    groups: dict[str, list[int]] = {}
+    for index, value in enumerate(values):
+        groups.setdefault(re.sub(r"[^A-Za-z0-9.]+", "_", str(value)).strip("_") or "none", []).append(index)
+    return groups if 2 <= len(groups) <= MAX_DIFFICULTY_GROUPS else None
+
+
+def pass_rate_columns(counts: list[int], samples_per_prompt: int,
+                      groups: dict[str, list[int]] | None) -> dict[str, float]:
+    """{"val_pass_rate": sum(counts) / (n k)} and, per group g, "val_pass_rate_<g>": the same over
+    its examples only (k samples per prompt)."""
+    columns = {PASS_RATE_COLUMN: sum(counts) / (len(counts) * samples_per_prompt)}
+    for name, indices in (groups or {}).items():
+        columns[f"{PASS_RATE_COLUMN}_{name}"] = sum(counts[i] for i in indices) / (len(indices) * samples_per_prompt)
+    return columns
+
+
+def validation_pass_rates(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig) -> dict[str, float]:
+    """The validation columns of a metrics row: {"val_pass_rate": mean of (reward > 0) over the
+    held-out prompts x `eval_samples_per_prompt` samples (one greedy completion each with
+    eval_greedy)} plus one pass rate per difficulty group (difficulty_groups)."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed + _EVAL_SEED_OFFSET)
-    return evaluate_pass_rate(
-        model, tokenizer, task, validation_examples(task, config), config.eval_samples_per_prompt,
+    examples = validation_examples(task, config)
+    counts = evaluate_correct_counts(
+        model, tokenizer, task, examples, config.eval_samples_per_prompt,
         sampling=validation_sampling(config), length_control=length_control(config),
         torch_generator=generator,
     )
+    return pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples))
