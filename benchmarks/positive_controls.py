@@ -126,6 +126,31 @@ def run_device_hours(workdir: Path) -> dict:
     return {"runs": len(hours), "total": sum(hours.values())}
 
 
+SETTLED_EVALUATIONS = 3  # a run's settled level: the mean of its last three evaluations
+GROUP_COLUMNS = ("val_pass_rate", "val_pass_rate_easy", "val_pass_rate_hard")
+
+
+def settled_level(metrics_path: Path, column: str, last: int = SETTLED_EVALUATIONS) -> float | None:
+    """Mean of `column` over the run's last `last` rows that hold it (None when it has none)."""
+    values = [row[column] for row in map(json.loads, metrics_path.read_text().splitlines())
+              if row.get(column) is not None]
+    return float(sum(values[-last:]) / len(values[-last:])) if values else None
+
+
+def settled_by_difficulty(sweep_dir: Path) -> dict:
+    """Per setting of the ceiling sweep: the settled pass rate, in all and on easy and hard prompts
+    (train.validation logs one per difficulty group), averaged over its seeds. It checks the
+    construction: easy prompts near 1, hard ones near the guess rate GUESS_RATE."""
+    out = {}
+    for setting in sorted(path for path in sweep_dir.iterdir() if path.is_dir()):
+        runs = sorted(setting.glob("seed-*/metrics.jsonl"))
+        levels = {column: [settled_level(path, column) for path in runs] for column in GROUP_COLUMNS}
+        out[setting.name] = {"seeds": len(runs), **{
+            column: (sum(values) / len(values) if values and None not in values else None)
+            for column, values in levels.items()}}
+    return out
+
+
 def hard_fraction_of(overrides) -> float:
     for item in overrides:
         key, _, value = item.partition("=")
@@ -181,7 +206,8 @@ def main(argv=None) -> int:
         "ceiling_mover": {"knob": f"task.hard_fraction={base_hard:g}->{config['hard_fraction']:g}",
                           "bound_base": task_bound(validation_hard_share(base_hard, num_val)),
                           "bound_variant": task_bound(validation_hard_share(config["hard_fraction"], num_val)),
-                          "verdict": ceiling_effect["label"], **ceiling_check(ceiling_effect, expected)},
+                          "verdict": ceiling_effect["label"], **ceiling_check(ceiling_effect, expected),
+                          "settled_by_difficulty": settled_by_difficulty(workdir / "sweep")},
         "efficiency_mover": {"knob": f"optim.lr={config['lr']:g}", **efficiency_check(efficiency_effect)},
     }
     result = {
