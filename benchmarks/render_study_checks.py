@@ -79,7 +79,20 @@ def positive_controls(results: dict) -> str:
     full = (f" At {per_step:.0f} s per training step (warm starts included), the full design (5 seeds x 3 runs "
             f"x 200 steps) would take about {per_step * 3000 / 3600:.0f} h one run at a time."
             if settings["quick"] else "")
-    return "\n".join([*lines, "", run + reason + full])
+    return "\n".join([*lines, "", run + reason + full + settled_text(ceiling.get("settled_by_difficulty"))])
+
+
+def settled_text(settled: dict | None) -> str:
+    """' Settled pass rate (...): setting all (easy / hard), ...' from the ceiling mover's
+    settled_by_difficulty; empty for results written before it was recorded."""
+    if not settled:
+        return ""
+    def rate(value):
+        return "-" if value is None else f"{value:.3f}"
+    parts = [f"`{name}` {rate(row['val_pass_rate'])} ({rate(row['val_pass_rate_easy'])} / "
+             f"{rate(row['val_pass_rate_hard'])})" for name, row in settled.items()]
+    return (" Settled pass rate of the ceiling sweep's runs, all (easy / hard prompts), mean of the last three "
+            f"evaluations over the seeds: {', '.join(parts)}.")
 
 
 def positive_controls_headline(results: dict) -> str:
