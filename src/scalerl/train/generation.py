@@ -373,7 +373,7 @@ def evaluate_correct_counts(
 ) -> list[int]:
     """Per example, how many of its `samples_per_prompt` samples earn a reward > 0 (validation)."""
     if not prompts:
-        raise InputError("evaluate_pass_rate needs at least one prompt")
+        raise InputError("an evaluation needs at least one prompt")
     if torch_generator is None:
         device = next(model.parameters()).device
         torch_generator = torch.Generator(device=device).manual_seed(0)
