@@ -37,6 +37,23 @@ def init_from_environment(device: str = "cpu") -> tuple[int, int]:
     return rank_and_world_size()
 
 
+def joins_from_environment() -> bool:
+    """True when init_from_environment will create the process group (torchrun set WORLD_SIZE > 1
+    and nobody joined one yet): the run that joins it is the one to leave it."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not (dist.is_available() and dist.is_initialized())
+
+
+def leave_process_group(completed: bool) -> None:
+    """Destroy the process group, after a barrier when the run completed on every rank. A rank that
+    exits with the group alive can abort in gloo's teardown ("terminate called without an active
+    exception", SIGABRT) while its peer is still closing: 2 of 5 two-rank runs did."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if completed:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def shard_rows(num_sequences: int, rank: int, world_size: int) -> slice:
     """Rank `rank`'s contiguous share of `num_sequences` rows; shares differ by at most one row
     (the first num_sequences % world_size ranks take one more)."""

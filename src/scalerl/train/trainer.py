@@ -39,7 +39,12 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.lora_policy import run_policy
-from scalerl.train.data_parallel import init_from_environment, rank_and_world_size
+from scalerl.train.data_parallel import (
+    init_from_environment,
+    joins_from_environment,
+    leave_process_group,
+    rank_and_world_size,
+)
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.validation import PASS_RATE_COLUMN, validation_pass_rates
@@ -205,10 +210,26 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     `resume=True` continues it; a second signal stops at once (KeyboardInterrupt).
 
     Under torchrun (WORLD_SIZE > 1) every rank calls this: rank 0 runs and writes the run, the
-    others follow it (scalerl.train.data_parallel_run) and return its last step with their rank."""
+    others follow it (scalerl.train.data_parallel_run) and return its last step with their rank;
+    the process group this joins is left at the end (data_parallel.leave_process_group)."""
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
+    joins = joins_from_environment()
     rank, world_size = init_from_environment(config.device)
+    if not joins:
+        return _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size)
+    completed = False
+    try:
+        result = _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size)
+        completed = True
+        return result
+    finally:
+        leave_process_group(completed)
+
+
+def _train_rank(config: TrainConfig, run_dir: Path, resume: bool, show_progress: bool, on_row: RowCallback | None,
+                reward_functions: Sequence[RewardFunction], rank: int, world_size: int) -> RunResult:
+    """train() on one rank, in a joined process group (or alone)."""
     if rank > 0:
         return RunResult(Path(run_dir), follow(config, reward_functions), (), (), (), rank=rank)
     run = open_run(config, Path(run_dir), resume, reward_functions)
