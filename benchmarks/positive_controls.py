@@ -130,11 +130,15 @@ SETTLED_EVALUATIONS = 3  # a run's settled level: the mean of its last three eva
 GROUP_COLUMNS = ("val_pass_rate", "val_pass_rate_easy", "val_pass_rate_hard")
 
 
-def settled_level(metrics_path: Path, column: str, last: int = SETTLED_EVALUATIONS) -> float | None:
-    """Mean of `column` over the run's last `last` rows that hold it (None when it has none)."""
-    values = [row[column] for row in map(json.loads, metrics_path.read_text().splitlines())
-              if row.get(column) is not None]
+def settled_level(rows: list[dict], column: str, last: int = SETTLED_EVALUATIONS) -> float | None:
+    """Mean of `column` over the last `last` metrics rows that hold it (None when none does)."""
+    values = [row[column] for row in rows if row.get(column) is not None]
     return float(sum(values[-last:]) / len(values[-last:])) if values else None
+
+
+def read_rows(metrics_path: Path) -> list[dict]:
+    """The rows of a metrics.jsonl file."""
+    return [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
 
 
 def settled_by_difficulty(sweep_dir: Path) -> dict:
@@ -143,8 +147,8 @@ def settled_by_difficulty(sweep_dir: Path) -> dict:
     construction: easy prompts near 1, hard ones near the guess rate GUESS_RATE."""
     out = {}
     for setting in sorted(path for path in sweep_dir.iterdir() if path.is_dir()):
-        runs = sorted(setting.glob("seed-*/metrics.jsonl"))
-        levels = {column: [settled_level(path, column) for path in runs] for column in GROUP_COLUMNS}
+        runs = [read_rows(path) for path in sorted(setting.glob("seed-*/metrics.jsonl"))]
+        levels = {column: [settled_level(rows, column) for rows in runs] for column in GROUP_COLUMNS}
         out[setting.name] = {"seeds": len(runs), **{
             column: (sum(values) / len(values) if values and None not in values else None)
             for column, values in levels.items()}}

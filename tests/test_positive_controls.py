@@ -7,6 +7,7 @@ import pytest
 from benchmarks.positive_controls import (
     ceiling_check,
     constructed_delta_a,
+    read_rows,
     settled_by_difficulty,
     settled_level,
     task_bound,
@@ -53,7 +54,7 @@ def test_settled_levels_are_the_last_three_evaluations_per_difficulty_averaged_o
                                                                 (0.6, 1.0, 0.2)]))
     _write_run(tmp_path / "hard_fraction-0.5" / "seed-1", rows([(0.5, 0.9, 0.1)] * 3))
     _write_run(tmp_path / "hard_fraction-0.25" / "seed-0", [{"step": 0, "val_pass_rate": 0.7}])  # an older run
-    assert settled_level(tmp_path / "hard_fraction-0.5" / "seed-0" / "metrics.jsonl", "val_pass_rate") == \
+    assert settled_level(read_rows(tmp_path / "hard_fraction-0.5" / "seed-0" / "metrics.jsonl"), "val_pass_rate") == \
         pytest.approx((0.5 + 0.55 + 0.6) / 3)
     settled = settled_by_difficulty(tmp_path)
     assert settled["hard_fraction-0.5"] == pytest.approx({

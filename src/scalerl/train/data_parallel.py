@@ -29,7 +29,7 @@ def rank_and_world_size() -> tuple[int, int]:
 def init_from_environment(device: str = "cpu") -> tuple[int, int]:
     """Join the process group torchrun describes in the environment (WORLD_SIZE > 1): gloo on
     CPU, nccl on CUDA (each rank on cuda:LOCAL_RANK). Returns (rank, world size)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+    if joins_from_environment():
         backend = "nccl" if device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

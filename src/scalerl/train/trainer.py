@@ -216,15 +216,14 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
         torch.set_num_threads(config.torch_threads)
     joins = joins_from_environment()
     rank, world_size = init_from_environment(config.device)
-    if not joins:
-        return _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size)
     completed = False
     try:
         result = _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size)
         completed = True
         return result
     finally:
-        leave_process_group(completed)
+        if joins:
+            leave_process_group(completed)
 
 
 def _train_rank(config: TrainConfig, run_dir: Path, resume: bool, show_progress: bool, on_row: RowCallback | None,
