@@ -300,9 +300,9 @@ def test_trend_free_noise_is_the_noise_sd_and_blind_to_a_straight_climb():
     assert trend_free_noise_sd(0.5 + noise) == pytest.approx(0.02, rel=0.05)
     # A climb that slows steadily between sparse evaluations (steps 0.08, 0.07, ..., 0.01: a
     # sigmoid's bend, no noise at all): successive differences spread by 0.02 around their median
-    # and read as noise 1.4826 x 0.02 / sqrt(2) = 0.021; second differences are all -0.01, the floor.
+    # and read as noise 1.4826 x 0.02 / sqrt(2) = 0.021; second differences are all -0.01: the floor.
     climb = np.concatenate([[0.1], 0.1 + np.cumsum(np.arange(0.08, 0.005, -0.01))])
     assert point_noise_sd(climb) == pytest.approx(1.4826 * 0.02 / np.sqrt(2.0))
-    assert trend_free_noise_sd(climb) == 0.005
+    assert trend_free_noise_sd(climb) == DEFAULT_NOISE_FLOOR
     # Fewer than four evaluations: successive differences.
     assert trend_free_noise_sd([0.1, 0.3, 0.2]) == point_noise_sd([0.1, 0.3, 0.2])

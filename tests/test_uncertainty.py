@@ -12,7 +12,7 @@ from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd,
 def test_residual_noise_sd_formula_and_floor():
     residual = np.array([0.02, -0.02, 0.02, -0.02, 0.02, -0.02])
     assert residual_noise_sd(residual, 3, noise_floor=0.0) == pytest.approx(np.sqrt(6 * 0.0004 / 3))
-    assert residual_noise_sd(residual * 0.01, 3) == DEFAULT_NOISE_FLOOR == 0.005
+    assert residual_noise_sd(residual * 0.01, 3) == DEFAULT_NOISE_FLOOR == 0.002
     assert residual_noise_sd(residual[:3], 3, noise_floor=0.004) == 0.004  # no residual dof
     assert student_t_dof(10, 3) == 7 and student_t_dof(4, 3) == 2
 
@@ -48,15 +48,18 @@ def test_intervals_shrink_with_less_noise():
     quiet = clean + rng.normal(0, 0.003, compute.size) * (compute > 0)
     # 400 draws: an interval's width from 60 draws moved by a factor 1.8 between sampler seeds
     wide = fit_sigmoid(compute, noisy, n_bootstrap=400)
-    narrow = fit_sigmoid(compute, quiet, n_bootstrap=400, noise_floor=0.001)
-    floored = fit_sigmoid(compute, quiet, n_bootstrap=400)
+    narrow = fit_sigmoid(compute, quiet, n_bootstrap=400)
+    floored = fit_sigmoid(compute, quiet, n_bootstrap=400, noise_floor=0.01)
     width = lambda fit: np.subtract(*fit.conf_int()["A"][::-1])  # noqa: E731
     assert width(wide) > 3 * width(narrow)
     assert width(floored) > 2 * width(narrow)
-    assert wide.noise_sd == pytest.approx(0.03, rel=0.5) and floored.noise_sd == DEFAULT_NOISE_FLOOR
+    assert wide.noise_sd == pytest.approx(0.03, rel=0.5) and floored.noise_sd == 0.01
+    # the default floor only guards against zero: a quiet run keeps its own noise (this draw's
+    # scatter is 0.0021), not the 0.005 floor the library had
+    assert DEFAULT_NOISE_FLOOR <= narrow.noise_sd < 0.0025
     # the posterior noise scale follows the data and never goes under the floor
     assert np.median(wide.noise_scale_draws) == pytest.approx(0.03, rel=0.5)
-    assert floored.noise_scale_draws.min() >= DEFAULT_NOISE_FLOOR
+    assert floored.noise_scale_draws.min() >= 0.01
 
 
 def test_posterior_is_reproducible_for_a_seed_and_differs_across_seeds():
@@ -131,7 +134,7 @@ def noisy_power_law_run(rng):
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="the band table learned on real runs holds a power-law truth at 8 x the "
-                   "last compute on 0.70 of seeds, not 0.8: real runs rarely keep rising that far")
+                   "last compute on 0.575 of seeds, not 0.8: real runs rarely keep rising that far")
 def test_power_law_truth_gets_a_wide_band_rather_than_a_wrong_one():
     """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the band
     calibrated on real runs at that horizon (forecast.band_calibration) widens enough to hold it."""
