@@ -174,3 +174,26 @@ def sampler_line(results: dict) -> str:
         f" Against a long chain of another sampler on the same posterior ({gap['reference']}), the 5 / 50 / 95 % "
         f"quantiles of A are off by {ours[0]:.4f} / {ours[1]:.4f} / {ours[2]:.4f} on average (the earlier moves, "
         f"with emcee 3.1.6's snooker move: {before[0]:.4f} / {before[1]:.4f} / {before[2]:.4f}).")
+
+
+SHAPES_FILE = "plateau_shapes.json"
+SHAPES_COMMAND = "python -m benchmarks.plateau_shapes"
+
+
+def plateau_shapes(results: dict) -> str:
+    """The plateau read on synthetic runs of known shape: a table per (shape, noise kind) and a total line."""
+    lines = ["| shape | noise | runs | read | told to run longer | refused | median abs(A - settled) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, cell in results["cells"].items():
+        shape, kind = name.split("/")
+        s = cell["summary"]
+        gap = "-" if s["median_abs_gap"] is None else f"{s['median_abs_gap']:.3f}"
+        noise = "independent" if kind == "iid" else f"AR(1), coefficient {results['ar_coefficient']:g}"
+        lines.append(f"| {shape.replace('_', ' ')} | {noise} | {s['runs']} | {s['read']} | "
+                     f"{s['told_to_run_longer']} | {s['refused']} | {gap} |")
+    total = results["total"]
+    sds = " / ".join(f"{sd:g}" for sd in results["noise_sds"])
+    lines += ["", f"Read on {total['read']} of {total['runs']} synthetic runs (noise sd {sds}, "
+                  f"{results['runs_per_cell']} runs per cell, seed {results['seed']}); told to run longer: "
+                  f"{total['told_to_run_longer']}; refused: {total['refused']}."]
+    return "\n".join(lines)
