@@ -198,6 +198,18 @@ def settled_level(reward):
     return float(np.mean(reward[-n:]))
 
 
+def plateau_verdict(fit, settled):
+    """The plateau read of one fit on a complete run: identified, A within PLATEAU_WITHIN of the
+    settled level and A's PLATEAU_LEVEL interval holding it; and whether the headline says to run longer."""
+    lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
+    headline = ceiling_phrase(fit, PLATEAU_LEVEL)
+    return {"A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
+            "read": bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi),
+            "headline": headline,
+            # "run N x longer", or past 100x "has not begun to bend": either says the ceiling is ahead
+            "told_to_run_longer": headline.startswith("ceiling not identified yet")}
+
+
 def plateau_read(runs):
     """Fit every complete run; on healthy runs: identified, A near the settled level, interval holding it."""
     rows = []
@@ -211,16 +223,10 @@ def plateau_read(runs):
         except ScaleRLError as error:
             rows.append({**row, "error": str(error)})
             continue
-        lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
-        read = bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi)
         late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
-        rows.append({**row, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
+        rows.append({**row, **plateau_verdict(fit, settled),
                      # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
                      "end_still_rising": bool(late is not None and not late.is_flat(0.95)),
-                     "headline": ceiling_phrase(fit, PLATEAU_LEVEL),
-                     # "run N x longer", or past 100x "has not begun to bend": either says the ceiling is ahead
-                     "told_to_run_longer": ceiling_phrase(fit, PLATEAU_LEVEL).startswith("ceiling not identified yet"),
-                     "read": read,
                      "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level)
                                                                  .ceiling_identified) for level in (0.5, 0.95)}})
     healthy = [r for r in rows if r["status"] == "healthy"]

@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import command_line, write_result
-from benchmarks.forecast_accuracy import PLATEAU_LEVEL, PLATEAU_WITHIN, settled_level
+from benchmarks.forecast_accuracy import plateau_verdict, settled_level
+from benchmarks.render_forecast import plateau_shapes as shapes_table
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.report.headline import ceiling_phrase
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "plateau_shapes.json"
@@ -86,16 +86,13 @@ def synthetic_run(shape: str, kind: str, sd: float, rng: np.random.Generator) ->
 
 
 def read_run(compute: np.ndarray, reward: np.ndarray) -> dict:
-    """forecast_accuracy's plateau read of one complete run, plus the headline's advice."""
+    """forecast_accuracy's plateau read of one complete run (plateau_verdict), or why the fit refused."""
     settled = settled_level(reward)
     try:
         fit = fit_sigmoid(compute, reward)
     except ScaleRLError as error:
         return {"settled": settled, "refused": str(error)}
-    lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
-    return {"settled": settled, "A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
-            "read": bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi),
-            "told_to_run_longer": ceiling_phrase(fit, PLATEAU_LEVEL).startswith("ceiling not identified yet")}
+    return {"settled": settled, **plateau_verdict(fit, settled)}
 
 
 def summarise(rows: list[dict]) -> dict:
@@ -127,20 +124,11 @@ def main(argv=None) -> None:
                     rows.append({"noise_sd": sd, **read_run(*synthetic_run(shape, kind, sd, rng))})
             cells[f"{shape}/{kind}"] = {"summary": summarise(rows), "rows": rows}
     every = [row for cell in cells.values() for row in cell["rows"]]
-    total = summarise(every)
-    print("| shape | noise | runs | read | told to run longer | refused | median abs(A - settled) |")
-    print("|---|---|---|---|---|---|---|")
-    for name, cell in cells.items():
-        s = cell["summary"]
-        gap = "-" if s["median_abs_gap"] is None else f"{s['median_abs_gap']:.3f}"
-        print(f"| {name.split('/')[0]} | {name.split('/')[1]} | {s['runs']} | {s['read']} | "
-              f"{s['told_to_run_longer']} | {s['refused']} | {gap} |")
-    print(f"read {total['read']} of {total['runs']}; told to run longer {total['told_to_run_longer']}; "
-          f"refused {total['refused']}")
-    write_result(args.out, {"runs_per_cell": per_cell * len(NOISE_SDS), "seed": args.seed, "noise_sds": list(NOISE_SDS),
-                            "ar_coefficient": AR_COEFFICIENT, "total": total, "cells": cells,
-                            "seconds": time.perf_counter() - start},
-                 command_line("plateau_shapes", argv))
+    payload = {"runs_per_cell": per_cell * len(NOISE_SDS), "seed": args.seed, "noise_sds": list(NOISE_SDS),
+               "ar_coefficient": AR_COEFFICIENT, "total": summarise(every), "cells": cells,
+               "seconds": time.perf_counter() - start}
+    print(shapes_table(payload))
+    write_result(args.out, payload, command_line("plateau_shapes", argv))
     print(f"written: {args.out}")
 
 

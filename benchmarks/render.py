@@ -68,6 +68,8 @@ SECTIONS = [
      tables.pipeline_efficiency, "python -m benchmarks.pipeline_efficiency"),
 ]
 
+SECTION_FILES = {anchor: files for anchor, _, files, _, _ in SECTIONS}
+
 # block name -> (results files, renderer): what README.md and docs/*.md may quote
 BLOCKS = {
     "forecast-headline": ([render_forecast.RESULTS_FILE], render_forecast.headline),
@@ -78,11 +80,11 @@ BLOCKS = {
     "reader-scale": (["reader_scale.json"], tables.reader_scale),
     "live-forecast-overhead": (["live_forecast_overhead.json"], tables.live_forecast_overhead),
     "live-forecast-headline": (["live_forecast_overhead.json"], tables.live_forecast_headline),
-    "demo-headline": (SECTIONS[5][2], tables.demo_headline),
-    "demo-robustness": (SECTIONS[5][2], tables.demo_robustness),
-    "self-forecast": (SECTIONS[6][2], tables.self_forecast),
-    "study-headline": (SECTIONS[7][2], tables.study_headline),
-    "tiny-study": (SECTIONS[7][2], tables.tiny_study),
+    "demo-headline": (SECTION_FILES["demo-robustness"], tables.demo_headline),
+    "demo-robustness": (SECTION_FILES["demo-robustness"], tables.demo_robustness),
+    "self-forecast": (SECTION_FILES["self-forecast"], tables.self_forecast),
+    "study-headline": (SECTION_FILES["tiny-study"], tables.study_headline),
+    "tiny-study": (SECTION_FILES["tiny-study"], tables.tiny_study),
     "batch-sweep": (["sweep_equal_compute.json"], tables.batch_sweep),
     "from-logs-verdicts": (["from_logs_verdicts.json"], study_checks.from_logs_verdicts),
     "positive-controls": (["positive_controls.json"], study_checks.positive_controls),
