@@ -4,7 +4,7 @@ import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.posterior import log_likelihood, log_prior, sampler_moves
+from scalerl.forecast.posterior import log_likelihood, log_prior, regroup_stuck_walkers, sampler_moves
 from scalerl.forecast.sigmoid_solver import SolverProblem
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd, student_t_dof
 
@@ -212,3 +212,21 @@ def test_sampler_moves_sample_a_known_posterior():
     assert _gaussian_ridge_quantile_error(sampler_moves()) < 0.08
     if emcee.__version__ == "3.1.6":  # the release whose snooker direction is not a unit vector
         assert _gaussian_ridge_quantile_error([(emcee.moves.DESnookerMove(), 1.0)]) > 0.12
+
+
+def test_a_stuck_walker_regrouped_next_to_a_bound_never_restarts_outside_the_support():
+    """Walkers far below the best log-probability restart next to a good one; one that sits on the
+    bound x <= 1 of a one-dimensional posterior would be jittered across it half the time, where
+    emcee's acceptance of -inf against -inf is NaN. With the log-probability given, every restart
+    is inside the support, next to the good walker (within its jitter of 1e-3 of the spread)."""
+    def log_prob(coords):
+        x = np.atleast_2d(coords)[:, 0]
+        return np.where(x <= 1.0, -0.5 * ((x - 1.0) / 0.1) ** 2, -np.inf)
+
+    coords = np.column_stack([np.r_[np.linspace(0.9, 1.0, 8), np.full(24, -5.0)]])
+    state = emcee.State(coords, log_prob=log_prob(coords))
+    unguarded = regroup_stuck_walkers(state, np.random.default_rng(0)).coords
+    assert np.any(~np.isfinite(log_prob(unguarded)))  # without the guard some cross the bound
+    regrouped = regroup_stuck_walkers(state, np.random.default_rng(0), log_prob).coords
+    assert np.all(np.isfinite(log_prob(regrouped)))
+    assert np.all((regrouped[8:, 0] >= 0.9 - 1e-4) & (regrouped[8:, 0] <= 1.0))

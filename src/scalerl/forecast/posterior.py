@@ -152,12 +152,15 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     return np.column_stack([walkers, sigma_column])
 
 
-def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee.State:
+def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob_fn=None) -> emcee.State:
     """Walkers left after a burn-in round more than stuck_log_prob_gap below the best log-probability
     (a start on the far end of the ridge that has not come back: on a run past its midpoint they
     left 95 % intervals of A reaching 0.9 where the data pin it to 0.6) restart next to a walker
     drawn from the others, with a jitter of 1e-3 of that group's spread, so the kept chain is
-    the posterior's, not the starts'."""
+    the posterior's, not the starts'. `log_prob_fn` (vectorised over rows): a jitter that would carry
+    a walker out of the posterior's support (next to a bound) is dropped, so no walker restarts at
+    -inf (emcee's acceptance of -inf against -inf is NaN: a warning on the user's console, and a
+    walker that could enter the kept chain outside the support)."""
     log_prob = np.asarray(state.log_prob, dtype=float)
     gap = stuck_log_prob_gap(np.shape(state.coords)[1])
     stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - gap)
@@ -167,7 +170,11 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator) -> emcee
     coords = np.array(state.coords, dtype=float)
     spread = np.std(coords[good], axis=0) + 1e-12
     picks = rng.choice(good, size=int(stuck.sum()))
-    coords[stuck] = coords[picks] + 1e-3 * spread * rng.standard_normal((int(stuck.sum()), coords.shape[1]))
+    moved = coords[picks] + 1e-3 * spread * rng.standard_normal((int(stuck.sum()), coords.shape[1]))
+    if log_prob_fn is not None:
+        outside = ~np.isfinite(np.asarray(log_prob_fn(moved), dtype=float))
+        moved[outside] = coords[picks][outside]
+    coords[stuck] = moved
     return emcee.State(coords, random_state=state.random_state)
 
 
@@ -195,7 +202,7 @@ def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, n
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
     rounds = np.diff(np.linspace(0, N_BURN, N_BURN_ROUNDS + 1).round().astype(int))
     for steps in rounds:
-        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng)
+        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob)
         sampler.reset()
     sampler.run_mcmc(state, n_steps - N_BURN, progress=False)
     return sampler
