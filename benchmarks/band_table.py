@@ -81,29 +81,31 @@ def cut_mask(compute: np.ndarray, fraction: float) -> np.ndarray:
     return (compute <= fraction * compute.max()) & (np.arange(compute.size) < compute.size - N_HELD_OUT)
 
 
-def fit_at_cut(run: Run, fraction: float):
-    """(fit, later compute, later reward), or None when fewer than 4 points (R0 + 3) or the fit refuses."""
+def fit_at_cut(run: Run, fraction: float, seed: int = 0):
+    """(fit, later compute, later reward), or None when fewer than 4 points (R0 + 3) or the fit
+    refuses; `seed` is the sampler's (fit_sigmoid)."""
     train = cut_mask(run.compute, fraction)
     if train.sum() < 4:
         return None
     try:
-        fit = fit_sigmoid(run.compute[train], run.reward[train])
+        fit = fit_sigmoid(run.compute[train], run.reward[train], seed=seed)
     except ScaleRLError:
         return None
     later = run.compute > run.compute[train].max()
     return fit, run.compute[later], run.reward[later]
 
 
-def collect_fits(runs: list[Run], fractions=CUT_FRACTIONS, log=sys.stderr, seconds: list | None = None) -> dict:
+def collect_fits(runs: list[Run], fractions=CUT_FRACTIONS, log=sys.stderr, seconds: list | None = None,
+                 seed: int = 0) -> dict:
     """{(run name, fraction): (fit, later compute, later reward) or None} for the forecastable runs;
-    the wall-clock seconds of each fit are appended to `seconds` when given."""
+    the wall-clock seconds of each fit are appended to `seconds` when given; `seed`: the sampler's."""
     fits = {}
     chosen = [run for run in runs if run.status in FORECAST_STATUSES]
     for i, run in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] fitting {run.name} at {len(fractions)} cuts", file=log, flush=True)
         for fraction in fractions:
             started = time.perf_counter()
-            fits[(run.name, fraction)] = fit_at_cut(run, fraction)
+            fits[(run.name, fraction)] = fit_at_cut(run, fraction, seed)
             if seconds is not None and fits[(run.name, fraction)] is not None:
                 seconds.append(time.perf_counter() - started)
     return fits

@@ -93,8 +93,11 @@ def score_model(model, compute, reward, final_compute, truth, with_band=True):
     return record
 
 
-def forecast_cells(runs, fits, tables):
-    """One cell per (forecastable run, fraction): every method's final-level error and bands."""
+def forecast_cells(runs, fits, tables, baselines=None):
+    """One cell per (forecastable run, fraction): every method's final-level error and bands;
+    `baselines`: {name: fitter} (default POINT_BASELINES; persistence is always needed, as the
+    fallback of a refused forecast)."""
+    baselines = POINT_BASELINES if baselines is None else baselines
     cells = []
     for run in runs:
         if run.status not in FORECAST_STATUSES:
@@ -120,7 +123,7 @@ def forecast_cells(runs, fits, tables):
                 cell["scalerl"] = score_model(fit, test_c, test_r, final_compute, truth)
                 cell["scalerl"]["band_seconds"] = time.perf_counter() - started
                 cell["scalerl"]["stratum"] = fit.stratum
-            for method, fitter in POINT_BASELINES.items():
+            for method, fitter in baselines.items():
                 try:
                     with np.errstate(all="ignore"):
                         model = fitter(run.compute[train], run.reward[train])
@@ -136,7 +139,7 @@ def _fallback_error(cell, method):
     return cell[method]["abs_error"] if "abs_error" in cell[method] else cell["persistence"]["abs_error"]
 
 
-def error_table(cells):
+def error_table(cells, methods=METHODS):
     """{fraction: {status: {method: {cells, failed, median, mean}}}} of the final-level error."""
     table = {}
     for fraction in FRACTIONS:
@@ -145,7 +148,7 @@ def error_table(cells):
             chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c
                       and status in ("all", c["status"])]
             rows = {}
-            for method in METHODS:
+            for method in methods:
                 errors = [_fallback_error(c, method) for c in chosen]
                 rows[method] = {"cells": len(chosen), "failed": sum("abs_error" not in c[method] for c in chosen),
                                 "median_abs_error": float(np.median(errors)) if errors else None,
@@ -161,7 +164,7 @@ def _fallback_bands(cell, method):
     return (cell.get(method) or {}).get("bands") or cell["persistence"]["bands"]
 
 
-def band_table_summary(cells):
+def band_table_summary(cells, methods=BAND_METHODS):
     """{fraction: {status: {method: {level: coverage, width, interval score (pooled and per run)}}}};
     `forecasts` counts the method's own bands, `of` the cells scored (refusals as persistence)."""
     table = {}
@@ -170,7 +173,7 @@ def band_table_summary(cells):
         for status in FORECAST_STATUSES:
             chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c and c["status"] == status]
             rows = {}
-            for method in BAND_METHODS:
+            for method in methods:
                 own = [c for c in chosen if (c.get(method) or {}).get("bands")]
                 if not own:
                     continue
@@ -210,8 +213,9 @@ def plateau_verdict(fit, settled):
             "told_to_run_longer": headline.startswith("ceiling not identified yet")}
 
 
-def plateau_read(runs):
-    """Fit every complete run; on healthy runs: identified, A near the settled level, interval holding it."""
+def plateau_read(runs, seed=0):
+    """Fit every complete run; on healthy runs: identified, A near the settled level, interval holding it
+    (`seed`: the sampler's)."""
     rows = []
     for run in runs:
         if run.status not in FORECAST_STATUSES:
@@ -219,7 +223,7 @@ def plateau_read(runs):
         settled = settled_level(run.reward)
         row = {"run": run.name, "source": run.source, "status": run.status, "settled": settled}
         try:
-            fit = fit_sigmoid(run.compute, run.reward)
+            fit = fit_sigmoid(run.compute, run.reward, seed=seed)
         except ScaleRLError as error:
             rows.append({**row, "error": str(error)})
             continue
@@ -227,7 +231,7 @@ def plateau_read(runs):
         rows.append({**row, **plateau_verdict(fit, settled),
                      # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
                      "end_still_rising": bool(late is not None and not late.is_flat(0.95)),
-                     "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level)
+                     "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level, seed=seed)
                                                                  .ceiling_identified) for level in (0.5, 0.95)}})
     healthy = [r for r in rows if r["status"] == "healthy"]
     summary = {"healthy_runs": len(healthy), "read": sum(r.get("read", False) for r in healthy),

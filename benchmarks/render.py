@@ -40,6 +40,10 @@ SECTIONS = [
      render_forecast.table, render_forecast.COMMAND),
     ("plateau-shapes", "Plateau read on synthetic shapes", [render_forecast.SHAPES_FILE],
      render_forecast.plateau_shapes, render_forecast.SHAPES_COMMAND),
+    ("sigmoid-recovery", "Ceiling of a textbook sigmoid", [render_forecast.RECOVERY_FILE],
+     render_forecast.sigmoid_recovery, render_forecast.RECOVERY_COMMAND),
+    ("forecast-seed-spread", "Forecast accuracy over sampler seeds", [render_forecast.SEED_SPREAD_FILE],
+     render_forecast.seed_spread, render_forecast.SEED_SPREAD_COMMAND),
     ("run-length", "Run length on real runs", ["run_length_accuracy.json"], tables.run_length,
      "python -m benchmarks.run_length_accuracy"),
     ("reader-scale", "Reading long logs", ["reader_scale.json"], tables.reader_scale,
@@ -72,10 +76,12 @@ SECTION_FILES = {anchor: files for anchor, _, files, _, _ in SECTIONS}
 
 # block name -> (results files, renderer): what README.md and docs/*.md may quote
 BLOCKS = {
-    "forecast-headline": ([render_forecast.RESULTS_FILE], render_forecast.headline),
+    "forecast-headline": ([render_forecast.RESULTS_FILE, render_forecast.SEED_SPREAD_FILE], render_forecast.headline),
     "forecast-accuracy": ([render_forecast.RESULTS_FILE], render_forecast.table),
     "sampler-check": ([render_forecast.SAMPLER_FILE], render_forecast.sampler_line),
     "plateau-shapes": ([render_forecast.SHAPES_FILE], render_forecast.plateau_shapes),
+    "sigmoid-recovery": ([render_forecast.RECOVERY_FILE], render_forecast.sigmoid_recovery),
+    "forecast-seed-spread": ([render_forecast.SEED_SPREAD_FILE], render_forecast.seed_spread),
     "run-length-headline": (["run_length_accuracy.json"], tables.run_length_headline),
     "reader-scale": (["reader_scale.json"], tables.reader_scale),
     "live-forecast-overhead": (["live_forecast_overhead.json"], tables.live_forecast_overhead),

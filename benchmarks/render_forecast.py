@@ -140,15 +140,22 @@ def table(results: dict) -> str:
         f"![coverage of the bands by nominal level]({FIGURE})"])
 
 
-def headline(results: dict) -> str:
-    """One sentence: scalerl's median and mean error at half the compute against the paper's grid fit, by source."""
+def headline(results: dict, seeds: dict | None = None) -> str:
+    """One sentence: scalerl's median and mean error at half the compute against the paper's grid fit, by source;
+    with `seeds` (forecast_seed_spread.json) the median's range over the sampler's seeds as well."""
     half = results["errors"]["0.5"]["all"]
     ours, paper = half["scalerl"], half["paper_grid_bootstrap"]
     healthy = results["bands"]["0.5"]["healthy"]["scalerl"]["0.8"]["coverage"]
+    spread = ""
+    if seeds is not None:
+        span = seeds["spread"]["median_error@0.5"]
+        verdict = _seed_verdict(span["min"], span["max"], paper["median_abs_error"])
+        spread = (f"; the median is {span['min']:.4f}-{span['max']:.4f} over {len(seeds['seeds'])} sampler seeds"
+                  + (", a tie" if verdict == "tie" else ""))
     return (f"Fitted on the first half of {ours['cells']} real RL runs, each scored with what was learned on the "
             f"other sources only, scalerl forecasts the final reward with a median / mean absolute error of "
             f"**{ours['median_abs_error']:.4f} / {ours['mean_abs_error']:.4f}** (the paper's grid fit: "
-            f"{paper['median_abs_error']:.4f} / {paper['mean_abs_error']:.4f}); its 80 % band "
+            f"{paper['median_abs_error']:.4f} / {paper['mean_abs_error']:.4f}{spread}); its 80 % band "
             f"holds {healthy:.2f} of the later evaluations of healthy runs.")
 
 
@@ -196,4 +203,75 @@ def plateau_shapes(results: dict) -> str:
     lines += ["", f"Read on {total['read']} of {total['runs']} synthetic runs (noise sd {sds}, "
                   f"{results['runs_per_cell']} runs per cell, seed {results['seed']}); told to run longer: "
                   f"{total['told_to_run_longer']}; refused: {total['refused']}."]
+    return "\n".join(lines)
+
+
+RECOVERY_FILE = "sigmoid_recovery.json"
+RECOVERY_COMMAND = "python -m benchmarks.sigmoid_recovery"
+
+
+def sigmoid_recovery(results: dict) -> str:
+    """The textbook sigmoid's ceiling over run length and noise: a row per cell and the target line."""
+    truth = results["truth"]
+    lines = ["| run to | noise sd | runs | identified | A's 95 % interval within 0.03 | 95 % holds A | "
+             "80 % holds A | median abs(A_hat - A) | told to run longer |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for cell in results["cells"]:
+        s = cell["summary"]
+        error = "-" if s["median_abs_error"] is None else f"{s['median_abs_error']:.3f}"
+        lines.append(f"| {cell['length']:g} C_mid | {cell['noise_sd']:g} | {s['runs']} | {s['identified']} | "
+                     f"{s['within']} | {s['holds_95']} | {s['holds_80']} | {error} | {s['run_longer']} |")
+    t = results["target"]
+    lines += ["", f"A = {truth['A']:g}, B = {truth['B']:g}, C_mid = {truth['C_mid']:g}, R0 = {truth['R0']:g}, "
+                  f"{results['evaluations']} evenly spaced evaluations, {results['runs_per_cell']} noise draws "
+                  f"per cell (seed {results['seed']}). Runs past {t['length_from']} C_mid with noise <= "
+                  f"{t['noise_up_to']:g}: identified on {t['identified']} of {t['runs']}, A's 95 % interval "
+                  f"within {results['within']:g} of the truth on {t['within']}, holding it on {t['holds_95']} "
+                  f"(80 % interval: {t['holds_80']})."]
+    return "\n".join(lines)
+
+
+SEED_SPREAD_FILE = "forecast_seed_spread.json"
+SEED_SPREAD_COMMAND = "python -m benchmarks.forecast_seed_spread"
+SEED_METRIC_NAMES = {"median_error": "median abs error, all runs", "mean_error": "mean abs error, all runs",
+                     "coverage80": "80 % coverage", "interval_score80": "80 % interval score"}
+COVERAGE_TARGETS = {"healthy": (0.72, 0.88), "still rising": (0.65, 1.0)}
+
+
+def _seed_verdict(low: float, high: float, baseline: float | None) -> str:
+    """Lower is better: "better" when every seed beats the baseline, "worse" when none does, else "tie"."""
+    if baseline is None:
+        return ""
+    return "better" if high < baseline else "worse" if low > baseline else "tie"
+
+
+def seed_spread(results: dict) -> str:
+    """scalerl's headline cells over sampler seeds against the best baseline: a row per cell."""
+    lines = ["| measure | fit on | runs | seed 0 | over seeds | best baseline | scalerl |",
+             "|---|---|---|---|---|---|---|"]
+    first = results["per_seed"][0]["metrics"]
+    for key, span in results["spread"].items():
+        if key.startswith("plateau"):
+            continue
+        name, where = key.split("@")
+        fraction, _, status = where.partition("/")
+        baseline = results["baselines"].get(key)
+        if name == "coverage80":
+            low_ok, high_ok = COVERAGE_TARGETS[status]
+            met = all(low_ok <= s["metrics"][key] <= high_ok for s in results["per_seed"])
+            base_text, verdict = f"target {low_ok:g}-{high_ok:g}" if high_ok < 1 else f"target >= {low_ok:g}", \
+                ("met on every seed" if met else "missed on some seeds")
+            spec = ".2f"
+        else:
+            base_text = "-" if baseline is None else f"{baseline[1]:.4f} ({baseline[0].replace('_', ' ')})"
+            verdict = _seed_verdict(span["min"], span["max"], None if baseline is None else baseline[1])
+            spec = ".4f"
+        lines.append(f"| {SEED_METRIC_NAMES[name]} | {float(fraction):.0%} | {status or 'all'} | "
+                     f"{format(first[key], spec)} | {format(span['min'], spec)}-{format(span['max'], spec)} | "
+                     f"{base_text} | {verdict} |")
+    plateau = results["spread"]["plateau_read"]
+    seeds = ", ".join(str(s) for s in results["seeds"])
+    lines += ["", f"Seeds {seeds}; {results['runs']} runs. Plateau read: {first['plateau_read']} of "
+                  f"{first['plateau_runs']} with seed 0, {plateau['min']:g}-{plateau['max']:g} over the seeds. "
+                  "\"tie\": the baseline's value lies inside scalerl's range over the seeds."]
     return "\n".join(lines)

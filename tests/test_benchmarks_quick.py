@@ -35,6 +35,7 @@ QUICK_ARGS: dict[str, tuple[str, ...]] = {
     "async_vs_sync": ("--quick", "--modes", "sync,async-k8", "--workdir", "{tmp}/work",
                       "--out", "{tmp}/async_vs_sync.json"),
     "forecast_accuracy": ("--quick", "--out", "{tmp}", "--figure", "{tmp}/forecast_calibration.png"),
+    "forecast_seed_spread": ("--quick", "--seeds", "0", "1", "--out", "{tmp}/forecast_seed_spread.json"),
     "pipeline_efficiency": ("--quick", "--ratios", "1", "--generators", "1", "--lags", "8",
                             "--param-sizes", "builtin", "--workdir", "{tmp}/work",
                             "--out", "{tmp}/pipeline_efficiency.json", "--figure", "{tmp}/pipeline_efficiency.png"),
