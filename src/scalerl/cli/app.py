@@ -66,7 +66,11 @@ REWARD_RANGE_OPTION = typer.Option(
     help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
          "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
 )
-N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's).")
+N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap",
+                                  help="Posterior draws kept behind the intervals and bands (default: the library's 200).")
+SEED_OPTION = typer.Option(None, "--seed", min=0,
+                           help="The posterior sampler's seed (default 0): the same data and seed give the same "
+                                "answer; another seed shows how far an interval's edges move with the sampling.")
 
 
 @app.command()
@@ -91,6 +95,7 @@ def fit(
     fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    seed: Optional[int] = SEED_OPTION,
     run: Optional[str] = typer.Option(None, "--run", help=RUN_HELP),
     group: Optional[str] = GROUP_OPTION,
     segment: Optional[int] = SEGMENT_OPTION,
@@ -110,7 +115,7 @@ def fit(
     reward_range, range_notes = reward_range_for([curve], reward_range)
     notes = [*curve_notes({"": curve}), *range_notes]
     limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
-    options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse)
+    options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse, seed)
     with progress(json_output, f"fitting {curve.source} ..."):
         result, held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
         payload = result.to_dict(level=level, predict_at=predict_values, target=target)
@@ -146,6 +151,7 @@ def compare(
     level: float = LEVEL_OPTION,
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    seed: Optional[int] = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to compare its runs."),
     group: Optional[str] = GROUP_OPTION,
     segment: Optional[int] = SEGMENT_OPTION,
@@ -169,7 +175,7 @@ def compare(
     if reward_range is not None:
         for curve in curves.values():
             check_reward_range(curve, reward_range)
-    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
+    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False, seed)
     options = {key: value for key, value in options.items() if value is not None or key == "reward_range"}
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
@@ -203,6 +209,7 @@ def plot(
     level: float = LEVEL_OPTION,
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    seed: Optional[int] = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to draw its runs."),
     group: Optional[str] = GROUP_OPTION,
     segment: Optional[int] = SEGMENT_OPTION,
@@ -215,7 +222,7 @@ def plot(
     check_figure_path(output)
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
-    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False)
+    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False, seed)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
         for name, curve in curves.items():
