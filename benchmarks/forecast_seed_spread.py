@@ -15,6 +15,7 @@ the range is a tie, not a win or a loss.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import time
@@ -39,7 +40,7 @@ STATUSES = ("healthy", "still rising")
 def seed_metrics(runs, seed: int) -> dict:
     """scalerl's headline cells with sampler seed `seed`: final-level error (all runs), 80 % coverage
     and interval score (healthy / still rising) per fraction, and the plateau read."""
-    fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), log=open("/dev/null", "w"), seed=seed)
+    fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), log=io.StringIO(), seed=seed)
     tables = {source: build_table(scores_of(fits, runs, CUT_FRACTIONS, exclude_source=source))
               for source in sorted({run.source for run in runs})}
     cells = forecast_cells(runs, fits, tables, baselines={"persistence": POINT_BASELINES["persistence"]})

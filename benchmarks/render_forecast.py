@@ -247,7 +247,8 @@ def _seed_verdict(low: float, high: float, baseline: float | None) -> str:
 
 def seed_spread(results: dict) -> str:
     """scalerl's headline cells over sampler seeds against the best baseline: a row per cell."""
-    lines = ["| measure | fit on | runs | seed 0 | over seeds | best baseline | scalerl |",
+    first_seed = results["per_seed"][0]["seed"]
+    lines = [f"| measure | fit on | runs | seed {first_seed} | over seeds | best baseline | scalerl |",
              "|---|---|---|---|---|---|---|"]
     first = results["per_seed"][0]["metrics"]
     for key, span in results["spread"].items():
@@ -259,8 +260,8 @@ def seed_spread(results: dict) -> str:
         if name == "coverage80":
             low_ok, high_ok = COVERAGE_TARGETS[status]
             met = all(low_ok <= s["metrics"][key] <= high_ok for s in results["per_seed"])
-            base_text, verdict = f"target {low_ok:g}-{high_ok:g}" if high_ok < 1 else f"target >= {low_ok:g}", \
-                ("met on every seed" if met else "missed on some seeds")
+            base_text = f"target {low_ok:g}-{high_ok:g}" if high_ok < 1 else f"target >= {low_ok:g}"
+            verdict = "met on every seed" if met else "missed on some seeds"
             spec = ".2f"
         else:
             base_text = "-" if baseline is None else f"{baseline[1]:.4f} ({baseline[0].replace('_', ' ')})"
@@ -272,6 +273,6 @@ def seed_spread(results: dict) -> str:
     plateau = results["spread"]["plateau_read"]
     seeds = ", ".join(str(s) for s in results["seeds"])
     lines += ["", f"Seeds {seeds}; {results['runs']} runs. Plateau read: {first['plateau_read']} of "
-                  f"{first['plateau_runs']} with seed 0, {plateau['min']:g}-{plateau['max']:g} over the seeds. "
+                  f"{first['plateau_runs']} with seed {first_seed}, {plateau['min']:g}-{plateau['max']:g} over the seeds. "
                   "\"tie\": the baseline's value lies inside scalerl's range over the seeds."]
     return "\n".join(lines)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.sigmoid_recovery import TRUTH, in_target, recovery_verdict, summarise, textbook_run
+from benchmarks.sigmoid_recovery import (
+    LENGTHS, NOISE_SDS, TRUTH, in_target, recovery_verdict, summarise, textbook_run,
+)
 from scalerl.forecast.fitting import fit_sigmoid
 
 
@@ -42,8 +44,6 @@ def test_past_four_midpoints_with_little_noise_the_ceiling_is_identified_and_wit
     benchmark's draws): identified on every run, A's 95 % interval within 0.03 of the truth and
     holding it on at least 80 % (the misses sit at 6-8 C_mid, where a flat end is read at the late
     level: docs/forecasting.md)."""
-    from benchmarks.sigmoid_recovery import LENGTHS, NOISE_SDS
-
     rows = []
     for i, length in enumerate(LENGTHS):
         for j, noise_sd in enumerate(NOISE_SDS):
