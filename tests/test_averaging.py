@@ -68,10 +68,15 @@ def test_fixed_ceiling_and_average_forms_false_keep_the_posterior_alone():
         float(np.median(sigmoid_reward(8000.0, *alone.param_draws.T, 0.2))))
 
 
-def test_the_r0_zero_form_only_where_zero_is_the_floor():
+def test_the_floor_form_starts_at_the_range_floor_and_is_left_out_of_an_open_range():
     compute = np.linspace(100.0, 4000.0, 12)
     reward = sigmoid_reward(compute, 0.4, 2.0, 1000.0, -0.6)  # mean of +1/-1 rewards
-    names = {form.name for form in averaged_forms(compute, reward, -0.6, (-1.0, 1.0), 0.01)}
-    assert "sigmoid_r0_zero" not in names and {"sigmoid_posterior", "sigmoid"} <= names
-    names = {form.name for form in averaged_forms(compute, reward + 0.6, 0.0, (0.0, 1.0), 0.01)}
-    assert "sigmoid_r0_zero" in names
+    forms = {form.name: form for form in averaged_forms(compute, reward, -0.6, (-1.0, 1.0), 0.01)}
+    assert forms["sigmoid_r0_floor"].params[3] == -1.0
+    # the same run as a pass rate, (reward + 1) / 2: the floor form is the paper's R0 = 0 and predicts the same
+    rate = {form.name: form for form in averaged_forms(compute, (reward + 1) / 2, 0.2, (0.0, 1.0), 0.01)}
+    assert rate["sigmoid_r0_floor"].params[3] == 0.0
+    far = np.array([8000.0, 20000.0])
+    assert np.allclose((forms["sigmoid_r0_floor"].reward(far, None) + 1) / 2, rate["sigmoid_r0_floor"].reward(far, None), atol=1e-4)
+    names = {form.name for form in averaged_forms(compute, reward, -0.6, None, 0.01)}
+    assert "sigmoid_r0_floor" not in names and {"sigmoid_posterior", "sigmoid"} <= names

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
-from scalerl.cli.fit_inputs import (check_finite_options, check_reward_range, fit_options, fit_window_limit,
+from scalerl.cli.fit_inputs import (MARGIN_HELP, check_finite_options, check_reward_range, fit_options, fit_window_limit,
                                     parse_compute_values, reward_range_for, run_labels, split_pair_values)
 from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, points_not_fitted, progress
 from scalerl.errors import InputError
@@ -142,7 +142,7 @@ def fit(
 @exits_on_user_error
 def compare(
     paths: list[Path] = typer.Argument(..., help="Two or more run logs to compare."),
-    margin: float = typer.Option(0.02, "--margin", help="Ceilings within this margin count as equal."),
+    margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
@@ -161,8 +161,8 @@ def compare(
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
     if len(paths) < 2 and len(runs) < 2:
         raise InputError(f"compare needs at least two runs (files, or --run twice with one file), got {len(paths)}")
-    if not 0.0 <= margin < 1.0:
-        raise InputError(f"--margin must be in [0, 1), got {margin:g}")
+    if margin is not None and not margin >= 0.0:
+        raise InputError(f"--margin must be >= 0, got {margin:g}")
     if plot is not None:
         from scalerl.report.plotting import check_figure_path
 

@@ -15,6 +15,8 @@ from scalerl.forecast.readers import Curve
 MAX_REWARD_MAGNITUDE = 1e6
 UNIT_REWARD_RANGE = (0.0, 1.0)  # pass rates and accuracies: the range used when every reward lies in it
 PAIR_OPTIONS = ("--reward-range",)
+MARGIN_HELP = ("Ceilings within this margin count as equal (default: the paper's 0.02 of the reward's unit: "
+               "0.02 for pass rates, 2 with --reward-range 0 100).")
 
 
 def check_finite_options(**values: float | None) -> None:
@@ -87,7 +89,14 @@ def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> 
     curve = outside[0]
     return None, [f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
                   f"{curve.reward.max():.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A "
-                  "is in the reward's own units); pass --reward-range LOW HIGH for known bounds"]
+                  "is in the reward's own units, its margins 0.002 and 0.02 of the largest |reward|); pass "
+                  f"--reward-range LOW HIGH for known bounds{percent_hint(curves)}"]
+
+
+def percent_hint(curves: list[Curve]) -> str:
+    """" (a percentage? --reward-range 0 100)" when every reward lies in [0, 100], else ""."""
+    inside = all(curve.reward.min() >= 0.0 and curve.reward.max() <= 100.0 for curve in curves)
+    return " (a percentage? --reward-range 0 100)" if inside else ""
 
 
 def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse, seed=None) -> dict:

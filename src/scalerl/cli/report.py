@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from scalerl.cli.errors import exits_on_user_error
+from scalerl.cli.fit_inputs import MARGIN_HELP
 from scalerl.escaping import plain
 
 
@@ -26,8 +27,8 @@ def report_command(
     target_x: Optional[float] = typer.Option(None, "--target-x", "--budget",
                                              help="Budget: extrapolate to this compute (default: 2x each run's)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals and bands."),
-    margin: float = typer.Option(0.02, "--margin", help="Ceilings within this margin count as equal."),
-    n_bootstrap: Optional[int] = typer.Option(None, "--n-bootstrap", help="Bootstrap refits (default: the library's)."),
+    margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
+    n_bootstrap: Optional[int] = typer.Option(None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""

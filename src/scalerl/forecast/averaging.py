@@ -5,8 +5,9 @@ second form fitted on the same points is wrong differently. The forecast average
 
     sigmoid_posterior   posterior median of the ScaleRL sigmoid, R0 fixed (forecast.posterior)
     sigmoid             least-squares ScaleRL sigmoid, R0 fixed
-    sigmoid_r0_zero     least-squares sigmoid with R0 = 0 (the paper's seed form A / (1 + (C_mid / C)^B)),
-                        only where 0 is the floor of the reward range
+    sigmoid_r0_floor    least-squares sigmoid starting at the floor of the reward range, R0 = LOW (for
+                        pass rates the paper's seed form A / (1 + (C_mid / C)^B), R0 = 0); not for an
+                        open range
     power_law           R = A - D C^(-B), the paper's alternative
 
 (Khatri, Madaan et al., arXiv 2510.13786: the sigmoid, its R0 = 0 form and the power law.) The
@@ -35,7 +36,7 @@ from scalerl.forecast.power_law import fit_power_law
 from scalerl.forecast.sigmoid_solver import SolverProblem, multi_start_fit, parameter_bounds
 
 POSTERIOR = "sigmoid_posterior"
-FORM_NAMES = (POSTERIOR, "sigmoid", "sigmoid_r0_zero", "power_law")
+FORM_NAMES = (POSTERIOR, "sigmoid", "sigmoid_r0_floor", "power_law")
 MIN_REFIT_POINTS = 3  # a three-parameter form needs three points to be refitted on
 
 
@@ -115,10 +116,11 @@ def least_squares_power_law(compute: ArrayLike, reward: ArrayLike,
     return (fit.a, fit.d, fit.b) if np.all(np.isfinite([fit.a, fit.d, fit.b])) else None
 
 
-def zero_is_the_floor(reward_range: tuple[float, float] | None) -> bool:
-    """The R0 = 0 form only makes sense where 0 is the lowest reward (pass rates in [0, 1]); with
-    +1/-1 rewards or an open range a start at 0 is no natural floor."""
-    return reward_range is not None and float(reward_range[0]) == 0.0
+def reward_floor(reward_range: tuple[float, float] | None) -> float | None:
+    """The lowest reward, LOW of the range (0 for pass rates; -1 for the mean of +1/-1 rewards), where
+    the paper's seed form starts; None for an open range, which has no natural floor. Starting at
+    LOW rather than at 0 keeps the forecast the same whatever affine unit the reward is logged in."""
+    return None if reward_range is None else float(reward_range[0])
 
 
 def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float, reward_range: tuple[float, float] | None,
@@ -126,12 +128,13 @@ def fit_forms(compute: ArrayLike, reward: ArrayLike, r0: float, reward_range: tu
     """{name: FormCurve with weight 0 or None} for the least-squares members on these points;
     `sigmoid` is the least-squares sigmoid's (A, B, C_mid, R0) when the caller has it already."""
     out = {}
-    r0_zero = least_squares_sigmoid(compute, reward, 0.0, reward_range) if zero_is_the_floor(reward_range) else None
+    floor = reward_floor(reward_range)
+    r0_floor = None if floor is None else least_squares_sigmoid(compute, reward, floor, reward_range)
     if sigmoid is None:
         sigmoid = least_squares_sigmoid(compute, reward, r0, reward_range)
     for name, kind, params in (
         ("sigmoid", "sigmoid", sigmoid),
-        ("sigmoid_r0_zero", "sigmoid", r0_zero),
+        ("sigmoid_r0_floor", "sigmoid", r0_floor),
         ("power_law", "power_law", least_squares_power_law(compute, reward, reward_range)),
     ):
         out[name] = None if params is None else FormCurve(name, 0.0, kind, params, floor=float(r0))

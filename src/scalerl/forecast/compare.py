@@ -31,6 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError, InputError
+from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 
@@ -162,16 +163,20 @@ def _fit_named(name, compute, reward, **options):
         raise FitError(f"run {name!r}: {error}") from error
 
 
-def compare_runs(curves: Mapping[str, object], margin: float = 0.02, **fit_options: Any) -> Comparison:
+def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fit_options: Any) -> Comparison:
     """Rank runs by the paper's rule, kept only where the intervals support it (module docstring);
-    `fit_options` go to every fit_sigmoid call (`level` sets the interval level too)."""
+    `fit_options` go to every fit_sigmoid call (`level` sets the interval level too). `margin`
+    None: the paper's 0.02 of the reward's unit (forecast.reward_unit; 0.02 for pass rates, 2 for
+    percentages with reward_range (0, 100)), the largest unit of the runs."""
     if len(curves) < 2:
         raise InputError(f"compare_runs needs at least two runs, got {len(curves)}")
-    if margin < 0:
+    if margin is not None and margin < 0:
         raise InputError(f"margin must be >= 0, got {margin}")
     level = float(fit_options.get("level", 0.8))
     data = {name: _as_arrays(name, curve) for name, curve in curves.items()}
     fits = {name: _fit_named(name, *arrays, **fit_options) for name, arrays in data.items()}
+    if margin is None:
+        margin = NEAR_CEILING_WITHIN * max(fit.reward_unit for fit in fits.values())
     clusters = ceiling_clusters({name: fit.a for name, fit in fits.items()}, margin)
     ranking, fixed_fits = _rank_within_clusters(clusters, fits, data, fit_options)
     top = ranking[0]

@@ -279,10 +279,10 @@ def stop_now_floor(reward: ArrayLike, noise_sd: float, level: float, n_last: int
     return float(last.mean() - norm.ppf((1.0 + level) / 2.0) * noise_sd * math.sqrt(1.0 + 1.0 / last.size))
 
 
-def plateau_reached(late: LateStretch, a: float) -> bool:
-    """A flat end the fit sits on: |A - late level| <= NEAR_CEILING_WITHIN (the paper's margin).
-    The run has levelled off where the fitted ceiling says it would."""
-    return abs(a - late.level) <= NEAR_CEILING_WITHIN
+def plateau_reached(late: LateStretch, a: float, within: float = NEAR_CEILING_WITHIN) -> bool:
+    """A flat end the fit sits on: |A - late level| <= within (the paper's margin, 0.02 of a pass
+    rate; in the reward's unit). The run has levelled off where the fitted ceiling says it would."""
+    return abs(a - late.level) <= within
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
@@ -292,7 +292,8 @@ def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
 
 def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple[float, float], a_upper_bound: float,
                             max_compute: float, *, residual_dof: int = 1,
-                            b_at_bound: bool = False, b: float | None = None) -> tuple[bool, str | None]:
+                            b_at_bound: bool = False, b: float | None = None,
+                            within: float = NEAR_CEILING_WITHIN) -> tuple[bool, str | None]:
     """Rule: the ceiling A is identified unless the data cannot pin it down.
 
     Unidentified when (1) the last point is below the fitted C_mid (still before the inflection),
@@ -302,9 +303,10 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
     Returns (identified, warning or None); when the fitted curve is already within the paper's
     margin of A at the last point, the warning says that noise, not compute, is what is missing;
     otherwise it says how far to run: before the inflection to at least 2 x C_mid, where the curve
-    has passed it, and, given the fitted B, to C_mid (|A - R0| / 0.02 - 1)^(1/B), where the fitted
-    curve is within the paper's margin 0.02 of A (curves.sigmoid_compute_near_ceiling, the fit's
-    "run length"); past the inflection the run length alone.
+    has passed it, and, given the fitted B, to C_mid (|A - R0| / w - 1)^(1/B), where the fitted
+    curve is within the paper's margin w = `within` of A (0.02 for a pass rate; in the reward's
+    unit; curves.sigmoid_compute_near_ceiling, the fit's "run length"); past the inflection the run
+    length alone.
     """
     lo, hi = a_interval
     gain = max(a - r0, 1e-12)
@@ -321,13 +323,13 @@ def ceiling_identifiability(a: float, r0: float, c_mid: float, a_interval: tuple
         reasons.append("B sits at a bound of its range (the bend of the curve is not resolved by the data)")
     if not reasons:
         return True, None
-    if b is not None and float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) <= max_compute:
+    if b is not None and float(sigmoid_compute_near_ceiling(within, a, b, c_mid, r0)) <= max_compute:
         return False, ("ceiling not identified: " + "; ".join(reasons) + f". The fitted curve is already within "
-                       f"{NEAR_CEILING_WITHIN:g} of A at the last point: running longer will not pin A, less noisy "
+                       f"{within:.3g} of A at the last point: running longer will not pin A, less noisy "
                        "evaluations (more prompts per evaluation) will.")
-    times = None if b is None else float(sigmoid_compute_near_ceiling(NEAR_CEILING_WITHIN, a, b, c_mid, r0)) / max_compute
+    times = None if b is None else float(sigmoid_compute_near_ceiling(within, a, b, c_mid, r0)) / max_compute
     near = "" if times is None else (
-        f" Reading A to +-{NEAR_CEILING_WITHIN:g} needs ~{times:.3g} times the current max (the run length).")
+        f" Reading A to +-{within:.3g} needs ~{times:.3g} times the current max (the run length).")
     if max_compute >= c_mid:
         slow = times is not None and times > FAR_RUN_LENGTH
         return False, ("ceiling not identified: " + "; ".join(reasons) + ". The last point is past the fitted "

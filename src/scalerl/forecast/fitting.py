@@ -19,6 +19,7 @@ from scipy.special import expit
 from scalerl.errors import ConfigError, FitError, InputError
 from scalerl.forecast.averaging import MIN_REFIT_POINTS, averaged_forms, draw_members
 from scalerl.forecast.diagnostics import (
+    NEAR_CEILING_WITHIN,
     CollapseReport,
     ceiling_identifiability,
     check_learning,
@@ -29,6 +30,7 @@ from scalerl.forecast.diagnostics import (
     trend_free_noise_sd,
 )
 from scalerl.forecast.result import FitResult
+from scalerl.forecast.reward_unit import reward_unit
 from scalerl.forecast.validation import validate_curve
 from scalerl.forecast.sigmoid_solver import SolverProblem, data_residuals, multi_start_fit, parameter_bounds
 from scalerl.forecast.posterior import STUDENT_T_NU, sample_posterior
@@ -139,31 +141,34 @@ def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
     return SolverProblem(log_compute, fit_reward, r0, lower, upper, loss, f_scale, fixed_a, a_prior), compute_ref
 
 
-def fit_with_plateau(problem: SolverProblem, plateau, n_starts: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+def fit_with_plateau(problem: SolverProblem, plateau, n_starts: int,
+                     within: float = NEAR_CEILING_WITHIN) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(free fit, reported fit): least squares, read at the flat end where the run has one.
 
     When the fitted points end flat (`plateau`) and the free ceiling misses that level by more
-    than the paper's margin (diagnostics.plateau_reached: typically a slow sigmoid tail running on
-    above a plateau, or a peak above it), the run is read as levelled off there: the reported fit
+    than the paper's margin `within` (diagnostics.plateau_reached: typically a slow sigmoid tail
+    running on above a plateau, or a peak above it), the run is read as levelled off there: the reported fit
     has A fixed at the late level and B, C_mid refitted. Data whose free fit already sits on the
     level keep their estimate (a noise-free curve is recovered exactly). The noise estimate and the
     sampler's starting point stay the free fit's; the posterior carries the flat end as a prior on
     A (posterior.py), so A's interval says how sure the reading is.
     """
     free, _ = multi_start_fit(replace(problem, a_prior=None), n_starts)
-    if plateau is None or problem.fixed_a is not None or free is None or plateau_reached(plateau, float(free[0])):
+    if (plateau is None or problem.fixed_a is not None or free is None
+            or plateau_reached(plateau, float(free[0]), within)):
         return free, free
     level = float(np.clip(plateau.level, problem.lower[0], problem.upper[0]))
     held, _ = multi_start_fit(replace(problem, a_prior=None, fixed_a=level), n_starts)
     return free, (free if held is None else held)
 
 
-def _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau=None):
+def _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau=None, within=NEAR_CEILING_WITHIN):
     """(identified, warning) at IDENTIFICATION_LEVEL whatever level the caller reports at: a flat
-    end the fit sits on (diagnostics.plateau_reached), else diagnostics.ceiling_identifiability."""
+    end the fit sits on (diagnostics.plateau_reached), else diagnostics.ceiling_identifiability;
+    `within` is the paper's margin in the reward's unit."""
     if problem.fixed_a is not None:
         return True, None
-    if plateau is not None and plateau_reached(plateau, float(theta_hat[0])):
+    if plateau is not None and plateau_reached(plateau, float(theta_hat[0]), within):
         return True, None
     tail = (1.0 - IDENTIFICATION_LEVEL) / 2.0
     a_interval = tuple(np.quantile(param_draws[:, 0], [tail, 1.0 - tail]))
@@ -172,7 +177,7 @@ def _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau=None):
     b_at_bound = min(theta_hat[1] - problem.lower[1], problem.upper[1] - theta_hat[1]) < 1e-3 * b_span
     return ceiling_identifiability(
         theta_hat[0], problem.r0, c_mid, a_interval, problem.upper[0], compute_ref,
-        residual_dof=problem.reward.size - 3, b_at_bound=bool(b_at_bound), b=float(theta_hat[1]),
+        residual_dof=problem.reward.size - 3, b_at_bound=bool(b_at_bound), b=float(theta_hat[1]), within=within,
     )
 
 
@@ -189,7 +194,7 @@ def fit_sigmoid(
     n_bootstrap: int = 200,
     fixed_a: float | None = None,
     fit_through_collapse: bool = False,
-    noise_floor: float = DEFAULT_NOISE_FLOOR,
+    noise_floor: float | None = None,
     n_starts: int = 4,
     average_forms: bool = True,
     band_table: dict | None = None,
@@ -206,10 +211,16 @@ def fit_sigmoid(
     package (built from the bundled curves by `python -m benchmarks.band_table`).
     `average_forms` (default) makes the point forecast and bands an average over curve forms
     weighted by within-run cross-validation (forecast.averaging); False keeps the posterior alone.
+    The absolute tolerances are shares of the reward's unit u (forecast.reward_unit: the range's
+    width, 1 for a pass rate): the noise floor `noise_floor` (None: 0.002 u) and the paper's margin
+    on A (0.02 u), so a reward logged in percent gets the answer it gets as a fraction.
     Raises FitError when too few points remain or the run is flat.
     """
     _check_options(loss, level, n_bootstrap, min_compute)
     compute, reward = validate_curve(compute, reward, reward_range)
+    unit = reward_unit(reward, reward_range)
+    noise_floor = DEFAULT_NOISE_FLOOR * unit if noise_floor is None else float(noise_floor)
+    within = NEAR_CEILING_WITHIN * unit
     _check_r0(r0, reward_range)
     r0, keep, collapse, warnings = select_points(compute, reward, r0, min_compute, fit_through_collapse, noise_floor)
     fit_compute, fit_reward = compute[keep], reward[keep]
@@ -221,7 +232,7 @@ def fit_sigmoid(
     plateau = late if late is not None and late.is_flat(IDENTIFICATION_LEVEL) else None
     problem, compute_ref = build_problem(fit_compute, fit_reward, r0, reward_range, loss, diff_noise, fixed_a,
                                          None if plateau is None else plateau.ceiling_prior())
-    theta_free, theta_hat = fit_with_plateau(problem, plateau, n_starts)
+    theta_free, theta_hat = fit_with_plateau(problem, plateau, n_starts, within)
     if theta_hat is None or not np.all(np.isfinite(theta_hat)):
         raise FitError("the optimiser failed to find a finite fit")
     noise_sd = residual_noise_sd(data_residuals(theta_free, problem), n_params, noise_floor)
@@ -238,7 +249,7 @@ def fit_sigmoid(
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
     # u = 0 is the last fitted point: gain fraction there = expit(B (0 - s)).
     gain_reached = float(np.median(expit(-draws[:, 1] * draws[:, 2])))
-    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau)
+    identified, warning = _ceiling_check(problem, theta_hat, param_draws, compute_ref, plateau, within)
     warnings += [warning] if warning else []
     if fit_compute.size <= n_params + 1:
         warnings.append(f"only {fit_compute.size} points for {n_params} parameters: intervals lean on the noise floor")
@@ -261,5 +272,5 @@ def fit_sigmoid(
         collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
         forms=forms, form_of_draw=draw_members(forms, param_draws.shape[0], seed) if forms else None,
         a_upper_bound=float(problem.upper[0]),
-        band_noise_sd=trend_free_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor),
+        band_noise_sd=trend_free_noise_sd(np.concatenate([[r0], fit_reward]), noise_floor), reward_unit=unit,
     )

@@ -22,6 +22,7 @@ from scalerl.errors import FitError
 from scalerl.forecast.curves import power_law_reward
 from scalerl.forecast.diagnostics import point_noise_sd
 from scalerl.forecast.validation import validate_curve
+from scalerl.forecast.reward_unit import reward_unit
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd
 
 B_BOUNDS = (0.01, 5.0)
@@ -120,13 +121,16 @@ class PowerLawFitResult:
 
 def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float | None = None,
                   reward_range: tuple[float, float] | None = (0.0, 1.0), loss: str = "linear",
-                  noise_floor: float = DEFAULT_NOISE_FLOOR) -> PowerLawFitResult:
+                  noise_floor: float | None = None) -> PowerLawFitResult:
     """Fit R = A - D C^(-B) on points with C > 0 (and C >= min_compute).
 
     Bounds: A in [min reward, top of reward_range] (open range: max + 3 x observed spread),
-    D' >= 0 (a rising curve), B in B_BOUNDS.
+    D' >= 0 (a rising curve), B in B_BOUNDS. `noise_floor` None: 0.002 of the reward's unit
+    (forecast.reward_unit).
     """
     compute, reward = validate_curve(compute, reward, reward_range)
+    if noise_floor is None:
+        noise_floor = DEFAULT_NOISE_FLOOR * reward_unit(reward, reward_range)
     keep = compute > 0
     if min_compute is not None:
         keep &= compute >= min_compute

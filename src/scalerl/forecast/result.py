@@ -82,13 +82,13 @@ class ComputeNearCeiling:
 
     def message(self) -> str:
         if self.value <= self.current:
-            return (f"the fitted curve is within {self.within:g} of its ceiling at the last point "
+            return (f"the fitted curve is within {self.within:.3g} of its ceiling at the last point "
                     f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})")
         low = "within the data" if self.lo <= self.current else f"{self.lo:.3g}"
         plan = ("run about that far to pin A to that width" if self.times_current <= FAR_RUN_LENGTH else
                 f"over {FAR_RUN_LENGTH:.0f}x the compute so far, so no run pins A to that width: the curve rises "
                 "too slowly")
-        return (f"the fitted curve comes within {self.within:g} of its ceiling at compute ~{self.value:.3g}, "
+        return (f"the fitted curve comes within {self.within:.3g} of its ceiling at compute ~{self.value:.3g}, "
                 f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
                 f"{low} .. {self.hi:.3g}): {plan}")
 
@@ -141,6 +141,7 @@ class FitResult:
     form_of_draw: np.ndarray | None = None  # index into `forms` per posterior draw (averaging.draw_members)
     a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
     band_noise_sd: float | None = None  # evaluation noise of the band's spread (diagnostics.trend_free_noise_sd); None: noise_sd
+    reward_unit: float = 1.0  # the reward's unit (forecast.reward_unit): the margins are shares of it
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -329,8 +330,9 @@ class FitResult:
         reachable = bool(math.isfinite(value))
         return ComputeToTarget(target, value, float(min(lo, value)), float(max(hi, value)), reachable, level)
 
-    def compute_near_ceiling(self, within: float = NEAR_CEILING_WITHIN, level: float = 0.8) -> ComputeNearCeiling:
-        """Compute at which the fitted curve is within `within` of its ceiling:
+    def compute_near_ceiling(self, within: float | None = None, level: float = 0.8) -> ComputeNearCeiling:
+        """Compute at which the fitted curve is within `within` of its ceiling (None: the paper's
+        margin, 0.02 of the reward's unit):
 
             C_within = C_mid (|A - R0| / within - 1)^(1/B)    (|R(C_within) - A| = within)
 
@@ -341,9 +343,9 @@ class FitResult:
         a draw of a sigmoid member form is moved as the band moves it, here in log compute:
         C_within(draw) x C_within(form) / C_within(fitted parameters), so the interval also holds
         the sigmoid forms' disagreement about when the run settles (averaging.form_compute_near_ceiling)."""
-        within = float(within)
-        if not 0.0 < within < 1.0:
-            raise InputError(f"within must be in (0, 1), got {within:g}")
+        within = NEAR_CEILING_WITHIN * self.reward_unit if within is None else float(within)
+        if not 0.0 < within < self.reward_unit:
+            raise InputError(f"within must be in (0, {self.reward_unit:g}) (the reward's unit), got {within:.3g}")
         lo_q, hi_q = _tails(level)
         value = float(sigmoid_compute_near_ceiling(within, self.a, self.b, self.c_mid, self.r0))
         draws = self.param_draws

@@ -205,7 +205,7 @@ def study_warnings(study: StudySection) -> list[str]:
     return warnings
 
 
-def compare_fitted(runs: Sequence[RunSection], margin: float, fit_options: dict) -> tuple[Comparison | None, list]:
+def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options: dict) -> tuple[Comparison | None, list]:
     """The paper's comparison of the fitted runs (two or more); a failure becomes a warning."""
     fitted = {run.name: (run.curve.compute, run.curve.reward) for run in runs if run.fit is not None}
     if len(fitted) < 2:
@@ -217,15 +217,15 @@ def compare_fitted(runs: Sequence[RunSection], margin: float, fit_options: dict)
 
 
 def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
-                 level: float = 0.8, margin: float = 0.02, target_x: float | None = None,
+                 level: float = 0.8, margin: float | None = None, target_x: float | None = None,
                  n_bootstrap: int | None = None, title: str | None = None) -> HtmlReport:
     """Read, fit and compare every input; see the module docstring."""
     if not paths:
         raise InputError("report needs at least one run or study directory")
     if not 0.0 < level < 1.0:
         raise InputError(f"--level must be in (0, 1), got {level:g}")
-    if not 0.0 <= margin < 1.0:
-        raise InputError(f"--margin must be in [0, 1), got {margin:g}")
+    if margin is not None and not margin >= 0.0:
+        raise InputError(f"--margin must be >= 0, got {margin:g}")
     if target_x is not None and not (math.isfinite(target_x) and target_x > 0):
         raise InputError(f"--target-x must be a positive compute value, got {target_x:g}")
     kinds = [classify_input(path) for path in paths]
@@ -247,6 +247,8 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         if figure_path.is_file() and not stays_inside(figure_path, figure_path.parent):
             warnings.append(f"{study.name}: {figure_path} is a symbolic link out of the study folder; "
                             "its image is not embedded")
+    if comparison is not None:
+        margin = comparison.margin
     return HtmlReport(title or "scalerl report: " + ", ".join(names), level, margin, tuple(runs),
                       tuple(studies), comparison, tuple(warnings))
 
