@@ -96,3 +96,25 @@ def test_cli_fit_of_a_percentage_reports_the_run_length_in_its_unit_and_hints_at
     inferred = invoke("fit", path, "--y", "accuracy")
     assert inferred.exit_code == 0
     assert "inferred as open" in inferred.output and "--reward-range 0 100" in inferred.output
+
+
+def _percent_csv(path, rate):
+    step = np.linspace(0.0, 300.0, rate.size)
+    path.write_text("step,reward\n" + "".join(f"{s},{100 * r}\n" for s, r in zip(step, rate)))
+    return path
+
+
+def test_report_fits_percentages_with_the_range_inferred_or_given_and_compares_them_in_points(tmp_path):
+    from scalerl.report.html_report import build_report
+
+    _, low = _levelled_off_run(seed=0)
+    _, high = _levelled_off_run(seed=1)
+    paths = [_percent_csv(tmp_path / "a.csv", low), _percent_csv(tmp_path / "b.csv", high + 0.05)]
+    inferred = build_report(paths, n_bootstrap=50)
+    assert all(run.fit is not None and run.error is None for run in inferred.runs)
+    assert any("(a percentage? --reward-range 0 100)" in w for w in inferred.warnings)
+    given = build_report(paths, n_bootstrap=50, reward_range=(0.0, 100.0))
+    assert all(run.fit.reward_range == (0.0, 100.0) for run in given.runs)
+    assert given.comparison.margin == pytest.approx(2.0) and given.margin == pytest.approx(2.0)
+    assert given.comparison.ranking[0] == "b"  # 5 points higher: more than the margin
+    assert not any("percentage?" in w for w in given.warnings)

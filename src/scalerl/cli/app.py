@@ -16,7 +16,7 @@ from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
-from scalerl.cli.fit_inputs import (MARGIN_HELP, check_finite_options, check_reward_range, fit_options, fit_window_limit,
+from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range, fit_options, fit_window_limit,
                                     parse_compute_values, reward_range_for, run_labels, split_pair_values)
 from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, points_not_fitted, progress
 from scalerl.errors import InputError
@@ -61,11 +61,6 @@ Y_HELP = ("Reward column (default: the first tier with a column present, in orde
 # --- commands ---------------------------------------------------------------------------------------
 
 LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
-REWARD_RANGE_OPTION = typer.Option(
-    None, "--reward-range", metavar="LOW HIGH",
-    help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
-         "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
-)
 N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap",
                                   help="Posterior draws kept behind the intervals and bands (default: the library's 200).")
 SEED_OPTION = typer.Option(None, "--seed", min=0,

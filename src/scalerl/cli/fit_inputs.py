@@ -8,13 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import typer
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers import Curve
+from scalerl.forecast.reward_unit import inferred_reward_range, open_range_note
 
 MAX_REWARD_MAGNITUDE = 1e6
-UNIT_REWARD_RANGE = (0.0, 1.0)  # pass rates and accuracies: the range used when every reward lies in it
 PAIR_OPTIONS = ("--reward-range",)
+REWARD_RANGE_OPTION = typer.Option(
+    None, "--reward-range", metavar="LOW HIGH",
+    help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
+         "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
+)
 MARGIN_HELP = ("Ceilings within this margin count as equal (default: the paper's 0.02 of the reward's unit: "
                "0.02 for pass rates, 2 with --reward-range 0 100).")
 
@@ -81,22 +87,9 @@ def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> 
     reward's own units, bounded by the data (at most R0 + 3 x the observed gain), as for TRL's
     summed rewards or a reward of -1..1.
     """
-    if given is not None:
-        return tuple(given), []
-    outside = [curve for curve in curves if curve.reward.min() < 0.0 or curve.reward.max() > 1.0]
-    if not outside:
-        return UNIT_REWARD_RANGE, []
-    curve = outside[0]
-    return None, [f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
-                  f"{curve.reward.max():.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A "
-                  "is in the reward's own units, its margins 0.002 and 0.02 of the largest |reward|); pass "
-                  f"--reward-range LOW HIGH for known bounds{percent_hint(curves)}"]
-
-
-def percent_hint(curves: list[Curve]) -> str:
-    """" (a percentage? --reward-range 0 100)" when every reward lies in [0, 100], else ""."""
-    inside = all(curve.reward.min() >= 0.0 and curve.reward.max() <= 100.0 for curve in curves)
-    return " (a percentage? --reward-range 0 100)" if inside else ""
+    reward_range = inferred_reward_range([curve.reward for curve in curves], given)
+    note = None if given is not None else open_range_note(curves)
+    return reward_range, [] if note is None else [note]
 
 
 def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse, seed=None) -> dict:

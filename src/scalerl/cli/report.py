@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from scalerl.cli.errors import exits_on_user_error
-from scalerl.cli.fit_inputs import MARGIN_HELP
+from scalerl.cli.fit_inputs import MARGIN_HELP, REWARD_RANGE_OPTION
 from scalerl.escaping import plain
 
 
@@ -30,6 +30,7 @@ def report_command(
     margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
     n_bootstrap: Optional[int] = typer.Option(None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
+    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""
     from scalerl.report.html_report import build_report, check_output_path, write_report
@@ -37,7 +38,7 @@ def report_command(
     check_output_path(output)
     with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):
         report = build_report(paths, x=x, y=y, level=level, margin=margin, target_x=target_x,
-                              n_bootstrap=n_bootstrap, title=title)
+                              n_bootstrap=n_bootstrap, title=title, reward_range=reward_range)
         written = write_report(report, output)
     console = Console(stderr=True)
     for warning in report.warnings:

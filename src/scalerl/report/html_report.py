@@ -26,6 +26,7 @@ from scalerl.forecast.compare import Comparison, compare_runs
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import Curve, read_curve
 from scalerl.forecast.result import FitResult
+from scalerl.forecast.reward_unit import inferred_reward_range, open_range_note
 from scalerl.report.schemas import parse_json_text, read_json_file, validate_forecast_row, validate_summary
 
 METRICS_FILE = "metrics.jsonl"
@@ -132,8 +133,10 @@ def extrapolation_target(curve: Curve, target_x: float | None) -> float:
 
 
 def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x: float | None,
-                fit_options: dict) -> RunSection:
-    """Read and fit one run and draw its figure; a read or fit failure becomes `error`."""
+                fit_options: dict, reward_range: tuple[float, float] | None = None) -> RunSection:
+    """Read and fit one run and draw its figure; a read or fit failure becomes `error`. The reward
+    range: `reward_range` (--reward-range) when given, else inferred as `scalerl fit` does it
+    ([0, 1] when every reward lies in it, else open)."""
     from scalerl.report.plotting import fit_figure
 
     try:
@@ -141,7 +144,8 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
     except InputError as error:
         return RunSection(name, str(path), None, None, None, None, f"not read: {error}")
     try:
-        fit = fit_sigmoid(curve.compute, curve.reward, **fit_options)
+        fit = fit_sigmoid(curve.compute, curve.reward, **fit_options,
+                          reward_range=inferred_reward_range([curve.reward], reward_range))
     except (FitError, InputError) as error:
         return RunSection(name, str(path), curve, None, None, None, f"not fitted: {error}")
     target = extrapolation_target(curve, target_x)
@@ -205,21 +209,26 @@ def study_warnings(study: StudySection) -> list[str]:
     return warnings
 
 
-def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options: dict) -> tuple[Comparison | None, list]:
-    """The paper's comparison of the fitted runs (two or more); a failure becomes a warning."""
+def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options: dict,
+                   reward_range: tuple[float, float] | None = None) -> tuple[Comparison | None, list]:
+    """The paper's comparison of the fitted runs (two or more), in one reward range for all
+    (given, else inferred from all of them); a failure becomes a warning."""
     fitted = {run.name: (run.curve.compute, run.curve.reward) for run in runs if run.fit is not None}
     if len(fitted) < 2:
         return None, []
+    common = inferred_reward_range([reward for _, reward in fitted.values()], reward_range)
     try:
-        return compare_runs(fitted, margin=margin, **fit_options), []
+        return compare_runs(fitted, margin=margin, **fit_options, reward_range=common), []
     except (FitError, InputError) as error:
         return None, [f"comparison not made: {error}"]
 
 
 def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
                  level: float = 0.8, margin: float | None = None, target_x: float | None = None,
-                 n_bootstrap: int | None = None, title: str | None = None) -> HtmlReport:
-    """Read, fit and compare every input; see the module docstring."""
+                 n_bootstrap: int | None = None, title: str | None = None,
+                 reward_range: tuple[float, float] | None = None) -> HtmlReport:
+    """Read, fit and compare every input; see the module docstring. `reward_range`: --reward-range
+    (None: inferred per run as `scalerl fit` does, and once over all runs for the comparison)."""
     if not paths:
         raise InputError("report needs at least one run or study directory")
     if not 0.0 < level < 1.0:
@@ -236,8 +245,11 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         if kind == "study":
             studies += [read_summary(name, summary) for summary in summary_files(path)]
         else:
-            runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options))
-    comparison, warnings = compare_fitted(runs, margin, fit_options)
+            runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options,
+                                    reward_range=reward_range))
+    comparison, warnings = compare_fitted(runs, margin, fit_options, reward_range)
+    note = None if reward_range is not None else open_range_note([run.curve for run in runs if run.fit is not None])
+    warnings += [] if note is None else [note]
     warnings += [f"{run.name}: {run.error}" for run in runs if run.error]
     warnings += [f"{run.name}: {w}" for run in runs if run.fit is not None for w in run.fit.warnings]
     warnings += list(comparison.warnings) if comparison is not None else []
