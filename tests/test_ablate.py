@@ -188,7 +188,8 @@ def test_cli_errors_are_one_line(tmp_path):
         (["--leave-one-out", "--sweep", "batch_prompts=8,16"], "choose one"),
         (["--sweep", "batch_prompts=8,16", "loss=dapo"], "go with --leave-one-out"),
         (["--report-only"], "study_plan.json is missing"),
-        (["--leave-one-out", "--margin", "2"], "--margin must be in [0, 1)"),
+        (["--leave-one-out", "--margin", "-0.1"], "--margin must be >= 0"),
+        (["--leave-one-out", "--reward-range", "0", "100"], "--reward-range goes with --from-logs"),
         (["--leave-one-out", "loss=dapo", "--parallel", "--cpus-per-run", "0"], "--cpus-per-run must be > 0"),
     ]
     for arguments, message in cases:

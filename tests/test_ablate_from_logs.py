@@ -247,3 +247,23 @@ def test_from_logs_needs_a_base(tmp_path):
     manifest = write_study(tmp_path, {"base": {}, "v": {}}, seeds=("1", "2"))
     result = runner.invoke(app, ["ablate", "--from-logs", str(manifest), "--out", str(tmp_path / "out")])
     assert "--base" in _error_line(result)
+
+
+def test_logs_in_percent_get_the_pass_rates_verdicts_with_the_margin_in_points(tmp_path):
+    """The same paired study logged as percentages: the range is inferred open (u = the largest
+    reward) or given as 0-100, the paper's margin is 0.02 of it, and each knob keeps its verdict."""
+    specs = {"base": {}, "a-up": {"a": 0.65}, "a-close": {"a": 0.61}}
+    manifest = write_study(tmp_path, specs, noise=0.002)
+    for row in manifest.read_text().splitlines()[1:]:
+        path = tmp_path / row.split(",")[0]
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0]] + [f"{s},{c},{100 * float(r):.4f}" for s, c, r in
+                                                (line.split(",") for line in lines[1:])]) + "\n")
+    given = build_from_logs_report(read_manifest(manifest), "base", reward_range=(0.0, 100.0))
+    assert given.margin == pytest.approx(2.0) and given.margin_source == "paper default"
+    assert (verdict_of(given, "a-up").verdict, verdict_of(given, "a-up").direction) == (CEILING, "up")
+    assert verdict_of(given, "a-up").delta_a.mean == pytest.approx(5.0, abs=1.0)
+    assert verdict_of(given, "a-close").verdict == NO_EFFECT
+    inferred = build_from_logs_report(read_manifest(manifest), "base")
+    assert all(seed.fit is not None and seed.fit.reward_range is None for item in inferred.variants for seed in item.seeds)
+    assert (verdict_of(inferred, "a-up").verdict, verdict_of(inferred, "a-up").direction) == (CEILING, "up")

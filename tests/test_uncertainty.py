@@ -230,3 +230,20 @@ def test_a_stuck_walker_regrouped_next_to_a_bound_never_restarts_outside_the_sup
     regrouped = regroup_stuck_walkers(state, np.random.default_rng(0), log_prob).coords
     assert np.all(np.isfinite(log_prob(regrouped)))
     assert np.all((regrouped[8:, 0] >= 0.9 - 1e-4) & (regrouped[8:, 0] <= 1.0))
+
+
+def test_a_single_good_walker_does_not_collapse_the_ensemble_onto_itself():
+    """After a burn-in round with one walker far above the rest, restarting every other walker next
+    to it with a jitter of its own (zero) spread would stack them on one point, which emcee refuses
+    ("large condition number"). The best n_dim + 1 walkers anchor the restarts instead."""
+    from emcee.ensemble import walkers_independent
+
+    rng = np.random.default_rng(0)
+    coords = rng.normal(size=(32, 4)) + np.array([65.0, 1.5, -3.4, -1.5])  # a percentage's A, B, log C_mid, log sigma
+    log_prob = -50.0 - np.arange(32.0)
+    log_prob[7] = 0.0  # one good walker, every other one more than 6.6 below it
+    regrouped = regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob), np.random.default_rng(1)).coords
+    assert walkers_independent(regrouped) and np.all(np.std(regrouped, axis=0) > 0.1)
+    anchors = coords[[7, 0, 1, 2, 3]]
+    nearest = np.min(np.linalg.norm(regrouped[:, None, :] - anchors[None, :, :], axis=2), axis=1)
+    assert np.all(nearest < 0.01)  # every walker is an anchor or restarted next to one

@@ -78,7 +78,8 @@ def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level
 
 
 def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: Optional[str], x: Optional[str],
-                     y: Optional[str], margin: Optional[float], level: float) -> None:
+                     y: Optional[str], margin: Optional[float], level: float,
+                     reward_range: Optional[tuple[float, float]] = None) -> None:
     """Read the manifest (or the W&B export with --pattern), judge each variant against --base, print, write."""
     from scalerl.study.ablation_views import write_ablation_outputs
     from scalerl.study.from_logs import build_from_logs_report
@@ -88,7 +89,7 @@ def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: O
         raise ConfigError("--from-logs needs --base VARIANT: the variant the others are compared with")
     rows = wandb_rows(source, pattern) if pattern is not None else read_manifest(source)
     with Console(stderr=True).status(f"fitting {len(rows)} runs ..."):
-        report = build_from_logs_report(rows, base, x=x, y=y, margin=margin, level=level)
+        report = build_from_logs_report(rows, base, x=x, y=y, margin=margin, level=level, reward_range=reward_range)
         out.mkdir(parents=True, exist_ok=True)
         written = write_ablation_outputs(report, out, design={"source": str(source), "pattern": pattern,
                                                               "pairing": "by seed label"})
@@ -124,7 +125,11 @@ def ablate_command(
     cpus_per_run: float = typer.Option(1.0, "--cpus-per-run", help="--parallel: Ray CPUs of each run."),
     ray_cpus: int = typer.Option(0, "--ray-cpus", help="--parallel: CPUs of the local Ray (0: all)."),
     ray_address: str = typer.Option("", "--ray-address", help="--parallel: join this Ray cluster ('auto', host:port)."),
-    margin: Optional[float] = typer.Option(None, "--margin", help="Margin on A (default: the paper's 0.02)."),
+    margin: Optional[float] = typer.Option(None, "--margin", help="Margin on A (default: the paper's 0.02 of the "
+                                           "reward's unit: 0.02 for pass rates, 2 for a percentage in 0-100)."),
+    reward_range: Optional[tuple[float, float]] = typer.Option(
+        None, "--reward-range", metavar="LOW HIGH",
+        help="--from-logs: range the rewards lie in (default: [0, 1] when every log's rewards lie in it, else open)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals."),
     x: Optional[str] = typer.Option(None, "--x", help="Compute column (study: flops; --from-logs: each log's default)."),
     y: Optional[str] = typer.Option(None, "--y", help="Reward column (study: val_pass_rate; --from-logs: each log's default)."),
@@ -137,15 +142,18 @@ def ablate_command(
     """Ablate knobs, compare recipes or sweep a scaling axis over paired seeds (or judge logs you
     have: --from-logs); say which moved the ceiling A, only the efficiency B, nothing at the margin,
     or cannot be told yet."""
-    if margin is not None and not 0.0 <= margin < 1.0:
-        raise InputError(f"--margin must be in [0, 1), got {margin:g}")
+    if margin is not None and not margin >= 0.0:
+        raise InputError(f"--margin must be >= 0, got {margin:g}")
+    if reward_range is not None and from_logs is None:
+        raise ConfigError("--reward-range goes with --from-logs (a study's runs log pass rates in [0, 1])")
     if not 0.0 < level < 1.0:
         raise InputError(f"--level must be in (0, 1), got {level:g}")
     if from_logs is not None:
         if knobs or sweep is not None or leave_one_out or recipes is not None or report_only:
             raise ConfigError("--from-logs judges the logs its manifest lists: drop --leave-one-out/--recipes/--sweep/"
                               "--report-only")
-        report_from_logs(from_logs, out, base=base, pattern=pattern, x=x, y=y, margin=margin, level=level)
+        report_from_logs(from_logs, out, base=base, pattern=pattern, x=x, y=y, margin=margin, level=level,
+                         reward_range=reward_range)
         return
     if base is not None or pattern is not None:
         raise ConfigError("--base and --pattern go with --from-logs (a study's base is --preset)")

@@ -160,10 +160,16 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob
     the posterior's, not the starts'. `log_prob_fn` (vectorised over rows): a jitter that would carry
     a walker out of the posterior's support (next to a bound) is dropped, so no walker restarts at
     -inf (emcee's acceptance of -inf against -inf is NaN: a warning on the user's console, and a
-    walker that could enter the kept chain outside the support)."""
+    walker that could enter the kept chain outside the support). When a single walker is good its
+    spread is zero and every restart would land on it: emcee then refuses the ensemble (its walkers
+    are not linearly independent; a reward logged as a percentage with an open range did this), so
+    the best n_dim + 1 walkers are the anchors instead, the fewest that span the space."""
     log_prob = np.asarray(state.log_prob, dtype=float)
-    gap = stuck_log_prob_gap(np.shape(state.coords)[1])
-    stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - gap)
+    n_dim = np.shape(state.coords)[1]
+    stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - stuck_log_prob_gap(n_dim))
+    if np.sum(~stuck) == 1:
+        finite = np.flatnonzero(np.isfinite(log_prob))
+        stuck[finite[np.argsort(-log_prob[finite])[: n_dim + 1]]] = False
     if not np.any(stuck) or np.all(stuck):
         return state
     good = np.flatnonzero(~stuck)

@@ -395,22 +395,25 @@ def labelled_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[Seed
 def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-out", sweep_knob: str | None = None,
                           seeds: int = 1, x: str = "flops", y: str = "val_pass_rate", margin: float | None = None,
                           level: float = 0.8, verdict_level: float = VERDICT_LEVEL,
-                          reward_range: tuple[float, float] = (0.0, 1.0)) -> AblationReport:
+                          reward_range: tuple[float, float] | None = (0.0, 1.0)) -> AblationReport:
     """Fit every seed of every run and give each non-base run its paired verdict against the base
     (exactly one run is the base; seed i pairs with seed i, or, for runs with seed labels, seed s
-    with seed s: labelled_verdict). Margin on A: given, else the paper's."""
+    with seed s: labelled_verdict). Margin on A: given, else the paper's 0.02 of the reward's unit
+    (forecast.reward_unit: 0.02 for pass rates; `reward_range` None: an open range)."""
     bases = [run for run in runs if run.is_base]
     if len(bases) != 1:
         raise InputError(f"an ablation needs exactly one base run, got {len(bases)}")
-    if margin is not None and not 0.0 <= margin < 1.0:
-        raise InputError(f"margin must be in [0, 1), got {margin:g}")
+    if margin is not None and not margin >= 0.0:
+        raise InputError(f"margin must be >= 0, got {margin:g}")
     if not 0.0 < verdict_level < 1.0:
         raise InputError(f"verdict level must be in (0, 1), got {verdict_level:g}")
-    study_margin, source = (PAPER_MARGIN, "paper default") if margin is None else (float(margin), "given")
-    fit_options = {"level": level, "reward_range": tuple(reward_range)}
+    fit_options = {"level": level, "reward_range": None if reward_range is None else tuple(reward_range)}
     seed_fits = {run.slug: tuple(fit_seed(path, x, y, fit_options, label) for path, label in
                                  zip(run.metrics_paths, run.seed_labels or [None] * len(run.metrics_paths)))
                  for run in runs}
+    unit = max((seed.fit.reward_unit for fits in seed_fits.values() for seed in fits if seed.fit is not None),
+               default=1.0)
+    study_margin, source = (PAPER_MARGIN * unit, "paper default") if margin is None else (float(margin), "given")
     base_seeds = seed_fits[bases[0].slug]
     judge = labelled_verdict if bases[0].seed_labels is not None else paired_verdict
     results = []

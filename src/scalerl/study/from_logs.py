@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Sequence
 
 from scalerl.errors import InputError
+from scalerl.forecast.reward_unit import inferred_reward_range
 from scalerl.forecast.readers.columns import STEP_COLUMNS
 from scalerl.study.ablate_analysis import AblationReport, build_ablation_report
 from scalerl.study.log_manifest import ManifestRow, check_rows
@@ -80,9 +81,11 @@ def axis_label(names: Sequence[str], axis: str) -> str:
 
 
 def build_from_logs_report(rows: Sequence[ManifestRow], base: str, *, x: str | None = None, y: str | None = None,
-                           margin: float | None = None, level: float = 0.8) -> AblationReport:
+                           margin: float | None = None, level: float = 0.8,
+                           reward_range: tuple[float, float] | None = None) -> AblationReport:
     """Check the manifest, read every log once (its columns and axis), then fit and judge with
-    build_ablation_report; x / y None: each log's default columns (scalerl.forecast.readers.columns)."""
+    build_ablation_report; x / y None: each log's default columns (scalerl.forecast.readers.columns).
+    `reward_range` None: [0, 1] when every log's rewards lie in it, else open (as `scalerl fit`)."""
     check_rows(list(rows), base)
     curves = []
     for row in rows:
@@ -93,6 +96,7 @@ def build_from_logs_report(rows: Sequence[ManifestRow], base: str, *, x: str | N
     axis = check_axes(rows, [curve.x_name for curve in curves], x is not None)
     runs = manifest_runs(rows, base)
     seeds = max(len(run.metrics_paths) for run in runs)
-    report = build_ablation_report(runs, kind=KIND, seeds=seeds, x=x, y=y, margin=margin, level=level)
+    report = build_ablation_report(runs, kind=KIND, seeds=seeds, x=x, y=y, margin=margin, level=level,
+                                   reward_range=inferred_reward_range([curve.reward for curve in curves], reward_range))
     return replace(report, x_name=axis_label([curve.x_name for curve in curves], axis),
                    y_name=axis_label([curve.y_name for curve in curves], "reward"))
