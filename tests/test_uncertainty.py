@@ -4,7 +4,8 @@ import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.posterior import log_likelihood, log_prior, regroup_stuck_walkers, sampler_moves
+from scalerl.forecast.posterior import (log_likelihood, log_prior, regroup_stuck_walkers, restart_next_to_good,
+                                        sampler_moves)
 from scalerl.forecast.sigmoid_solver import SolverProblem
 from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd, student_t_dof
 
@@ -234,16 +235,24 @@ def test_a_stuck_walker_regrouped_next_to_a_bound_never_restarts_outside_the_sup
 
 def test_a_single_good_walker_does_not_collapse_the_ensemble_onto_itself():
     """After a burn-in round with one walker far above the rest, restarting every other walker next
-    to it with a jitter of its own (zero) spread would stack them on one point, which emcee refuses
-    ("large condition number"). The best n_dim + 1 walkers anchor the restarts instead."""
+    to it with a jitter of its own (zero) spread stacks them on one point (emcee then refuses the
+    ensemble, or keeps a posterior of one point). They restart around it as the sampler started
+    instead: with the given sd per coordinate."""
     from emcee.ensemble import walkers_independent
 
-    rng = np.random.default_rng(0)
-    coords = rng.normal(size=(32, 4)) + np.array([65.0, 1.5, -3.4, -1.5])  # a percentage's A, B, log C_mid, log sigma
+    coords = np.random.default_rng(0).normal(size=(32, 4)) + np.array([65.0, 1.5, -3.4, -1.5])
     log_prob = -50.0 - np.arange(32.0)
     log_prob[7] = 0.0  # one good walker, every other one more than 6.6 below it
-    regrouped = regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob), np.random.default_rng(1)).coords
-    assert walkers_independent(regrouped) and np.all(np.std(regrouped, axis=0) > 0.1)
-    anchors = coords[[7, 0, 1, 2, 3]]
-    nearest = np.min(np.linalg.norm(regrouped[:, None, :] - anchors[None, :, :], axis=2), axis=1)
-    assert np.all(nearest < 0.01)  # every walker is an anchor or restarted next to one
+    stacked = restart_next_to_good(coords, log_prob < -6.6, np.random.default_rng(1))
+    assert np.all(np.std(stacked, axis=0) < 1e-12)  # what the sampler was given before
+    start_sd = np.array([0.5, 0.05, 0.1, 0.1])
+    regrouped = regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob), np.random.default_rng(1),
+                                      start_sd=start_sd).coords
+    assert walkers_independent(regrouped)
+    assert np.allclose(np.std(regrouped, axis=0), start_sd, rtol=0.35)  # 31 draws of sd start_sd
+    assert np.allclose(np.mean(regrouped, axis=0), coords[7], atol=3 * start_sd / np.sqrt(31))
+    # with several good walkers the regrouping is the plain restart, draw for draw
+    log_prob[:8] = 0.0
+    plain = restart_next_to_good(coords, log_prob < -6.6, np.random.default_rng(1))
+    assert np.array_equal(regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob),
+                                                np.random.default_rng(1)).coords, plain)

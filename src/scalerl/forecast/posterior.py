@@ -132,6 +132,12 @@ def log_posterior(theta: ArrayLike, problem: SolverProblem, log_sigma_centre: fl
     return out
 
 
+def start_spread(problem: SolverProblem) -> np.ndarray:
+    """The sd of the walkers' start around a centre, per parameter (A, B, log C_mid, log sigma):
+    2 % of A's range, 0.05 in B, 0.1 in log C_mid and in log sigma."""
+    return np.array([0.02 * (problem.upper[0] - problem.lower[0]), 0.05, 0.1, 0.1])
+
+
 def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: float, n_walkers: int,
                     rng: np.random.Generator) -> np.ndarray:
     """Walkers spread around the least-squares fit and the best grid cells, inside the bounds."""
@@ -141,7 +147,7 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     centres = np.array([start if start.size == 3 else np.concatenate([[problem.fixed_a], start]) for start in starts])
     picks = centres[np.arange(n_walkers) % len(centres)]
     span = problem.upper - problem.lower
-    jitter = rng.normal(size=(n_walkers, 3)) * np.array([0.02 * span[0], 0.05, 0.1])
+    jitter = rng.normal(size=(n_walkers, 3)) * start_spread(problem)[:3]
     if problem.fixed_a is not None:
         jitter[:, 0] = 0.0
     inner = 1e-6 * span
@@ -152,7 +158,25 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     return np.column_stack([walkers, sigma_column])
 
 
-def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob_fn=None) -> emcee.State:
+def restart_next_to_good(coords: np.ndarray, stuck: np.ndarray, rng: np.random.Generator,
+                         log_prob_fn=None, jitter_sd: np.ndarray | None = None) -> np.ndarray:
+    """`coords` with each `stuck` walker moved next to a walker drawn from the others, with a jitter
+    of 1e-3 of their spread (sd `jitter_sd` per coordinate when given); a jitter that would leave
+    the support (`log_prob_fn` -inf) is dropped."""
+    coords = np.array(coords, dtype=float)
+    good = np.flatnonzero(~stuck)
+    spread = 1e-3 * (np.std(coords[good], axis=0) + 1e-12) if jitter_sd is None else np.asarray(jitter_sd, float)
+    picks = rng.choice(good, size=int(stuck.sum()))
+    moved = coords[picks] + spread * rng.standard_normal((int(stuck.sum()), coords.shape[1]))
+    if log_prob_fn is not None:
+        outside = ~np.isfinite(np.asarray(log_prob_fn(moved), dtype=float))
+        moved[outside] = coords[picks][outside]
+    coords[stuck] = moved
+    return coords
+
+
+def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob_fn=None,
+                          start_sd: np.ndarray | None = None) -> emcee.State:
     """Walkers left after a burn-in round more than stuck_log_prob_gap below the best log-probability
     (a start on the far end of the ridge that has not come back: on a run past its midpoint they
     left 95 % intervals of A reaching 0.9 where the data pin it to 0.6) restart next to a walker
@@ -160,27 +184,27 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob
     the posterior's, not the starts'. `log_prob_fn` (vectorised over rows): a jitter that would carry
     a walker out of the posterior's support (next to a bound) is dropped, so no walker restarts at
     -inf (emcee's acceptance of -inf against -inf is NaN: a warning on the user's console, and a
-    walker that could enter the kept chain outside the support). When a single walker is good its
-    spread is zero and every restart would land on it: emcee then refuses the ensemble (its walkers
-    are not linearly independent; a reward logged as a percentage with an open range did this), so
-    the best n_dim + 1 walkers are the anchors instead, the fewest that span the space."""
+    walker that could enter the kept chain outside the support).
+
+    When a single walker is good its spread is zero: every restart would land on it, within 1e-15,
+    and the ensemble could only grow back by emcee's 1e-5 proposal noise (a reward logged as a
+    percentage with an open range kept A's whole posterior on one point, or crashed the fit when
+    emcee found the walkers not linearly independent). The stuck walkers then restart around the
+    good one as the ensemble started around the least-squares fit, with sd `start_sd` per
+    coordinate (start_spread; None: the spread of the best n_dim + 1 walkers, the fewest that
+    span the space)."""
     log_prob = np.asarray(state.log_prob, dtype=float)
     n_dim = np.shape(state.coords)[1]
     stuck = ~np.isfinite(log_prob) | (log_prob < np.nanmax(log_prob) - stuck_log_prob_gap(n_dim))
-    if np.sum(~stuck) == 1:
-        finite = np.flatnonzero(np.isfinite(log_prob))
-        stuck[finite[np.argsort(-log_prob[finite])[: n_dim + 1]]] = False
     if not np.any(stuck) or np.all(stuck):
         return state
-    good = np.flatnonzero(~stuck)
-    coords = np.array(state.coords, dtype=float)
-    spread = np.std(coords[good], axis=0) + 1e-12
-    picks = rng.choice(good, size=int(stuck.sum()))
-    moved = coords[picks] + 1e-3 * spread * rng.standard_normal((int(stuck.sum()), coords.shape[1]))
-    if log_prob_fn is not None:
-        outside = ~np.isfinite(np.asarray(log_prob_fn(moved), dtype=float))
-        moved[outside] = coords[picks][outside]
-    coords[stuck] = moved
+    if np.sum(~stuck) > 1:
+        coords = restart_next_to_good(state.coords, stuck, rng, log_prob_fn)
+    else:
+        if start_sd is None:
+            finite = np.flatnonzero(np.isfinite(log_prob))
+            start_sd = np.std(np.asarray(state.coords)[finite[np.argsort(-log_prob[finite])[: n_dim + 1]]], axis=0)
+        coords = restart_next_to_good(state.coords, stuck, rng, log_prob_fn, jitter_sd=start_sd)
     return emcee.State(coords, random_state=state.random_state)
 
 
@@ -208,7 +232,8 @@ def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, n
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
     rounds = np.diff(np.linspace(0, N_BURN, N_BURN_ROUNDS + 1).round().astype(int))
     for steps in rounds:
-        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob)
+        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob,
+                                      start_spread(problem)[free])
         sampler.reset()
     sampler.run_mcmc(state, n_steps - N_BURN, progress=False)
     return sampler
