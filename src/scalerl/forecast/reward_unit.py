@@ -4,8 +4,8 @@ The fit's few absolute numbers were set for pass rates in [0, 1]: the noise floo
 uncertainty.DEFAULT_NOISE_FLOOR) and the paper's margin on A (0.02, diagnostics.NEAR_CEILING_WITHIN:
 where a flat end counts as the ceiling, the run length, a comparison's tie). A log in percent
 (0-100), a reward in [-1, 1] or a reward model's score would otherwise get a floor and a margin
-in the wrong units: a pass rate logged in percent that has levelled off at 60 was told to run 26
-times longer to come "within 0.02" of its ceiling. Scaling them by the unit makes the answer the
+in the wrong units: a sigmoid logged in percent, its ceiling at 60, was told to run 26 times
+longer to come "within 0.02" of it (1.1 times as a pass rate). Scaling them by the unit makes the answer the
 same whatever affine unit the reward is logged in, when its range is given.
 """
 
