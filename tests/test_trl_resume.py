@@ -4,6 +4,7 @@ evaluation), `scalerl fit OUTPUT_DIR` reads the newest checkpoint's trainer_stat
 two TensorBoard folders the two launches wrote are read as one run."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -59,6 +60,9 @@ def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
     first = grpo_trainer(tmp_path, max_steps=4)
     add_forecast_callback(first, compute_axis="steps", plot=False)
     first.train()
+    # TRL names a launch's TensorBoard folder runs/<date>_<host> to the second: a resume within the
+    # same second as the first launch (a fast machine) would share its folder, not add one
+    time.sleep(1.1)
     resumed = grpo_trainer(tmp_path, max_steps=8)
     callback = add_forecast_callback(resumed, compute_axis="steps", plot=False)
     resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
