@@ -16,8 +16,9 @@ from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
-from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range, fit_options, fit_window_limit,
-                                    parse_compute_values, reward_range_for, run_labels, split_pair_values)
+from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range,
+                                    fit_options, fit_window_limit, parse_compute_values, reward_range_for, run_labels,
+                                    split_pair_values)
 from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, points_not_fitted, progress
 from scalerl.errors import InputError
 from scalerl.escaping import plain

@@ -28,7 +28,8 @@ def report_command(
                                              help="Budget: extrapolate to this compute (default: 2x each run's)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals and bands."),
     margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
-    n_bootstrap: Optional[int] = typer.Option(None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
+    n_bootstrap: Optional[int] = typer.Option(
+        None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
 ) -> None:

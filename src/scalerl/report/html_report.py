@@ -65,7 +65,7 @@ class StudySection:
 class HtmlReport:
     title: str
     level: float
-    margin: float
+    margin: float | None  # the comparison's margin; None without a comparison and no --margin
     runs: tuple[RunSection, ...]
     studies: tuple[StudySection, ...]
     comparison: Comparison | None
