@@ -62,6 +62,17 @@ def reader_scale(results: dict) -> str:
     return "\n".join(lines)
 
 
+def cli_latency(results: dict) -> str:
+    lines = [f"CPU seconds of the whole `scalerl` process (interpreter start included), median of "
+             f"{results['repeats']} runs; `fit` on a {results['n_points']}-point CSV:", "",
+             "| command | CPU s | wall s | target | heavy modules imported |", "|---|---|---|---|---|"]
+    for row in results["commands"]:
+        target = "" if row["target_cpu_seconds"] is None else f"<= {row['target_cpu_seconds']:g}"
+        lines.append(f"| `{row['command']}` | {row['median_cpu_seconds']:.2f} | {row['median_wall_seconds']:.2f} | "
+                     f"{target} | {', '.join(row['heavy_modules']) or '-'} |")
+    return "\n".join(lines)
+
+
 def live_forecast_overhead(results: dict) -> str:
     real = results["real_run"]
     config = real["config"]

@@ -77,6 +77,30 @@ def test_json_lines_in_chunks_are_numbered_as_splitlines_numbers_them(text, chun
     assert [last for _, _, last in numbered] == [index == len(lines) - 1 for index in range(len(lines))]
 
 
+@given(column=st.lists(st.one_of(cells, st.sampled_from(["1_000", "\uff11\uff12", None]), st.integers(-5, 5),
+                                   st.floats(allow_nan=False, allow_infinity=False)), max_size=8))
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_short_and_long_columns_are_converted_alike(column):
+    """A short column is converted cell by cell (no pandas import), a long one by pandas: both give
+    the same numbers, or the same error naming the same row."""
+    import scalerl.forecast.readers.table as table
+
+    def converted(min_cells):
+        saved, table.VECTORISED_MIN_CELLS = table.VECTORISED_MIN_CELLS, min_cells
+        try:
+            return floats_or_error({"a": list(column)}, "a")
+        finally:
+            table.VECTORISED_MIN_CELLS = saved
+
+    assert converted(0) == converted(10**9)
+
+
+def test_underscored_and_non_ascii_digits_are_not_numbers():
+    for cell in ("1_000", "\uff11\uff12"):
+        with pytest.raises(InputError, match="non-numeric value"):
+            column_to_floats(["1", cell], "a", "log.csv")
+
+
 def test_bin_points_known_answer():
     compute, reward = bin_points(np.arange(10.0), np.arange(10.0) * 2, 4)  # bins of 2, 3, 2, 3 points
     np.testing.assert_allclose(compute, [0.5, 3.0, 5.5, 8.0])

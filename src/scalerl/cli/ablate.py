@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import ConfigError, InputError
@@ -64,6 +62,8 @@ def plan_from_options(preset: str, knobs: List[str], leave_one_out: bool, sweep:
 
 def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level: float) -> None:
     """Fit every seed of the study in `out`, classify each knob, print the table, write the outputs."""
+    from rich.console import Console
+
     from scalerl.study.ablate_analysis import build_ablation_report
     from scalerl.study.ablation_views import write_ablation_outputs
     from scalerl.study.study_runs import read_plan, report_runs
@@ -81,6 +81,8 @@ def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: O
                      y: Optional[str], margin: Optional[float], level: float,
                      reward_range: Optional[tuple[float, float]] = None) -> None:
     """Read the manifest (or the W&B export with --pattern), judge each variant against --base, print, write."""
+    from rich.console import Console
+
     from scalerl.study.ablation_views import write_ablation_outputs
     from scalerl.study.from_logs import build_from_logs_report
     from scalerl.study.log_manifest import read_manifest, wandb_rows
@@ -98,6 +100,9 @@ def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: O
 
 def print_report(report, written) -> None:
     """The table, the sweep's expectation, the notes and the files written."""
+    from rich.console import Console
+    from rich.markup import escape
+
     from scalerl.study.ablation_views import ablation_table, report_notes, sweep_expectation_line
 
     console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
@@ -159,6 +164,8 @@ def ablate_command(
         raise ConfigError("--base and --pattern go with --from-logs (a study's base is --preset)")
     x, y = x or "flops", y or "val_pass_rate"
     if not report_only:
+        from rich.console import Console
+
         from scalerl.study.study_runs import RayOptions, run_study
 
         ray_options = RayOptions(cpus_per_run, ray_address, ray_cpus) if parallel else None

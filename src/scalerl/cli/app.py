@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
 from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range,
                                     fit_options, fit_window_limit, parse_compute_values, reward_range_for, run_labels,
                                     split_pair_values)
-from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, points_not_fitted, progress
 from scalerl.errors import InputError
 from scalerl.escaping import plain
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
@@ -48,6 +46,10 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
+    # click's plain help: it never cuts an option name (rich's table does on a narrow terminal) and
+    # needs no rich import; up to 120 columns on a wide terminal.
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 120},
 )
 
 X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
@@ -99,6 +101,7 @@ def fit(
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit the ScaleRL sigmoid to one run and extrapolate it."""
+    from scalerl.cli.fit_views import extrapolation_target, fit_curve, fit_power_law_view, progress
     from scalerl.report import console as report
 
     check_finite_options(r0=r0, min_x=min_x, fit_until=fit_until, fit_fraction=fit_fraction, target=target)
@@ -123,6 +126,8 @@ def fit(
         title = f"{curve.source}: {curve.y_name} vs {curve.x_name}"
         report.render_fit(report.stdout_console(), result, payload, title=title, target=target, power_law=power_law_view)
     if plot is not None:
+        from rich.console import Console
+
         from scalerl.report.plotting import plot_fit
 
         budget = max(predict_values) if predict_values else None
@@ -163,8 +168,9 @@ def compare(
         from scalerl.report.plotting import check_figure_path
 
         check_figure_path(plot)
-    from scalerl.report import console as report
+    from scalerl.cli.fit_views import points_not_fitted, progress
     from scalerl.forecast.compare import compare_runs
+    from scalerl.report import console as report
 
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
@@ -213,6 +219,9 @@ def plot(
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit each run (optionally on its early part) and draw the curves with their bands."""
+    from rich.console import Console
+
+    from scalerl.cli.fit_views import fit_curve, progress
     from scalerl.report.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)

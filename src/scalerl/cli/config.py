@@ -12,7 +12,7 @@ import typer
 from scalerl.cli.errors import exits_on_user_error
 
 config_app = typer.Typer(help="Run configuration: list the keys --set and --config accept.",
-                         no_args_is_help=True, add_completion=False)
+                         no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
 @config_app.command("keys")

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
 from scalerl.cli.errors import exits_on_user_error
 from scalerl.errors import InputError
@@ -33,6 +32,8 @@ def export_command(
     target = out if out is not None else out_option
     if target is None:
         raise InputError("missing the output folder: scalerl export RUN OUT (or -o OUT)")
+    from rich.console import Console
+
     from scalerl.train.export import export_model
 
     written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype,

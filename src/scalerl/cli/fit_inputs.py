@@ -1,18 +1,23 @@
 """The `fit`, `compare` and `plot` options, parsed and checked: compute values, the fit window, the
 reward range, run labels, `--reward-range 0,1` in argv, and the options as fit_sigmoid keywords.
-A bad value raises InputError (one `error: ...` line from the command).
+A bad value raises InputError (one `error: ...` line from the command). Imports neither numpy
+nor the readers: `scalerl --help` loads this module.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import typer
 
 from scalerl.errors import InputError
-from scalerl.forecast.readers import Curve
-from scalerl.forecast.reward_unit import inferred_reward_range, open_range_note
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from scalerl.forecast.readers import Curve
 
 MAX_REWARD_MAGNITUDE = 1e6
 PAIR_OPTIONS = ("--reward-range",)
@@ -28,7 +33,7 @@ MARGIN_HELP = ("Ceilings within this margin count as equal (default: the paper's
 def check_finite_options(**values: float | None) -> None:
     """Numeric options must be finite when given (typer accepts `nan` and `inf` as floats)."""
     for name, value in values.items():
-        if value is not None and not np.isfinite(value):
+        if value is not None and not math.isfinite(value):
             raise InputError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
 
 
@@ -42,22 +47,22 @@ def parse_compute_values(texts: list[str], option: str) -> list[float]:
                 value = float(piece)
             except ValueError:
                 raise InputError(f"{option} takes numbers, got {piece!r}") from None
-            if not np.isfinite(value) or value < 0:
+            if not math.isfinite(value) or value < 0:
                 raise InputError(f"{option} values must be finite and >= 0, got {piece}")
             values.append(value)
     return values
 
 
-def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction: float | None) -> float | None:
+def fit_window_limit(compute: "np.ndarray", fit_until: float | None, fit_fraction: float | None) -> float | None:
     """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)."""
     if fit_until is not None and fit_fraction is not None:
         raise InputError("give either --fit-until or --fit-fraction, not both")
     if fit_fraction is not None:
         if not 0.0 < fit_fraction <= 1.0:
             raise InputError(f"--fit-fraction must be in (0, 1], got {fit_fraction:g}")
-        return float(fit_fraction * np.max(compute))
+        return float(fit_fraction * compute.max())
     if fit_until is not None:
-        if not np.isfinite(fit_until) or fit_until <= 0:
+        if not math.isfinite(fit_until) or fit_until <= 0:
             raise InputError(f"--fit-until must be a positive compute value, got {fit_until:g}")
         return float(fit_until)
     return None
@@ -66,7 +71,7 @@ def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction:
 def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
     """Rewards must lie in --reward-range (the ceiling is bounded by it); say how to widen it."""
     low, high = reward_range
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise InputError(f"--reward-range needs finite LOW < HIGH, got {low:g} {high:g}")
     if max(abs(low), abs(high)) > MAX_REWARD_MAGNITUDE:
         raise InputError(f"--reward-range bounds must be within +-{MAX_REWARD_MAGNITUDE:g} "
@@ -87,6 +92,8 @@ def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> 
     reward's own units, bounded by the data (at most R0 + 3 x the observed gain), as for TRL's
     summed rewards or a reward of -1..1.
     """
+    from scalerl.forecast.reward_unit import inferred_reward_range, open_range_note
+
     reward_range = inferred_reward_range([curve.reward for curve in curves], given)
     note = None if given is not None else open_range_note(curves)
     return reward_range, [] if note is None else [note]

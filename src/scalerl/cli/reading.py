@@ -4,20 +4,22 @@
 TensorBoard folder), `--segment N` one of several runs appended in one file, `--cumulative`
 accumulates a per-step compute column, `--allow-partial` fits the readable part of a corrupt
 TensorBoard file. The reader's notes (resumes, accumulation, averaging, binning) go to stderr.
+The readers are imported when a log is read, not when the command line is parsed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.console import Console
 
 from scalerl.errors import InputError
 from scalerl.escaping import for_rich
-from scalerl.forecast.readers import Curve, read_curve
+
+if TYPE_CHECKING:
+    from scalerl.forecast.readers import Curve
 
 GROUP_OPTION = typer.Option(None, "--group", help="Column naming the run of each row (default: run, run_name, run_id, series).")
 SEGMENT_OPTION = typer.Option(None, "--segment", min=1, help="Use run N of several appended in one file (x goes back to its start).")
@@ -42,6 +44,8 @@ class Reading:
 
     def read(self, path: Path, run: str | None = None) -> Curve:
         """The curve of `run` (or of the only run) in `path`."""
+        from scalerl.forecast.readers import read_curve
+
         return read_curve(path, x=self.x, y=self.y, run=run, group=self.group, segment=self.segment,
                           cumulative=self.cumulative, allow_partial=self.allow_partial)
 
@@ -75,6 +79,8 @@ def curve_notes(curves: dict[str, Curve]) -> list[str]:
 
 def say_notes(notes: list[str]) -> None:
     """Print each note on stderr as `note: ...` (user text escaped)."""
+    from rich.console import Console
+
     console = Console(stderr=True)
     for note in notes:
         console.print(f"[yellow]note: {for_rich(note)}[/yellow]", highlight=False, soft_wrap=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
 from scalerl.cli.errors import exits_on_user_error
 from scalerl.cli.fit_inputs import MARGIN_HELP, REWARD_RANGE_OPTION
@@ -34,6 +33,8 @@ def report_command(
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""
+    from rich.console import Console
+
     from scalerl.report.html_report import build_report, check_output_path, write_report
 
     check_output_path(output)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 
 import typer
-from rich.console import Console
 
 from scalerl.cli.ablate import ablate_command
 
@@ -16,6 +15,8 @@ ALIAS_NOTE = "note: `scalerl study` is an alias of `scalerl ablate` (same option
 
 @functools.wraps(ablate_command)
 def study_command(*args, **kwargs):
+    from rich.console import Console
+
     Console(stderr=True).print(ALIAS_NOTE, highlight=False, markup=False)
     return ablate_command(*args, **kwargs)
 

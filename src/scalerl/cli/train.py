@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 
 from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
@@ -153,6 +152,8 @@ def end_interrupted(out: Path, step: int, exit_code: int = INTERRUPTED_EXIT_CODE
 
 def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> None:
     """`scalerl train --pipeline async|ppo-offpolicy`: the run on Ray (scalerl.distributed)."""
+    from rich.console import Console
+
     from scalerl.distributed.pipeline import run_pipeline
 
     console = Console(soft_wrap=True)
@@ -239,6 +240,8 @@ def demo_command(
         raise ConfigError(f"--fit-fraction must be in (0, 1), got {fit_fraction:g}")
     if not 0 < level < 1:
         raise ConfigError(f"--level must be in (0, 1), got {level:g}")
+    from rich.console import Console
+
     from scalerl.errors import FitError
     from scalerl.train.demo import forecast_demo, render_report, train_demo
 
@@ -255,6 +258,7 @@ def demo_command(
 
 def presets_command() -> None:
     """List the recipe presets and the leave-one-out ablations (each one --set)."""
+    from rich.console import Console
     from rich.table import Table
 
     from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS

@@ -1,8 +1,8 @@
 """CSV / TSV logs with a header row (W&B history exports included: empty cells are missing).
 
 Long files without quotes are parsed by pandas' C parser straight into float columns (time and
-memory linear in rows, a few bytes per cell); any other file, or one pandas would read
-differently, goes through the csv module, which says which row is wrong.
+memory linear in rows, a few bytes per cell; pandas is imported only for them); any other file,
+or one pandas would read differently, goes through the csv module, which says which row is wrong.
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ import csv
 import io
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers.table import LogTable, RawTable, cells
 from scalerl.forecast.readers.wandb import is_chart_export, reshape_chart_export
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Below this size the csv module is fast enough and the one path to reason about.
 FAST_PARSE_MIN_CHARS = 1 << 20
@@ -83,6 +86,8 @@ def parse_plain_csv_fast(text: str, path: Path, delimiter: str = ",") -> RawTabl
     header = [name.strip() for name in header_line.rstrip("\r").split(delimiter)]
     if len(header) < 2 or len(set(header)) != len(header):
         return None  # the csv path gives the duplicate-name error
+    import pandas as pd
+
     data = text.encode("utf-8")
     n_rows = check_row_widths(data, path, delimiter, len(header))
     text_columns = [name for name in RUN_COLUMNS if name in header]
@@ -118,8 +123,10 @@ def check_row_widths(encoded: bytes, path: Path, delimiter: str, width: int) -> 
     return int(starts.size) - 1
 
 
-def frame_column(series: pd.Series) -> np.ndarray | list[str | None]:
+def frame_column(series: "pd.Series") -> np.ndarray | list[str | None]:
     """A parsed column: numbers as a float array, anything else as stripped cells (None if empty)."""
+    import pandas as pd
+
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
         return series.to_numpy(dtype=float)
     return [None if cell is None or cell != cell or not str(cell).strip() else str(cell).strip()

@@ -1,4 +1,7 @@
-"""The raw table every reader returns, and the checks of its cells shared by all formats."""
+"""The raw table every reader returns, and the checks of its cells shared by all formats.
+
+pandas is imported only for long columns (a short log is read without it: `scalerl fit` starts faster).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,12 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from scalerl.errors import InputError
+
+# Columns of at least this many cells are converted by pandas (vectorised); shorter ones cell by cell,
+# which takes less time than importing pandas.
+VECTORISED_MIN_CELLS = 20_000
 
 # A column is a list of cells (None where missing), or, when a reader parsed it as numbers in one
 # go (long CSV files), a float array with NaN where missing.
@@ -64,7 +70,7 @@ def cell_to_float(cell: object, column: str, row_number: int, source: str) -> fl
     """
     if cell is None or cell == "":
         return None
-    if isinstance(cell, (bool, list, dict)):
+    if isinstance(cell, (bool, list, dict)) or (isinstance(cell, str) and not _numeric_text(cell)):
         raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}")
     try:
         value = float(cell)
@@ -79,23 +85,33 @@ def cell_to_float(cell: object, column: str, row_number: int, source: str) -> fl
     return value
 
 
+def _numeric_text(text: str) -> bool:
+    """Whether `text` may be a number as a log writes one: ASCII without `_` (Python's float() also
+    reads `1_000` and other scripts' digits, which pandas and the logs' writers do not)."""
+    return text.isascii() and "_" not in text
+
+
 def column_to_floats(cells: Column, column: str, source: str) -> np.ndarray:
     """Cells as a float array with NaN where missing; the first bad cell raises as in cell_to_float.
 
-    Vectorised (pandas) for the common case of clean numbers; a cell that does not convert is
-    re-read by cell_to_float so the error names its row. A float array (NaN = missing) is only
-    checked for infinities (a CSV cell `inf` or `1e400`).
+    A column of VECTORISED_MIN_CELLS or more is converted by pandas for the common case of clean
+    numbers; a cell that does not convert is re-read by cell_to_float so the error names its row.
+    A float array (NaN = missing) is only checked for infinities (a CSV cell `inf` or `1e400`).
     """
     if isinstance(cells, np.ndarray):
         return _checked_float_array(cells, column, source)
     if any(type(cell) is bool for cell in cells):  # noqa: E721 - bool is an int subclass
         _raise_first_bad(cells, column, source)
+    if len(cells) < VECTORISED_MIN_CELLS:
+        return _floats_cell_by_cell(cells, column, source)
+    import pandas as pd
+
     try:
         values = np.asarray(pd.to_numeric(pd.Series(cells, dtype=object), errors="coerce"), dtype=float)
     except (TypeError, ValueError, OverflowError):
         values = None
     if values is None or values.shape != (len(cells),):
-        return np.array([_nan_if_none(cell_to_float(c, column, i, source)) for i, c in enumerate(cells, 1)])
+        return _floats_cell_by_cell(cells, column, source)
     suspicious = ~np.isfinite(values)
     if np.any(suspicious):
         for index in np.flatnonzero(suspicious):
@@ -104,6 +120,11 @@ def column_to_floats(cells: Column, column: str, source: str) -> np.ndarray:
                 cell_to_float(cell, column, int(index) + 1, source)  # raises for text, nan, inf
                 raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {index + 1} of {source}")
     return values
+
+
+def _floats_cell_by_cell(cells: list, column: str, source: str) -> np.ndarray:
+    return np.array([_nan_if_none(cell_to_float(c, column, i, source)) for i, c in enumerate(cells, 1)],
+                    dtype=float)
 
 
 def _checked_float_array(values: np.ndarray, column: str, source: str) -> np.ndarray:
