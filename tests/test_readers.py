@@ -136,8 +136,10 @@ def test_tensorboard_directory_joins_tags_on_step(tmp_path):
     )
     curve = read_curve(run_dir)
     assert (curve.x_name, curve.y_name) == ("gpu_hours", "val/pass_rate")
-    np.testing.assert_array_equal(curve.compute, [4.0, 6.0])
-    np.testing.assert_array_equal(curve.reward, [0.5, 0.625])
+    # the evaluation at step 0 logged no GPU-hours: before training, so R0 at compute 0
+    np.testing.assert_array_equal(curve.compute, [0.0, 4.0, 6.0])
+    np.testing.assert_array_equal(curve.reward, [0.125, 0.5, 0.625])
+    assert any("at step 0 without 'gpu_hours'" in note and "R0 at compute 0" in note for note in curve.notes)
     by_step = read_curve(run_dir, x="step", y="val/pass_rate")
     np.testing.assert_array_equal(by_step.compute, [0.0, 20.0, 30.0])
     np.testing.assert_array_equal(by_step.reward, [0.125, 0.5, 0.625])

@@ -1,5 +1,6 @@
 """From a log table to one run's (compute, reward) curve: pick columns, keep one run, check cells,
-accumulate per-step compute, average repeated evaluations, bin very long curves."""
+accumulate per-step compute, keep an evaluation before training as R0, count the evaluations left
+out, average repeated evaluations, bin very long curves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scalerl.errors import InputError
-from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, STEP_COLUMNS, choose_x, choose_y
+from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, STEP_COLUMNS, choose_x, choose_y, training_reward_note
+from scalerl.forecast.readers.kept_rows import (UnusedRows, before_training_note, evaluation_step_column,
+                                                unused_evaluations, unused_note, with_evaluations_before_start,
+                                                zero_compute_before_training)
 from scalerl.forecast.readers.series import resolve_order, run_rows
 from scalerl.forecast.readers.table import LogTable, column_to_floats, has_value
 
@@ -24,7 +28,9 @@ class Curve:
 
     `compute` and `reward` are read-only float arrays of equal length; rewards of rows that
     shared a compute value are averaged. `x_name` / `y_name` are the log columns they came from;
-    `notes` say what the reader did beyond reading (accumulated, resumed, averaged, binned).
+    `notes` say what the reader did beyond reading (accumulated, resumed, averaged, binned, an
+    evaluation before training kept as R0, evaluations left out, a training reward as y);
+    `rows_not_used` counts the evaluations (rows with a y value) left out, by reason.
     """
 
     compute: np.ndarray
@@ -33,6 +39,7 @@ class Curve:
     y_name: str
     source: str
     notes: tuple[str, ...] = field(default=())
+    rows_not_used: tuple[UnusedRows, ...] = field(default=())
 
     def __len__(self) -> int:
         return int(self.compute.size)
@@ -55,6 +62,8 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     y_name = choose_y(columns, y, source)
     y_values = column_to_floats(columns[y_name], y_name, source)
     has_y = np.isfinite(y_values)
+    training_note = training_reward_note(y_name, columns)
+    notes += [training_note] if training_note else []
 
     def usable(name: str) -> bool:
         return has_value(columns[name], np.flatnonzero(has_y)[:10_000])
@@ -62,13 +71,27 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     x_name = choose_x(columns, x, usable, source)
     x_values = column_to_floats(columns[x_name], x_name, source)
     accumulate = x_name in PER_STEP_COLUMNS if cumulative is None else cumulative
-    key_name = next((name for name in STEP_COLUMNS if name in columns and name != x_name), None) if accumulate else x_name
-    keys = x_values if key_name is None else column_to_floats(columns[key_name], key_name, source)
+    evaluations = rows[has_y[rows]]
+    step_name, steps = evaluation_step_column(table, evaluations, x_name, source)
+    if accumulate:  # ordered by the step; the running total at step 0 is the compute before training
+        key_name = step_name or x_name
+        keys = x_values if steps is None else steps
+        before_training = evaluations[:0] if steps is None else \
+            evaluations[np.isnan(x_values[evaluations]) & (steps[evaluations] == 0)]
+        placing = keys
+    else:  # R0 at compute 0, placed once the run is found: a 0 among the keys would hide an appended run
+        key_name = x_name
+        x_values, before_training = zero_compute_before_training(x_values, steps, evaluations)
+        keys = x_values
+        placing = keys.copy()
+        placing[before_training] = np.nan
     negative = rows[x_values[rows] < 0] if rows.size else rows
     if negative.size:
         row = int(negative[0])
         raise InputError(f"negative compute {x_values[row]:g} in column '{x_name}' at row {row + 1} of {source}")
-    kept, order_notes = resolve_order(keys, rows, segment, source, key_name or x_name)
+    kept, order_notes = resolve_order(placing, rows, segment, source, key_name)
+    if not accumulate:
+        kept = with_evaluations_before_start(kept, before_training, placing, rows)
     notes += order_notes
     if accumulate:
         x_kept = running_total(keys[kept], x_values[kept])
@@ -79,6 +102,14 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     both = np.isfinite(x_kept) & np.isfinite(y_values[kept])
     if not np.any(both):
         raise InputError(f"{source} has no row where both '{x_name}' and '{y_name}' are present")
+    if before_training.size and np.isin(before_training, kept[both]).any():
+        notes.append(before_training_note(x_name, y_name, int(np.isin(before_training, kept[both]).sum())))
+    x_for_rows = np.zeros_like(keys) if accumulate else x_values  # an accumulated x is never missing
+    unused = unused_evaluations(evaluations, kept[both], x_values=x_for_rows, keys=keys, x_name=x_name,
+                                key_name=key_name, steps=x_values if x_name in STEP_COLUMNS else steps,
+                                segment=segment)
+    if unused:
+        notes.append(unused_note(y_name, unused))
     compute, reward = merge_duplicate_compute(x_kept[both], y_values[kept][both])
     if compute.size < int(np.sum(both)):
         notes.append(f"repeated evaluations at the same '{x_name}' were averaged "
@@ -86,7 +117,7 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     if compute.size > MAX_POINTS:
         notes.append(f"{compute.size} points binned into {MAX_POINTS} equal-count bins (mean compute and reward)")
         compute, reward = bin_points(compute, reward, MAX_POINTS)
-    return Curve(_read_only(compute), _read_only(reward), x_name, y_name, source, tuple(notes))
+    return Curve(_read_only(compute), _read_only(reward), x_name, y_name, source, tuple(notes), unused)
 
 
 def running_total(steps: np.ndarray, per_step: np.ndarray) -> np.ndarray:
