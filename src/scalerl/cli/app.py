@@ -8,6 +8,7 @@ end as one `error: ...` line on stderr with exit code 2 (see scalerl.cli.errors)
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +21,8 @@ from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_fini
                                     split_pair_values)
 from scalerl.errors import InputError
 from scalerl.escaping import plain
+from scalerl.cli.runs import (FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, axis_warnings, chosen_labels,
+                              fit_windows, named_paths)
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
                                  Reading, curve_notes, read_runs, say_notes)
 
@@ -59,6 +62,9 @@ Y_HELP = ("Reward column (default: the first tier with a column present, in orde
           "eval_reward, eval/reward; eval_rewards/<fn>/mean; val-core/<data>/reward/mean@1; "
           "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
           "several columns in one tier are an error that lists them).")
+
+
+FIGURE_TITLE_WIDTH = 110  # characters per line of a comparison figure's title (the decision sentence)
 
 
 # --- commands ---------------------------------------------------------------------------------------
@@ -142,8 +148,11 @@ def fit(
 @app.command()
 @exits_on_user_error
 def compare(
-    paths: list[Path] = typer.Argument(..., help="Two or more run logs to compare."),
+    paths: list[Path] = typer.Argument(..., help="Two or more run logs to compare (NAME=PATH names a run)."),
     margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
+    labels: list[str] = LABEL_OPTION,
+    fit_until: Optional[float] = FIT_UNTIL_OPTION,
+    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
@@ -160,6 +169,8 @@ def compare(
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
+    check_finite_options(fit_until=fit_until, fit_fraction=fit_fraction, min_x=min_x)
+    paths, given_names = named_paths(paths)
     if len(paths) < 2 and len(runs) < 2:
         raise InputError(f"compare needs at least two runs (files, or --run twice with one file), got {len(paths)}")
     if margin is not None and not margin >= 0.0:
@@ -173,6 +184,11 @@ def compare(
     from scalerl.report import console as report
 
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
+    if len(curves) != len(given_names) and any(name is not None for name in given_names):
+        raise InputError("NAME=PATH names the one run of PATH; name several --run of one file with --label")
+    given = given_names if len(curves) == len(given_names) else [None] * len(curves)
+    curves = dict(zip(chosen_labels(list(curves), given, labels), curves.values()))
+    curves, held_out = fit_windows(curves, fit_until, fit_fraction)
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
     if reward_range is not None:
         for curve in curves.values():
@@ -182,7 +198,7 @@ def compare(
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
         payload = report.comparison_payload(comparison, level)
-        payload["warnings"] = [*curve_notes(curves), *range_notes, *payload["warnings"]]
+        payload["warnings"] = [*axis_warnings(curves), *curve_notes(curves), *range_notes, *payload["warnings"]]
     if json_output:
         typer.echo(report.json_text(payload))
     else:
@@ -191,10 +207,15 @@ def compare(
         from scalerl.report.plotting import RunPoints, plot_comparison
 
         first = next(iter(curves.values()))
-        points = {name: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]))
+        shown = {name: report.short_name(name) for name in curves}
+        points = {shown[name]: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]),
+                                         held_out=None if held_out[name] is None else
+                                         (held_out[name].compute, held_out[name].reward))
                   for name, c in curves.items()}
-        plot_comparison(comparison.fits, plot, points=points, level=level, x_label=first.x_name, y_label=first.y_name,
-                        title=report.decision_sentence(payload), headline=comparison.headline())
+        plot_comparison({shown[name]: fit for name, fit in comparison.fits.items()}, plot, points=points, level=level,
+                        x_label=first.x_name, y_label=first.y_name,
+                        title=textwrap.fill(report.decision_sentence(payload), FIGURE_TITLE_WIDTH),
+                        headline=report.with_short_names(payload["headline"], list(curves)))
 
 
 @app.command()

@@ -54,18 +54,11 @@ def parse_compute_values(texts: list[str], option: str) -> list[float]:
 
 
 def fit_window_limit(compute: "np.ndarray", fit_until: float | None, fit_fraction: float | None) -> float | None:
-    """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)."""
-    if fit_until is not None and fit_fraction is not None:
-        raise InputError("give either --fit-until or --fit-fraction, not both")
-    if fit_fraction is not None:
-        if not 0.0 < fit_fraction <= 1.0:
-            raise InputError(f"--fit-fraction must be in (0, 1], got {fit_fraction:g}")
-        return float(fit_fraction * compute.max())
-    if fit_until is not None:
-        if not math.isfinite(fit_until) or fit_until <= 0:
-            raise InputError(f"--fit-until must be a positive compute value, got {fit_until:g}")
-        return float(fit_until)
-    return None
+    """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)
+    (scalerl.forecast.readers.curve.fit_window_limit)."""
+    from scalerl.forecast.readers.curve import fit_window_limit as limit
+
+    return limit(compute, fit_until, fit_fraction)
 
 
 def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:

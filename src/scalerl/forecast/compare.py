@@ -68,7 +68,8 @@ class Comparison:
         undecided = "ceiling undecided; " if self.ceiling_undecided else ""
         if self.decided_by == "efficiency":
             hedge = "" if self.efficiency_supported else " (B not clearly ahead: a lead on point estimates)"
-            return f"{undecided}{self.winner} is the most efficient at a shared ceiling{hedge}"
+            shared = "in the top ceiling group" if len(self.clusters) > 1 and not undecided else "at a shared ceiling"
+            return f"{undecided}{self.winner} is the most efficient {shared}{hedge}"
         longer = "" if self.more_compute is None else f": run ~{self.more_compute:.1f}x longer to separate them"
         return f"{undecided}efficiency undecided too, {self.winner} leads on point estimates only{longer}"
 

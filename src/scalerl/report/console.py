@@ -19,6 +19,7 @@ from scalerl.report.headline import fit_headline
 
 PARAMETERS = ("A", "B", "C_mid")
 PIPED_OUTPUT_WIDTH = 120
+SHORT_NAME_WIDTH = 32  # run names longer than this are cut in the middle in tables, sentences and figures
 
 
 def stdout_console() -> Console:
@@ -209,34 +210,69 @@ def render_comparison(console: Console, payload: dict) -> None:
             any_unidentified = True
         fixed = run["fixed_ceiling"]
         fixed_cell = "" if fixed is None else estimate_with_interval(fixed["B"], fixed["B_interval"])
-        table.add_row(f"{rank}. {for_rich(name)}", *cells, fixed_cell)
+        table.add_row(f"{rank}. {for_rich(short_name(name))}", *cells, fixed_cell)
     console.print(table)
     if any_unidentified:
         console.print("* ceiling not identified (the run may not have passed its inflection yet)", highlight=False)
-    console.print(f"ranking: {' > '.join(plain(name) for name in payload['ranking'])}", highlight=False, soft_wrap=True, markup=False)
+    console.print(f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}", highlight=False,
+                  soft_wrap=True, markup=False)
     console.print(plain(decision_sentence(payload)), highlight=False, soft_wrap=True, markup=False)
     for warning in payload["warnings"]:
         console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
     for name in payload["ranking"]:
         for warning in payload["runs"][name]["warnings"]:
-            console.print(f"[yellow]warning ({for_rich(name)}): {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]warning ({for_rich(short_name(name))}): {for_rich(warning)}[/yellow]",
+                          highlight=False, soft_wrap=True)
+
+
+def ceiling_groups_text(payload: Mapping) -> str:
+    """The payload's ceiling groups, best first, each with the span of its fitted A:
+    `ceiling groups: {a, b} (A 0.84-0.83) > {c, d} (A 0.80-0.79)`."""
+    def group(names) -> str:
+        ceilings = [payload["runs"][name]["params"]["A"] for name in names]
+        span = format_number(ceilings[0], 3) if len(set(ceilings)) == 1 else \
+            f"{format_number(max(ceilings), 3)}-{format_number(min(ceilings), 3)}"
+        return "{" + ", ".join(short_name(name) for name in names) + f"}} (A {span})"
+
+    return "ceiling groups: " + " > ".join(group(names) for names in payload["clusters"])
 
 
 def decision_sentence(payload: Mapping) -> str:
-    """Why the winner won, in the paper's terms, and whether the intervals support it."""
-    winner = payload["winner"]
+    """Why the winner won, in the paper's terms, and whether the intervals support it; with three
+    or more runs, the ceiling groups (the payload's clusters) first."""
+    winner = short_name(payload["winner"])
     margin = format_number(payload["margin"])
     level = f"{payload['level']:.0%}"
+    several_groups = len(payload["clusters"]) > 1
+    groups = f"{ceiling_groups_text(payload)}; " if len(payload["ranking"]) >= 3 else ""
     if payload["decided_by"] == "ceiling":
-        return (f"decided by: ceiling (A differs by more than {margin} and is ahead at the {level} level): "
+        return (f"{groups}decided by: ceiling (A differs by more than {margin} and is ahead at the {level} level): "
                 f"{winner} has the highest ceiling")
-    shared = payload["runs"][winner]["fixed_ceiling"]
+    shared = payload["runs"][payload["winner"]]["fixed_ceiling"]
     shared_text = "" if shared is None else f" = {format_number(shared['A'])}"
+    top_group = "the top group's " if several_groups else ""
     why = (f"ceiling undecided: no A ahead at the {level} level" if payload.get("ceiling_undecided")
-           else f"ceilings within {margin}")
+           else f"{top_group}ceilings within {margin}")
     if payload["decided_by"] == "efficiency":
-        return f"decided by: efficiency ({why}, refit with A fixed{shared_text}): {winner} has the highest B"
+        return f"{groups}decided by: efficiency ({why}, refit with A fixed{shared_text}): {winner} has the highest B"
     more = payload.get("more_compute")
     longer = "" if more is None else f"; run ~{format_number(more, 2)}x longer to separate them"
-    return (f"undecided ({why}; nor B at the shared A{shared_text}): {winner} leads on point "
+    return (f"{groups}undecided ({why}; nor B at the shared A{shared_text}): {winner} leads on point "
             f"estimates only{longer}")
+
+
+def short_name(name: str, width: int = SHORT_NAME_WIDTH) -> str:
+    """`name` cut to `width` characters for tables, sentences and figures, its start and end kept
+    (`grpo_qwen3_1.7b…seed_3`); the JSON keeps the full name."""
+    name = plain(name)
+    if len(name) <= width:
+        return name
+    head = (width - 1) * 2 // 3
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
+
+
+def with_short_names(text: str, names: Sequence[str]) -> str:
+    """`text` with each run name in it cut as short_name cuts it (longest names first)."""
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, short_name(name))
+    return text

@@ -4,7 +4,7 @@ out, average repeated evaluations, bin very long curves."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -118,6 +118,42 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
         notes.append(f"{compute.size} points binned into {MAX_POINTS} equal-count bins (mean compute and reward)")
         compute, reward = bin_points(compute, reward, MAX_POINTS)
     return Curve(_read_only(compute), _read_only(reward), x_name, y_name, source, tuple(notes), unused)
+
+
+def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction: float | None) -> float | None:
+    """Largest compute a fit uses: `fit_until`, or `fit_fraction * max(compute)`, or None (all).
+
+    The options of `fit`, `compare`, `plot`, `report` and `ablate --from-logs` (one meaning for all):
+    a decision from the first part of a run."""
+    if fit_until is not None and fit_fraction is not None:
+        raise InputError("give either --fit-until or --fit-fraction, not both")
+    if fit_fraction is not None:
+        if not 0.0 < fit_fraction <= 1.0:
+            raise InputError(f"--fit-fraction must be in (0, 1], got {fit_fraction:g}")
+        return float(fit_fraction * np.max(compute))
+    if fit_until is not None:
+        if not np.isfinite(fit_until) or fit_until <= 0:
+            raise InputError(f"--fit-until must be a positive compute value, got {fit_until:g}")
+        return float(fit_until)
+    return None
+
+
+def curve_up_to(curve: Curve, fit_until: float | None, fit_fraction: float | None) -> tuple[Curve, Curve | None]:
+    """(the points of `curve` with compute <= the fit window's limit, the points after it or None
+    when the window holds the whole curve); InputError when the window holds no point."""
+    limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
+    if limit is None or limit >= curve.compute.max():
+        return curve, None
+    inside = curve.compute <= limit
+    if not np.any(inside):
+        raise InputError(f"no point of {curve.source} has {curve.x_name} <= {limit:g}")
+    note = (f"fitted on its first {int(inside.sum())} of {len(curve)} points ({curve.x_name} <= {limit:.4g}); "
+            "the later points are held out")
+
+    def part(mask: np.ndarray, notes: tuple[str, ...]) -> Curve:
+        return replace(curve, compute=_read_only(curve.compute[mask]), reward=_read_only(curve.reward[mask]), notes=notes)
+
+    return part(inside, (*curve.notes, note)), part(~inside, ())
 
 
 def running_total(steps: np.ndarray, per_step: np.ndarray) -> np.ndarray:

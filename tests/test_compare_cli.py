@@ -1,0 +1,109 @@
+"""`scalerl compare` for early decisions: the ceiling groups of three or more runs stated as the JSON
+has them, run labels (--label, NAME=PATH), the fit window (--fit-fraction / --fit-until), a warning
+when the runs' axes differ, long names shortened in text (full in JSON)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from cli_invocation import assert_one_line_error, invoke
+from scalerl.report.console import decision_sentence, short_name
+
+FAST = ("--n-bootstrap", "40")
+
+
+def write_run(path, a, b, *, c_mid=300.0, seed=0, x="gpu_hours"):
+    """A ScaleRL sigmoid R = 0.1 + (A - 0.1) / (1 + (C_mid / C)^B) at 30 computes, noise sd 0.004."""
+    compute = np.geomspace(10, 3000, 30)
+    rng = np.random.default_rng(seed)
+    reward = 0.1 + (a - 0.1) / (1 + (c_mid / compute) ** b) + rng.normal(0, 0.004, compute.size)
+    path.write_text(f"{x},val_pass_rate\n0,0.1\n" + "".join(f"{c:.4f},{r:.5f}\n" for c, r in zip(compute, reward)))
+    return path
+
+
+def payload(clusters, ceilings, decided_by="efficiency"):
+    runs = {name: {"params": {"A": a, "B": 1.0, "C_mid": 1.0}, "fixed_ceiling": {"A": 0.835}}
+            for name, a in ceilings.items()}
+    ranking = [name for cluster in clusters for name in cluster]
+    return {"winner": ranking[0], "decided_by": decided_by, "ceiling_undecided": False, "margin": 0.02,
+            "level": 0.8, "clusters": clusters, "ranking": ranking, "runs": runs, "more_compute": None}
+
+
+def test_decision_names_both_ceiling_groups_of_four_runs():
+    sentence = decision_sentence(payload([["a", "b"], ["c", "d"]], {"a": 0.84, "b": 0.83, "c": 0.80, "d": 0.79}))
+    assert sentence.startswith("ceiling groups: {a, b} (A 0.84-0.83) > {c, d} (A 0.8-0.79); ")
+    assert "the top group's ceilings within 0.02" in sentence and "(ceilings within" not in sentence
+
+
+def test_two_runs_state_no_groups_and_one_group_is_all_within_the_margin():
+    assert "ceiling groups" not in decision_sentence(payload([["a", "b"]], {"a": 0.84, "b": 0.83}))
+    one_group = decision_sentence(payload([["a", "b", "c"]], {"a": 0.84, "b": 0.83, "c": 0.83}))
+    assert "{a, b, c} (A 0.84-0.83)" in one_group and "(ceilings within 0.02" in one_group
+
+
+def test_short_name_keeps_start_and_end():
+    assert short_name("run_a") == "run_a"
+    cut = short_name("grpo_qwen3_1.7b_gsm8k_lr1e-6_kl0.001_seed_3")
+    assert len(cut) == 32 and cut.startswith("grpo_qwen3_1.7b_gsm8") and cut.endswith("seed_3") and "…" in cut
+
+
+def test_compare_of_four_runs_names_both_ceiling_groups(tmp_path):
+    paths = [write_run(tmp_path / f"{name}.csv", a, b, seed=seed)
+             for seed, (name, a, b) in enumerate([("a", 0.84, 1.8), ("b", 0.83, 1.2), ("c", 0.80, 1.8),
+                                                  ("d", 0.79, 1.2)])]
+    result = invoke("compare", *paths, "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    clusters = json.loads(result.stdout)["clusters"]
+    assert sorted(map(sorted, clusters)) == [["a", "b"], ["c", "d"]]
+    text = invoke("compare", *paths, *FAST).stdout
+    assert re.search(r"ceiling groups: \{a, b\} \(A 0\.8\d*-0\.8\d*\) > \{c, d\} \(A 0\.[78]\d*-0\.7\d*\); ", text), text
+    assert "(ceilings within" not in text
+
+
+def test_labels_name_runs_and_long_ones_are_cut_in_text_only(tmp_path):
+    first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
+    long_name = "grpo_qwen3_1.7b_gsm8k_lr1e-6_kl0.001_seed_3"
+    result = invoke("compare", first, second, "--label", long_name, "--label", "base", "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert set(json.loads(result.stdout)["runs"]) == {long_name, "base"}
+    text = invoke("compare", first, second, "--label", long_name, "--label", "base", *FAST).stdout
+    assert short_name(long_name) in text and long_name not in text
+    named = invoke("compare", f"new={first}", f"old={second}", "--json", *FAST)
+    assert named.exit_code == 0, named.output
+    assert json.loads(named.stdout)["ranking"] == ["new", "old"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--label", "one"], "--label given 1 time(s) for 2 runs"),
+    (["--label", "same", "--label", "same"], "used twice"),
+    (["--fit-fraction", "1.5"], "--fit-fraction must be in (0, 1]"),
+    (["--fit-fraction", "0.5", "--fit-until", "100"], "not both"),
+])
+def test_bad_labels_and_windows_are_one_line_errors(tmp_path, args, message):
+    first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
+    assert_one_line_error(invoke("compare", first, second, *args, *FAST), message)
+
+
+@pytest.mark.parametrize(("option", "value", "kept"), [("--fit-fraction", "0.5", 27), ("--fit-until", "300", 19)])
+def test_fit_window_fits_each_run_on_its_first_part(tmp_path, option, value, kept):
+    first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
+    result = invoke("compare", first, second, option, value, "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    compute = np.r_[0.0, np.geomspace(10, 3000, 30)]
+    limit = 0.5 * 3000 if option == "--fit-fraction" else 300.0
+    assert int(np.sum(compute <= limit)) == kept
+    assert {run["n_points"] for run in answer["runs"].values()} == {kept - 1}  # R0's point is the fit's R0
+    assert any(f"fitted on its first {kept} of 31 points" in warning for warning in answer["warnings"])
+
+
+def test_differing_x_columns_are_warned(tmp_path):
+    first = write_run(tmp_path / "r1.csv", 0.6, 1.5)
+    second = write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1, x="tokens")
+    result = invoke("compare", first, second, "--json", *FAST)
+    assert result.exit_code == 0, result.output
+    assert any("x columns differ (r1: gpu_hours, r2: tokens)" in w for w in json.loads(result.stdout)["warnings"])
