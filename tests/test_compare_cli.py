@@ -107,3 +107,17 @@ def test_differing_x_columns_are_warned(tmp_path):
     result = invoke("compare", first, second, "--json", *FAST)
     assert result.exit_code == 0, result.output
     assert any("x columns differ (r1: gpu_hours, r2: tokens)" in w for w in json.loads(result.stdout)["warnings"])
+
+
+def test_report_fits_the_first_part_names_runs_and_overlays_them(tmp_path):
+    long_name = "grpo_qwen3_1.7b_gsm8k_lr1e-6_kl0.001_seed_3"
+    first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
+    page = tmp_path / "report.html"
+    result = invoke("report", f"{long_name}={first}", second, "-o", page, "--fit-fraction", "0.5", *FAST)
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert 'alt="every run on one axes"' in html
+    assert f'<span title="{long_name}">{short_name(long_name)}</span>' in html and ">r2<" in html
+    assert "fitted on its first 27 of 31 points" in html
+    assert html.count("<td>26</td>") == 2  # points fitted: the window's 27 but R0's own point
+    assert_one_line_error(invoke("report", first, second, "-o", page, "--label", "one", *FAST), "--label")

@@ -131,7 +131,7 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
 
     assert "script" not in page.tags
     assert all(link.startswith("data:image/png;base64,") for link in page.links)  # nothing external
-    assert len(page.images) == 3  # run_a, run_b, the study's figure (the flat run has none)
+    assert len(page.images) == 4  # run_a, run_b, both on one axes, the study's figure (the flat run has none)
     for source in page.images:
         with Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1]))) as image:
             image.verify()

@@ -21,8 +21,8 @@ from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_fini
                                     split_pair_values)
 from scalerl.errors import InputError
 from scalerl.escaping import plain
-from scalerl.cli.runs import (FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, axis_warnings, chosen_labels,
-                              fit_windows, named_paths)
+from scalerl.cli.runs import (FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, chosen_labels, fit_windows,
+                              named_paths)
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
                                  Reading, curve_notes, read_runs, say_notes)
 
@@ -181,6 +181,7 @@ def compare(
         check_figure_path(plot)
     from scalerl.cli.fit_views import points_not_fitted, progress
     from scalerl.forecast.compare import compare_runs
+    from scalerl.forecast.readers.curve import axis_warnings
     from scalerl.report import console as report
 
     curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))

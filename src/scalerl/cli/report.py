@@ -13,13 +13,15 @@ from typing import List, Optional
 import typer
 
 from scalerl.cli.errors import exits_on_user_error
-from scalerl.cli.fit_inputs import MARGIN_HELP, REWARD_RANGE_OPTION
+from scalerl.cli.fit_inputs import MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options
+from scalerl.cli.runs import FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, chosen_labels, named_paths
 from scalerl.escaping import plain
 
 
 @exits_on_user_error
 def report_command(
-    paths: List[Path] = typer.Argument(..., help="Run directories (metrics.jsonl), log files or study directories."),
+    paths: List[Path] = typer.Argument(..., help="Run directories (metrics.jsonl), log files or study directories "
+                                                 "(NAME=PATH names one)."),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
     x: Optional[str] = typer.Option(None, "--x", help="Compute column (default: as `scalerl fit`)."),
     y: Optional[str] = typer.Option(None, "--y", help="Reward column (default: as `scalerl fit`)."),
@@ -31,16 +33,24 @@ def report_command(
         None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
+    labels: List[str] = LABEL_OPTION,
+    fit_until: Optional[float] = FIT_UNTIL_OPTION,
+    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""
     from rich.console import Console
 
-    from scalerl.report.html_report import build_report, check_output_path, write_report
+    from scalerl.report.html_report import build_report, check_output_path, section_names, write_report
 
+    check_finite_options(fit_until=fit_until, fit_fraction=fit_fraction)
     check_output_path(output)
+    paths, given_names = named_paths(paths)
+    if any(name is not None for name in given_names):
+        labels = chosen_labels(section_names(paths), given_names, labels)
     with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):
         report = build_report(paths, x=x, y=y, level=level, margin=margin, target_x=target_x,
-                              n_bootstrap=n_bootstrap, title=title, reward_range=reward_range)
+                              n_bootstrap=n_bootstrap, title=title, reward_range=reward_range, fit_until=fit_until,
+                              fit_fraction=fit_fraction, labels=labels)
         written = write_report(report, output)
     console = Console(stderr=True)
     for warning in report.warnings:

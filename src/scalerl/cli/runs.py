@@ -58,16 +58,3 @@ def fit_windows(curves: dict[str, "Curve"], fit_until: float | None, fit_fractio
 
     parts = {name: curve_up_to(curve, fit_until, fit_fraction) for name, curve in curves.items()}
     return {name: fitted for name, (fitted, _) in parts.items()}, {name: held for name, (_, held) in parts.items()}
-
-
-def axis_warnings(curves: dict[str, "Curve"]) -> list[str]:
-    """A warning per axis (x, y) whose column differs between the runs: their fits are then in
-    different units, and A or B compared across them may mean nothing."""
-    warnings = []
-    for axis, column_of in (("x", lambda curve: curve.x_name), ("y", lambda curve: curve.y_name)):
-        columns = {name: column_of(curve) for name, curve in curves.items()}
-        if len(set(columns.values())) > 1:
-            listed = ", ".join(f"{name}: {column}" for name, column in columns.items())
-            warnings.append(f"the runs' {axis} columns differ ({listed}): compared in different units; "
-                            f"pass --{axis} COLUMN to use one for all")
-    return warnings

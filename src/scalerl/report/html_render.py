@@ -14,7 +14,7 @@ import re
 from html import escape
 from typing import Any, Iterable, Sequence
 
-from scalerl.report.console import comparison_payload, decision_sentence, format_number
+from scalerl.report.console import comparison_payload, decision_sentence, format_number, short_name, with_short_names
 from scalerl.report.headline import fit_headline
 
 FORMULA = "R(C) = R0 + (A &minus; R0) / (1 + (C<sub>mid</sub> / C)<sup>B</sup>)"
@@ -56,17 +56,22 @@ RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "ce
               "budget (compute)", "reward at budget", "reward interval")
 
 
+def run_name(name: str) -> str:
+    """A run's name in a table cell: cut as short_name cuts it, the full name on hover."""
+    return f'<span title="{escape(name)}">{escape(short_name(name))}</span>' if short_name(name) != name else escape(name)
+
+
 def run_rows(report) -> list[list[str]]:
     """One row per run: the fit and its prediction at the budget, or the reason it has none."""
     rows = []
     for run in report.runs:
         if run.fit is None:
-            rows.append([escape(run.name), "-", "-", "-", "-", "-", "-", "-", "-", "-",
+            rows.append([run_name(run.name), "-", "-", "-", "-", "-", "-", "-", "-", "-",
                          f'<span class="error">{escape(run.error or "")}</span>'])
             continue
         fit = run.fit
         lo, hi = fit.interval(run.target_compute, report.level)
-        rows.append([escape(run.name), str(fit.n_points), number(fit.r0), number(fit.a),
+        rows.append([run_name(run.name), str(fit.n_points), number(fit.r0), number(fit.a),
                      interval(fit.conf_int(report.level)["A"]), number(fit.b), number(fit.c_mid),
                      "yes" if fit.ceiling_identified else "no", number(run.target_compute),
                      number(float(fit.predict(run.target_compute))), interval((lo, hi))])
@@ -84,11 +89,13 @@ def comparison_html(report) -> str:
     for rank, name in enumerate(payload["ranking"], start=1):
         run = payload["runs"][name]
         fixed = run["fixed_ceiling"]
-        rows.append([str(rank), escape(name), number(run["params"]["A"]), interval(run["intervals"]["A"]),
+        rows.append([str(rank), escape(short_name(name)), number(run["params"]["A"]), interval(run["intervals"]["A"]),
                      number(run["params"]["B"]), number(run["params"]["C_mid"]),
                      "-" if fixed is None else number(fixed["B"])])
-    return (f'<h2>Comparison</h2><p class="headline">{escape(payload["headline"])}</p>'
-            + table("comparison", COMPARISON_HEADER, rows) + f"<p>{escape(decision_sentence(payload))}</p>")
+    overlay = image(report.overlay_png, "every run on one axes") if report.overlay_png else ""
+    headline = with_short_names(payload["headline"], payload["ranking"])
+    return (f'<h2>Comparison</h2><p class="headline">{escape(headline)}</p>'
+            + table("comparison", COMPARISON_HEADER, rows) + f"<p>{escape(decision_sentence(payload))}</p>" + overlay)
 
 
 STUDY_HEADER = ("variant", "knob", "A", "A interval", "B", "C_mid", "ceiling identified", "verdict vs base",

@@ -3,8 +3,10 @@
 Each input is a run directory (its metrics.jsonl), a metrics file (any format read_curve reads)
 or a study directory: study.json (`scalerl study`) and/or ablation.json / sweep.json
 (`scalerl ablate`), read as JSON only, with the PNG of the same name when present. Runs are fitted
-with fit_sigmoid and drawn with scalerl.report.plotting (points, fit, band, extrapolation);
-two or more fitted runs are also compared with the paper's rule (compare_runs). A run that cannot
+with fit_sigmoid and drawn with scalerl.report.plotting (points, fit, band, extrapolation), each
+on the first part of its compute with `fit_fraction` / `fit_until` (the rest drawn as held out);
+two or more fitted runs are also compared with the paper's rule (compare_runs) and drawn on one
+axes (the overlay figure). A run that cannot
 be read or fitted becomes a warning on the page, not an error, so one bad run never hides the
 others. The markup lives in scalerl.report.html_render. Torch-free.
 """
@@ -25,6 +27,7 @@ from scalerl.errors import FitError, InputError
 from scalerl.forecast.compare import Comparison, compare_runs
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import Curve, read_curve
+from scalerl.forecast.readers.curve import axis_warnings, curve_up_to, fit_window_limit
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.reward_unit import inferred_reward_range, open_range_note
 from scalerl.report.schemas import parse_json_text, read_json_file, validate_forecast_row, validate_summary
@@ -47,6 +50,7 @@ class RunSection:
     figure_png: str | None
     error: str | None = None
     history_png: str | None = None  # the live forecast of A during the run (metrics.jsonl with forecast_A)
+    held_out: Curve | None = None  # the points after the fit window (--fit-fraction / --fit-until)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class HtmlReport:
     studies: tuple[StudySection, ...]
     comparison: Comparison | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    overlay_png: str | None = None  # every fitted run's points and curve on one axes (two or more runs)
 
 
 def summary_files(directory: Path) -> list[Path]:
@@ -133,14 +138,15 @@ def extrapolation_target(curve: Curve, target_x: float | None) -> float:
 
 
 def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x: float | None,
-                fit_options: dict, reward_range: tuple[float, float] | None = None) -> RunSection:
+                fit_options: dict, reward_range: tuple[float, float] | None = None,
+                fit_window: tuple[float | None, float | None] = (None, None)) -> RunSection:
     """Read and fit one run and draw its figure; a read or fit failure becomes `error`. The reward
     range: `reward_range` (--reward-range) when given, else inferred as `scalerl fit` does it
-    ([0, 1] when every reward lies in it, else open)."""
+    ([0, 1] when every reward lies in it, else open). `fit_window`: (fit_until, fit_fraction)."""
     from scalerl.report.plotting import fit_figure
 
     try:
-        curve = read_curve(path, x=x, y=y)
+        curve, held_out = curve_up_to(read_curve(path, x=x, y=y), *fit_window)
     except InputError as error:
         return RunSection(name, str(path), None, None, None, None, f"not read: {error}")
     try:
@@ -148,12 +154,13 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
                           reward_range=inferred_reward_range([curve.reward], reward_range))
     except (FitError, InputError) as error:
         return RunSection(name, str(path), curve, None, None, None, f"not fitted: {error}")
-    target = extrapolation_target(curve, target_x)
+    target = extrapolation_target(curve if held_out is None else held_out, target_x)
     unused = ~np.isin(curve.compute, fit.compute)
     figure = fit_figure(fit, not_fitted=(curve.compute[unused], curve.reward[unused]), target_compute=target,
+                        held_out=None if held_out is None else (held_out.compute, held_out.reward),
                         level=fit_options.get("level", 0.8), x_label=curve.x_name, y_label=curve.y_name)
     return RunSection(name, str(path), curve, fit, target, png_base64(figure),
-                      history_png=live_history_png(path, fit.a))
+                      history_png=live_history_png(path, fit.a), held_out=held_out)
 
 
 def live_history_png(path: Path, final_a: float) -> str | None:
@@ -226,9 +233,12 @@ def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options
 def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
                  level: float = 0.8, margin: float | None = None, target_x: float | None = None,
                  n_bootstrap: int | None = None, title: str | None = None,
-                 reward_range: tuple[float, float] | None = None) -> HtmlReport:
+                 reward_range: tuple[float, float] | None = None, fit_until: float | None = None,
+                 fit_fraction: float | None = None, labels: Sequence[str] = ()) -> HtmlReport:
     """Read, fit and compare every input; see the module docstring. `reward_range`: --reward-range
-    (None: inferred per run as `scalerl fit` does, and once over all runs for the comparison)."""
+    (None: inferred per run as `scalerl fit` does, and once over all runs for the comparison);
+    `fit_until` / `fit_fraction`: fit each run on the first part of its compute; `labels`: a name
+    per input, in order (default: section_names)."""
     if not paths:
         raise InputError("report needs at least one run or study directory")
     if not 0.0 < level < 1.0:
@@ -237,8 +247,13 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         raise InputError(f"--margin must be >= 0, got {margin:g}")
     if target_x is not None and not (math.isfinite(target_x) and target_x > 0):
         raise InputError(f"--target-x must be a positive compute value, got {target_x:g}")
+    fit_window_limit(np.ones(1), fit_until, fit_fraction)  # a bad window is one error, before any fit
     kinds = [classify_input(path) for path in paths]
     names = section_names([Path(p) for p in paths])
+    if labels:
+        if len(labels) != len(paths) or len(set(labels)) != len(labels):
+            raise InputError(f"--label needs one distinct name per input: {len(labels)} for {len(paths)} inputs")
+        names = list(labels)
     fit_options: dict[str, Any] = {"level": level, **({"n_bootstrap": n_bootstrap} if n_bootstrap else {})}
     runs, studies = [], []
     for name, (kind, path) in zip(names, kinds):
@@ -246,8 +261,10 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
             studies += [read_summary(name, summary) for summary in summary_files(path)]
         else:
             runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options,
-                                    reward_range=reward_range))
+                                    reward_range=reward_range, fit_window=(fit_until, fit_fraction)))
     comparison, warnings = compare_fitted(runs, margin, fit_options, reward_range)
+    warnings += axis_warnings({run.name: run.curve for run in runs if run.fit is not None})
+    warnings += [f"{run.name}: {note}" for run in runs if run.curve is not None for note in run.curve.notes]
     note = None if reward_range is not None else open_range_note([run.curve for run in runs if run.fit is not None])
     warnings += [] if note is None else [note]
     warnings += [f"{run.name}: {run.error}" for run in runs if run.error]
@@ -262,7 +279,29 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
     if comparison is not None:
         margin = comparison.margin
     return HtmlReport(title or "scalerl report: " + ", ".join(names), level, margin, tuple(runs),
-                      tuple(studies), comparison, tuple(warnings))
+                      tuple(studies), comparison, tuple(warnings), overlay_png=overlay_figure(runs, comparison, level))
+
+
+def overlay_figure(runs: Sequence[RunSection], comparison: Comparison | None, level: float) -> str | None:
+    """Every fitted run's points (held-out ones hollow) and fitted curve on one axes, names cut as
+    in the tables (base64 PNG); None with fewer than two fitted runs."""
+    from scalerl.report.console import short_name, with_short_names
+    from scalerl.report.plotting import RunPoints, comparison_figure
+
+    fitted = [run for run in runs if run.fit is not None]
+    if len(fitted) < 2:
+        return None
+    points = {}
+    for run in fitted:
+        unused = ~np.isin(run.curve.compute, run.fit.compute)
+        points[short_name(run.name)] = RunPoints(
+            not_fitted=(run.curve.compute[unused], run.curve.reward[unused]),
+            held_out=None if run.held_out is None else (run.held_out.compute, run.held_out.reward))
+    headline = None if comparison is None else with_short_names(comparison.headline(), [run.name for run in fitted])
+    figure = comparison_figure({short_name(run.name): run.fit for run in fitted}, points=points, level=level,
+                               x_label=fitted[0].curve.x_name, y_label=fitted[0].curve.y_name,
+                               title=f"{len(fitted)} runs on one axes, {level:.0%} bands", headline=headline)
+    return png_base64(figure)
 
 
 def check_output_path(path: str | os.PathLike) -> Path:

@@ -156,6 +156,19 @@ def curve_up_to(curve: Curve, fit_until: float | None, fit_fraction: float | Non
     return part(inside, (*curve.notes, note)), part(~inside, ())
 
 
+def axis_warnings(curves: dict[str, Curve]) -> list[str]:
+    """A warning per axis (x, y) whose column differs between the runs `curves` holds: their fits
+    are then in different units, and A or B compared across them may mean nothing."""
+    warnings = []
+    for axis in ("x", "y"):
+        columns = {name: getattr(curve, f"{axis}_name") for name, curve in curves.items()}
+        if len(set(columns.values())) > 1:
+            listed = ", ".join(f"{name}: {column}" for name, column in columns.items())
+            warnings.append(f"the runs' {axis} columns differ ({listed}): compared in different units; "
+                            f"pass --{axis} COLUMN to use one for all")
+    return warnings
+
+
 def running_total(steps: np.ndarray, per_step: np.ndarray) -> np.ndarray:
     """Compute at each row: the sum of the per-step counts of every step up to the row's.
 
