@@ -14,6 +14,7 @@ from scalerl.forecast.curves import sigmoid_reward
 from scalerl.study.from_logs import build_from_logs_report, compute_axis
 from scalerl.study.log_manifest import read_manifest, wandb_rows
 from scalerl.study.paired import CEILING, EFFICIENCY, NO_EFFECT, UNDECIDED
+from scalerl.study.run_curves import LogSource, read_source
 
 runner = CliRunner()
 COMPUTE = np.concatenate([[0.0], np.geomspace(1e3, 3e5, 24)])
@@ -267,3 +268,39 @@ def test_logs_in_percent_get_the_pass_rates_verdicts_with_the_margin_in_points(t
     inferred = build_from_logs_report(read_manifest(manifest), "base")
     assert all(seed.fit is not None and seed.fit.reward_range is None for item in inferred.variants for seed in item.seeds)
     assert (verdict_of(inferred, "a-up").verdict, verdict_of(inferred, "a-up").direction) == (CEILING, "up")
+
+
+def test_a_log_source_with_a_fit_window_reads_the_first_part(tmp_path):
+    path = write_log(tmp_path / "run.csv", seed_rewards("base", "1", 0.002))
+    whole = read_source(LogSource(path), None, None)
+    half = read_source(LogSource(path, fit_fraction=0.5), None, None)
+    early = read_source(LogSource(path, fit_until=1e4), None, None)
+    assert len(whole) == COMPUTE.size
+    np.testing.assert_array_equal(half.compute, whole.compute[whole.compute <= 0.5 * whole.compute.max()])
+    np.testing.assert_array_equal(early.compute, whole.compute[whole.compute <= 1e4])
+    np.testing.assert_array_equal(half.reward, whole.reward[: len(half)])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--fit-fraction", "0"], "--fit-fraction must be in (0, 1]"),
+    (["--fit-until", "1e4", "--fit-fraction", "0.5"], "not both"),
+])
+def test_from_logs_refuses_a_bad_fit_window_in_one_line(tmp_path, args, message):
+    manifest = write_study(tmp_path / "logs", {"base": {}, "a-up": {"a": 0.65}}, seeds=("1", "2"))
+    result = runner.invoke(app, ["ablate", "--from-logs", str(manifest), "--base", "base", "--out",
+                                 str(tmp_path / "out"), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fit_window_without_from_logs_is_refused(tmp_path):
+    result = runner.invoke(app, ["ablate", "--out", str(tmp_path / "out"), "--report-only", "--fit-fraction", "0.5"])
+    assert result.exit_code == 2 and "go with --from-logs" in result.output, result.output
+
+
+@pytest.mark.slow
+def test_from_logs_judges_every_seed_on_the_first_part(tmp_path):
+    manifest = write_study(tmp_path / "logs", {"base": {}, "a-up": {"a": 0.65}}, noise=0.002)
+    report = build_from_logs_report(read_manifest(manifest), "base", fit_fraction=0.5)
+    fitted = [seed.fit.n_points for variant in report.variants for seed in variant.seeds if seed.fit is not None]
+    assert fitted and set(fitted) == {int(np.sum(COMPUTE <= 0.5 * COMPUTE.max())) - 1}  # R0's point is the fit's R0

@@ -79,7 +79,8 @@ def report_ablation(out: Path, *, x: str, y: str, margin: Optional[float], level
 
 def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: Optional[str], x: Optional[str],
                      y: Optional[str], margin: Optional[float], level: float,
-                     reward_range: Optional[tuple[float, float]] = None) -> None:
+                     reward_range: Optional[tuple[float, float]] = None, fit_until: Optional[float] = None,
+                     fit_fraction: Optional[float] = None) -> None:
     """Read the manifest (or the W&B export with --pattern), judge each variant against --base, print, write."""
     from rich.console import Console
 
@@ -91,7 +92,8 @@ def report_from_logs(source: Path, out: Path, *, base: Optional[str], pattern: O
         raise ConfigError("--from-logs needs --base VARIANT: the variant the others are compared with")
     rows = wandb_rows(source, pattern) if pattern is not None else read_manifest(source)
     with Console(stderr=True).status(f"fitting {len(rows)} runs ..."):
-        report = build_from_logs_report(rows, base, x=x, y=y, margin=margin, level=level, reward_range=reward_range)
+        report = build_from_logs_report(rows, base, x=x, y=y, margin=margin, level=level, reward_range=reward_range,
+                                        fit_until=fit_until, fit_fraction=fit_fraction)
         out.mkdir(parents=True, exist_ok=True)
         written = write_ablation_outputs(report, out, design={"source": str(source), "pattern": pattern,
                                                               "pairing": "by seed label"})
@@ -142,6 +144,10 @@ def ablate_command(
     from_logs: Optional[Path] = typer.Option(None, "--from-logs", help=FROM_LOGS_HELP),
     base: Optional[str] = typer.Option(None, "--base", help="--from-logs: the variant the others are compared with."),
     pattern: Optional[str] = typer.Option(None, "--pattern", help=PATTERN_HELP),
+    fit_until: Optional[float] = typer.Option(None, "--fit-until",
+                                              help="--from-logs: judge each log on its points with x <= X."),
+    fit_fraction: Optional[float] = typer.Option(
+        None, "--fit-fraction", help="--from-logs: judge each log on x <= F * its max(x) (decide early)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show progress on stderr."),
 ) -> None:
     """Ablate knobs, compare recipes or sweep a scaling axis over paired seeds (or judge logs you
@@ -158,8 +164,10 @@ def ablate_command(
             raise ConfigError("--from-logs judges the logs its manifest lists: drop --leave-one-out/--recipes/--sweep/"
                               "--report-only")
         report_from_logs(from_logs, out, base=base, pattern=pattern, x=x, y=y, margin=margin, level=level,
-                         reward_range=reward_range)
+                         reward_range=reward_range, fit_until=fit_until, fit_fraction=fit_fraction)
         return
+    if fit_until is not None or fit_fraction is not None:
+        raise ConfigError("--fit-until and --fit-fraction go with --from-logs (a study fits its runs whole)")
     if base is not None or pattern is not None:
         raise ConfigError("--base and --pattern go with --from-logs (a study's base is --preset)")
     x, y = x or "flops", y or "val_pass_rate"

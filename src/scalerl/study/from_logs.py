@@ -14,9 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Sequence
 
+import numpy as np
+
 from scalerl.errors import InputError
 from scalerl.forecast.reward_unit import inferred_reward_range
 from scalerl.forecast.readers.columns import STEP_COLUMNS
+from scalerl.forecast.readers.curve import fit_window_limit
 from scalerl.study.ablate_analysis import AblationReport, build_ablation_report
 from scalerl.study.log_manifest import ManifestRow, check_rows
 from scalerl.study.run_curves import ReportRun, read_source
@@ -82,11 +85,15 @@ def axis_label(names: Sequence[str], axis: str) -> str:
 
 def build_from_logs_report(rows: Sequence[ManifestRow], base: str, *, x: str | None = None, y: str | None = None,
                            margin: float | None = None, level: float = 0.8,
-                           reward_range: tuple[float, float] | None = None) -> AblationReport:
+                           reward_range: tuple[float, float] | None = None, fit_until: float | None = None,
+                           fit_fraction: float | None = None) -> AblationReport:
     """Check the manifest, read every log once (its columns and axis), then fit and judge with
     build_ablation_report; x / y None: each log's default columns (scalerl.forecast.readers.columns).
-    `reward_range` None: [0, 1] when every log's rewards lie in it, else open (as `scalerl fit`)."""
+    `reward_range` None: [0, 1] when every log's rewards lie in it, else open (as `scalerl fit`).
+    `fit_until` / `fit_fraction`: every log is judged on the first part of its compute."""
     check_rows(list(rows), base)
+    fit_window_limit(np.ones(1), fit_until, fit_fraction)  # a bad window is one error, before any read
+    rows = [replace(row, source=replace(row.source, fit_until=fit_until, fit_fraction=fit_fraction)) for row in rows]
     curves = []
     for row in rows:
         try:

@@ -15,6 +15,7 @@ import numpy as np
 from scalerl.errors import FitError, InputError
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.readers import Curve, read_curve
+from scalerl.forecast.readers.curve import curve_up_to
 from scalerl.forecast.result import FitResult
 
 # Which parameter the paper found each knob to move (section 5): loss type, FP32 head and batch
@@ -31,18 +32,22 @@ PAPER_AXIS_BY_FIELD = {
 class LogSource:
     """One seed's log outside a study directory: a file or folder any forecast reader takes, the
     run (`run`: a long-format file's series or a TensorBoard run; `group`: the column naming runs)
-    and the 1-based `segment` of several runs appended in one file."""
+    and the 1-based `segment` of several runs appended in one file; `fit_until` / `fit_fraction`
+    keep the first part of its compute (`ablate --from-logs --fit-fraction`: decide early)."""
 
     path: Path
     run: str | None = None
     segment: int | None = None
     group: str | None = None
+    fit_until: float | None = None
+    fit_fraction: float | None = None
 
 
 def read_source(source: Path | LogSource, x: str | None, y: str | None) -> Curve:
     """The (compute, reward) curve of one seed: a metrics.jsonl path, or a LogSource with its selectors."""
     if isinstance(source, LogSource):
-        return read_curve(source.path, x=x, y=y, run=source.run, group=source.group, segment=source.segment)
+        curve = read_curve(source.path, x=x, y=y, run=source.run, group=source.group, segment=source.segment)
+        return curve_up_to(curve, source.fit_until, source.fit_fraction)[0]
     return read_curve(source, x=x, y=y)
 
 
