@@ -121,3 +121,12 @@ def test_report_fits_the_first_part_names_runs_and_overlays_them(tmp_path):
     assert "fitted on its first 27 of 31 points" in html
     assert html.count("<td>26</td>") == 2  # points fitted: the window's 27 but R0's own point
     assert_one_line_error(invoke("report", first, second, "-o", page, "--label", "one", *FAST), "--label")
+
+
+def test_plot_takes_labels_and_fit_until(tmp_path):
+    first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
+    figure = tmp_path / "both.svg"
+    result = invoke("plot", f"new={first}", f"old={second}", "-o", figure, "--fit-until", "300", *FAST)
+    assert result.exit_code == 0, result.output
+    text = figure.read_text()
+    assert "new: A=" in text and "old: A=" in text

@@ -17,14 +17,13 @@ import typer
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
 from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range,
-                                    fit_options, fit_window_limit, parse_compute_values, reward_range_for, run_labels,
+                                    fit_options, fit_window_limit, parse_compute_values, reward_range_for,
                                     split_pair_values)
 from scalerl.errors import InputError
 from scalerl.escaping import plain
-from scalerl.cli.runs import (FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, chosen_labels, fit_windows,
-                              named_paths)
+from scalerl.cli.runs import FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, fit_windows, read_labelled_runs
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
-                                 Reading, curve_notes, read_runs, say_notes)
+                                 Reading, curve_notes, say_notes)
 
 def _show_flags_without_a_type() -> None:
     """typer (0.2x) prints `<bool>` after every flag in --help, as if `--json` took a value
@@ -170,7 +169,6 @@ def compare(
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
     check_finite_options(fit_until=fit_until, fit_fraction=fit_fraction, min_x=min_x)
-    paths, given_names = named_paths(paths)
     if len(paths) < 2 and len(runs) < 2:
         raise InputError(f"compare needs at least two runs (files, or --run twice with one file), got {len(paths)}")
     if margin is not None and not margin >= 0.0:
@@ -184,11 +182,7 @@ def compare(
     from scalerl.forecast.readers.curve import axis_warnings
     from scalerl.report import console as report
 
-    curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
-    if len(curves) != len(given_names) and any(name is not None for name in given_names):
-        raise InputError("NAME=PATH names the one run of PATH; name several --run of one file with --label")
-    given = given_names if len(curves) == len(given_names) else [None] * len(curves)
-    curves = dict(zip(chosen_labels(list(curves), given, labels), curves.values()))
+    curves = read_labelled_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), labels)
     curves, held_out = fit_windows(curves, fit_until, fit_fraction)
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
     if reward_range is not None:
@@ -222,11 +216,13 @@ def compare(
 @app.command()
 @exits_on_user_error
 def plot(
-    paths: list[Path] = typer.Argument(..., help="One or more run logs."),
+    paths: list[Path] = typer.Argument(..., help="One or more run logs (NAME=PATH names a run)."),
     output: Path = typer.Option(..., "-o", "--output", help="Figure file (.png, .svg or .pdf)."),
     x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
     y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
-    fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
+    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
+    fit_until: Optional[float] = FIT_UNTIL_OPTION,
+    labels: list[str] = LABEL_OPTION,
     target_x: Optional[float] = typer.Option(None, "--target-x", "--budget",
                                              help="Budget: extrapolate the curves to this compute and draw it."),
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
@@ -244,25 +240,28 @@ def plot(
     from rich.console import Console
 
     from scalerl.cli.fit_views import fit_curve, progress
+    from scalerl.report.console import short_name
     from scalerl.report.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)
-    curves = read_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), run_labels(paths))
+    check_finite_options(fit_until=fit_until, fit_fraction=fit_fraction, min_x=min_x, target_x=target_x)
+    curves = read_labelled_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), labels)
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False, seed)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
         for name, curve in curves.items():
-            limit = fit_window_limit(curve.compute, None, fit_fraction)
-            results[name], held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
-            points[name] = RunPoints(held_out=held_out, not_fitted=not_fitted)
+            limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
+            shown = short_name(name)
+            results[shown], held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
+            points[shown] = RunPoints(held_out=held_out, not_fitted=not_fitted)
     first = next(iter(curves.values()))
-    labels = {"x_label": first.x_name, "y_label": first.y_name, "target_compute": target_x, "level": level}
+    axes = {"x_label": first.x_name, "y_label": first.y_name, "target_compute": target_x, "level": level}
     if len(results) == 1:
         name = next(iter(results))
-        plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **labels)
+        plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **axes)
     else:
-        plot_comparison(results, output, points=points, **labels)
+        plot_comparison(results, output, points=points, **axes)
     say_notes([*curve_notes(curves), *range_notes])
     Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
