@@ -9,10 +9,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from scalerl.errors import InputError
-from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, STEP_COLUMNS, choose_x, choose_y, training_reward_note
-from scalerl.forecast.readers.kept_rows import (UnusedRows, before_training_note, evaluation_step_column,
-                                                unused_evaluations, unused_note, with_evaluations_before_start,
-                                                zero_compute_before_training)
+from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, choose_x, choose_y, training_reward_note
+from scalerl.forecast.readers.kept_rows import (UnusedRows, evaluation_notes, ordering_axis,
+                                                with_evaluations_before_start)
 from scalerl.forecast.readers.series import resolve_order, run_rows
 from scalerl.forecast.readers.table import LogTable, column_to_floats, has_value
 
@@ -72,26 +71,15 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     x_values = column_to_floats(columns[x_name], x_name, source)
     accumulate = x_name in PER_STEP_COLUMNS if cumulative is None else cumulative
     evaluations = rows[has_y[rows]]
-    step_name, steps = evaluation_step_column(table, evaluations, x_name, source)
-    if accumulate:  # ordered by the step; the running total at step 0 is the compute before training
-        key_name = step_name or x_name
-        keys = x_values if steps is None else steps
-        before_training = evaluations[:0] if steps is None else \
-            evaluations[np.isnan(x_values[evaluations]) & (steps[evaluations] == 0)]
-        placing = keys
-    else:  # R0 at compute 0, placed once the run is found: a 0 among the keys would hide an appended run
-        key_name = x_name
-        x_values, before_training = zero_compute_before_training(x_values, steps, evaluations)
-        keys = x_values
-        placing = keys.copy()
-        placing[before_training] = np.nan
+    axis = ordering_axis(table, x_name, x_values, evaluations, accumulate, source)
+    x_values, keys, key_name = axis.x_values, axis.keys, axis.key_name
     negative = rows[x_values[rows] < 0] if rows.size else rows
     if negative.size:
         row = int(negative[0])
         raise InputError(f"negative compute {x_values[row]:g} in column '{x_name}' at row {row + 1} of {source}")
-    kept, order_notes = resolve_order(placing, rows, segment, source, key_name)
+    kept, order_notes = resolve_order(axis.placing, rows, segment, source, key_name)
     if not accumulate:
-        kept = with_evaluations_before_start(kept, before_training, placing, rows)
+        kept = with_evaluations_before_start(kept, axis.before_training, axis.placing, rows)
     notes += order_notes
     if accumulate:
         x_kept = running_total(keys[kept], x_values[kept])
@@ -102,14 +90,9 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     both = np.isfinite(x_kept) & np.isfinite(y_values[kept])
     if not np.any(both):
         raise InputError(f"{source} has no row where both '{x_name}' and '{y_name}' are present")
-    if before_training.size and np.isin(before_training, kept[both]).any():
-        notes.append(before_training_note(x_name, y_name, int(np.isin(before_training, kept[both]).sum())))
-    x_for_rows = np.zeros_like(keys) if accumulate else x_values  # an accumulated x is never missing
-    unused = unused_evaluations(evaluations, kept[both], x_values=x_for_rows, keys=keys, x_name=x_name,
-                                key_name=key_name, steps=x_values if x_name in STEP_COLUMNS else steps,
-                                segment=segment)
-    if unused:
-        notes.append(unused_note(y_name, unused))
+    kept_notes, unused = evaluation_notes(axis, evaluations, kept[both], x_name=x_name, y_name=y_name,
+                                          accumulate=accumulate, segment=segment)
+    notes += kept_notes
     compute, reward = merge_duplicate_compute(x_kept[both], y_values[kept][both])
     if compute.size < int(np.sum(both)):
         notes.append(f"repeated evaluations at the same '{x_name}' were averaged "

@@ -50,6 +50,54 @@ def evaluation_step_column(table: LogTable, evaluation_rows: np.ndarray, x_name:
     return name, column_to_floats(table.columns[name], name, source)
 
 
+@dataclass(frozen=True)
+class OrderingAxis:
+    """How a run's rows are ordered and which evaluations come before training: `x_values` (0
+    filled in where an evaluation before training had none), `keys` (the step when x is
+    accumulated, else x) named `key_name`, `placing` (the keys resolve_order sees: NaN at the
+    evaluations before training of an x that is not accumulated, placed once the run is found, as a
+    0 among them would hide an appended run), `steps` (the step column, None without one)."""
+
+    x_values: np.ndarray
+    keys: np.ndarray
+    key_name: str
+    placing: np.ndarray
+    steps: np.ndarray | None
+    before_training: np.ndarray
+
+
+def ordering_axis(table: LogTable, x_name: str, x_values: np.ndarray, evaluations: np.ndarray, accumulate: bool,
+                  source: str) -> OrderingAxis:
+    """The OrderingAxis of a run whose evaluations are the rows `evaluations`."""
+    step_name, steps = evaluation_step_column(table, evaluations, x_name, source)
+    if accumulate:  # ordered by the step; the running total at step 0 is the compute before training
+        keys = x_values if steps is None else steps
+        before = evaluations[:0] if steps is None else \
+            evaluations[np.isnan(x_values[evaluations]) & (steps[evaluations] == 0)]
+        return OrderingAxis(x_values, keys, step_name or x_name, keys, steps, before)
+    x_values, before = zero_compute_before_training(x_values, steps, evaluations)
+    placing = x_values.copy()
+    placing[before] = np.nan
+    return OrderingAxis(x_values, x_values, x_name, placing, steps, before)
+
+
+def evaluation_notes(axis: OrderingAxis, evaluations: np.ndarray, used_rows: np.ndarray, *, x_name: str,
+                     y_name: str, accumulate: bool, segment: int | None) -> tuple[list[str], tuple[UnusedRows, ...]]:
+    """(notes on the evaluations before training kept as R0 and on those left out, the left-out
+    ones by reason)."""
+    notes = []
+    kept_before = int(np.isin(axis.before_training, used_rows).sum())
+    if kept_before:
+        notes.append(before_training_note(x_name, y_name, kept_before))
+    x_for_rows = np.zeros_like(axis.keys) if accumulate else axis.x_values  # an accumulated x is never missing
+    named_by = axis.x_values if x_name in STEP_COLUMNS else axis.steps
+    unused = unused_evaluations(evaluations, used_rows, x_values=x_for_rows, keys=axis.keys, x_name=x_name,
+                                key_name=axis.key_name, steps=named_by, segment=segment)
+    if unused:
+        notes.append(unused_note(y_name, unused))
+    return notes, unused
+
+
 def zero_compute_before_training(x_values: np.ndarray, steps: np.ndarray | None,
                                  evaluation_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(x with 0 at every evaluation logged at step 0 without x, the rows so filled).
