@@ -9,8 +9,8 @@ import re
 
 import numpy as np
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.report.console import decision_sentence, short_name
 
 FAST = ("--n-bootstrap", "40")

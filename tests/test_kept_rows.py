@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 import pytest
-
 from cli_invocation import invoke
+
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve
 from scalerl.forecast.readers.kept_rows import UnusedRows
@@ -126,7 +126,7 @@ def test_a_training_reward_as_y_is_said_to_be_one(tmp_path, header, row, trainin
 
 def test_fit_says_r0_and_the_rows_not_used_in_text_and_json(tmp_path):
     path = tmp_path / "run.csv"
-    rows = [f"{s},{'' if s in (0, 7) else s * 10},{0.1 + 0.5 * s / (s + 4):.4f}" for s in range(0, 16)]
+    rows = [f"{s},{'' if s in (0, 7) else s * 10},{0.1 + 0.5 * s / (s + 4):.4f}" for s in range(16)]
     path.write_text("step,gpu_hours,val_pass_rate\n" + "\n".join(rows) + "\n")
     result = invoke("fit", path, "--json", "--n-bootstrap", "50")
     assert result.exit_code == 0, result.output

@@ -19,11 +19,11 @@ from scalerl.cli.extras import missing_extra_message, register_command_groups
 from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range,
                                     fit_options, fit_window_limit, parse_compute_values, reward_range_for,
                                     split_pair_values)
-from scalerl.errors import InputError
-from scalerl.escaping import plain
-from scalerl.cli.runs import FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, fit_windows, read_labelled_runs
 from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
                                  Reading, curve_notes, say_notes)
+from scalerl.cli.runs import FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, fit_windows, read_labelled_runs
+from scalerl.errors import InputError
+from scalerl.escaping import plain
 
 def _show_flags_without_a_type() -> None:
     """typer (0.2x) prints `<bool>` after every flag in --help, as if `--json` took a value

@@ -51,7 +51,7 @@ def chosen_labels(default: list[str], given: list[str | None], labels: list[str]
     return chosen
 
 
-def read_labelled_runs(arguments: list[Path], runs: list[str], reading, labels: list[str]) -> dict[str, "Curve"]:
+def read_labelled_runs(arguments: list[Path], runs: list[str], reading, labels: list[str]) -> dict[str, Curve]:
     """{label: curve} of the runs the arguments name (reading.read_runs), labelled by `--label`,
     `NAME=PATH` or the file names (fit_inputs.run_labels)."""
     from scalerl.cli.fit_inputs import run_labels
@@ -65,8 +65,8 @@ def read_labelled_runs(arguments: list[Path], runs: list[str], reading, labels: 
     return dict(zip(chosen_labels(list(curves), given, labels), curves.values()))
 
 
-def fit_windows(curves: dict[str, "Curve"], fit_until: float | None, fit_fraction: float | None
-                ) -> tuple[dict[str, "Curve"], dict[str, "Curve | None"]]:
+def fit_windows(curves: dict[str, Curve], fit_until: float | None, fit_fraction: float | None
+                ) -> tuple[dict[str, Curve], dict[str, Curve | None]]:
     """({label: the part of the curve to fit}, {label: the points held out after it, or None})."""
     from scalerl.forecast.readers.curve import curve_up_to
 
