@@ -31,6 +31,7 @@ from scalerl.train import config_io
 
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
+MAX_LR = 1.0  # AdamW moves each weight by about lr per step: lr >= 1 replaces weights of size ~0.02-1
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,9 @@ class SamplingConfig:
 class OptimConfig:
     """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
 
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (TRL's learning_rate)"})
+    lr: float = field(default=1e-4, metadata={
+        "help": "AdamW learning rate (TRL's learning_rate); below 1: AdamW moves each weight by about lr "
+                "per step, so lr >= 1 replaces the weights (RL fine-tuning uses 1e-6 to 1e-4)"})
     warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
     adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
@@ -89,6 +92,8 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         _require_positive(self.lr, "optim.lr")
+        _require(self.lr < MAX_LR, "optim.lr", f"must be below {MAX_LR:g} (AdamW moves each weight by about lr per "
+                 f"step: a larger rate replaces the weights), got {self.lr!r}")
         _require_non_negative(self.warmup_steps, "optim.warmup_steps")
         _require_non_negative(self.weight_decay, "optim.weight_decay")
         _require_positive(self.adam_eps, "optim.adam_eps")
