@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, write_model_folder
 from scalerl.models.lora import adapter_state, is_lora
 from scalerl.train.checkpoint_checks import reading, verify_checkpoint
@@ -193,8 +194,13 @@ def _retire(checkpoint: Path) -> Path:
 
 
 def checkpoint_folders(run_dir: str | os.PathLike) -> list[Path]:
-    """Every step_N folder of a run, complete or not, oldest first (what a resume must account for)."""
+    """Every step_N folder of a run, complete or not, oldest first (what a resume or an export must
+    account for). A checkpoints folder that is a symbolic link is an InputError: it would bring in
+    checkpoints from outside the run."""
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    if root.is_symlink():
+        raise InputError(f"{root} is a symbolic link (a run's checkpoints folder is a real folder inside it); "
+                         "refusing to read checkpoints through it")
     if not root.is_dir():
         return []
     return sorted((path for path in root.iterdir() if path.is_dir() and checkpoint_step(path) is not None),
