@@ -237,8 +237,8 @@ def test_a_weights_header_claiming_20_gib_is_refused_before_any_file_is_hashed(r
     entries["model.safetensors"] = {"size": weights.stat().st_size, "sha256": "0" * 64}
     manifest_path(checkpoint).write_text(json.dumps({"format": 1, "files": entries}))
     monkeypatch.setattr(manifest, "file_sha256", lambda path: pytest.fail(f"{path} was hashed"))
-    with pytest.raises(InputError, match=r"model.safetensors is damaged: tensor global_cpu has shape \(21474836480,\), "
-                                         "the model has no such tensor"):
+    with pytest.raises(InputError, match="model.safetensors is damaged: tensor 'global_cpu' has 21474836480 elements, "
+                                         "more than the model's largest weight"):
         verify_checkpoint(checkpoint)
 
 

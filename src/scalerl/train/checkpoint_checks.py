@@ -9,8 +9,8 @@ caller requires one, else accepted as older scalerl's), no symbolic link anywher
 structure and value ranges of state.json (step that of the folder's name, optimiser lr/eps/weight
 decay finite and >= 0, betas in [0, 1), LR-schedule counters integers and rates finite), every
 JSON file of the model folder parsed, safetensors headers against the shapes and sizes expected
-before any file is hashed or any tensor allocated (weights against the model's shapes, or those
-its config.json describes; optimiser state against the largest weight's size; RNG states at most
+before any file is hashed or any tensor allocated (weights against the model's shapes, or the
+largest weight its config.json describes; optimiser state against the largest weight's size; RNG states at most
 1 MiB: a header claiming 20 GiB is refused at once), RNG states that load, and every
 floating-point tensor finite. Whatever fails, a MemoryError included, is one InputError naming
 the file and what is wrong with it, so a caller (resume, export) treats the checkpoint as damaged
@@ -182,14 +182,15 @@ def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
             _require_intact(f"generator/{name}" in rng, path, f"no state of the {name!r} generator")
 
 
-def _verify_weight_headers(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> list[Path]:
-    """Every weight file's header, and each tensor's shape against the model's (when given);
-    returns the weight files."""
+def _verify_weight_headers(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None,
+                           max_numel: int | None = None) -> list[Path]:
+    """Every weight file's header, each tensor at most `max_numel` elements (when given) and of the
+    model's shape (when `weight_shapes` are given); returns the weight files."""
     files = weight_files(path)
     shapes: dict[str, tuple[int, ...]] = {}
     for file in files:
         _require_regular(file)
-        shapes.update(_verify_tensor_file(file))
+        shapes.update(_verify_tensor_file(file, max_numel=max_numel))
     for name, shape in shapes.items():
         expected = None if weight_shapes is None else weight_shapes.get(name, "absent")
         _require_intact(expected is None or expected == shape, files[0] if len(files) == 1 else path,
@@ -242,7 +243,8 @@ def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tu
     the manifest's files have its sizes (no manifest: damage with `require_manifest`, else
     accepted as an older scalerl's); state.json is read and checked; the headers of the RNG,
     optimiser and weight files are checked against the shapes and sizes expected (`weight_shapes`,
-    the model's; without them, those config.json describes); every JSON file of the model folder
+    the model's: each weight of its shape; without them, no tensor larger than the largest weight
+    config.json describes); every JSON file of the model folder
     parses; then the manifest's SHA-256s, the RNG states and every tensor (one at a time, for NaN
     and infinity). A truncated, empty, changed or foreign file, a missing key, a wrong type or a
     value out of its range, an RNG state that does not load, or a tensor of another shape or
@@ -257,16 +259,15 @@ def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tu
     run_state = read_training_state(path)
     rng_file = training_file(path, "rng.safetensors")
     _verify_tensor_file(rng_file, max_bytes=_RNG_STATE_MAX_BYTES)
-    if weight_shapes is None:
-        weight_shapes = config_weight_shapes(path)
+    bounding_shapes = weight_shapes if weight_shapes is not None else config_weight_shapes(path)
     optimizer_file = training_file(path, "optimizer.safetensors")
     param_ids = {param_id for group in run_state["optimizer"]["param_groups"] for param_id in group["params"]}
-    largest = max((math.prod(shape) for shape in weight_shapes.values()), default=0) if weight_shapes else None
+    largest = max((math.prod(shape) for shape in bounding_shapes.values()), default=0) if bounding_shapes else None
     for key in _verify_tensor_file(optimizer_file, max_numel=largest):
         parts = key.split("/", 2)
         _require_intact(len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) in param_ids,
                        optimizer_file, f"tensor {key!r} belongs to no optimiser parameter")
-    files = _verify_weight_headers(path, weight_shapes)
+    files = _verify_weight_headers(path, weight_shapes, largest)
     _verify_json_files(path)
     if has_manifest:
         verify_manifest(path)
