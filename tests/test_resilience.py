@@ -160,6 +160,31 @@ def test_missing_metrics_rows_are_an_error_not_a_silent_loss(run_config, run):
     assert load_config(run).max_steps == 4  # config.json untouched
 
 
+def test_a_nan_or_a_repeated_step_in_metrics_is_an_error_naming_the_lines_never_carried_on(run_config, run):
+    rows_path = run / "metrics.jsonl"
+    lines = rows_path.read_text().splitlines(keepends=True)
+    config_before = (run / "config.json").read_bytes()
+    nan_row = json.loads(lines[3])
+    nan_row["train_reward"] = "NaN-placeholder"
+    lines_with_nan = [*lines[:3], json.dumps(nan_row).replace('"NaN-placeholder"', "NaN") + "\n", *lines[4:]]
+    rows_path.write_text("".join(lines_with_nan))
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
+                           "line 4 (step 3): train_reward", "not finite")
+    rows_path.write_text("".join([*lines[:5], lines[4]]))  # steps 0, 1, 2, 3, 4, 4
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
+                           "lines 5 and 6 both hold step 4")
+    rows_path.write_text("".join([lines[0], lines[2], lines[1], *lines[3:]]))  # steps 0, 2, 1, 3, 4
+    with pytest.raises(InputError, match="line 3 holds step 1 after step 2"):
+        open_run(run_config("max_steps=6"), run, resume=True)
+    assert (run / "config.json").read_bytes() == config_before
+    after_checkpoint = json.loads(lines[4])  # a damaged row after the checkpoint is dropped, as any such row
+    nan_after = json.dumps({**after_checkpoint, "step": 5, "loss": "X"}).replace('"X"', "NaN")
+    rows_path.write_text("".join([*lines, nan_after + "\n"]))
+    opened = open_run(run_config("max_steps=6"), run, resume=True)
+    opened.state.close()
+    assert [row["step"] for row in read_rows(rows_path)] == [0, 1, 2, 3, 4]
+
+
 def test_resume_with_max_steps_below_the_reached_step_is_refused(run):
     config_before = (run / "config.json").read_bytes()
     result = _cli("train", "--out", run, "--resume", "--max-steps", "3")
