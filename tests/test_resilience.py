@@ -216,6 +216,23 @@ def test_impossible_settings_are_config_errors_naming_the_field(run_config, assi
         run_config(assignment)
 
 
+@pytest.mark.parametrize(("assignments", "message"), [
+    (["sampling.prompts_per_step=1000000000000", "task.num_train_prompts=4000"],
+     "sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
+     "(task.num_train_prompts=4000)"),
+    (["task.name=tasks.jsonl", "sampling.prompts_per_step=1000000000000"],  # a task file: bounded by memory
+     "sampling.prompts_per_step: 1000000000000 prompts x 3 completions is more than 1048576"),
+    (["task.num_train_prompts=4000", "prompts_per_step=4000", "generations_per_prompt=1000"],
+     "sampling.prompts_per_step: 4000 prompts x 1000 completions is more than 1048576 completions at once"),
+    (["eval_prompts=8", "eval_samples_per_prompt=1000000"],
+     "eval_prompts: 8 prompts x 1000000 completions is more than 1048576"),
+])
+def test_sampling_and_evaluation_sizes_are_bounded_at_config_time(tiny_set_options, tmp_path, assignments, message):
+    result = _cli("train", "--out", tmp_path / "run", *tiny_set_options(*assignments), "--no-progress")
+    _assert_one_error_line(result, message)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_device_the_machine_lacks_is_refused_before_anything_is_written(tiny_set_options, tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     sets = tiny_set_options("max_steps=1", "device=cuda")

@@ -32,6 +32,9 @@ from scalerl.train import config_io
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
 MAX_LR = 1.0  # AdamW moves each weight by about lr per step: lr >= 1 replaces weights of size ~0.02-1
+# Completions one step (or one evaluation) holds at once: 32x ScaleRL's largest batch (2048 x 16);
+# beyond it the rollouts alone outgrow a machine's memory before the first row is written.
+MAX_SEQUENCES_PER_STEP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,15 @@ class TrainConfig:
         _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
+        _require(self.task.name != "builtin" or self.sampling.prompts_per_step <= self.task.num_train_prompts,
+                 "sampling.prompts_per_step", f"{self.sampling.prompts_per_step} exceeds the built-in task's "
+                 f"training prompts (task.num_train_prompts={self.task.num_train_prompts})")
+        for count, per_prompt, name in ((self.sampling.prompts_per_step, self.sampling.generations_per_prompt,
+                                         "sampling.prompts_per_step"),
+                                        (self.eval_prompts, self.eval_samples_per_prompt, "eval_prompts")):
+            _require(count * per_prompt <= MAX_SEQUENCES_PER_STEP, name,
+                     f"{count} prompts x {per_prompt} completions is more than {MAX_SEQUENCES_PER_STEP} "
+                     "completions at once (their rollouts would outgrow memory)")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable); the rl section's loss parameters are keys of it."""
