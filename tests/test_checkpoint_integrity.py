@@ -299,3 +299,18 @@ def test_a_non_finite_model_is_never_checkpointed(run):
     with pytest.raises(DivergenceError, match="step 6: weight .* is not finite; its checkpoint is not written"):
         _save(run, 6, model, tokenizer, optimizer, scheduler)
     assert [c.name for c in list_checkpoints(run)] == ["step_00000002", "step_00000004"]
+
+
+def test_a_memory_error_anywhere_in_a_command_is_one_line_exit_2(run, tmp_path, monkeypatch):
+    from scalerl.models import hf_folder
+    from scalerl.train import export
+
+    monkeypatch.setattr(hf_folder, "load_file", lambda *_args: (_ for _ in ()).throw(MemoryError()))
+    with pytest.raises(InputError, match="model.safetensors is damaged or too large: reading it needs more memory"):
+        hf_folder.read_weights(_newest(run))
+
+    def out_of_memory(*_args, **_kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(export, "export_model", out_of_memory)
+    assert_one_line_error(invoke("export", run, tmp_path / "model"), "out of memory: the command needed more memory")
