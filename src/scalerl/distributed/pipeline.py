@@ -18,6 +18,7 @@ from typing import Callable
 
 from scalerl.distributed.actors import WorkerClasses
 from scalerl.distributed.messages import GenerationRequest
+from scalerl.distributed.ray_reaper import start_reaper
 from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
@@ -63,6 +64,7 @@ def init_ray(pipeline: PipelineConfig) -> bool:
     ray.init(num_cpus=num_cpus, runtime_env={"env_vars": {
         "OMP_NUM_THREADS": str(pipeline.torch_threads),
         "MKL_NUM_THREADS": str(pipeline.torch_threads)}}, **common)
+    start_reaper()  # a driver killed outright takes the local Ray with it
     return True
 
 
