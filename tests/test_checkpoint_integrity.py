@@ -314,3 +314,14 @@ def test_a_memory_error_anywhere_in_a_command_is_one_line_exit_2(run, tmp_path, 
 
     monkeypatch.setattr(export, "export_model", out_of_memory)
     assert_one_line_error(invoke("export", run, tmp_path / "model"), "out of memory: the command needed more memory")
+
+
+def test_a_small_weights_file_whose_header_claims_20_gib_is_refused_at_once_by_export(run, tmp_path):
+    weights = _newest(run) / "model.safetensors"
+    _huge_safetensors(weights, 20 * 2**30)
+    os.truncate(weights, 4096)  # the header, then far fewer bytes than it claims
+    write_manifest(_newest(run))  # the checksums agree: only the header's claim is wrong
+    result = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(result, "cannot export step_00000004", "model.safetensors is damaged",
+                          "file not fully covered")
+    assert not (tmp_path / "model").exists()
