@@ -129,6 +129,23 @@ def test_when_no_checkpoint_is_intact_resume_is_one_error_naming_the_file(run, d
     assert len(read_rows(run / "metrics.jsonl")) == 5  # nothing dropped
 
 
+def test_a_checkpoint_without_a_manifest_is_resumed_only_when_old_checkpoints_are_accepted(run_config, run):
+    from scalerl.train.manifest import manifest_path
+
+    manifest_path(_newest(run)).unlink()
+    accepted = open_run(run_config("max_steps=4"), run, resume=True, accept_old_checkpoints=True)
+    accepted.state.close()
+    assert accepted.state.resumed_from.name == "step_00000004" and accepted.step == 4
+    assert "has no manifest (written by an older scalerl)" in accepted.state.notes[0]
+    opened = open_run(run_config("max_steps=4"), run, resume=True)
+    opened.state.close()
+    assert opened.state.resumed_from.name == "step_00000002"
+    assert "manifest.json is missing" in opened.state.notes[0] and "--accept-old-checkpoints" in opened.state.notes[0]
+    manifest_path(run / "checkpoints" / "step_00000002").unlink()
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "cannot resume",
+                           "manifest.json is missing", "--accept-old-checkpoints")
+
+
 def test_a_bad_line_in_the_middle_of_metrics_is_an_error_naming_the_line(run):
     lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
     lines[2] = '{"step": 2, "flops": \n'

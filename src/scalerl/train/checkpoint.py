@@ -216,6 +216,7 @@ def load_checkpoint(
     torch_generators: Mapping[str, torch.Generator] | None = None,
     numpy_rng: np.random.Generator | None = None,
     weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    require_manifest: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """Restore in place the parts given of what `save_checkpoint` wrote; return (step, caller's state).
 
@@ -223,13 +224,14 @@ def load_checkpoint(
     `model`, `optimizer`, `scheduler` (it also gets the global torch CPU RNG back); the run's
     bookkeeping passes `torch_generators` and `numpy_rng`. The synchronous trainer passes all
     of them; the pipeline's trainer actor and driver each pass their own part.
-    The checkpoint is verified first (`weight_shapes`: the model's, when no `model` is given);
-    what still fails is an InputError naming the file.
+    The checkpoint is verified first (`weight_shapes`: the model's, when no `model` is given;
+    `require_manifest`: a checkpoint without a manifest is damage); what still fails is an
+    InputError naming the file.
     """
     path = Path(path)
     weight_shapes = weight_shapes if model is None else weight_shapes_of(model)
-    run_state = verify_checkpoint(path, weight_shapes=weight_shapes,
-                                  generator_names=tuple(torch_generators or ()))
+    run_state = verify_checkpoint(path, weight_shapes=weight_shapes, generator_names=tuple(torch_generators or ()),
+                                  require_manifest=require_manifest)
     rng_file = training_file(path, "rng.safetensors")
     with reading(rng_file):
         rng = load_file(str(rng_file))
