@@ -235,8 +235,8 @@ def test_impossible_settings_are_config_errors_naming_the_field(run_config, assi
 
 @pytest.mark.parametrize(("assignments", "message"), [
     (["sampling.prompts_per_step=1000000000000", "task.num_train_prompts=4000"],
-     "sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
-     "(task.num_train_prompts=4000)"),
+     ("sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
+      "(task.num_train_prompts=4000)")),
     (["task.name=tasks.jsonl", "sampling.prompts_per_step=1000000000000"],  # a task file: bounded by memory
      "sampling.prompts_per_step: 1000000000000 prompts x 3 completions is more than 1048576"),
     (["task.num_train_prompts=4000", "prompts_per_step=4000", "generations_per_prompt=1000"],

@@ -134,8 +134,9 @@ def test_the_reaper_kills_what_it_recorded_even_past_sigterm_and_never_a_reused_
     assert is_ray_process("ray::DashboardAgent", ["ray::DashboardAgent"])
     assert is_ray_process("raylet", ["/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", "--x"])
     assert not is_ray_process("python3", ["python3", "-m", "scalerl.distributed.ray_reaper", "12"])
-    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-                                 "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
+    ignore_sigterm = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                      "print('ready', flush=True); time.sleep(60)")
+    stubborn = subprocess.Popen([sys.executable, "-c", ignore_sigterm],
                                 stdout=subprocess.PIPE, text=True)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
