@@ -325,3 +325,15 @@ def test_a_small_weights_file_whose_header_claims_20_gib_is_refused_at_once_by_e
     assert_one_line_error(result, "cannot export step_00000004", "model.safetensors is damaged",
                           "file not fully covered")
     assert not (tmp_path / "model").exists()
+
+
+def test_a_config_transformers_cannot_build_leaves_only_the_files_own_checks(run):
+    from scalerl.train.checkpoint_checks import config_weight_shapes
+
+    checkpoint = _newest(run)
+    assert max(map(len, config_weight_shapes(checkpoint).values())) == 2  # the tiny model's matrices
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "model_type": "an_architecture_of_its_own"}))
+    write_manifest(checkpoint)
+    assert config_weight_shapes(checkpoint) is None
+    assert verify_checkpoint(checkpoint)["step"] == 4

@@ -215,8 +215,8 @@ def _verify_json_files(folder: Path) -> None:
 def config_weight_shapes(folder: str | os.PathLike) -> dict[str, tuple[int, ...]] | None:
     """The weight shapes the folder's config.json describes: the model transformers builds from
     it on the meta device (no memory allocated). None when the folder holds no config.json or an
-    adapter (its shapes depend on the starting model) or transformers does not know the
-    architecture; a config.json that does not parse is an InputError."""
+    adapter (its shapes depend on the starting model), or transformers cannot build a model from
+    it (an unknown architecture; a config.json that does not parse is refused by the JSON check)."""
     from scalerl.models.lora import ADAPTER_CONFIG_FILE
 
     folder = Path(folder)
@@ -225,13 +225,12 @@ def config_weight_shapes(folder: str | os.PathLike) -> dict[str, tuple[int, ...]
         return None
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with reading(config_file):
-        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
     try:
+        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
-    except (ValueError, KeyError, TypeError, AttributeError, RuntimeError, ImportError):
-        return None  # an architecture transformers cannot build: the files' own checks still apply
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, ImportError):
+        return None  # a config transformers cannot build: the JSON and the files' own checks still apply
     return {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
 
 
