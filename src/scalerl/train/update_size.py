@@ -30,7 +30,7 @@ def adamw_update_norms(optimizer: torch.optim.AdamW) -> tuple[float, float]:
         m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2
         update = -lr wd w - lr (m / (1 - beta1^t)) / (sqrt(v) / sqrt(1 - beta2^t) + eps)
     (Loshchilov & Hutter, arXiv 1711.05101). Parameters without a gradient are not updated and
-    not counted. Computed in float32, `_CHUNK` elements at a time; one device synchronisation."""
+    not counted. Computed in float32 in place, `_CHUNK` elements at a time; one device synchronisation."""
     update_sq: list[torch.Tensor] = []
     weight_sq: list[torch.Tensor] = []
     for group in optimizer.param_groups:
@@ -47,12 +47,15 @@ def adamw_update_norms(optimizer: torch.optim.AdamW) -> tuple[float, float]:
                 pieces += [state["exp_avg"].reshape(-1), state["exp_avg_sq"].reshape(-1)]
             for chunk in zip(*(piece.split(_CHUNK) for piece in pieces)):
                 weight, grad = chunk[0].float(), chunk[1].float()
-                m_prev, v_prev = (chunk[2].float(), chunk[3].float()) if len(chunk) == 4 else (0.0, 0.0)
-                m = beta1 * m_prev + (1 - beta1) * grad
-                v = beta2 * v_prev + (1 - beta2) * grad * grad
-                update = lr * wd * weight + (lr / correction1) * m / (v.sqrt() / correction2_sqrt + eps)
-                update_sq.append(update.double().square().sum())
-                weight_sq.append(weight.double().square().sum())
+                m = grad.mul(1 - beta1)
+                v = grad.square().mul_(1 - beta2)
+                if len(chunk) == 4:
+                    m.add_(chunk[2].float(), alpha=beta1)
+                    v.add_(chunk[3].float(), alpha=beta2)
+                update = m.div_(v.sqrt_().div_(correction2_sqrt).add_(eps)).mul_(lr / correction1)
+                update.add_(weight, alpha=lr * wd)
+                update_sq.append(torch.dot(update, update).double())
+                weight_sq.append(torch.dot(weight, weight).double())
     if not update_sq:
         return 0.0, 0.0
     update_total, weight_total = torch.stack([torch.stack(update_sq).sum(), torch.stack(weight_sq).sum()]).cpu()
