@@ -11,6 +11,11 @@ A script, not a test: it asserts nothing.
 
     python -m benchmarks.reader_scale                  # all sizes, both formats (about a minute)
     python -m benchmarks.reader_scale --sizes 10000    # quicker
+    python -m benchmarks.reader_scale --hostile --out benchmarks/results/reader_hostile.json
+
+`--hostile` times the refusals instead: a CSV whose header has 10^6 columns (~10 MB) and a 2 GB
+sparse CSV (a header line, then NUL bytes; no disk used), refused by its size and, with the size
+limit raised, by its first bytes, must each be one error in seconds and bounded memory.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--quick", action="store_true", help="smoke run: one log of 2,000 rows per format; pair with --out")
+    parser.add_argument("--hostile", action="store_true",
+                        help="time the refusals of a 10^6-column CSV and a 2 GB sparse CSV instead")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes = [2_000]
@@ -96,11 +103,12 @@ def write_event_file(directory: Path, columns: dict[str, np.ndarray]) -> Path:
     return next(directory.glob("events.out.tfevents.*"))
 
 
-def run_fit(path: Path) -> dict:
-    """Run `scalerl fit PATH --json` in a fresh interpreter; wall seconds, peak MB, exit code."""
+def run_fit(path: Path, env: dict | None = None) -> dict:
+    """Run `scalerl fit PATH --json` in a fresh interpreter (`env` added to the environment);
+    wall seconds, peak MB, exit code."""
     started = time.perf_counter()
     completed = subprocess.run([sys.executable, "-c", CHILD_SCRIPT, "fit", str(path), "--json"],
-                               capture_output=True, text=True, check=False)
+                               capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - started
     rss_lines = [line for line in completed.stderr.splitlines() if line.startswith("maxrss_kb=")]
     peak_kb = int(rss_lines[-1].split("=")[1]) if rss_lines else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -116,8 +124,43 @@ def run_fit(path: Path) -> dict:
     }
 
 
+def write_hostile_log(directory: Path, kind: str) -> Path:
+    """A log scalerl fit must refuse quickly: `wide` (a header of 10^6 columns and one row) or
+    `sparse` (a header line, then NUL bytes up to 2 GB, as a sparse file)."""
+    path = directory / f"{kind}.csv"
+    if kind == "wide":
+        columns = 10**6
+        path.write_text(",".join(f"c{i}" for i in range(columns)) + "\n" + ",".join("1" for _ in range(columns)) + "\n")
+    else:
+        with path.open("wb") as handle:
+            handle.write(b"gpu_hours,val_pass_rate\n")
+            handle.truncate(2 * 10**9)
+    return path
+
+
+def hostile_main(args, argv) -> None:
+    """Time `scalerl fit` on each hostile log; each must exit 2 with one error line."""
+    load_at_start = os.getloadavg()
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for kind, env in (("wide", None), ("sparse", None), ("sparse", {"SCALERL_MAX_LOG_BYTES": str(4 * 10**9)})):
+            path = write_hostile_log(Path(scratch), kind)
+            kind = kind if env is None else f"{kind}, limit raised to 4 GB"
+            result = {"log": kind, "file_mb": round(path.stat().st_size / 2**20, 1), **run_fit(path, env)}
+            rows.append(result)
+            path.unlink()
+            print(f"{kind:<30} {result['file_mb']:>8.1f} MB file  {result['seconds']:>6.2f} s  "
+                  f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  {result['error']}", flush=True)
+    write_result(args.out, {"target": "each refused (exit 2) in seconds and < 1024 MB", "runs": rows},
+                 command_line("reader_scale", argv), load_at_start, indent=2)
+    print(f"\nwrote {args.out}")
+
+
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.hostile:
+        hostile_main(args, argv)
+        return
     load_at_start = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

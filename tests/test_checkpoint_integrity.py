@@ -179,12 +179,78 @@ def test_a_20_gib_sparse_rng_file_is_refused_from_its_header(run):
     assert "rng.safetensors" in _fallback_warning(run)
 
 
-def test_a_checkpoint_without_a_manifest_is_accepted_and_export_warns(run, tmp_path):
+def test_a_checkpoint_without_a_manifest_is_damage_unless_old_checkpoints_are_accepted(run, tmp_path):
     manifest_path(_newest(run)).unlink()
-    assert verify_checkpoint(_newest(run))["step"] == 4
-    result = invoke("export", run, tmp_path / "model")
+    _flip_bit(_newest(run) / "model.safetensors")  # what deleting the manifest would hide
+    assert verify_checkpoint(_newest(run))["step"] == 4  # resume's policy: an older scalerl's, warned
+    with pytest.raises(InputError, match="manifest.json is missing, so no file's checksum can be checked"):
+        verify_checkpoint(_newest(run), require_manifest=True)
+    refused = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(refused, "cannot export step_00000004", "manifest.json is missing",
+                          "--accept-old-checkpoints", "to export an older one, name it with --step (kept: 2)")
+    result = invoke("export", run, tmp_path / "model", "--accept-old-checkpoints")
     assert result.exit_code == 0, result.output
     assert "warning: " in result.stderr and "no manifest" in result.stderr
+
+
+def test_export_never_passes_over_an_incomplete_newest_checkpoint(run, tmp_path):
+    _state_file(_newest(run)).unlink()
+    result = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(result, "cannot export step_00000004", "state.json is missing",
+                          "name it with --step (kept: 2)")
+    assert not (tmp_path / "model").exists()
+    older = invoke("export", run, tmp_path / "model", "--step", "2")
+    assert older.exit_code == 0, older.output
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "generation_config.json"])
+def test_a_half_cut_json_file_is_damage_even_with_its_manifest_recomputed(run, tmp_path, name):
+    path = _newest(run) / name
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    write_manifest(_newest(run))  # the checksums agree: only parsing finds it
+    assert "step_00000004" in _fallback_warning(run) and name in _fallback_warning(run)
+    result = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(result, "cannot export step_00000004", f"{name} is damaged")
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_checkpoints_folder_that_is_a_link_is_refused_by_resume_and_export(run, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(run / "checkpoints", elsewhere)
+    (run / "checkpoints").symlink_to(elsewhere)
+    with pytest.raises(InputError, match="checkpoints is a symbolic link"):
+        newest_intact(run, verify_checkpoint)
+    result = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(result, "checkpoints is a symbolic link")
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_weights_header_claiming_20_gib_is_refused_before_any_file_is_hashed(run, monkeypatch):
+    """The header is checked against the model config.json describes: the sparse 20 GiB file is
+    never read (hashing it would take minutes; loading it, 20 GiB of memory)."""
+    from scalerl.train import manifest
+
+    checkpoint = _newest(run)
+    weights = checkpoint / "model.safetensors"
+    _huge_safetensors(weights, 20 * 2**30)
+    entries = read_manifest(checkpoint)
+    entries["model.safetensors"] = {"size": weights.stat().st_size, "sha256": "0" * 64}
+    manifest_path(checkpoint).write_text(json.dumps({"format": 1, "files": entries}))
+    monkeypatch.setattr(manifest, "file_sha256", lambda path: pytest.fail(f"{path} was hashed"))
+    with pytest.raises(InputError, match="model.safetensors is damaged: tensor 'global_cpu' has 21474836480 elements, "
+                                         "more than the model's largest weight"):
+        verify_checkpoint(checkpoint)
+
+
+def test_a_memory_error_while_reading_is_damage_naming_the_file(run, monkeypatch):
+    from scalerl.train import checkpoint_checks
+
+    def no_memory(*_args, **_kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(checkpoint_checks, "load_file", no_memory)
+    with pytest.raises(InputError, match="rng.safetensors is damaged: reading it needs more memory than there is"):
+        verify_checkpoint(_newest(run))
 
 
 def test_a_symlink_to_a_file_outside_the_run_is_refused_by_resume_and_export(run, tmp_path):
@@ -233,3 +299,41 @@ def test_a_non_finite_model_is_never_checkpointed(run):
     with pytest.raises(DivergenceError, match="step 6: weight .* is not finite; its checkpoint is not written"):
         _save(run, 6, model, tokenizer, optimizer, scheduler)
     assert [c.name for c in list_checkpoints(run)] == ["step_00000002", "step_00000004"]
+
+
+def test_a_memory_error_anywhere_in_a_command_is_one_line_exit_2(run, tmp_path, monkeypatch):
+    from scalerl.models import hf_folder
+    from scalerl.train import export
+
+    monkeypatch.setattr(hf_folder, "load_file", lambda *_args: (_ for _ in ()).throw(MemoryError()))
+    with pytest.raises(InputError, match="model.safetensors is damaged or too large: reading it needs more memory"):
+        hf_folder.read_weights(_newest(run))
+
+    def out_of_memory(*_args, **_kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(export, "export_model", out_of_memory)
+    assert_one_line_error(invoke("export", run, tmp_path / "model"), "out of memory: the command needed more memory")
+
+
+def test_a_small_weights_file_whose_header_claims_20_gib_is_refused_at_once_by_export(run, tmp_path):
+    weights = _newest(run) / "model.safetensors"
+    _huge_safetensors(weights, 20 * 2**30)
+    os.truncate(weights, 4096)  # the header, then far fewer bytes than it claims
+    write_manifest(_newest(run))  # the checksums agree: only the header's claim is wrong
+    result = invoke("export", run, tmp_path / "model")
+    assert_one_line_error(result, "cannot export step_00000004", "model.safetensors is damaged",
+                          "file not fully covered")
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_config_transformers_cannot_build_leaves_only_the_files_own_checks(run):
+    from scalerl.train.checkpoint_checks import config_weight_shapes
+
+    checkpoint = _newest(run)
+    assert max(map(len, config_weight_shapes(checkpoint).values())) == 2  # the tiny model's matrices
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "model_type": "an_architecture_of_its_own"}))
+    write_manifest(checkpoint)
+    assert config_weight_shapes(checkpoint) is None
+    assert verify_checkpoint(checkpoint)["step"] == 4

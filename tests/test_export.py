@@ -135,7 +135,7 @@ def test_export_rebuilds_a_flat_checkpoint_of_the_older_layout(tmp_path):
     assert latest_checkpoint(tmp_path) == checkpoint
     with torch.no_grad():
         expected = _logits(model, tokenizer)
-    out = export_model(tmp_path, tmp_path / "exported")
+    out = export_model(tmp_path, tmp_path / "exported", accept_old=True)  # no manifest: asked for
     loaded = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
     assert torch.allclose(_logits(loaded, AutoTokenizer.from_pretrained(out)), expected, atol=1e-6)
 

@@ -86,11 +86,37 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     assert_one_line_error(invoke("fit", fifo), "pipe.csv is a FIFO")
 
 
-def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path):
+def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
     huge = tmp_path / "huge.csv"
     with huge.open("wb") as handle:
         handle.truncate(MAX_LOG_BYTES + 1)  # sparse: no disk used, and never read
-    assert_one_line_error(invoke("fit", huge), "huge.csv holds 4.0 GiB, over the 4 GiB")
+    assert_one_line_error(invoke("fit", huge), "huge.csv holds 1.0 GiB, over the 1.0 GiB", "SCALERL_MAX_LOG_BYTES=BYTES")
+    monkeypatch.setenv("SCALERL_MAX_LOG_BYTES", "1000")
+    small = tmp_path / "small.csv"
+    small.write_text("step,loss\n" + "".join(f"{i},0.5\n" for i in range(200)))
+    assert_one_line_error(invoke("fit", small), "small.csv holds 0.0 GiB, over the 0.0 GiB")
+    monkeypatch.setenv("SCALERL_MAX_LOG_BYTES", "lots")
+    assert_one_line_error(invoke("fit", small), "SCALERL_MAX_LOG_BYTES='lots' is not a positive number of bytes")
+
+
+def test_a_sparse_or_binary_text_log_is_refused_from_its_first_bytes(tmp_path):
+    """A 900 MB sparse file (NUL bytes, valid UTF-8) is refused from its first 64 KiB (the message
+    names the NUL byte found there), not decoded and parsed for minutes."""
+    sparse = tmp_path / "sparse.csv"
+    with sparse.open("wb") as handle:
+        handle.write(b"step,val_pass_rate\n")
+        handle.truncate(900 * 2**20)
+    assert_one_line_error(invoke("fit", sparse), "sparse.csv is not a UTF-8 or UTF-16 text file (a NUL byte at byte 19)")
+
+
+def test_a_csv_header_with_a_million_columns_is_refused_before_parsing(tmp_path):
+    wide = tmp_path / "wide.csv"
+    header = ",".join(f"c{i}" for i in range(10**6))
+    wide.write_text(header + "\n" + ",".join("1" for _ in range(10**6)) + "\n")
+    assert_one_line_error(invoke("fit", wide), "wide.csv has 1000000 columns in its header, more than the 10000")
+    fine = tmp_path / "fine.csv"
+    fine.write_text(",".join(f"c{i}" for i in range(10_000)) + "\n" + ",".join("1" for _ in range(10_000)) + "\n")
+    assert "columns in its header" not in invoke("fit", fine).output
 
 
 # --- JSON records ------------------------------------------------------------------------------------

@@ -129,6 +129,23 @@ def test_when_no_checkpoint_is_intact_resume_is_one_error_naming_the_file(run, d
     assert len(read_rows(run / "metrics.jsonl")) == 5  # nothing dropped
 
 
+def test_a_checkpoint_without_a_manifest_is_resumed_only_when_old_checkpoints_are_accepted(run_config, run):
+    from scalerl.train.manifest import manifest_path
+
+    manifest_path(_newest(run)).unlink()
+    accepted = open_run(run_config("max_steps=4"), run, resume=True, accept_old_checkpoints=True)
+    accepted.state.close()
+    assert accepted.state.resumed_from.name == "step_00000004" and accepted.step == 4
+    assert "has no manifest (written by an older scalerl)" in accepted.state.notes[0]
+    opened = open_run(run_config("max_steps=4"), run, resume=True)
+    opened.state.close()
+    assert opened.state.resumed_from.name == "step_00000002"
+    assert "manifest.json is missing" in opened.state.notes[0] and "--accept-old-checkpoints" in opened.state.notes[0]
+    manifest_path(run / "checkpoints" / "step_00000002").unlink()
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "cannot resume",
+                           "manifest.json is missing", "--accept-old-checkpoints")
+
+
 def test_a_bad_line_in_the_middle_of_metrics_is_an_error_naming_the_line(run):
     lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
     lines[2] = '{"step": 2, "flops": \n'
@@ -160,6 +177,31 @@ def test_missing_metrics_rows_are_an_error_not_a_silent_loss(run_config, run):
     assert load_config(run).max_steps == 4  # config.json untouched
 
 
+def test_a_nan_or_a_repeated_step_in_metrics_is_an_error_naming_the_lines_never_carried_on(run_config, run):
+    rows_path = run / "metrics.jsonl"
+    lines = rows_path.read_text().splitlines(keepends=True)
+    config_before = (run / "config.json").read_bytes()
+    nan_row = json.loads(lines[3])
+    nan_row["train_reward"] = "NaN-placeholder"
+    lines_with_nan = [*lines[:3], json.dumps(nan_row).replace('"NaN-placeholder"', "NaN") + "\n", *lines[4:]]
+    rows_path.write_text("".join(lines_with_nan))
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
+                           "line 4 (step 3): train_reward", "not finite")
+    rows_path.write_text("".join([*lines[:5], lines[4]]))  # steps 0, 1, 2, 3, 4, 4
+    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
+                           "lines 5 and 6 both hold step 4")
+    rows_path.write_text("".join([lines[0], lines[2], lines[1], *lines[3:]]))  # steps 0, 2, 1, 3, 4
+    with pytest.raises(InputError, match="line 3 holds step 1 after step 2"):
+        open_run(run_config("max_steps=6"), run, resume=True)
+    assert (run / "config.json").read_bytes() == config_before
+    after_checkpoint = json.loads(lines[4])  # a damaged row after the checkpoint is dropped, as any such row
+    nan_after = json.dumps({**after_checkpoint, "step": 5, "loss": "X"}).replace('"X"', "NaN")
+    rows_path.write_text("".join([*lines, nan_after + "\n"]))
+    opened = open_run(run_config("max_steps=6"), run, resume=True)
+    opened.state.close()
+    assert [row["step"] for row in read_rows(rows_path)] == [0, 1, 2, 3, 4]
+
+
 def test_resume_with_max_steps_below_the_reached_step_is_refused(run):
     config_before = (run / "config.json").read_bytes()
     result = _cli("train", "--out", run, "--resume", "--max-steps", "3")
@@ -189,6 +231,23 @@ def test_a_hand_edited_config_is_refused_naming_the_keys_but_max_steps_may_grow(
 def test_impossible_settings_are_config_errors_naming_the_field(run_config, assignment, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         run_config(assignment)
+
+
+@pytest.mark.parametrize(("assignments", "message"), [
+    (["sampling.prompts_per_step=1000000000000", "task.num_train_prompts=4000"],
+     ("sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
+      "(task.num_train_prompts=4000)")),
+    (["task.name=tasks.jsonl", "sampling.prompts_per_step=1000000000000"],  # a task file: bounded by memory
+     "sampling.prompts_per_step: 1000000000000 prompts x 3 completions is more than 1048576"),
+    (["task.num_train_prompts=4000", "prompts_per_step=4000", "generations_per_prompt=1000"],
+     "sampling.prompts_per_step: 4000 prompts x 1000 completions is more than 1048576 completions at once"),
+    (["eval_prompts=8", "eval_samples_per_prompt=1000000"],
+     "eval_prompts: 8 prompts x 1000000 completions is more than 1048576"),
+])
+def test_sampling_and_evaluation_sizes_are_bounded_at_config_time(tiny_set_options, tmp_path, assignments, message):
+    result = _cli("train", "--out", tmp_path / "run", *tiny_set_options(*assignments), "--no-progress")
+    _assert_one_error_line(result, message)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_device_the_machine_lacks_is_refused_before_anything_is_written(tiny_set_options, tmp_path, monkeypatch):

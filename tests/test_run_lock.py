@@ -133,3 +133,26 @@ def test_a_prompt_longer_than_the_context_is_refused_at_setup_leaving_no_out(tin
                     *tiny_set_options("eval_prompts=1", "num_train_prompts=6"), "--max-steps", "1", "--no-progress")
     assert_one_line_error(result, "validation prompt 0 has 403 tokens", "does not fit the model's context of 256 positions")
     assert not (tmp_path / "out").exists()
+
+
+def test_deleting_the_lock_file_under_a_live_writer_lets_no_second_writer_in(tmp_path):
+    """The folder's own lock outlives its lock file: a second process is refused, then admitted
+    once the first is gone."""
+    run_dir = tmp_path / "run"
+    delete_and_hold = HOLD_LOCK.replace("acquire_run_lock(sys.argv[1]);",
+                                        "acquire_run_lock(sys.argv[1]); import os; "
+                                        f"os.unlink(sys.argv[1] + '/{LOCK_FILE_NAME}');")
+    holder = subprocess.Popen([sys.executable, "-c", delete_and_hold, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert not (run_dir / LOCK_FILE_NAME).exists()
+        second = subprocess.run([sys.executable, "-c", HOLD_LOCK.replace("time.sleep(60)", "pass"), str(run_dir)],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert second.returncode != 0 and "locked" not in second.stdout
+        assert "ConfigError" in second.stderr and "is being trained by another process" in second.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = acquire_run_lock(run_dir)
+    assert (run_dir / LOCK_FILE_NAME).read_text().strip() == str(os.getpid())
+    lock.release()

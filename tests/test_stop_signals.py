@@ -124,3 +124,53 @@ def test_sigterm_to_the_async_driver_exits_143_resumable_and_leaves_no_processes
                              capture_output=True, text=True, timeout=600, env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [row["step"] for row in read_rows(out / "metrics.jsonl")][-1] == steps[-1] + 1
+
+
+def test_the_reaper_kills_what_it_recorded_even_past_sigterm_and_never_a_reused_pid():
+    import psutil
+
+    from scalerl.distributed.ray_reaper import is_ray_process, reap
+
+    assert is_ray_process("ray::DashboardAgent", ["ray::DashboardAgent"])
+    assert is_ray_process("raylet", ["/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", "--x"])
+    assert not is_ray_process("python3", ["python3", "-m", "scalerl.distributed.ray_reaper", "12"])
+    ignore_sigterm = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                      "print('ready', flush=True); time.sleep(60)")
+    stubborn = subprocess.Popen([sys.executable, "-c", ignore_sigterm],
+                                stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert stubborn.stdout.readline().strip() == "ready"  # SIGTERM is ignored from here on
+        created = psutil.Process(stubborn.pid).create_time()
+        not_the_recorded_one = psutil.Process(other.pid).create_time() + 1000  # as after an id was reused
+        assert reap({stubborn.pid: created, other.pid: not_the_recorded_one}, grace_seconds=0.5) == 1
+        assert stubborn.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        for process in (stubborn, other):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.slow  # a real async pipeline on a local Ray instance, its driver killed (~1-2 min)
+def test_a_driver_killed_outright_takes_its_ray_processes_with_it(tiny_set_options, tmp_path, short_tmp):
+    import psutil
+
+    out = tmp_path / "run"
+    sets = tiny_set_options("pipeline.mode=async", "pipeline.max_lag=1")
+    driver = subprocess.Popen([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out",
+                               str(out), "--max-steps", "500", "--no-progress", *sets],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "RAY_TMPDIR": str(short_tmp)})
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and driver.poll() is None and len(read_rows(out / "metrics.jsonl")) < 3:
+            time.sleep(0.2)
+        descendants = psutil.Process(driver.pid).children(recursive=True)
+        names = [process.name() for process in descendants]
+        assert any(name.startswith("ray::") for name in names) and "raylet" in names, names
+    finally:
+        driver.kill()
+        driver.wait()
+    _, alive = psutil.wait_procs(descendants, timeout=60)
+    assert [process.pid for process in alive] == []

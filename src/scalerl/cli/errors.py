@@ -1,5 +1,5 @@
-"""Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback;
-Ctrl-C ends a command with exit code 130.
+"""Turn expected failures into one `error: ...` line on stderr and exit code 2, never a traceback
+(a MemoryError included); Ctrl-C ends a command with exit code 130.
 
 Every `scalerl` command (forecasting here, training in scalerl.cli.train) wraps its body with
 `user_errors()` or decorates itself with `@exits_on_user_error`.
@@ -46,6 +46,9 @@ def user_errors() -> Iterator[None]:
         fail(str(error) or type(error).__name__)
     except OSError as error:
         fail(describe_os_error(error))
+    except MemoryError:
+        fail("out of memory: the command needed more memory than there is (an input far larger than it "
+             "should be, or a setting that asks for too much)")
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(code=INTERRUPTED_EXIT_CODE) from None

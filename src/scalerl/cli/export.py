@@ -1,4 +1,4 @@
-"""`scalerl export RUN OUT [--step N]`: a run's checkpoint as a Hugging Face model folder.
+"""`scalerl export RUN OUT [--step N] [--accept-old-checkpoints]`: a run's checkpoint as a Hugging Face model folder.
 
 `register(app)` adds the command; torch and transformers are imported inside its body only.
 """
@@ -25,6 +25,10 @@ def export_command(
     merge: bool = typer.Option(
         False, "--merge", help="LoRA run: merge the adapter into the starting weights (a plain model folder) "
                                "instead of writing the adapter folder."),
+    accept_old: bool = typer.Option(
+        False, "--accept-old-checkpoints",
+        help="Export a checkpoint without a manifest (written by an older scalerl; its files' checksums "
+             "cannot be checked). Without it such a checkpoint is refused as damaged."),
 ) -> None:
     """Write a checkpoint as a model folder for from_pretrained / vLLM (no training state)."""
     if out is not None and out_option is not None and out != out_option:
@@ -37,7 +41,7 @@ def export_command(
     from scalerl.train.export import export_model
 
     written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype,
-                           merge=merge)
+                           merge=merge, accept_old=accept_old)
     loading = (f"AutoModelForCausalLM.from_pretrained('{written}')" if not (written / "adapter_config.json").exists()
                else f"peft's PeftModel.from_pretrained(starting_model, '{written}') (or export with --merge)")
     Console(soft_wrap=True).print(f"exported to {written}; load it with {loading}", markup=False, highlight=False)

@@ -150,7 +150,7 @@ def end_interrupted(out: Path, step: int, exit_code: int = INTERRUPTED_EXIT_CODE
     raise typer.Exit(code=exit_code)
 
 
-def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> None:
+def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True, accept_old: bool = False) -> None:
     """`scalerl train --pipeline async|ppo-offpolicy`: the run on Ray (scalerl.distributed)."""
     from rich.console import Console
 
@@ -158,6 +158,7 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True) -> N
 
     console = Console(soft_wrap=True)
     result = run_pipeline(config, config.pipeline, out, resume=resume, show_progress=show_progress,
+                          accept_old_checkpoints=accept_old,
                           log=lambda line: console.print(line, markup=False, highlight=False))
     if result.interrupted:
         end_interrupted(out, result.steps_done, result.exit_code)
@@ -185,6 +186,10 @@ def train_command(
     task: Optional[str] = typer.Option(None, "--task", help=key_flag_help("task.name")),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help=key_flag_help("max_steps")),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
+    accept_old: bool = typer.Option(
+        False, "--accept-old-checkpoints",
+        help="--resume may use a checkpoint without a manifest (written by an older scalerl; its files' checksums "
+             "cannot be checked). Without it such a checkpoint is damaged: skipped for an older one, or an error."),
     progress: bool = typer.Option(
         True, "--progress/--no-progress",
         help="Show progress: a bar on a terminal, a plain line every few steps otherwise."),
@@ -213,11 +218,11 @@ def train_command(
     else:
         config = build_train_config(preset, set_, model, task, max_steps, config_file)
     if config.pipeline.mode != "sync":
-        run_on_ray(config, out, resume, show_progress=progress)
+        run_on_ray(config, out, resume, show_progress=progress, accept_old=accept_old)
         return
     from scalerl.train.trainer import train
 
-    result = train(config, out, resume=resume, show_progress=progress)
+    result = train(config, out, resume=resume, show_progress=progress, accept_old_checkpoints=accept_old)
     if result.rank > 0:  # torchrun: rank 0 reports the run
         return
     if result.interrupted:

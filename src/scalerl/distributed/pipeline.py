@@ -18,6 +18,7 @@ from typing import Callable
 
 from scalerl.distributed.actors import WorkerClasses
 from scalerl.distributed.messages import GenerationRequest
+from scalerl.distributed.ray_reaper import start_reaper
 from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
@@ -63,17 +64,20 @@ def init_ray(pipeline: PipelineConfig) -> bool:
     ray.init(num_cpus=num_cpus, runtime_env={"env_vars": {
         "OMP_NUM_THREADS": str(pipeline.torch_threads),
         "MKL_NUM_THREADS": str(pipeline.torch_threads)}}, **common)
+    start_reaper()  # a driver killed outright takes the local Ray with it
     return True
 
 
 def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
                  on_row: RowCallback | None = None, keep_weights: bool = False,
                  log: Callable[[str], None] = print,
-                 workers: WorkerClasses | None = None, show_progress: bool = False) -> PipelineResult:
+                 workers: WorkerClasses | None = None, show_progress: bool = False,
+                 accept_old_checkpoints: bool = False) -> PipelineResult:
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
-    scalerl.distributed.simulated_device's). `show_progress`: the synchronous trainer's progress
+    scalerl.distributed.simulated_device's). `accept_old_checkpoints`: a resume may use a checkpoint
+    without a manifest. `show_progress`: the synchronous trainer's progress
     (scalerl.train.progress) on stderr, one update per logged row; `log` lines then go above it.
 
     Ctrl-C or SIGTERM (KeyboardInterrupt) stops the run after writing a checkpoint of the last
@@ -95,7 +99,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     try:
         with terminate_as_interrupt() as stop:
             session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
-                                       workers=workers)
+                                       workers=workers, accept_old_checkpoints=accept_old_checkpoints)
             with RunProgress(config.max_steps, enabled=show_progress,
                              start_step=session.run_state.step) as progress:
                 session.progress = progress if show_progress else None

@@ -37,7 +37,8 @@ class PipelineSession:
     """The actors of one run and the driver-side state shared by the async and off-policy loops."""
 
     def __init__(self, config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
-                 log: Callable[[str], None] = print, workers: WorkerClasses | None = None) -> None:
+                 log: Callable[[str], None] = print, workers: WorkerClasses | None = None,
+                 accept_old_checkpoints: bool = False) -> None:
         workers = workers or WorkerClasses()
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
@@ -46,7 +47,8 @@ class PipelineSession:
         check_paths(config, device_here=not pipeline.ray_address)
         # the driver's RunState keeps the sampling stream on the CPU: it crosses to the actors
         self.run_state = RunState.open(config, self.run_dir, resume=resume,
-                                       num_train_prompts=len(build_task(config).train))
+                                       num_train_prompts=len(build_task(config).train),
+                                       accept_old_checkpoints=accept_old_checkpoints)
         self.progress: RunProgress | None = None  # set by the caller while a progress display runs
         for note in self.run_state.notes:
             self.log(note)

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Callable, Sequence
 
+from scalerl.distributed.ray_reaper import start_reaper
 from scalerl.errors import ScaleRLError
 
 
@@ -41,6 +42,7 @@ def start_ray(cpus_per_run: float, address: str, total_cpus: int) -> bool:
     num_cpus = total_cpus or max(os.cpu_count() or 1, int(cpus_per_run + 0.999))
     ray.init(num_cpus=num_cpus, runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
              **common)
+    start_reaper()  # a driver killed outright takes the local Ray with it
     return True
 
 

@@ -80,6 +80,8 @@ def read_weights(directory: str | os.PathLike) -> dict[str, torch.Tensor]:
             tensors.update(load_file(str(path)))
         except FileNotFoundError:
             raise InputError(f"{path} is missing") from None
+        except MemoryError:
+            raise InputError(f"{path} is damaged or too large: reading it needs more memory than there is") from None
         except (SafetensorError, OSError, ValueError, RuntimeError) as error:
             raise InputError(f"{path} is damaged or not a safetensors file: {error}") from None
     return tensors

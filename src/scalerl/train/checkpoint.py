@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, write_model_folder
 from scalerl.models.lora import adapter_state, is_lora
 from scalerl.train.checkpoint_checks import reading, verify_checkpoint
@@ -193,8 +194,13 @@ def _retire(checkpoint: Path) -> Path:
 
 
 def checkpoint_folders(run_dir: str | os.PathLike) -> list[Path]:
-    """Every step_N folder of a run, complete or not, oldest first (what a resume must account for)."""
+    """Every step_N folder of a run, complete or not, oldest first (what a resume or an export must
+    account for). A checkpoints folder that is a symbolic link is an InputError: it would bring in
+    checkpoints from outside the run."""
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
+    if root.is_symlink():
+        raise InputError(f"{root} is a symbolic link (a run's checkpoints folder is a real folder inside it); "
+                         "refusing to read checkpoints through it")
     if not root.is_dir():
         return []
     return sorted((path for path in root.iterdir() if path.is_dir() and checkpoint_step(path) is not None),
@@ -210,6 +216,7 @@ def load_checkpoint(
     torch_generators: Mapping[str, torch.Generator] | None = None,
     numpy_rng: np.random.Generator | None = None,
     weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    require_manifest: bool = False,
 ) -> tuple[int, dict[str, Any]]:
     """Restore in place the parts given of what `save_checkpoint` wrote; return (step, caller's state).
 
@@ -217,13 +224,14 @@ def load_checkpoint(
     `model`, `optimizer`, `scheduler` (it also gets the global torch CPU RNG back); the run's
     bookkeeping passes `torch_generators` and `numpy_rng`. The synchronous trainer passes all
     of them; the pipeline's trainer actor and driver each pass their own part.
-    The checkpoint is verified first (`weight_shapes`: the model's, when no `model` is given);
-    what still fails is an InputError naming the file.
+    The checkpoint is verified first (`weight_shapes`: the model's, when no `model` is given;
+    `require_manifest`: a checkpoint without a manifest is damage); what still fails is an
+    InputError naming the file.
     """
     path = Path(path)
     weight_shapes = weight_shapes if model is None else weight_shapes_of(model)
-    run_state = verify_checkpoint(path, weight_shapes=weight_shapes,
-                                  generator_names=tuple(torch_generators or ()))
+    run_state = verify_checkpoint(path, weight_shapes=weight_shapes, generator_names=tuple(torch_generators or ()),
+                                  require_manifest=require_manifest)
     rng_file = training_file(path, "rng.safetensors")
     with reading(rng_file):
         rng = load_file(str(rng_file))

@@ -3,16 +3,18 @@
 A checkpoint is read back by resume (`--resume`), the pipeline's trainer actor and driver, and
 `scalerl export`, possibly long after it was written and beside a live run: a file may have been
 truncated by a full disk, changed by a flipped bit, replaced by a link to a file outside the run,
-or hand-edited. `verify_checkpoint` checks every file of a checkpoint first: the manifest's sizes
-and checksums (a checkpoint without one is accepted: older scalerl), no symbolic link anywhere in
-it, JSON structure and value ranges of state.json (step that of the folder's name, optimiser
-lr/eps/weight decay finite and >= 0, betas in [0, 1), LR-schedule counters integers and rates
-finite), safetensors headers against the shapes and sizes expected before any tensor is allocated
-(weights against the model's shapes when known, optimiser state against the largest weight's size,
-RNG states at most 1 MiB: a 20 GiB sparse rng.safetensors is refused from its header), RNG states
-that load, and every floating-point tensor finite. Whatever fails is one InputError naming the
-file and what is wrong with it, so a caller (resume, export) treats the checkpoint as damaged and
-nothing of it has been loaded.
+or hand-edited. `verify_checkpoint`, the one check every reader calls, checks every file of a
+checkpoint first: the manifest's sizes and checksums (a checkpoint without one: damage when the
+caller requires one, else accepted as older scalerl's), no symbolic link anywhere in it, JSON
+structure and value ranges of state.json (step that of the folder's name, optimiser lr/eps/weight
+decay finite and >= 0, betas in [0, 1), LR-schedule counters integers and rates finite), every
+JSON file of the model folder parsed, safetensors headers against the shapes and sizes expected
+before any file is hashed or any tensor allocated (weights against the model's shapes, or the
+largest weight its config.json describes; optimiser state against the largest weight's size; RNG states at most
+1 MiB: a header claiming 20 GiB is refused at once), RNG states that load, and every
+floating-point tensor finite. Whatever fails, a MemoryError included, is one InputError naming
+the file and what is wrong with it, so a caller (resume, export) treats the checkpoint as damaged
+and nothing of it has been loaded.
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from safetensors.torch import load_file
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import weight_files
 from scalerl.train.checkpoint_layout import STATE_FILE, checkpoint_step, training_file
-from scalerl.train.manifest import verify_manifest
+from scalerl.train.manifest import manifest_path, verify_manifest
 
 _RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
+_JSON_MAX_BYTES = 256 << 20  # a model folder's largest JSON file, tokenizer.json, is ~10 MiB
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2,
                 "U16": 2, "F32": 4, "I32": 4, "U32": 4, "F64": 8, "I64": 8, "U64": 8}
 
@@ -49,6 +52,8 @@ def reading(path: Path) -> Iterator[None]:
         raise
     except FileNotFoundError:
         raise InputError(f"{path} is missing") from None
+    except MemoryError:
+        raise InputError(f"{path} is damaged: reading it needs more memory than there is") from None
     except (OSError, SafetensorError, ValueError, TypeError, KeyError, IndexError, AttributeError,
             RuntimeError) as error:
         detail = " ".join(str(error).split()) or type(error).__name__
@@ -169,7 +174,7 @@ def _verify_finite(path: Path) -> None:
 
 
 def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
-    _verify_tensor_file(path, max_bytes=_RNG_STATE_MAX_BYTES)
+    """The RNG states load (their header was checked against `_RNG_STATE_MAX_BYTES` first)."""
     with reading(path):
         rng = load_file(str(path))
         torch.Generator().set_state(rng["global_cpu"])
@@ -177,45 +182,96 @@ def _verify_rng(path: Path, generator_names: tuple[str, ...]) -> None:
             _require_intact(f"generator/{name}" in rng, path, f"no state of the {name!r} generator")
 
 
-def _verify_weights(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> None:
-    """Every weight file's header, and each tensor's shape against the model's (when given)."""
+def _verify_weight_headers(path: Path, weight_shapes: Mapping[str, tuple[int, ...]] | None,
+                           max_numel: int | None = None) -> list[Path]:
+    """Every weight file's header, each tensor at most `max_numel` elements (when given) and of the
+    model's shape (when `weight_shapes` are given); returns the weight files."""
     files = weight_files(path)
     shapes: dict[str, tuple[int, ...]] = {}
     for file in files:
         _require_regular(file)
-        shapes.update(_verify_tensor_file(file))
+        shapes.update(_verify_tensor_file(file, max_numel=max_numel))
     for name, shape in shapes.items():
         expected = None if weight_shapes is None else weight_shapes.get(name, "absent")
         _require_intact(expected is None or expected == shape, files[0] if len(files) == 1 else path,
                        f"tensor {name} has shape {shape}, the model "
                        f"{'has no such tensor' if expected == 'absent' else expected}")
-    for file in files:
-        _verify_finite(file)
+    return files
+
+
+def _verify_json_files(folder: Path) -> None:
+    """Every JSON file of the model folder (config.json, tokenizer.json, generation_config.json,
+    ...) is a regular file of at most `_JSON_MAX_BYTES` holding one JSON object: a half-cut
+    file would be copied by export and fail `from_pretrained` later."""
+    for file in sorted(folder.glob("*.json")):
+        _require_regular(file)
+        _require_intact(file.stat().st_size <= _JSON_MAX_BYTES, file,
+                        f"{file.stat().st_size} bytes, more than a model folder's JSON file holds")
+        with reading(file):
+            parsed = json.loads(file.read_bytes().decode("utf-8"))
+        _require_intact(isinstance(parsed, dict), file, "not a JSON object")
+
+
+def config_weight_shapes(folder: str | os.PathLike) -> dict[str, tuple[int, ...]] | None:
+    """The weight shapes the folder's config.json describes: the model transformers builds from
+    it on the meta device (no memory allocated). None when the folder holds no config.json or an
+    adapter (its shapes depend on the starting model), or transformers cannot build a model from
+    it (an unknown architecture; a config.json that does not parse is refused by the JSON check)."""
+    from scalerl.models.lora import ADAPTER_CONFIG_FILE
+
+    folder = Path(folder)
+    config_file = folder / "config.json"
+    if not config_file.is_file() or (folder / ADAPTER_CONFIG_FILE).exists():
+        return None
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(str(folder), local_files_only=True)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError, ImportError):
+        return None  # a config transformers cannot build: the JSON and the files' own checks still apply
+    return {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
 
 
 def verify_checkpoint(path: str | os.PathLike, *, weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                      generator_names: tuple[str, ...] = ()) -> dict[str, Any]:
+                      generator_names: tuple[str, ...] = (), require_manifest: bool = False) -> dict[str, Any]:
     """Check every file of a checkpoint before anything is loaded from it; return its state.json.
 
-    Checks the manifest (when there is one: every file's size and SHA-256) and that no file is a
-    symbolic link; reads state.json and rng.safetensors (small, bounded by their headers) in full;
-    checks the headers of the weight and optimiser files, then their tensors one at a time for
-    NaN and infinity: a truncated, empty, changed or foreign file, a missing key, a wrong type or
-    a value out of its range, an RNG state that does not load, or (with `weight_shapes`, the
-    model's) a tensor of another shape or size is an InputError naming the file and the problem.
+    In order, so that nothing is read beyond what a header bounds: no file is a symbolic link;
+    the manifest's files have its sizes (no manifest: damage with `require_manifest`, else
+    accepted as an older scalerl's); state.json is read and checked; the headers of the RNG,
+    optimiser and weight files are checked against the shapes and sizes expected (`weight_shapes`,
+    the model's: each weight of its shape; without them, no tensor larger than the largest weight
+    config.json describes); every JSON file of the model folder
+    parses; then the manifest's SHA-256s, the RNG states and every tensor (one at a time, for NaN
+    and infinity). A truncated, empty, changed or foreign file, a missing key, a wrong type or a
+    value out of its range, an RNG state that does not load, or a tensor of another shape or
+    size is an InputError naming the file and the problem.
     """
     path = Path(path)
     _require_no_links(path)
-    verify_manifest(path)
+    has_manifest = verify_manifest(path, checksums=False)
+    if require_manifest and not has_manifest:
+        raise InputError(f"{manifest_path(path)} is missing, so no file's checksum can be checked (a checkpoint "
+                         "of an older scalerl is accepted only when asked: --accept-old-checkpoints)")
     run_state = read_training_state(path)
-    _verify_rng(training_file(path, "rng.safetensors"), generator_names)
+    rng_file = training_file(path, "rng.safetensors")
+    _verify_tensor_file(rng_file, max_bytes=_RNG_STATE_MAX_BYTES)
+    bounding_shapes = weight_shapes if weight_shapes is not None else config_weight_shapes(path)
     optimizer_file = training_file(path, "optimizer.safetensors")
     param_ids = {param_id for group in run_state["optimizer"]["param_groups"] for param_id in group["params"]}
-    largest = max((math.prod(shape) for shape in weight_shapes.values()), default=0) if weight_shapes else None
+    largest = max((math.prod(shape) for shape in bounding_shapes.values()), default=0) if bounding_shapes else None
     for key in _verify_tensor_file(optimizer_file, max_numel=largest):
         parts = key.split("/", 2)
         _require_intact(len(parts) == 3 and parts[0] == "state" and parts[1].isdigit() and int(parts[1]) in param_ids,
                        optimizer_file, f"tensor {key!r} belongs to no optimiser parameter")
-    _verify_weights(path, weight_shapes)
+    files = _verify_weight_headers(path, weight_shapes, largest)
+    _verify_json_files(path)
+    if has_manifest:
+        verify_manifest(path)
+    _verify_rng(rng_file, generator_names)
+    for file in files:
+        _verify_finite(file)
     _verify_finite(optimizer_file)
     return run_state

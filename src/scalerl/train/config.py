@@ -31,6 +31,10 @@ from scalerl.train import config_io
 
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"
+MAX_LR = 1.0  # AdamW moves each weight by about lr per step: lr >= 1 replaces weights of size ~0.02-1
+# Completions one step (or one evaluation) holds at once: 32x ScaleRL's largest batch (2048 x 16);
+# beyond it the rollouts alone outgrow a machine's memory before the first row is written.
+MAX_SEQUENCES_PER_STEP = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,9 @@ class SamplingConfig:
 class OptimConfig:
     """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
 
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (TRL's learning_rate)"})
+    lr: float = field(default=1e-4, metadata={
+        "help": "AdamW learning rate (TRL's learning_rate); below 1: AdamW moves each weight by about lr "
+                "per step, so lr >= 1 replaces the weights (RL fine-tuning uses 1e-6 to 1e-4)"})
     warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
     adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
@@ -89,6 +95,8 @@ class OptimConfig:
 
     def __post_init__(self) -> None:
         _require_positive(self.lr, "optim.lr")
+        _require(self.lr < MAX_LR, "optim.lr", f"must be below {MAX_LR:g} (AdamW moves each weight by about lr per "
+                 f"step: a larger rate replaces the weights), got {self.lr!r}")
         _require_non_negative(self.warmup_steps, "optim.warmup_steps")
         _require_non_negative(self.weight_decay, "optim.weight_decay")
         _require_positive(self.adam_eps, "optim.adam_eps")
@@ -257,6 +265,15 @@ class TrainConfig:
         _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
+        _require(self.task.name != "builtin" or self.sampling.prompts_per_step <= self.task.num_train_prompts,
+                 "sampling.prompts_per_step", f"{self.sampling.prompts_per_step} exceeds the built-in task's "
+                 f"training prompts (task.num_train_prompts={self.task.num_train_prompts})")
+        for count, per_prompt, name in ((self.sampling.prompts_per_step, self.sampling.generations_per_prompt,
+                                         "sampling.prompts_per_step"),
+                                        (self.eval_prompts, self.eval_samples_per_prompt, "eval_prompts")):
+            _require(count * per_prompt <= MAX_SEQUENCES_PER_STEP, name,
+                     f"{count} prompts x {per_prompt} completions is more than {MAX_SEQUENCES_PER_STEP} "
+                     "completions at once (their rollouts would outgrow memory)")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable); the rl section's loss parameters are keys of it."""

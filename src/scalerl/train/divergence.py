@@ -1,4 +1,5 @@
-"""What a run does with a step that computed a non-finite number (scalerl.train.nonfinite).
+"""What a run does with a step that computed a non-finite number or would apply an update out of
+bounds (scalerl.train.nonfinite, scalerl.train.update_size).
 
 By default the run stops: `DivergenceError` names the step and the quantity, nothing of the step
 is applied, and no checkpoint is written after it (the run keeps its last checkpoint, whose

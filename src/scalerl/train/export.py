@@ -6,8 +6,12 @@ tokenizer files without the training state, so the result is what `from_pretrain
 run's config.json: the policy is built as the run built it and the weights loaded into it.
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
 
-The checkpoint is verified first (scalerl.train.checkpoint_checks.verify_checkpoint: manifest checksums,
-no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Its manifest
+The checkpoint is verified first by the checks resume makes (scalerl.train.checkpoint_checks.verify_checkpoint:
+manifest checksums, no symbolic link, headers against the model's config, JSON files parsed,
+finite tensors), and a checkpoint without a manifest is damage unless the user accepts older
+checkpoints; a damaged one is refused, never copied. The newest checkpoint is the one exported
+unless the user names a step: a damaged or incomplete newest one is an error saying so, never a
+silent older one. Its manifest
 is read once, before anything else: only the files it lists are copied (older checkpoints without
 one: its regular files, with a warning), each copy checked against that manifest's size and
 SHA-256, so the folder written is exactly the checkpoint first read or nothing.
@@ -32,9 +36,9 @@ from typing import Callable
 from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
 from scalerl.models.lora import is_adapter_folder
-from scalerl.train.checkpoint import list_checkpoints
+from scalerl.train.checkpoint import checkpoint_folders
 from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR, checkpoint_name
+from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR, checkpoint_name, checkpoint_step
 from scalerl.train.manifest import file_sha256, read_manifest
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")
@@ -42,11 +46,13 @@ _ATTEMPTS = 5  # a run keeping one checkpoint replaces it every checkpoint_every
 
 
 def find_checkpoint(run_dir: str | os.PathLike, step: int | None = None) -> Path:
-    """The checkpoint of `step` (default: the newest); InputError lists the steps there are."""
+    """The checkpoint of `step`, default the newest step_N folder, complete or not (an incomplete or
+    damaged newest one is refused by the checks, never passed over for an older one); InputError
+    lists the steps there are."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError(f"run directory {run_dir} does not exist")
-    checkpoints = list_checkpoints(run_dir)
+    checkpoints = checkpoint_folders(run_dir)
     if not checkpoints:
         raise InputError(f"{run_dir} holds no checkpoint (no {run_dir / 'checkpoints'}/step_*)")
     if step is None:
@@ -123,12 +129,13 @@ def _merged_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None
 
 def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None,
                  on_note: Callable[[str], None] | None = None, dtype: str | None = None,
-                 merge: bool = False) -> Path:
+                 merge: bool = False, accept_old: bool = False) -> Path:
     """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`,
     its weights cast to `dtype` when given; `on_note` hears the warning about a checkpoint without
-    a manifest and the note about the head's precision. A LoRA run's checkpoint is written as its
-    adapter folder, or with `merge` as a plain model folder with the adapter merged in (`merge`
-    changes nothing for a run that trained every weight)."""
+    a manifest (accepted only with `accept_old`: otherwise damage) and the note about the head's
+    precision. A LoRA run's checkpoint is written as its adapter folder, or with `merge` as a plain
+    model folder with the adapter merged in (`merge` changes nothing for a run that trained every
+    weight)."""
     from scalerl.train.export_dtype import EXPORT_DTYPES
 
     if dtype is not None and dtype not in EXPORT_DTYPES:
@@ -138,7 +145,7 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
         checkpoint = find_checkpoint(run_dir, step)  # a pinned step that is gone: its own clear error
         identity = _folder_identity(checkpoint)
         try:
-            notes = _export_checkpoint(run_dir, checkpoint, out, dtype, merge)
+            notes = _export_checkpoint(run_dir, checkpoint, out, dtype, merge, accept_old, step is not None)
             break
         except (ScaleRLError, OSError):
             if identity is not None and _folder_identity(checkpoint) == identity:
@@ -153,16 +160,23 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
     return out
 
 
-def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | None, merge: bool) -> list[str]:
-    """Write `checkpoint` as a model folder at `out` (staged, then renamed); the notes to show."""
+def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | None, merge: bool,
+                       accept_old: bool, pinned: bool) -> list[str]:
+    """Write `checkpoint` as a model folder at `out` (staged, then renamed); the notes to show.
+    The checks are resume's (verify_checkpoint); a refusal of the newest checkpoint says how to
+    export an older one explicitly (`pinned`: the user named this step)."""
     from scalerl.train.export_dtype import cast_model_folder, head_precision_note, trained_head_dtype
 
     notes = []
     try:
         manifest = read_manifest(checkpoint)  # read once: what the copies are checked against
-        verify_checkpoint(checkpoint)
+        verify_checkpoint(checkpoint, require_manifest=not accept_old)
     except InputError as error:
-        raise InputError(f"cannot export {checkpoint.name}: {error}") from None
+        older = [checkpoint_step(folder) for folder in checkpoint_folders(run_dir)
+                 if checkpoint_step(folder) < checkpoint_step(checkpoint)]
+        hint = (f"; it is the newest checkpoint: to export an older one, name it with --step "
+                f"(kept: {', '.join(map(str, older[-5:]))})" if older and not pinned else "")
+        raise InputError(f"cannot export {checkpoint.name}: {error}{hint}") from None
     folder_mode = stat.S_IMODE(checkpoint.stat().st_mode)  # mkdtemp's 0700 would shut out other users
     if manifest is None:
         notes.append(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' "

@@ -80,10 +80,22 @@ def _read_lines(path: Path) -> list[tuple[int, bytes]]:
 
 def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
     """All complete rows of a metrics file (a missing file has no rows)."""
+    return [row for _, row in read_numbered_rows(path)]
+
+
+def read_numbered_rows(path: str | os.PathLike) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) of every complete row of a metrics file (a missing file has no rows)."""
     path = Path(path)
     if not path.exists():
         return []
-    return [_parse_row(path, number, line) for number, line in _read_lines(path)]
+    return [(number, _parse_row(path, number, line)) for number, line in _read_lines(path)]
+
+
+def nonfinite_cells(row: Mapping[str, Any]) -> list[str]:
+    """The columns of a row holding NaN or an infinity (scalerl writes non-finite numbers as null,
+    so such a value was put there by hand or by damage)."""
+    return [key for key, value in row.items()
+            if isinstance(value, float) and not math.isfinite(value)]
 
 
 def truncate_after_step(path: str | os.PathLike, last_step: int) -> int:

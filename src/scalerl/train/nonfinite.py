@@ -1,9 +1,10 @@
-"""The checks of one optimiser step for numbers that are not finite (NaN, +-inf).
+"""The checks of one optimiser step for numbers that are not finite (NaN, +-inf) or out of range.
 
 A step is refused before the optimiser applies it when the policy's generation log-probs
-(sampled tokens), the loss, the gradient norm or a weight is not finite: `NonFiniteStep`
-names the quantity. What the run then does (stop with a DivergenceError, or skip the step) is
-scalerl.train.divergence's.
+(sampled tokens) are not finite or out of their range, the loss is not finite or beyond
+`MAX_ABS_LOSS`, the gradient norm or a weight is not finite, or the update it would apply is out
+of bounds (scalerl.train.update_size): `NonFiniteStep` names the quantity. What the run then does
+(stop with a DivergenceError, or skip the step) is scalerl.train.divergence's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ import torch
 from scalerl.train.packed_rollouts import PackedRollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.update_size import update_problem
+
+# A sampled token's log-prob lies in [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]: a token sampled at all had a
+# probability of at least float32's smallest (log ~ -104), and a log-prob is at most 0 (the
+# tolerance covers rounding); -1000 or below comes from logits of a blown-up policy.
+MIN_SAMPLED_LOGPROB, MAX_LOGPROB = -1000.0, 1e-3
+MAX_ABS_LOSS = 1e6  # the loss is a mean of ratio x advantage terms: O(1) for a healthy policy
 
 
 class DivergenceError(ScaleRLError):
@@ -33,17 +41,23 @@ class NonFiniteStep(ScaleRLError):
 
 def nonfinite_logprobs(rollouts: Sequence[Rollout] | PackedRollouts) -> str | None:
     """What is wrong with the generation log-probs, or None: NaN anywhere, or +-inf on a token the
-    policy sampled (loss_mask 1; a forced token may be impossible under the policy)."""
+    policy sampled (loss_mask 1; a forced token may be impossible under the policy); then a
+    sampled token's log-prob outside [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]."""
     if isinstance(rollouts, PackedRollouts):  # its flat buffers, as they are
         logprobs, sampled = rollouts.logprobs.astype(np.float64, copy=False), rollouts.loss_mask > 0
     else:
         logprobs = np.fromiter((v for r in rollouts for v in r.generator_logprobs), dtype=np.float64)
         sampled = np.fromiter((m for r in rollouts for m in r.loss_mask), dtype=np.float64) > 0
     bad = np.isnan(logprobs) | (~np.isfinite(logprobs) & sampled)
-    if not bad.any():
-        return None
-    return (f"the policy's generation log-probs are not finite ({int(bad.sum())} of {bad.size} tokens, "
-            f"first {float(logprobs[bad][0])!r})")
+    if bad.any():
+        return (f"the policy's generation log-probs are not finite ({int(bad.sum())} of {bad.size} tokens, "
+                f"first {float(logprobs[bad][0])!r})")
+    out_of_range = ((logprobs > MAX_LOGPROB) | (logprobs < MIN_SAMPLED_LOGPROB)) & sampled
+    if out_of_range.any():
+        return (f"the policy's generation log-probs are out of range ({int(out_of_range.sum())} of "
+                f"{out_of_range.size} tokens outside [{MIN_SAMPLED_LOGPROB:g}, 0], first "
+                f"{float(logprobs[out_of_range][0]):.4g})")
+    return None
 
 
 def nonfinite_parameter(named_parameters: Iterable[tuple[str, torch.Tensor]], kind: str = "weight") -> str | None:
@@ -68,13 +82,24 @@ def require_finite_rollouts(rollouts: Sequence[Rollout] | PackedRollouts) -> Non
 
 def require_finite_update(loss: float | torch.Tensor, grad_norm: float | torch.Tensor,
                           model: torch.nn.Module) -> None:
-    """NonFiniteStep when the loss, the gradient norm (before clipping) or a weight is not finite:
-    called between backward/clip and optimizer.step, so nothing is applied."""
+    """NonFiniteStep when the loss is not finite or beyond +-MAX_ABS_LOSS, or the gradient norm
+    (before clipping) or a weight is not finite: called between backward/clip and optimizer.step,
+    so nothing is applied."""
     loss_value, norm_value = float(loss), float(grad_norm)
     if not math.isfinite(loss_value):
         raise NonFiniteStep(f"the loss is {loss_value!r}")
+    if abs(loss_value) > MAX_ABS_LOSS:
+        raise NonFiniteStep(f"the loss is {loss_value:.4g}, beyond +-{MAX_ABS_LOSS:g} (a blow-up)")
     if not math.isfinite(norm_value):
         raise NonFiniteStep(f"the gradient norm is {norm_value!r}")
     problem = nonfinite_parameter(model.named_parameters())
+    if problem is not None:
+        raise NonFiniteStep(problem)
+
+
+def require_bounded_step(optimizer: torch.optim.Optimizer) -> None:
+    """NonFiniteStep when the step `optimizer` is about to take is out of bounds (its learning
+    rate, or the update's size against the weights': scalerl.train.update_size); nothing changes."""
+    problem = update_problem(optimizer)
     if problem is not None:
         raise NonFiniteStep(problem)

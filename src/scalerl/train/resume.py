@@ -15,7 +15,7 @@ from typing import Callable, TypeVar
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.checkpoint import checkpoint_folders
-from scalerl.train.metrics_log import missing_steps, read_rows
+from scalerl.train.metrics_log import missing_steps, nonfinite_cells, read_numbered_rows
 
 Restored = TypeVar("Restored")
 
@@ -52,19 +52,44 @@ def steps_text(steps: list[int]) -> str:
     return ", ".join(texts) + (", ..." if len(ranges) > 4 else "")
 
 
+def check_kept_rows(metrics_path: Path, numbered: list[tuple[int, dict]]) -> None:
+    """InputError naming the lines when the rows a resume keeps (line number, row) hold a NaN or an
+    infinity, repeat a step or go back in steps: carried on, they would be read as the run's
+    curve (a fit, a report) and the run would append after them."""
+    bad = [(number, row["step"], cells) for number, row in numbered if (cells := nonfinite_cells(row))]
+    if bad:
+        lines = "; ".join(f"line {number} (step {step}): {', '.join(cells[:4])}" for number, step, cells in bad[:4])
+        raise InputError(f"{metrics_path} holds values that are not finite numbers ({lines}"
+                         f"{'; ...' if len(bad) > 4 else ''}); scalerl never writes them: fix or delete those "
+                         "lines, or start a new run with another --out")
+    first_line: dict[int, int] = {}
+    highest = None
+    for number, row in numbered:
+        step = row["step"]
+        if step in first_line:
+            raise InputError(f"{metrics_path}: lines {first_line[step]} and {number} both hold step {step}; "
+                             "delete the repeated line, or start a new run with another --out")
+        if highest is not None and step < highest:
+            raise InputError(f"{metrics_path}: line {number} holds step {step} after step {highest}; "
+                             "rows are in step order: fix the file, or start a new run with another --out")
+        first_line[step], highest = number, step
+
+
 def check_rows_for_resume(metrics_path: Path, checkpoint_step: int | None, max_steps: int) -> list[str]:
     """Notes on the rows a resume from `checkpoint_step` (None: no checkpoint, start over) drops.
 
-    InputError when the file lost rows the checkpoint covers (deleted, lines removed); ConfigError
+    InputError when the file lost rows the checkpoint covers (deleted, lines removed) or those rows
+    are damaged (check_kept_rows); ConfigError
     when max_steps is below a step already reported. Damaged lines are InputErrors of read_rows.
     """
-    rows = read_rows(metrics_path)
-    steps = [row["step"] for row in rows]
+    numbered = read_numbered_rows(metrics_path)
+    steps = [row["step"] for _, row in numbered]
     kept_until = -1 if checkpoint_step is None else checkpoint_step
     if kept_until > 0 and not metrics_path.exists():
         raise InputError(f"{metrics_path} is missing but the run has a checkpoint of step {kept_until}: "
                          f"resuming would lose the rows of steps 0-{kept_until}; put the file back, or "
                          "start a new run with another --out")
+    check_kept_rows(metrics_path, [(number, row) for number, row in numbered if row["step"] <= kept_until])
     missing = missing_steps([step for step in steps if step <= kept_until], kept_until)
     if missing:
         raise InputError(f"{metrics_path} has no rows for steps {steps_text(missing)} although the run's "

@@ -91,12 +91,14 @@ def _is_number(value: Any) -> bool:
 
 
 def read_resume_point(checkpoint: Path, config: TrainConfig, *, num_train_prompts: int, rng_device: str = "cpu",
-                      weight_shapes: Mapping[str, tuple[int, ...]] | None = None) -> ResumePoint:
+                      weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                      accept_old: bool = False) -> ResumePoint:
     """Verify every file of `checkpoint` and read the run state it holds; InputError names the
-    file and the problem, ConfigError a checkpoint of another task."""
+    file and the problem (a missing manifest too, unless `accept_old`), ConfigError a checkpoint
+    of another task."""
     generator, numpy_rng = torch.Generator(device=rng_device), np.random.default_rng(0)
     step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
-                                weight_shapes=weight_shapes)
+                                weight_shapes=weight_shapes, require_manifest=not accept_old)
     state_file = training_file(checkpoint, "state.json")
     counters, last_val = run.get("counters"), run.get("last_val_pass_rate")
     counter_names = {f.name for f in dataclasses.fields(Counters)}
@@ -143,11 +145,14 @@ class RunState:
 
     @classmethod
     def open(cls, config: TrainConfig, run_dir: str | Path, *, resume: bool, num_train_prompts: int,
-             rng_device: str = "cpu", weight_shapes: Mapping[str, tuple[int, ...]] | None = None) -> RunState:
+             rng_device: str = "cpu", weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+             accept_old_checkpoints: bool = False) -> RunState:
         """Check `run_dir` suits the run, then a fresh state, or on resume the state of its newest
         intact checkpoint (scalerl.train.resume; `weight_shapes`, the model's, when the caller
-        knows them) with the metrics rows written after it dropped. config.json is written only
-        once every check passed; `notes` says what the resume skipped or dropped.
+        knows them) with the metrics rows written after it dropped. A checkpoint without a manifest
+        is damaged unless `accept_old_checkpoints` (an older scalerl's: used with a warning).
+        config.json is written only once every check passed; `notes` says what the resume skipped
+        or dropped.
 
         The run folder's lock (scalerl.train.run_lock) is taken first and held until `close`: a
         folder another process trains is one ConfigError naming its PID."""
@@ -155,7 +160,8 @@ class RunState:
         lock = acquire_run_lock(run_dir)
         try:
             state = cls._open_locked(config, run_dir, resume=resume, num_train_prompts=num_train_prompts,
-                                     rng_device=rng_device, weight_shapes=weight_shapes)
+                                     rng_device=rng_device, weight_shapes=weight_shapes,
+                                     accept_old=accept_old_checkpoints)
         except BaseException:
             lock.release(remove_empty_dir=True)
             raise
@@ -164,13 +170,14 @@ class RunState:
 
     @classmethod
     def _open_locked(cls, config: TrainConfig, run_dir: Path, *, resume: bool, num_train_prompts: int,
-                     rng_device: str, weight_shapes: Mapping[str, tuple[int, ...]] | None) -> RunState:
+                     rng_device: str, weight_shapes: Mapping[str, tuple[int, ...]] | None,
+                     accept_old: bool) -> RunState:
         check_run_dir(config, run_dir, resume)
         checkpoint, point, notes = None, None, []
         if resume:
             chosen = newest_intact(run_dir, lambda folder: read_resume_point(
                 folder, config, num_train_prompts=num_train_prompts, rng_device=rng_device,
-                weight_shapes=weight_shapes))
+                weight_shapes=weight_shapes, accept_old=accept_old))
             if chosen is not None:
                 checkpoint, point, notes = chosen
                 if not manifest_path(checkpoint).exists():

@@ -9,7 +9,7 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
                 and config parameters; GRPO's KL term with the frozen reference policy's
                 log-probs) -> its share of the aggregation (registry; the whole batch's
                 normalisers) -> backward, gradients accumulated
-             -> clip -> AdamW -> LR step
+             -> clip -> checks (non-finite numbers, the update's size: nonfinite.py) -> AdamW -> LR step
 
 Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
 ScaleRL, arXiv 2510.13786, section 4).
@@ -34,7 +34,7 @@ from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_
 from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.nonfinite import require_finite_rollouts, require_finite_update
+from scalerl.train.nonfinite import require_bounded_step, require_finite_rollouts, require_finite_update
 from scalerl.train.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
 from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
@@ -326,7 +326,8 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
-    applies anything (scalerl.train.nonfinite)."""
+    applies anything, and so does an update out of bounds (a learning rate >= 1, an update larger
+    than the weights: scalerl.train.nonfinite, scalerl.train.update_size)."""
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)
@@ -346,6 +347,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     entropy, mean_ratio, clipped_fraction = accumulated.means()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.optim.grad_clip)
     require_finite_update(accumulated.loss, grad_norm, model)
+    require_bounded_step(optimizer)
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.step()
     scheduler.step()

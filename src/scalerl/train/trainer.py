@@ -95,7 +95,7 @@ class RunResult:
 
 
 def open_run(config: TrainConfig, run_dir: Path, resume: bool,
-             reward_functions: Sequence[RewardFunction] = ()) -> Run:
+             reward_functions: Sequence[RewardFunction] = (), *, accept_old_checkpoints: bool = False) -> Run:
     """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped).
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
@@ -109,7 +109,8 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
     bare = run_policy(config, task, resuming=True) if resume and checkpoint_folders(run_dir) else None
     state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
                           rng_device=config.device,
-                          weight_shapes=None if bare is None else weight_shapes_of(bare[0]))
+                          weight_shapes=None if bare is None else weight_shapes_of(bare[0]),
+                          accept_old_checkpoints=accept_old_checkpoints)
     try:
         resumed = state.resumed_from is not None
         model, tokenizer = bare if resumed else run_policy(config, task, resuming=False)
@@ -201,9 +202,10 @@ def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop:
 
 def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
           show_progress: bool = True, on_row: RowCallback | None = None,
-          reward_functions: Sequence[RewardFunction] = ()) -> RunResult:
+          reward_functions: Sequence[RewardFunction] = (), accept_old_checkpoints: bool = False) -> RunResult:
     """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged;
-    `reward_functions` (callables, TRL's reward_funcs convention) replace task.reward's.
+    `reward_functions` (callables, TRL's reward_funcs convention) replace task.reward's;
+    `accept_old_checkpoints`: a resume may use a checkpoint without a manifest (else damaged).
 
     Ctrl-C or SIGTERM (in the main thread) stops the run after the step it is in, with a
     checkpoint of that step: the result says `interrupted` (and the exit code, 130 or 143) and
@@ -218,7 +220,8 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     rank, world_size = init_from_environment(config.device)
     completed = False
     try:
-        result = _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size)
+        result = _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size,
+                             accept_old_checkpoints)
         completed = True
         return result
     finally:
@@ -227,11 +230,12 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
 
 
 def _train_rank(config: TrainConfig, run_dir: Path, resume: bool, show_progress: bool, on_row: RowCallback | None,
-                reward_functions: Sequence[RewardFunction], rank: int, world_size: int) -> RunResult:
+                reward_functions: Sequence[RewardFunction], rank: int, world_size: int,
+                accept_old_checkpoints: bool = False) -> RunResult:
     """train() on one rank, in a joined process group (or alone)."""
     if rank > 0:
         return RunResult(Path(run_dir), follow(config, reward_functions), (), (), (), rank=rank)
-    run = open_run(config, Path(run_dir), resume, reward_functions)
+    run = open_run(config, Path(run_dir), resume, reward_functions, accept_old_checkpoints=accept_old_checkpoints)
     if world_size > 1:
         announce_start(run.state.resumed_from, run.model)
     state = run.state

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 # Below this size the csv module is fast enough and the one path to reason about.
 FAST_PARSE_MIN_CHARS = 1 << 20
+# Columns a CSV log may have (a W&B history export of every logged metric has hundreds to a few
+# thousand); a quoted header is counted as its raw delimiters, an upper bound.
+MAX_COLUMNS = 10_000
 
 FIRST_CONTENT = re.compile(r"[^\r\n]")
 
@@ -31,8 +34,24 @@ FIRST_CONTENT = re.compile(r"[^\r\n]")
 RUN_COLUMNS: tuple[str, ...] = ("run", "run_name", "run_id", "series")
 
 
+def check_column_count(text: str, path: Path, delimiter: str = ",") -> None:
+    """InputError when the header line has more than MAX_COLUMNS fields (counted on the raw line,
+    before any parser builds a column per field: 10^6 columns would take minutes and gigabytes)."""
+    first = FIRST_CONTENT.search(text)
+    if first is None:
+        return
+    line_end = text.find("\n", first.start())
+    fields = (text.count(delimiter, first.start()) if line_end == -1
+              else text.count(delimiter, first.start(), line_end)) + 1
+    if fields > MAX_COLUMNS:
+        raise InputError(f"{path} has {fields} columns in its header, more than the {MAX_COLUMNS} a log may have; "
+                         "keep the columns to fit (e.g. the compute and the metric) in a smaller file")
+
+
 def read_csv_table(text: str, path: Path, delimiter: str = ",") -> LogTable:
-    """The table of a CSV file; a W&B chart export (`<run> - <metric>` columns) becomes long format."""
+    """The table of a CSV file; a W&B chart export (`<run> - <metric>` columns) becomes long format.
+    A header of more than MAX_COLUMNS fields is refused before parsing."""
+    check_column_count(text, path, delimiter)
     columns = parse_plain_csv_fast(text, path, delimiter) if len(text) >= FAST_PARSE_MIN_CHARS else None
     if columns is None:
         columns = parse_csv_columns(text, path, delimiter)

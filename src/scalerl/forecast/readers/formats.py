@@ -103,10 +103,20 @@ def is_tensorboard_file(path: Path) -> bool:
     return "tfevents" in path.name
 
 
+SNIFF_BYTES = 1 << 16  # the start of a file read first: a binary file is refused from it
+
+
 def read_text(path: Path) -> tuple[str, str | None]:
-    """(the file as text, a note when it was not UTF-8); InputError for binary or unreadable files."""
+    """(the file as text, a note when it was not UTF-8); InputError for binary or unreadable files.
+    Its first SNIFF_BYTES are read first: a NUL byte there without a UTF-16 BOM (a sparse or
+    binary file) is refused before the rest is read."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            start = handle.read(SNIFF_BYTES)
+            nul = start.find(b"\x00")
+            if nul >= 0 and not start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                raise InputError(f"{path} is not a UTF-8 or UTF-16 text file (a NUL byte at byte {nul})")
+            data = start + handle.read()
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
     return decode_text(data, path)
