@@ -128,3 +128,13 @@ def test_tags_logged_at_different_steps_are_joined_on_step(tmp_path):
     assert (by_tokens.x_name, by_tokens.y_name) == ("tokens", "eval/reward")
     np.testing.assert_array_equal(by_tokens.compute, [0.0, 100.0])
     np.testing.assert_allclose(by_tokens.reward, [0.1, 0.3])
+
+
+def test_event_files_of_one_second_are_read_in_writer_order(tmp_path):
+    """A restarted writer in the same second: its file's count (10) sorts before 9 as text."""
+    from scalerl.forecast.readers.tensorboard import event_file_order
+
+    names = [f"events.out.tfevents.1700000000.host.42.{count}" for count in (9, 10)]
+    assert sorted(names) == names[::-1]
+    assert sorted((tmp_path / name for name in names), key=event_file_order) == [tmp_path / n for n in names]
+    assert event_file_order(tmp_path / "events.out.tfevents.1700000001.host.42.0") > event_file_order(tmp_path / names[1])

@@ -79,7 +79,7 @@ def run_folders(path: Path, run: str | None = None) -> dict[Path, list[Path]]:
     folder under `path` holding event files."""
     if path.is_file():
         return {path.parent: [path]}
-    event_files = sorted(file for file in path.rglob("*tfevents*") if file.is_file())
+    event_files = sorted((file for file in path.rglob("*tfevents*") if file.is_file()), key=event_file_order)
     folders: dict[Path, list[Path]] = {}
     for file in event_files:
         folders.setdefault(file.parent, []).append(file)
@@ -92,6 +92,16 @@ def run_folders(path: Path, run: str | None = None) -> dict[Path, list[Path]]:
             raise InputError(f"no single TensorBoard run named '{run}' under {path}; runs: {', '.join(names.values())}")
         return {chosen[0]: folders[chosen[0]]}
     return dict(sorted(folders.items()))
+
+
+def event_file_order(file: Path) -> tuple:
+    """Sort key of an event file: the numbers of its name compared as numbers.
+
+    Writers name files `events.out.tfevents.<unix seconds>.<host>.<pid>.<writer count><suffix>`;
+    two files of one second (a fast restart) differ only in the count, and as text '10' sorts
+    before '9'.
+    """
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in file.name.split("."))
 
 
 def run_names(path: Path, folders) -> dict[Path, str]:
