@@ -127,7 +127,7 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
     from scalerl.distributed.settings import PipelineConfig
     from scalerl.distributed.simulated_device import DeviceCosts
     from scalerl.distributed.simulated_trainer import simulated_workers
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     train_s = args.train_seconds
     generate_s = cell["ratio"] * train_s

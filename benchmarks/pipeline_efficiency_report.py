@@ -31,7 +31,7 @@ def _model(size: str):
     import torch
 
     from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import fresh_policy
 
     if size == "builtin" or size in MODEL_SIZES:

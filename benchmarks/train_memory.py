@@ -101,7 +101,7 @@ def child_step(spec: dict) -> dict:
     logprob_chunk_size, timed_steps)."""
     import torch
 
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
     torch.set_num_threads(spec.get("threads", 1))

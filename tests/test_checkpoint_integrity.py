@@ -16,12 +16,12 @@ from safetensors.torch import load_file, save_file
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import list_checkpoints, save_checkpoint
-from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.config import TrainConfig
-from scalerl.train.manifest import manifest_path, read_manifest, write_manifest
+from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint.verify import verify_checkpoint
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
 from scalerl.train.nonfinite import DivergenceError
-from scalerl.train.resume import newest_intact
+from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
@@ -108,7 +108,7 @@ def test_the_manifest_lists_every_file_with_its_size_and_sha256(run):
 
 
 def test_a_crash_before_the_manifest_leaves_no_checkpoint(tmp_path, monkeypatch):
-    import scalerl.train.checkpoint as checkpoint_module
+    import scalerl.train.checkpoint.save_load as checkpoint_module
 
     def crash(_folder):
         raise OSError(28, "No space left on device")

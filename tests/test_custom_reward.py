@@ -11,7 +11,7 @@ from scalerl.errors import ConfigError
 from scalerl.tasks.custom_reward import RewardFunctionError, combined_rewards, reward_functions
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import TaskExample
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.run_setup import build_task, score_rollouts
 
 MODULE = '''

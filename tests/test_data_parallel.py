@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import shard_rows
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import shard_rows
 from scalerl.train.train_step import build_scheduler, train_step
 from test_micro_batches import _model, _rollouts
 
@@ -22,8 +22,8 @@ WORKER = '''
 import sys
 import torch
 sys.path.insert(0, {tests!r})
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import init_from_environment
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import init_from_environment
 from scalerl.train.train_step import build_scheduler, train_step
 from test_micro_batches import _model, _rollouts
 

@@ -401,7 +401,7 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
     lengths (EOS stops), forced interruption phrases, an in-flight version change and the same
     generator state after."""
     from scalerl.train.generation import generate_packed
-    from scalerl.train.packed_rollouts import pack_rollouts
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
 
     model, tokenizer = policy
     if mode == "eos":

@@ -7,7 +7,7 @@ import pytest
 
 from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.packed_rollouts import pack_rollouts
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
 
@@ -89,7 +89,7 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     from scalerl.distributed import vllm_generator
     from scalerl.distributed.actors import GeneratorWorker, remote_class
     from scalerl.distributed.weights import WeightRegistry, publish_weights
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import fresh_policy
 
     monkeypatch.setattr(vllm_generator, "VllmRolloutBackend", FakeRolloutBackend)

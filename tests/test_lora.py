@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state, is_lora
 from scalerl.models.policy import policy_logits
-from scalerl.train.checkpoint import latest_checkpoint
-from scalerl.train.config import TrainConfig
+from scalerl.train.checkpoint.save_load import latest_checkpoint
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.lora_policy import adapted, run_policy
 from scalerl.train.run_setup import build_task
 from scalerl.models.hf_folder import load_weights_into

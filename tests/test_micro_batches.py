@@ -11,8 +11,8 @@ from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, policy_hidden, teacher_forced_logprobs
 from scalerl.rl.registry import get_aggregation
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import TrainConfig
-from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
 SPEC = TinyModelSpec(num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)

@@ -12,7 +12,7 @@ import torch
 from scalerl.distributed.observability import PIPELINE_COLUMNS, strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.errors import ConfigError
-from scalerl.train.metrics_log import TRAIN_COLUMNS, read_rows
+from scalerl.train.records.metrics_log import TRAIN_COLUMNS, read_rows
 
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, **overrides})

@@ -18,8 +18,8 @@ from scalerl.rl import registry
 from scalerl.rl.config import RLConfig
 from scalerl.rl.losses import LossOutput, grpo
 from scalerl.rl.registry import BlockSpec, ParamSpec, get_loss
-from scalerl.train.config import TrainConfig, load_config, save_config
-from scalerl.train.config_keys import describe_keys
+from scalerl.train.config.train_config import TrainConfig, load_config, save_config
+from scalerl.train.config.config_keys import describe_keys
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
 from test_trainer import _rollout, _tiny_model  # noqa: E402  (tests/ is on sys.path)

@@ -26,7 +26,7 @@ def test_fake_batches_meet_the_contract_and_keep_every_prompt_in_the_pool():
     """The simulated generator's packed batch equals packing the Rollouts it stands for, meets
     the generator contract and keeps a 0.5 pass rate in every group."""
     from scalerl.tasks.rollout import Rollout
-    from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
+    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 
     costs = DeviceCosts(1e-4, 1e-4, completion_tokens=4, prompt_tokens=3)
     packed = fake_packed([3, 8], 4, costs, [1, 1, 2, 2])
@@ -60,7 +60,7 @@ def test_a_simulated_async_run_paces_near_its_bound(tmp_path):
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
     from scalerl.distributed.simulated_trainer import simulated_workers
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     steps, generate_seconds, train_seconds = 14, 0.4, 0.1
     config = TrainConfig().with_overrides([

@@ -13,7 +13,7 @@ import pytest
 
 from scalerl.errors import ScaleRLError
 from scalerl.train.interrupt import stop_on_interrupt, terminate_as_interrupt
-from scalerl.train.metrics_log import read_rows
+from scalerl.train.records.metrics_log import read_rows
 
 
 def test_sigterm_sets_the_stop_request_with_exit_code_143():

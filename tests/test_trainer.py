@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.train_step import (
@@ -143,7 +143,7 @@ def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
 # ---------------------------------------------------------------- end-to-end runs of the trainer
 
 from scalerl.errors import ConfigError  # noqa: E402
-from scalerl.train.metrics_log import TRAIN_COLUMNS, append_row, read_rows  # noqa: E402
+from scalerl.train.records.metrics_log import TRAIN_COLUMNS, append_row, read_rows  # noqa: E402
 from scalerl.train.trainer import train  # noqa: E402
 
 def test_three_step_run_writes_the_metrics_columns_and_read_curve_reads_them(tiny_config, tmp_path):

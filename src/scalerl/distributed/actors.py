@@ -19,7 +19,7 @@ import torch
 
 from scalerl.distributed.broadcast import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
-from scalerl.train.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
 from scalerl.distributed.weights import (
     BackgroundPublisher,
     WeightSnapshot,
@@ -44,7 +44,7 @@ from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import guard_for, guarded_train_step
-from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.validation import validation_pass_rates
 
 
@@ -165,7 +165,7 @@ class TrainerWorker:
 
     def join_data_parallel(self, address: str, rank: int, world_size: int) -> None:
         """pipeline.num_trainers > 1: join the trainers' torch.distributed default group, in which
-        train_step's data-parallel path sums the ranks' gradients (scalerl.train.data_parallel)."""
+        train_step's data-parallel path sums the ranks' gradients (scalerl.train.parallel.data_parallel)."""
         import datetime
 
         import torch.distributed as dist

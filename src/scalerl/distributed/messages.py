@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from scalerl.train.packed_rollouts import PackedRollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
 
 

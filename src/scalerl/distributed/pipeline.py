@@ -23,7 +23,7 @@ from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError, ScaleRLError
 from scalerl.train.interrupt import terminate_as_interrupt
-from scalerl.train.progress import RunProgress
+from scalerl.train.records.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
 TRAINER_QUEUE = 2  # optimiser steps handed to the trainer actor ahead of their bookkeeping
@@ -74,7 +74,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
     scalerl.distributed.simulated_device's). `show_progress`: the synchronous trainer's progress
-    (scalerl.train.progress) on stderr, one update per logged row; `log` lines then go above it.
+    (scalerl.train.records.progress) on stderr, one update per logged row; `log` lines then go above it.
 
     Ctrl-C or SIGTERM (KeyboardInterrupt) stops the run after writing a checkpoint of the last
     finished step, in the synchronous trainer's format, so `resume=True` continues it; the

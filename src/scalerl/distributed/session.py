@@ -27,7 +27,7 @@ from scalerl.distributed.weights import WeightRegistry
 from scalerl.errors import ScaleRLError
 from scalerl.train.divergence import require_finite_validation
 from scalerl.train.flops import ModelShape
-from scalerl.train.progress import RunProgress
+from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
 from scalerl.train.validation import PASS_RATE_COLUMN

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.distributed.weights import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 

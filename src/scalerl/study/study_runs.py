@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
-from scalerl.train.metrics_log import METRICS_FILE_NAME, read_rows
-from scalerl.train.presets import preset_config
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
+from scalerl.train.records.metrics_log import METRICS_FILE_NAME, read_rows
+from scalerl.train.config.presets import preset_config
 from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"

@@ -24,8 +24,8 @@ import torch
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import Task
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import (
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import (
     all_gather_objects,
     all_reduce_max,
     broadcast_model_state,
@@ -35,7 +35,7 @@ from scalerl.train.data_parallel import (
 )
 from scalerl.train.divergence import guard_for, guarded_train_step
 from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
-from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.interrupt import stop_on_interrupt
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy, score_rollouts, training_rewards

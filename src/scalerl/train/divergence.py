@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.nonfinite import DivergenceError, NonFiniteStep
 from scalerl.train.train_step import StepStats, rewards_and_groups, train_step
 

@@ -1,18 +1,18 @@
 """`scalerl export`: a run's checkpoint as a standalone Hugging Face model folder.
 
-A checkpoint is already a model folder (scalerl.train.checkpoint); export copies its model and
+A checkpoint is already a model folder (scalerl.train.checkpoint.save_load); export copies its model and
 tokenizer files without the training state, so the result is what `from_pretrained`, vLLM or
 `push_to_hub` expect. A checkpoint of the older flat layout (weights only) is rebuilt from the
 run's config.json: the policy is built as the run built it and the weights loaded into it.
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
 
-The checkpoint is verified first (scalerl.train.checkpoint_checks.verify_checkpoint: manifest checksums,
+The checkpoint is verified first (scalerl.train.checkpoint.verify.verify_checkpoint: manifest checksums,
 no symbolic link, headers, finite tensors); a damaged one is refused, never copied. Its manifest
 is read once, before anything else: only the files it lists are copied (older checkpoints without
 one: its regular files, with a warning), each copy checked against that manifest's size and
 SHA-256, so the folder written is exactly the checkpoint first read or nothing.
 Beside a live run: the trainer removes a checkpoint by renaming it out of sight, then deleting it
-(scalerl.train.checkpoint), so the one being exported can vanish, whole, mid-read. Export tells
+(scalerl.train.checkpoint.save_load), so the one being exported can vanish, whole, mid-read. Export tells
 that apart from damage by the folder's identity (device, inode): when the folder it read is no
 longer the one under that name, it starts again on the newest (at most `_ATTEMPTS` times); an
 error of a checkpoint still in place is never retried.
@@ -32,10 +32,10 @@ from typing import Callable
 from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
 from scalerl.models.lora import is_adapter_folder
-from scalerl.train.checkpoint import list_checkpoints
-from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR, checkpoint_name
-from scalerl.train.manifest import file_sha256, read_manifest
+from scalerl.train.checkpoint.save_load import list_checkpoints
+from scalerl.train.checkpoint.verify import verify_checkpoint
+from scalerl.train.checkpoint.layout import TRAINING_STATE_DIR, checkpoint_name
+from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")
 _ATTEMPTS = 5  # a run keeping one checkpoint replaces it every checkpoint_every steps
@@ -98,7 +98,7 @@ def _folder_identity(folder: Path) -> tuple[int, int] | None:
 def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None:
     """Older flat checkpoints: build the run's policy, load the weights, save_pretrained."""
     from scalerl.models.hf_folder import write_model_folder
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
     from scalerl.train.run_setup import fresh_policy
 
     model, tokenizer = fresh_policy(load_config(run_dir))
@@ -111,7 +111,7 @@ def _merged_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None
     read from the cache), the adapter loaded onto them and merged in (peft's merge_and_unload)."""
     from scalerl.models.hf_folder import write_model_folder
     from scalerl.models.lora import merged_model
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
     from scalerl.train.lora_policy import run_policy
     from scalerl.train.run_setup import build_task
 

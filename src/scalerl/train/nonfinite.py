@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
@@ -24,10 +24,10 @@ from scalerl.tasks.types import Task
 from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.generation import generate_packed, generate_rollouts
 from scalerl.train.train_step import build_optimizer, build_scheduler
-from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 # train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
@@ -48,7 +48,7 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
     if device_here:
         check_device(config.device)
     if config.wandb:
-        from scalerl.train.wandb_log import require_wandb
+        from scalerl.train.records.wandb_log import require_wandb
 
         require_wandb()
 

@@ -3,7 +3,7 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
              -> group-centred advantages (configured normalisation)
-             -> per micro-batch (train.micro_batch_size; train/micro_batches.py):
+             -> per micro-batch (train.micro_batch_size; train/parallel/micro_batches.py):
                 padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
                 over positions: train.logprob_chunk_size) -> loss (registry spec: its function
                 and config parameters; GRPO's KL term with the frozen reference policy's
@@ -26,17 +26,17 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
-from scalerl.train.config import OptimConfig, TrainConfig
+from scalerl.train.config.train_config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.train.nonfinite import require_finite_rollouts, require_finite_update
-from scalerl.train.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
-from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
+from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
 from scalerl.tasks.rollout import Rollout

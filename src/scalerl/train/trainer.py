@@ -24,12 +24,12 @@ from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
-from scalerl.train.config import TrainConfig
-from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
 from scalerl.train.context_check import check_prompt_lengths
 from scalerl.train.divergence import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
 from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
-from scalerl.train.progress import RunProgress
+from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import (
     build_optimisation,
     build_task,
@@ -39,7 +39,7 @@ from scalerl.train.run_setup import (
     training_rewards,
 )
 from scalerl.train.lora_policy import run_policy
-from scalerl.train.data_parallel import (
+from scalerl.train.parallel.data_parallel import (
     init_from_environment,
     joins_from_environment,
     leave_process_group,
@@ -100,7 +100,7 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
     bare architecture is built first, so that checkpoints whose weights do not fit it are skipped
-    like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.run_lock);
+    like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.checkpoint.run_lock);
     a new run that fails before its first row leaves no folder behind."""
     check_paths(config)
     if config.model.lora_r > 0:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch_columns import BatchColumns
+from scalerl.train.batch.batch_columns import BatchColumns
 
 
 @dataclass(frozen=True, eq=False)

@@ -32,8 +32,8 @@ from safetensors.torch import load_file
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import weight_files
-from scalerl.train.checkpoint_layout import STATE_FILE, checkpoint_step, training_file
-from scalerl.train.manifest import verify_manifest
+from scalerl.train.checkpoint.layout import STATE_FILE, checkpoint_step, training_file
+from scalerl.train.checkpoint.manifest import verify_manifest
 
 _RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
 _DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F16": 2, "BF16": 2, "I16": 2,
