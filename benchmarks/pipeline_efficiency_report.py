@@ -53,7 +53,7 @@ def publication_costs(sizes, workdir: Path) -> list[dict]:
     process on the node to fetch it, and the bytes one step moves with 1 and 8 generators."""
     import ray
 
-    from scalerl.distributed.overlap_bounds import weight_bytes_per_step
+    from benchmarks.overlap_bounds import weight_bytes_per_step
     from scalerl.distributed.weights import snapshot_weights
 
     @ray.remote(num_cpus=0)

@@ -1,11 +1,11 @@
-"""The generator interface contract (scalerl.distributed.generator_contract) on CPU: a fake
+"""The generator interface contract (tests/generator_contract.py) on CPU: a fake
 rollout backend with vLLM's interface passes it, broken outputs are caught, and the generator
 worker's vLLM path (backend swapped for the fake) answers a request within the contract."""
 import dataclasses
 
 import pytest
 
-from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
+from generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.errors import ScaleRLError

@@ -32,7 +32,7 @@ def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights()
     import torch
     from transformers import AutoModelForCausalLM
 
-    from scalerl.distributed.generator_contract import rollout_violations
+    from generator_contract import rollout_violations
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
     from scalerl.distributed.weights import snapshot_weights
     from scalerl.train.config.generation_settings import length_control, sampling_settings

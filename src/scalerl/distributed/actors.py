@@ -240,7 +240,7 @@ class WorkerClasses:
     """The generator and trainer classes a pipeline run instantiates (the real ones by default).
 
     Benchmarks and tests swap in other classes with the same constructor and methods, e.g.
-    scalerl.distributed.simulated_device's; the `*_kwargs` are added to each constructor call.
+    benchmarks.simulated_device's; the `*_kwargs` are added to each constructor call.
     """
 
     generator: type = GeneratorWorker

@@ -73,7 +73,7 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
-    scalerl.distributed.simulated_device's). `show_progress`: the synchronous trainer's progress
+    benchmarks.simulated_device's). `show_progress`: the synchronous trainer's progress
     (scalerl.train.records.progress) on stderr, one update per logged row; `log` lines then go above it.
 
     Ctrl-C or SIGTERM (KeyboardInterrupt) stops the run after writing a checkpoint of the last

@@ -12,7 +12,7 @@ import numpy as np
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
 from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
-from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
+from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.errors import InputError
 from scalerl.train.batch.batch_columns import generation_totals
 from scalerl.tasks.rollout import Rollout
