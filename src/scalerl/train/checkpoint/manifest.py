@@ -115,9 +115,3 @@ def verify_manifest(folder: str | os.PathLike) -> bool:
         if file_sha256(path) != entry["sha256"]:
             raise InputError(f"{path} is damaged: its SHA-256 differs from the manifest's")
     return True
-
-
-def listed_files(folder: str | os.PathLike) -> list[str] | None:
-    """The relative paths a folder's manifest lists (None without a manifest)."""
-    files = read_manifest(folder)
-    return None if files is None else sorted(files)
