@@ -54,7 +54,7 @@ def publication_costs(sizes, workdir: Path) -> list[dict]:
     import ray
 
     from benchmarks.overlap_bounds import weight_bytes_per_step
-    from scalerl.distributed.weights import snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import snapshot_weights
 
     @ray.remote(num_cpus=0)
     class Fetcher:

@@ -22,7 +22,7 @@ import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
 from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.distributed.weights import WeightSubscriber, registry_handle
+from scalerl.distributed.weight_sync.object_store import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 
 

@@ -16,7 +16,7 @@ from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_u
 from scalerl.errors import InputError
 from scalerl.train.batch.batch_columns import generation_totals
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.validation import PASS_RATE_COLUMN
+from scalerl.train.held_out import PASS_RATE_COLUMN
 
 
 class SimulatedTrainer(TrainerWorker):

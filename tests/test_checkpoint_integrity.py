@@ -20,7 +20,7 @@ from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
 from scalerl.train.checkpoint.verify import verify_checkpoint
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
-from scalerl.train.nonfinite import DivergenceError
+from scalerl.train.guards.finite_checks import DivergenceError
 from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.train_step import build_optimizer, build_scheduler
 

@@ -137,7 +137,7 @@ def test_torch_threads_knob_is_validated_and_round_trips(tmp_path):
 
 
 def test_greedy_validation_needs_one_sample_per_prompt_and_evaluates_at_temperature_zero():
-    from scalerl.train.validation import validation_sampling
+    from scalerl.train.held_out import validation_sampling
 
     with pytest.raises(ConfigError, match="eval_samples_per_prompt=1, not 4"):
         TrainConfig().with_overrides(["eval_greedy=true"])

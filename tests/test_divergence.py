@@ -9,10 +9,10 @@ import torch
 
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.tasks.rollout import Rollout
-from scalerl.train import divergence
-from scalerl.train.divergence import DivergenceGuard, guarded_train_step, require_finite_validation
+from scalerl.train.guards import divergence_guard as divergence
+from scalerl.train.guards.divergence_guard import DivergenceGuard, guarded_train_step, require_finite_validation
 from scalerl.train.records.metrics_log import read_rows
-from scalerl.train.nonfinite import DivergenceError, NonFiniteStep, nonfinite_logprobs, require_finite_update
+from scalerl.train.guards.finite_checks import DivergenceError, NonFiniteStep, nonfinite_logprobs, require_finite_update
 from scalerl.train.trainer import open_run, run_one_step
 from scalerl.train.train_step import build_optimizer, build_scheduler
 

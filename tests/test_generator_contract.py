@@ -88,7 +88,7 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     ray = pytest.importorskip("ray")
     from scalerl.distributed import vllm_generator
     from scalerl.distributed.actors import GeneratorWorker, remote_class
-    from scalerl.distributed.weights import WeightRegistry, publish_weights
+    from scalerl.distributed.weight_sync.object_store import WeightRegistry, publish_weights
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import fresh_policy
 

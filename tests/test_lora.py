@@ -123,7 +123,7 @@ def test_a_generator_receives_the_adapter_only_and_then_gives_the_trainers_logit
     """A published version of a LoRA policy holds its adapter weights and nothing else; copied
     into a generator's policy (the same starting weights plus fresh adapters) it gives the
     trainer's logits exactly."""
-    from scalerl.distributed.weights import load_snapshot, snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import load_snapshot, snapshot_weights
     from scalerl.models.lora import state_to_sync
 
     config = tiny_config(*LORA)

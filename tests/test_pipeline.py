@@ -148,7 +148,7 @@ def test_two_data_parallel_trainer_actors_train_like_one(tiny_config, ray_sessio
 @pytest.mark.slow
 def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ray_session):
     from scalerl.distributed.actors import GeneratorWorker, remote_class
-    from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import WeightRegistry, publish_weights, snapshot_weights
 
     config = tiny_config("sampling.length_control=truncate")
     registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=100).remote()

@@ -48,7 +48,7 @@ def test_fake_batches_meet_the_contract_and_keep_every_prompt_in_the_pool():
 def test_the_registry_and_a_simulated_generator_start_without_torch():
     # their actor processes only pass snapshots along; eight of them importing torch on a
     # 2-core machine took longer to start than the benchmark cell ran
-    code = ("import sys, scalerl.distributed.weights, benchmarks.simulated_device; "
+    code = ("import sys, scalerl.distributed.weight_sync.object_store, benchmarks.simulated_device; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -34,7 +34,7 @@ def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights()
 
     from generator_contract import rollout_violations
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
-    from scalerl.distributed.weights import snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import snapshot_weights
     from scalerl.train.config.generation_settings import length_control, sampling_settings
 
     config = _config()

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from scalerl.distributed.broadcast import join_group
+from scalerl.distributed.weight_sync.collective import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
 from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
-from scalerl.distributed.weights import (
+from scalerl.distributed.weight_sync.object_store import (
     BackgroundPublisher,
     WeightSnapshot,
     WeightSubscriber,
@@ -28,7 +28,7 @@ from scalerl.distributed.weights import (
     registry_handle,
     snapshot_weights,
 )
-from scalerl.distributed.weights_broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
+from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.flops import ModelShape, model_shape
 from scalerl.train.run_setup import (
@@ -42,10 +42,10 @@ from scalerl.train.run_setup import (
 )
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
-from scalerl.train.context_check import check_prompt_lengths
-from scalerl.train.divergence import guard_for, guarded_train_step
+from scalerl.train.guards.context_check import check_prompt_lengths
+from scalerl.train.guards.divergence_guard import guard_for, guarded_train_step
 from scalerl.train.config.generation_settings import length_control, sampling_settings
-from scalerl.train.validation import validation_pass_rates
+from scalerl.train.held_out import validation_pass_rates
 
 
 def configure_torch_threads(num_threads: int) -> None:

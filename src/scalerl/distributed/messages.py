@@ -1,7 +1,7 @@
 """The messages between the pipeline's driver, generators and trainer (plain frozen dataclasses).
 
 Kept apart from the workers (actors.py) so that a process handling them needs no torch model
-code: the simulated-device backend's generators import only this, packed.py and weights.py.
+code: the simulated-device backend's generators import only this, packed_rollouts.py and weight_sync/object_store.py.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError, ScaleRLError
-from scalerl.train.interrupt import terminate_as_interrupt
+from scalerl.train.guards.interrupt import terminate_as_interrupt
 from scalerl.train.records.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]

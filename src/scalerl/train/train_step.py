@@ -34,7 +34,7 @@ from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_
 from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.config.train_config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.nonfinite import require_finite_rollouts, require_finite_update
+from scalerl.train.guards.finite_checks import require_finite_rollouts, require_finite_update
 from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
 from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
@@ -61,7 +61,7 @@ class StepStats:
     updated: bool
     tokens_recomputed: int = 0
     recomputed_context_sum: int = 0
-    nonfinite: str = ""  # why the step was skipped for a non-finite number (scalerl.train.divergence)
+    nonfinite: str = ""  # why the step was skipped for a non-finite number (scalerl.train.guards.divergence_guard)
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
-    applies anything (scalerl.train.nonfinite)."""
+    applies anything (scalerl.train.guards.finite_checks)."""
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)

@@ -26,9 +26,9 @@ from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
-from scalerl.train.context_check import check_prompt_lengths
-from scalerl.train.divergence import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
-from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
+from scalerl.train.guards.context_check import check_prompt_lengths
+from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
+from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import (
     build_optimisation,
@@ -47,7 +47,7 @@ from scalerl.train.parallel.data_parallel import (
 )
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
-from scalerl.train.validation import PASS_RATE_COLUMN, validation_pass_rates
+from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
 
 RowCallback = Callable[[dict[str, Any]], None]
 

@@ -33,7 +33,7 @@ from scalerl.train.checkpoint.verify import reading, verify_checkpoint
 from scalerl.train.checkpoint.layout import (CHECKPOINTS_DIR_NAME, STATE_FILE, TRAINING_STATE_DIR, checkpoint_name,
                                              checkpoint_step, training_file)
 from scalerl.train.checkpoint.manifest import write_manifest
-from scalerl.train.nonfinite import DivergenceError, nonfinite_parameter
+from scalerl.train.guards.finite_checks import DivergenceError, nonfinite_parameter
 from scalerl.train.records.safe_writes import fsync_path, writing
 
 _RETIRED_PREFIX = ".trash-"  # a checkpoint being deleted: hidden, never listed

@@ -1,4 +1,4 @@
-"""What a run does with a step that computed a non-finite number (scalerl.train.nonfinite).
+"""What a run does with a step that computed a non-finite number (scalerl.train.guards.finite_checks).
 
 By default the run stops: `DivergenceError` names the step and the quantity, nothing of the step
 is applied, and no checkpoint is written after it (the run keeps its last checkpoint, whose
@@ -20,7 +20,7 @@ import torch
 
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.nonfinite import DivergenceError, NonFiniteStep
+from scalerl.train.guards.finite_checks import DivergenceError, NonFiniteStep
 from scalerl.train.train_step import StepStats, rewards_and_groups, train_step
 
 SKIP_KEY = "train.skip_nonfinite_steps"

@@ -3,7 +3,7 @@
 A step is refused before the optimiser applies it when the policy's generation log-probs
 (sampled tokens), the loss, the gradient norm or a weight is not finite: `NonFiniteStep`
 names the quantity. What the run then does (stop with a DivergenceError, or skip the step) is
-scalerl.train.divergence's.
+scalerl.train.guards.divergence_guard's.
 """
 
 from __future__ import annotations
