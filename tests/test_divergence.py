@@ -9,12 +9,12 @@ import torch
 
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.guards import divergence_guard as divergence
-from scalerl.train.guards.divergence_guard import DivergenceGuard, guarded_train_step, require_finite_validation
+from scalerl.train import train_step as train_step_module
+from scalerl.train.guards.divergence_guard import DivergenceGuard, require_finite_validation
 from scalerl.train.records.metrics_log import read_rows
 from scalerl.train.guards.finite_checks import DivergenceError, NonFiniteStep, nonfinite_logprobs, require_finite_update
 from scalerl.train.trainer import open_run, run_one_step
-from scalerl.train.train_step import build_optimizer, build_scheduler
+from scalerl.train.train_step import build_optimizer, build_scheduler, guarded_train_step
 
 
 def _rollout(logprobs, loss_mask):
@@ -47,7 +47,7 @@ def test_skipping_is_bounded_and_each_skip_is_said(monkeypatch, tiny_config):
     def nan_step(*_args, **_kwargs):
         raise NonFiniteStep("the loss is nan")
 
-    monkeypatch.setattr(divergence, "train_step", nan_step)
+    monkeypatch.setattr(train_step_module, "train_step", nan_step)
     model = torch.nn.Linear(2, 2)
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = build_optimizer(model, tiny_config().optim)

@@ -43,9 +43,10 @@ from scalerl.train.run_setup import (
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.guards.context_check import check_prompt_lengths
-from scalerl.train.guards.divergence_guard import guard_for, guarded_train_step
+from scalerl.train.guards.divergence_guard import guard_for
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.held_out import validation_pass_rates
+from scalerl.train.train_step import guarded_train_step
 
 
 def configure_torch_threads(num_threads: int) -> None:

@@ -11,8 +11,10 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
                 normalisers) -> backward, gradients accumulated
              -> clip -> AdamW -> LR step
 
-Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
-ScaleRL, arXiv 2510.13786, section 4).
+`guarded_train_step` is the step every trainer takes: `train_step`, with a non-finite step skipped
+or the run stopped as its DivergenceGuard says (scalerl.train.guards.divergence_guard). Also the
+optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant: ScaleRL,
+arXiv 2510.13786, section 4).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_
 from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.config.train_config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.guards.finite_checks import require_finite_rollouts, require_finite_update
+from scalerl.train.guards.divergence_guard import DivergenceGuard
+from scalerl.train.guards.finite_checks import NonFiniteStep, require_finite_rollouts, require_finite_update
 from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
 from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
@@ -356,6 +359,25 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
                      tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True,
                      tokens_recomputed=recomputed[0], recomputed_context_sum=recomputed[1])
 
+
+def guarded_train_step(guard: DivergenceGuard, step: int, model: torch.nn.Module,
+                       optimizer: torch.optim.Optimizer, scheduler: Any, rollouts: Sequence[Rollout],
+                       config: TrainConfig, reference: torch.nn.Module | None = None) -> StepStats:
+    """`train_step` for step `step`; a non-finite step is skipped (its StepStats say why in
+    `nonfinite`, loss and gradient norm NaN, not updated) or stops the run (DivergenceError)."""
+    try:
+        return train_step(model, optimizer, scheduler, rollouts, config, reference=reference)
+    except NonFiniteStep as error:
+        optimizer.zero_grad(set_to_none=True)
+        note = guard.admit(step, error)
+    lr = float(optimizer.param_groups[0]["lr"])
+    with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
+        warnings.simplefilter("ignore", UserWarning)
+        scheduler.step()
+    nan = float("nan")
+    return StepStats(loss=nan, grad_norm=nan, lr=lr, entropy=nan, mean_ratio=nan, clipped_fraction=0.0,
+                     kept_prompts=0, total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
+                     kept_sequences=0, tokens_trained=0, trained_context_sum=0, updated=False, nonfinite=note)
 
 def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
     if device.type == "cpu":

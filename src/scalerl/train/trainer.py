@@ -27,7 +27,7 @@ from scalerl.train import flops
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
 from scalerl.train.guards.context_check import check_prompt_lengths
-from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
+from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
 from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import (
@@ -48,6 +48,7 @@ from scalerl.train.parallel.data_parallel import (
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
+from scalerl.train.train_step import guarded_train_step
 
 RowCallback = Callable[[dict[str, Any]], None]
 
