@@ -89,7 +89,7 @@ def step_split(config, workdir: Path, steps: int = 6) -> dict:
     import torch
 
     from scalerl.train.train_step import train_step
-    from scalerl.train.run_setup import training_rewards
+    from scalerl.train.step_rollouts import training_rewards
     from scalerl.train.trainer import _generate, open_run, run_one_step
 
     threads = torch.get_num_threads()

@@ -18,7 +18,7 @@ from scalerl.train.batch.batch_columns import generation_totals, rollout_columns
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
 from scalerl.train.guards.finite_checks import nonfinite_logprobs
-from scalerl.train.run_setup import training_rewards
+from scalerl.train.step_rollouts import training_rewards
 from scalerl.train.run_state import RunState
 from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step
 from test_packed_rollouts import ragged_rollouts

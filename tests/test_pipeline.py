@@ -172,7 +172,7 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ra
             return version
         return worker.subscriber.maybe_update(worker.model)
 
-    from scalerl.train.run_setup import generate_step
+    from scalerl.train.step_rollouts import generate_step
 
     rollouts = generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
                              torch_generator=torch.Generator().manual_seed(0), policy_version=0,

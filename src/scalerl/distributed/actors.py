@@ -2,7 +2,7 @@
 
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
-what they hold with the synchronous trainer's own functions (scalerl.train.run_setup,
+what they hold with the synchronous trainer's own functions (scalerl.train.run_setup, step_rollouts,
 scalerl.train.run_state): a generator samples rollouts with `generate_step_packed` (packed as they are decoded) and swaps weights
 in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
 version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
@@ -31,15 +31,8 @@ from scalerl.distributed.weight_sync.object_store import (
 from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.flops import ModelShape, model_shape
-from scalerl.train.run_setup import (
-    build_optimisation,
-    build_task,
-    fresh_policy,
-    generate_step_packed,
-    reference_policy,
-    score_rollouts,
-    training_rewards,
-)
+from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
+from scalerl.train.step_rollouts import generate_step_packed, score_rollouts, training_rewards
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.guards.context_check import check_prompt_lengths

@@ -38,7 +38,8 @@ from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.guards.interrupt import stop_on_interrupt
 from scalerl.train.lora_policy import run_policy
-from scalerl.train.run_setup import build_optimisation, build_task, reference_policy, score_rollouts, training_rewards
+from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
+from scalerl.train.step_rollouts import score_rollouts, training_rewards
 from scalerl.train.run_state import restore_training
 from scalerl.train.train_step import guarded_train_step
 

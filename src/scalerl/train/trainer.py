@@ -30,14 +30,8 @@ from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
 from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.records.progress import RunProgress
-from scalerl.train.run_setup import (
-    build_optimisation,
-    build_task,
-    check_paths,
-    generate_step,
-    reference_policy,
-    training_rewards,
-)
+from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy
+from scalerl.train.step_rollouts import generate_step, training_rewards
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.parallel.data_parallel import (
     init_from_environment,
