@@ -172,11 +172,12 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ra
             return version
         return worker.subscriber.maybe_update(worker.model)
 
+    from scalerl.train.batch.packed_rollouts import unpack_rollouts
     from scalerl.train.step_rollouts import generate_step
 
-    rollouts = generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
-                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
-                             weight_update_hook=hook)
+    rollouts = unpack_rollouts(generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
+                                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
+                                             weight_update_hook=hook))
     assert any(r.num_completion_tokens > 4 for r in rollouts), "no sequence outlived the swap"
     for rollout in rollouts:  # tokens sampled before the swap keep version 0, later ones get 1
         versions = rollout.token_policy_versions

@@ -3,7 +3,7 @@
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
 what they hold with the synchronous trainer's own functions (scalerl.train.run_setup, step_rollouts,
-scalerl.train.run_state): a generator samples rollouts with `generate_step_packed` (packed as they are decoded) and swaps weights
+scalerl.train.run_state): a generator samples rollouts with `generate_step` (packed as they are decoded) and swaps weights
 in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
 version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
 anything about staleness (see staleness.py).
@@ -32,7 +32,7 @@ from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, Broadc
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.flops import ModelShape, model_shape
 from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
-from scalerl.train.step_rollouts import generate_step_packed, score_rollouts, training_rewards
+from scalerl.train.step_rollouts import generate_step, score_rollouts, training_rewards
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.guards.context_check import check_prompt_lengths
@@ -91,9 +91,9 @@ class GeneratorWorker:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
             generator = sampling_generator(self.model, request)
-            packed = generate_step_packed(self.model, self.tokenizer, self.task, self.config,
-                                          request.prompt_indices, torch_generator=generator,
-                                          policy_version=start_version, weight_update_hook=hook)
+            packed = generate_step(self.model, self.tokenizer, self.task, self.config,
+                                   request.prompt_indices, torch_generator=generator,
+                                   policy_version=start_version, weight_update_hook=hook)
             if request.rng_state is not None:  # this request held the run's sampling stream
                 rng_after = generator.get_state()
         return GeneratedBatch(

@@ -18,7 +18,7 @@ from scalerl.tasks.types import Task
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import generate_packed, generate_rollouts
+from scalerl.train.generation import generate_packed
 
 
 def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
@@ -46,30 +46,17 @@ def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
 
 def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
                   prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
-                  weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
-    """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
-    return score_rollouts(task, _generate_step_with(
-        generate_rollouts, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook))
-
-
-def generate_step_packed(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
-                         prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
-                         weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
-    """generate_step packed as the decoder records it (generation.generate_packed): equal to
-    pack_rollouts(generate_step(...)) with the same generator state."""
-    return score_packed(task, _generate_step_with(
-        generate_packed, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook))
-
-
-def _generate_step_with(generate, model, tokenizer, task, config, prompt_indices, **settings):
-    """`generate` (generation.generate_rollouts or generate_packed) on the step's training prompts
-    with the run's sampling and length control; `settings`: generator, version and hook."""
+                  weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
+    """One step's rollouts: G generations of each training prompt, sampled with `torch_generator`
+    with the run's sampling and length control, packed as the decoder records them
+    (generation.generate_packed), scored. The synchronous trainer and the pipeline's generators
+    both call it."""
     indices = [int(i) for i in prompt_indices]
-    return generate(model, tokenizer, [task.train[i].prompt for i in indices], indices,
-                    num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
-                    length_control=length_control(config), **settings)
+    return score_packed(task, generate_packed(
+        model, tokenizer, [task.train[i].prompt for i in indices], indices,
+        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
+        length_control=length_control(config), torch_generator=torch_generator, policy_version=policy_version,
+        weight_update_hook=weight_update_hook))
 
 
 def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:

@@ -22,7 +22,7 @@ import torch
 from scalerl.models.lora import require_peft
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
-from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train import flops
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
@@ -120,9 +120,9 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
         raise
 
 
-def _generate(run: Run) -> list[Rollout]:
-    """P prompts from the pool x G generations, rewards filled in by the task's verifier (under
-    torchrun each rank generates its shard of the prompts: data_parallel_run)."""
+def _generate(run: Run) -> PackedRollouts:
+    """P prompts from the pool x G generations, packed, rewards filled in by the task's verifier
+    (under torchrun each rank generates its shard of the prompts: data_parallel_run)."""
     state = run.state
     if rank_and_world_size()[1] > 1:
         plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)
