@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from scalerl.distributed.weight_sync.collective import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
-from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
 from scalerl.distributed.weight_sync.object_store import (
     BackgroundPublisher,
     WeightSnapshot,
@@ -180,14 +179,13 @@ class TrainerWorker:
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
-    def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
+    def train(self, packed: PackedRollouts) -> StepResult:
         """train_step (the synchronous trainer's code) on the batch, then publish the new version.
-        A packed batch is trained on as it is: its tensors are built from its buffers (no
-        Rollout objects)."""
+        The batch is trained on as it is: its tensors are built from its buffers (no Rollout
+        objects)."""
         started_at = time.time()
-        batch = rollouts if isinstance(rollouts, PackedRollouts) else as_rollouts(rollouts)
         stats = guarded_train_step(self.guard, self.version + 1, self.model, self.optimizer, self.scheduler,
-                                   training_rewards(batch, self.config), self.config,
+                                   training_rewards(packed, self.config), self.config,
                                    reference=self.reference)
         self.version += 1
         publish_seconds = self.publish()

@@ -59,17 +59,11 @@ def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: Tr
         weight_update_hook=weight_update_hook))
 
 
-def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:
+def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:
     """Rewards the policy is trained on: the verifier's, plus DAPO's overlong penalty in
     "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
     if config.sampling.length_control != "penalty":
-        return rollouts
-    if isinstance(rollouts, PackedRollouts):  # the same sums, on its arrays
-        penalties = overlong_length_penalty(np.diff(rollouts.completion_offsets).tolist(),
-                                            config.sampling.max_new_tokens,
-                                            config.sampling.penalty_cache_tokens)
-        return rollouts.with_rewards(rollouts.reward + np.array(penalties.tolist(), dtype=np.float64))
-    penalties = overlong_length_penalty([r.num_completion_tokens for r in rollouts],
-                                        config.sampling.max_new_tokens,
-                                        config.sampling.penalty_cache_tokens).tolist()
-    return [r.with_reward(r.reward + p) for r, p in zip(rollouts, penalties)]
+        return packed
+    penalties = overlong_length_penalty(np.diff(packed.completion_offsets).tolist(), config.sampling.max_new_tokens,
+                                        config.sampling.penalty_cache_tokens)
+    return packed.with_rewards(packed.reward + np.array(penalties.tolist(), dtype=np.float64))

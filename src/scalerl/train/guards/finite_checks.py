@@ -9,14 +9,13 @@ scalerl.train.guards.divergence_guard's.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 import torch
 
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ScaleRLError
-from scalerl.tasks.rollout import Rollout
 
 
 class DivergenceError(ScaleRLError):
@@ -31,14 +30,11 @@ class NonFiniteStep(ScaleRLError):
         self.quantity = quantity
 
 
-def nonfinite_logprobs(rollouts: Sequence[Rollout] | PackedRollouts) -> str | None:
+def nonfinite_logprobs(packed: PackedRollouts) -> str | None:
     """What is wrong with the generation log-probs, or None: NaN anywhere, or +-inf on a token the
-    policy sampled (loss_mask 1; a forced token may be impossible under the policy)."""
-    if isinstance(rollouts, PackedRollouts):  # its flat buffers, as they are
-        logprobs, sampled = rollouts.logprobs.astype(np.float64, copy=False), rollouts.loss_mask > 0
-    else:
-        logprobs = np.fromiter((v for r in rollouts for v in r.generator_logprobs), dtype=np.float64)
-        sampled = np.fromiter((m for r in rollouts for m in r.loss_mask), dtype=np.float64) > 0
+    policy sampled (loss_mask 1; a forced token may be impossible under the policy). Read from the
+    batch's flat buffers, as they are."""
+    logprobs, sampled = packed.logprobs.astype(np.float64, copy=False), packed.loss_mask > 0
     bad = np.isnan(logprobs) | (~np.isfinite(logprobs) & sampled)
     if not bad.any():
         return None
@@ -59,7 +55,7 @@ def nonfinite_parameter(named_parameters: Iterable[tuple[str, torch.Tensor]], ki
     return None
 
 
-def require_finite_rollouts(rollouts: Sequence[Rollout] | PackedRollouts) -> None:
+def require_finite_rollouts(rollouts: PackedRollouts) -> None:
     """NonFiniteStep when the generation log-probs are not finite (the policy's forward is)."""
     problem = nonfinite_logprobs(rollouts)
     if problem is not None:
