@@ -89,7 +89,7 @@ def step_split(config, workdir: Path, steps: int = 6) -> dict:
     import torch
 
     from scalerl.train.train_step import train_step
-    from scalerl.train.run_setup import training_rewards
+    from scalerl.train.step_rollouts import training_rewards
     from scalerl.train.trainer import _generate, open_run, run_one_step
 
     threads = torch.get_num_threads()
@@ -117,7 +117,7 @@ def run_mode(name: str, config, workdir: Path, generators: int) -> dict:
     """Train in one mode; return its metrics rows and wall-clock seconds."""
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     run_dir = workdir / name
@@ -230,7 +230,7 @@ def benchmark_config(overrides: list[str]):
     try:
         from scalerl.train.demo import demo_config
     except ImportError:  # no demo module: the plain preset
-        from scalerl.train.presets import preset_config
+        from scalerl.train.config.presets import preset_config
 
         return preset_config("scalerl", overrides)
     return demo_config(overrides)

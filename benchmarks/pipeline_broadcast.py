@@ -3,12 +3,12 @@
 Two Ray actors on this machine stand for the trainer and one generator. Per model size (synthetic
 bf16 models of 16 M-parameter tensors, as pipeline_efficiency's publication table):
 
-- broadcast: scalerl.distributed.broadcast over a gloo process group of the two actors,
+- broadcast: scalerl.distributed.weight_sync.collective over a gloo process group of the two actors,
   dtype-grouped buckets of --bucket-mb; seconds from the start of the send until the generator has
   copied the last bucket into its own tensors;
 - wire time: the version's bytes over the gloo link's bandwidth, measured first by broadcasting
   one raw buffer of --link-mb (no bucketing, no copies): the floor a broadcast can reach here;
-- object store: what weights.py does today, snapshot + ray.put on the trainer, then ray.get and
+- object store: what weight_sync/object_store.py does, snapshot + ray.put on the trainer, then ray.get and
   the copy into the generator's tensors (load_snapshot).
 
 Prints a table and writes benchmarks/results/pipeline_broadcast.json (its table is rendered into
@@ -59,7 +59,7 @@ class Side:
         self.model = None
 
     def join(self, address: str) -> None:
-        from scalerl.distributed.broadcast import join_group
+        from scalerl.distributed.weight_sync.collective import join_group
 
         self.group = join_group(self.rank, 2, address, "gloo")
 
@@ -97,7 +97,7 @@ class Side:
 
     def broadcast(self, bucket_mb: float) -> float:
         """Seconds for one version by broadcast (send on rank 0, receive + copy on rank 1)."""
-        from scalerl.distributed.broadcast import model_bucket_plan, receive_weights, send_weights
+        from scalerl.distributed.weight_sync.collective import model_bucket_plan, receive_weights, send_weights
 
         state = self.model.state_dict()
         plan = model_bucket_plan(state, bucket_mb)
@@ -110,7 +110,7 @@ class Side:
         """The object-store path's trainer side: snapshot + ray.put; ([ref], seconds)."""
         import ray
 
-        from scalerl.distributed.weights import snapshot_weights
+        from scalerl.distributed.weight_sync.object_store import snapshot_weights
 
         started = time.perf_counter()
         ref = ray.put(snapshot_weights(self.model, 1))
@@ -120,7 +120,7 @@ class Side:
         """The object-store path's generator side: ray.get + copy into the model's tensors."""
         import ray
 
-        from scalerl.distributed.weights import load_snapshot
+        from scalerl.distributed.weight_sync.object_store import load_snapshot
 
         started = time.perf_counter()
         load_snapshot(self.model, ray.get(wrapped[0]))
@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     os.environ["RAY_worker_niceness"] = "0"
     import ray
 
-    from scalerl.distributed.broadcast import free_address
+    from scalerl.distributed.weight_sync.collective import free_address
 
     load_before = os.getloadavg()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)

@@ -2,11 +2,11 @@
 
 Runs the real Ray pipeline (driver, staleness rule, weight publication of the built-in model,
 in-flight swaps, bookkeeping, metrics rows, checkpoints) with the simulated-device actors of
-scalerl.distributed.simulated_device: each generation / optimiser step sleeps for its tokens x a
+benchmarks.simulated_device: each generation / optimiser step sleeps for its tokens x a
 per-token cost, so generators and trainer behave as if each had its own accelerator. For
 generation : training time ratios 1:1, 3:1, 8:1 and 1, 2, 4, 8 generators it measures sync (the
 pipeline with k = 0, one generator), async k = 1, 2, 4, 8 and PPO-off-policy-k, divides each
-steady-state step rate by its bound (scalerl.distributed.overlap_bounds: sync G + T, async
+steady-state step rate by its bound (benchmarks.overlap_bounds: sync G + T, async
 max(G / n, T), off-policy G / n + T) and records the policy-lag distribution and the per-step
 overhead (publication, the trainer's hand-off between two steps, generator weight fetch, driver
 bookkeeping). The steady state is the second half of a run, past twice the pipeline's depth, timed
@@ -122,12 +122,12 @@ class Instrument:
 
 def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: int = 32) -> dict:
     """One pipeline run on simulated devices; steady-state step time from the rows' arrival."""
-    from scalerl.distributed import overlap_bounds as ob
+    from benchmarks import overlap_bounds as ob
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
-    from scalerl.distributed.simulated_device import DeviceCosts
-    from scalerl.distributed.simulated_trainer import simulated_workers
-    from scalerl.train.config import TrainConfig
+    from benchmarks.simulated_device import DeviceCosts
+    from benchmarks.simulated_trainer import simulated_workers
+    from scalerl.train.config.train_config import TrainConfig
 
     train_s = args.train_seconds
     generate_s = cell["ratio"] * train_s
@@ -202,7 +202,7 @@ def _partial_cells(path: Path, args) -> dict:
 
 def expected_run_seconds(cell: dict, args) -> float:
     """Device time a cell will take (its steps at its own pace), for the progress line."""
-    from scalerl.distributed import overlap_bounds as ob
+    from benchmarks import overlap_bounds as ob
 
     train_s = args.train_seconds
     generate_s = cell["ratio"] * train_s

@@ -31,7 +31,7 @@ def _model(size: str):
     import torch
 
     from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import fresh_policy
 
     if size == "builtin" or size in MODEL_SIZES:
@@ -53,8 +53,8 @@ def publication_costs(sizes, workdir: Path) -> list[dict]:
     process on the node to fetch it, and the bytes one step moves with 1 and 8 generators."""
     import ray
 
-    from scalerl.distributed.overlap_bounds import weight_bytes_per_step
-    from scalerl.distributed.weights import snapshot_weights
+    from benchmarks.overlap_bounds import weight_bytes_per_step
+    from scalerl.distributed.weight_sync.object_store import snapshot_weights
 
     @ray.remote(num_cpus=0)
     class Fetcher:

@@ -17,7 +17,7 @@ def cell_steps(cell: dict, generate_s: float, train_s: float, intervals: int) ->
     for the final validation and checkpoint) is not timed. Off-policy-k: three rounds of k
     steps, the second one timed.
     """
-    from scalerl.distributed import overlap_bounds as ob
+    from benchmarks import overlap_bounds as ob
 
     n, k = cell["generators"], cell["k"]
     if cell["mode"] == "ppo-offpolicy":
@@ -56,7 +56,7 @@ def steady_step_seconds(stamps: list[float], skip: int, mode: str, k: int,
 def reestimate(cell: dict) -> dict:
     """A saved cell with its steady-state step time and efficiency recomputed from its rows'
     arrival times (`row_seconds`) by steady_step_seconds (the report re-renders with this)."""
-    from scalerl.distributed import overlap_bounds as ob
+    from benchmarks import overlap_bounds as ob
 
     skip = cell.get("fill_steps", cell["timed_from_step"])
     stamps = cell["row_seconds"]

@@ -1,5 +1,5 @@
 """Benchmark: what handing a batch of rollouts to another actor costs, as Python tuples and packed
-into arrays (scalerl.train.packed_rollouts), and the pipeline's per-step overhead with the packed path.
+into arrays (scalerl.train.batch.packed_rollouts), and the pipeline's per-step overhead with the packed path.
 
 1. The hand-off of TrainConfig's default batch (32 prompts x 16 generations, 64 completion
    tokens): a Ray actor call that receives the batch and turns it into Rollouts, timed from the
@@ -78,7 +78,7 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
     and of packing and unpacking alone, in this process."""
     import ray
 
-    from scalerl.train.packed_rollouts import as_rollouts, pack_rollouts, unpack_rollouts
+    from scalerl.train.batch.packed_rollouts import as_rollouts, pack_rollouts
 
     @ray.remote(num_cpus=0)
     class Receiver:
@@ -103,7 +103,7 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
 def decoded_grid(rollouts, generations: int):
     """The batch as the decoder records it: a TokenGrid holding every rollout's completion, and
     the per-prompt / per-sequence fields pack_decoded takes."""
-    from scalerl.train.token_grid import TokenGrid
+    from scalerl.train.batch.token_grid import TokenGrid
 
     width = max(r.num_completion_tokens for r in rollouts)
     grid = TokenGrid.empty(len(rollouts), width)
@@ -127,8 +127,8 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     batch from the decoder's record (pack_decoded, what the pipeline's generator does)."""
     import pickle
 
-    from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
-    from scalerl.train.token_grid import pack_decoded
+    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
+    from scalerl.train.batch.token_grid import pack_decoded
 
     grid, fields = decoded_grid(rollouts, generations)
     decoded = pack_decoded(grid, fields["prompt_ids"], fields["prompt_indices"], fields["num_generations"],

@@ -101,7 +101,8 @@ def child_step(spec: dict) -> dict:
     logprob_chunk_size, timed_steps)."""
     import torch
 
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
     from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
     torch.set_num_threads(spec.get("threads", 1))
@@ -113,8 +114,8 @@ def child_step(spec: dict) -> dict:
         "warmup_steps=0", "rl.min_kept_prompts=1"])
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, 0)
-    train_step(model, optimizer, scheduler, _rollouts(2, vocab, 4, 4, seed=1), config)  # AdamW state, grads
-    rollouts = _rollouts(spec["batch"], vocab, shape["prompt_tokens"], shape["completion_tokens"], seed=2)
+    train_step(model, optimizer, scheduler, pack_rollouts(_rollouts(2, vocab, 4, 4, seed=1)), config)  # AdamW state, grads
+    rollouts = pack_rollouts(_rollouts(spec["batch"], vocab, shape["prompt_tokens"], shape["completion_tokens"], seed=2))
     optimizer.zero_grad(set_to_none=False)
     result = _measure(lambda: train_step(model, optimizer, scheduler, rollouts, config))
     seconds = [result["seconds"]]
@@ -122,7 +123,7 @@ def child_step(spec: dict) -> dict:
         started = time.perf_counter()
         train_step(model, optimizer, scheduler, rollouts, config)
         seconds.append(time.perf_counter() - started)
-    tokens = sum(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rollouts)
+    tokens = int(rollouts.prompt_offsets[-1] + rollouts.completion_offsets[-1])
     return {**result, "step_seconds": seconds, "tokens": tokens,
             "parameters": sum(p.numel() for p in model.parameters())}
 

@@ -82,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def scalerl_config(args, model_path: str):
     """The benchmark's TrainConfig: P x G, max new tokens, model path, the chosen recipe."""
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     overrides = [f"model.path={model_path}", f"sampling.prompts_per_step={args.prompts}",
                  f"sampling.generations_per_prompt={args.generations}",

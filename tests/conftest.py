@@ -26,7 +26,7 @@ def set_options(assignments) -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_config():
     """tiny_config(*overrides): the tiny run's TrainConfig."""
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     return lambda *overrides: TrainConfig().with_overrides([*TINY_RUN, *overrides])
 

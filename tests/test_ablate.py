@@ -12,10 +12,10 @@ from scalerl.errors import ConfigError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.study.knobs import knob_assignments, resolve_knob, split_knob
 from scalerl.study.ablate_plan import parse_sweep, plan_leave_one_out, plan_sweep
-from scalerl.train.config import save_config
-from scalerl.train.metrics_log import append_row
+from scalerl.train.config.train_config import save_config
+from scalerl.train.records.metrics_log import append_row
 from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
-from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
+from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
 from scalerl.study.study_runs import read_plan, run_study, variant_config, variant_run_dirs, write_plan
 
 runner = CliRunner()

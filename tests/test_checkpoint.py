@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.train.checkpoint import (
+from scalerl.train.checkpoint.save_load import (
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     save_checkpoint,
 )
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
 

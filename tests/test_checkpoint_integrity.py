@@ -16,12 +16,12 @@ from safetensors.torch import load_file, save_file
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import list_checkpoints, save_checkpoint
-from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.config import TrainConfig
-from scalerl.train.manifest import manifest_path, read_manifest, write_manifest
-from scalerl.train.nonfinite import DivergenceError
-from scalerl.train.resume import newest_intact
+from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint.verify import verify_checkpoint
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
+from scalerl.train.guards.finite_checks import DivergenceError
+from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
@@ -108,7 +108,7 @@ def test_the_manifest_lists_every_file_with_its_size_and_sha256(run):
 
 
 def test_a_crash_before_the_manifest_leaves_no_checkpoint(tmp_path, monkeypatch):
-    import scalerl.train.checkpoint as checkpoint_module
+    import scalerl.train.checkpoint.save_load as checkpoint_module
 
     def crash(_folder):
         raise OSError(28, "No space left on device")
@@ -228,7 +228,7 @@ def test_a_checkpoints_folder_that_is_a_link_is_refused_by_resume_and_export(run
 def test_a_weights_header_claiming_20_gib_is_refused_before_any_file_is_hashed(run, monkeypatch):
     """The header is checked against the model config.json describes: the sparse 20 GiB file is
     never read (hashing it would take minutes; loading it, 20 GiB of memory)."""
-    from scalerl.train import manifest
+    from scalerl.train.checkpoint import manifest
 
     checkpoint = _newest(run)
     weights = checkpoint / "model.safetensors"
@@ -243,7 +243,7 @@ def test_a_weights_header_claiming_20_gib_is_refused_before_any_file_is_hashed(r
 
 
 def test_a_memory_error_while_reading_is_damage_naming_the_file(run, monkeypatch):
-    from scalerl.train import checkpoint_checks
+    from scalerl.train.checkpoint import verify as checkpoint_checks
 
     def no_memory(*_args, **_kwargs):
         raise MemoryError
@@ -328,7 +328,7 @@ def test_a_small_weights_file_whose_header_claims_20_gib_is_refused_at_once_by_e
 
 
 def test_a_config_transformers_cannot_build_leaves_only_the_files_own_checks(run):
-    from scalerl.train.checkpoint_checks import config_weight_shapes
+    from scalerl.train.checkpoint.verify import config_weight_shapes
 
     checkpoint = _newest(run)
     assert max(map(len, config_weight_shapes(checkpoint).values())) == 2  # the tiny model's matrices

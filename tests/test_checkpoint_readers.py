@@ -12,12 +12,12 @@ import torch
 import scalerl.train.export as export_module
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import list_checkpoints, save_checkpoint
-from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.checkpoint_layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
-from scalerl.train.config import TrainConfig
+from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint.verify import verify_checkpoint
+from scalerl.train.checkpoint.layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.export import export_model
-from scalerl.train.manifest import file_sha256, read_manifest
+from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)

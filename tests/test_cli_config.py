@@ -12,7 +12,7 @@ from scalerl.cli.app import main
 from scalerl.cli.fit_inputs import split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
 from scalerl.errors import ConfigError
-from scalerl.train.config import OptimConfig, TrainConfig, all_field_paths, save_config
+from scalerl.train.config.train_config import OptimConfig, TrainConfig, all_field_paths, save_config
 
 
 def test_config_file_from_a_saved_run_reproduces_its_config_and_set_applies_on_top(tmp_path):
@@ -65,7 +65,7 @@ def test_unknown_keys_suggest_the_closest_ones_and_the_listing(tmp_path, key, su
 
 def test_every_settable_key_has_help_in_its_field_metadata():
     from scalerl.rl.registry import loss_parameters
-    from scalerl.train.config_keys import field_help
+    from scalerl.train.config.config_keys import field_help
 
     loss_keys = {f"rl.{spec.config_key}" for spec in loss_parameters()}  # meanings from their specs
     assert [path for path in all_field_paths() if path not in loss_keys and not field_help(path)] == []
@@ -73,7 +73,7 @@ def test_every_settable_key_has_help_in_its_field_metadata():
 
 
 def test_config_keys_lists_every_key_with_type_default_and_meaning():
-    from scalerl.train.config_keys import describe_keys
+    from scalerl.train.config.config_keys import describe_keys
 
     assert [key.path for key in describe_keys() if not key.meaning] == []
     result = invoke("config", "keys")
@@ -92,7 +92,7 @@ def test_config_keys_lists_every_key_with_type_default_and_meaning():
 
 
 def test_train_flags_that_set_a_config_key_show_its_field_help():
-    from scalerl.train.config_keys import field_help
+    from scalerl.train.config.config_keys import field_help
 
     from typer.main import get_command
 

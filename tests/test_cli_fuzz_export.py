@@ -24,8 +24,8 @@ def checkpoint_template(tmp_path_factory):
     import torch
 
     from scalerl.models.policy import TinyModelSpec, build_tiny_model
-    from scalerl.train.checkpoint import save_checkpoint
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.checkpoint.save_load import save_checkpoint
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.train_step import build_optimizer, build_scheduler
 
     model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2,
@@ -51,7 +51,7 @@ def checkpoint_damages(draw):
 def _damage_checkpoint(checkpoint, damage, outside):
     import os
 
-    from scalerl.train.manifest import write_manifest
+    from scalerl.train.checkpoint.manifest import write_manifest
 
     name, how, where, value, restamp = damage
     path = checkpoint / name

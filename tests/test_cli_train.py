@@ -56,7 +56,7 @@ def test_tiny_train_run_then_resume_and_rerun_errors(tiny_set_options, tmp_path)
 
 def test_a_resume_may_change_how_a_step_runs_but_not_the_recipe():
     """train.* (micro-batching, non-finite skips: the same update) may change on --resume, the recipe may not."""
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import resume_changes
 
     saved = TrainConfig().to_dict()

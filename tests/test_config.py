@@ -4,14 +4,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from scalerl.errors import ConfigError
-from scalerl.train import config_io
-from scalerl.train.config import (
+from scalerl.train.config import config_io
+from scalerl.train.config.train_config import (
     TrainConfig,
     load_config,
     parse_assignment,
     save_config,
 )
-from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
+from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 
 
 @pytest.mark.parametrize(
@@ -127,7 +127,7 @@ def test_unknown_preset_lists_presets():
 
 def test_torch_threads_knob_is_validated_and_round_trips(tmp_path):
     from scalerl.errors import ConfigError
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     config = TrainConfig().with_overrides(["torch_threads=1"])
     assert config.torch_threads == 1
@@ -137,7 +137,7 @@ def test_torch_threads_knob_is_validated_and_round_trips(tmp_path):
 
 
 def test_greedy_validation_needs_one_sample_per_prompt_and_evaluates_at_temperature_zero():
-    from scalerl.train.validation import validation_sampling
+    from scalerl.train.held_out import validation_sampling
 
     with pytest.raises(ConfigError, match="eval_samples_per_prompt=1, not 4"):
         TrainConfig().with_overrides(["eval_greedy=true"])

@@ -11,8 +11,9 @@ from scalerl.errors import ConfigError
 from scalerl.tasks.custom_reward import RewardFunctionError, combined_rewards, reward_functions
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import TaskExample
-from scalerl.train.config import TrainConfig
-from scalerl.train.run_setup import build_task, score_rollouts
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.run_setup import build_task
+from scalerl.train.step_rollouts import score_rollouts
 
 MODULE = '''
 def correct(prompts, completions, answers, **kwargs):

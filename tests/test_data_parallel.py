@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import shard_rows
+from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import shard_rows
 from scalerl.train.train_step import build_scheduler, train_step
 from test_micro_batches import _model, _rollouts
 
@@ -22,15 +23,16 @@ WORKER = '''
 import sys
 import torch
 sys.path.insert(0, {tests!r})
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import init_from_environment
+from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import init_from_environment
 from scalerl.train.train_step import build_scheduler, train_step
 from test_micro_batches import _model, _rollouts
 
 rank, world_size = init_from_environment("cpu")
 assert world_size == 2
 model = _model()
-rollouts = _rollouts(_model())
+rollouts = pack_rollouts(_rollouts(_model()))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 stats = train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts,
                    TrainConfig().with_overrides({options!r}))
@@ -53,7 +55,7 @@ def test_two_gloo_ranks_with_half_the_batch_each_equal_one_rank_with_all_of_it(t
                            "--standalone", str(script)], start_new_session=True, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     base = _model()
-    rollouts = _rollouts(base)
+    rollouts = pack_rollouts(_rollouts(base))
     single = copy.deepcopy(base)
     optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
     stats = train_step(single, optimizer, build_scheduler(optimizer, 0), rollouts,

@@ -13,10 +13,10 @@ import torch
 from safetensors.torch import load_file
 
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
-from scalerl.train.checkpoint import latest_checkpoint
-from scalerl.train.data_parallel import shard_rows
+from scalerl.train.checkpoint.save_load import latest_checkpoint
+from scalerl.train.parallel.data_parallel import shard_rows
 from scalerl.train.generation import generate_rollout_shard, generate_rollouts, skip_decoding_steps
-from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from conftest import TINY_RUN, set_options
 
 PROMPTS = ["12+7=", "3*4=", "20-5=", "9+9=", "1+2="]

@@ -10,14 +10,14 @@ import torch
 
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.tasks.rollout import Rollout
-from scalerl.train import divergence
-from scalerl.train.divergence import DivergenceGuard, guarded_train_step, require_finite_validation
 from scalerl.train import train_step as train_step_module
-from scalerl.train.nonfinite import (DivergenceError, NonFiniteStep, nonfinite_logprobs, require_bounded_step,
-                                     require_finite_update)
+from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.guards.divergence_guard import DivergenceGuard, require_finite_validation
+from scalerl.train.guards.finite_checks import (DivergenceError, NonFiniteStep, nonfinite_logprobs,
+                                                require_bounded_step, require_finite_update)
+from scalerl.train.guards.update_size import adamw_update_norms, update_problem
 from scalerl.train.trainer import open_run, run_one_step
-from scalerl.train.train_step import build_optimizer, build_scheduler
-from scalerl.train.update_size import adamw_update_norms, update_problem
+from scalerl.train.train_step import build_optimizer, build_scheduler, guarded_train_step
 
 
 def _rollout(logprobs, loss_mask):
@@ -27,11 +27,16 @@ def _rollout(logprobs, loss_mask):
                    truncated=False, interrupted=False, completion_text="x" * n, loss_mask=tuple(loss_mask))
 
 
+def _batch(logprobs, loss_mask):
+    """A packed batch of one rollout with these generation log-probs."""
+    return pack_rollouts([_rollout(logprobs, loss_mask)])
+
+
 def test_generation_log_probs_nan_anywhere_or_infinite_on_a_sampled_token():
-    assert nonfinite_logprobs([_rollout([-0.5, -1.0], [1, 1])]) is None
-    assert nonfinite_logprobs([_rollout([-0.5, -math.inf], [1, 0])]) is None  # a forced token may be impossible
-    assert "1 of 2 tokens, first -inf" in nonfinite_logprobs([_rollout([-0.5, -math.inf], [1, 1])])
-    assert "first nan" in nonfinite_logprobs([_rollout([math.nan, -1.0], [0, 1])])
+    assert nonfinite_logprobs(_batch([-0.5, -1.0], [1, 1])) is None
+    assert nonfinite_logprobs(_batch([-0.5, -math.inf], [1, 0])) is None  # a forced token may be impossible
+    assert "1 of 2 tokens, first -inf" in nonfinite_logprobs(_batch([-0.5, -math.inf], [1, 1]))
+    assert "first nan" in nonfinite_logprobs(_batch([math.nan, -1.0], [0, 1]))
 
 
 def test_a_non_finite_loss_gradient_norm_or_weight_is_named():
@@ -50,22 +55,22 @@ def test_skipping_is_bounded_and_each_skip_is_said(monkeypatch, tiny_config):
     def nan_step(*_args, **_kwargs):
         raise NonFiniteStep("the loss is nan")
 
-    monkeypatch.setattr(divergence, "train_step", nan_step)
+    monkeypatch.setattr(train_step_module, "train_step", nan_step)
     model = torch.nn.Linear(2, 2)
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = build_optimizer(model, tiny_config().optim)
     scheduler = build_scheduler(optimizer, 2)
     guard = DivergenceGuard(allowed=1)
-    stats = guarded_train_step(guard, 3, model, optimizer, scheduler, [_rollout([-1.0], [1])], tiny_config())
+    stats = guarded_train_step(guard, 3, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config())
     assert not stats.updated and math.isnan(stats.loss) and math.isnan(stats.grad_norm)
     assert stats.nonfinite.startswith("warning: step 3: the loss is nan; step skipped")
     assert "1 of train.skip_nonfinite_steps=1" in stats.nonfinite
     assert scheduler.last_epoch == 1  # the schedule advanced as for a filtered-out step
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     with pytest.raises(DivergenceError, match="step 4: the loss is nan; the run stopped before applying it"):
-        guarded_train_step(guard, 4, model, optimizer, scheduler, [_rollout([-1.0], [1])], tiny_config())
+        guarded_train_step(guard, 4, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config())
     with pytest.raises(DivergenceError, match="--set train.skip_nonfinite_steps=N"):
-        guarded_train_step(DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, [_rollout([-1.0], [1])],
+        guarded_train_step(DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, _batch([-1.0], [1]),
                            tiny_config())
 
 
@@ -119,11 +124,11 @@ def test_an_out_of_bounds_step_is_named_before_anything_changes(tiny_config):
 
 
 def test_a_generation_log_prob_out_of_its_range_is_named():
-    assert nonfinite_logprobs([_rollout([-0.5, -900.0], [1, 1])]) is None
-    assert nonfinite_logprobs([_rollout([-0.5, -5e7], [1, 0])]) is None  # forced, not sampled
+    assert nonfinite_logprobs(_batch([-0.5, -900.0], [1, 1])) is None
+    assert nonfinite_logprobs(_batch([-0.5, -5e7], [1, 0])) is None  # forced, not sampled
     assert "out of range (1 of 2 tokens outside [-1000, 0], first -5e+07)" in nonfinite_logprobs(
-        [_rollout([-0.5, -5e7], [1, 1])])
-    assert "first 0.5" in nonfinite_logprobs([_rollout([0.5, -1.0], [1, 1])])
+        _batch([-0.5, -5e7], [1, 1]))
+    assert "first 0.5" in nonfinite_logprobs(_batch([0.5, -1.0], [1, 1]))
     with pytest.raises(NonFiniteStep, match=r"the loss is 3e\+07, beyond \+-1e\+06"):
         require_finite_update(3e7, 1.0, torch.nn.Linear(2, 2))
 

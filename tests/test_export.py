@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from scalerl.cli.app import app
 from scalerl.errors import InputError
-from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR
-from scalerl.train.config import TrainConfig, save_config
+from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint.layout import TRAINING_STATE_DIR
+from scalerl.train.config.train_config import TrainConfig, save_config
 from scalerl.train.export import export_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
 from tiny_hf import build_tiny_hf_model

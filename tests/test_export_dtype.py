@@ -12,8 +12,8 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
 from cli_invocation import invoke
-from scalerl.train.checkpoint import save_checkpoint
-from scalerl.train.config import TrainConfig, save_config
+from scalerl.train.checkpoint.save_load import save_checkpoint
+from scalerl.train.config.train_config import TrainConfig, save_config
 from scalerl.train.train_step import build_optimizer, build_scheduler
 from tiny_hf import build_tiny_hf_model
 

@@ -64,7 +64,7 @@ def test_model_shape_excludes_untied_input_embedding():
 def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
     pytest.importorskip("torch")
     from scalerl.tasks.rollout import Rollout
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_state import RunState
     from scalerl.train.train_step import StepStats
 

@@ -264,7 +264,7 @@ def test_correct_counts_per_example_sum_to_the_pass_rate_and_split_by_difficulty
     """evaluate_correct_counts counts each example's rewarded samples in prompt order; the
     validation columns are the total and each difficulty group's mean of those counts."""
     from scalerl.train.generation import evaluate_correct_counts
-    from scalerl.train.validation import difficulty_groups, pass_rate_columns
+    from scalerl.train.held_out import difficulty_groups, pass_rate_columns
 
     model, tokenizer = policy
     tags = ("easy", "hard", "easy")
@@ -281,7 +281,7 @@ def test_correct_counts_per_example_sum_to_the_pass_rate_and_split_by_difficulty
 
 
 def test_difficulty_groups_need_a_column_on_every_example_and_two_to_eight_values():
-    from scalerl.train.validation import difficulty_groups, pass_rate_columns
+    from scalerl.train.held_out import difficulty_groups, pass_rate_columns
 
     def tagged(*values):
         return tuple(TaskExample(prompt=str(i), answer="", columns=() if v is None else (("difficulty", v),))
@@ -401,7 +401,7 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
     lengths (EOS stops), forced interruption phrases, an in-flight version change and the same
     generator state after."""
     from scalerl.train.generation import generate_packed
-    from scalerl.train.packed_rollouts import pack_rollouts
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
 
     model, tokenizer = policy
     if mode == "eos":

@@ -1,13 +1,13 @@
-"""The generator interface contract (scalerl.distributed.generator_contract) on CPU: a fake
+"""The generator interface contract (tests/generator_contract.py) on CPU: a fake
 rollout backend with vLLM's interface passes it, broken outputs are caught, and the generator
 worker's vLLM path (backend swapped for the fake) answers a request within the contract."""
 import dataclasses
 
 import pytest
 
-from scalerl.distributed.generator_contract import batch_violations, check, rollout_violations
+from generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.packed_rollouts import pack_rollouts
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
 
@@ -88,8 +88,8 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     ray = pytest.importorskip("ray")
     from scalerl.distributed import vllm_generator
     from scalerl.distributed.actors import GeneratorWorker, remote_class
-    from scalerl.distributed.weights import WeightRegistry, publish_weights
-    from scalerl.train.config import TrainConfig
+    from scalerl.distributed.weight_sync.object_store import WeightRegistry, publish_weights
+    from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_setup import fresh_policy
 
     monkeypatch.setattr(vllm_generator, "VllmRolloutBackend", FakeRolloutBackend)

@@ -3,6 +3,11 @@
 Layers, lowest first: errors < forecast < report < rl < models < tasks < train < distributed < study
 < integrations < cli. A module may import its own layer or a lower one, never a higher one, and the
 module-level import graph between modules has no cycle.
+
+Inside a layer, its sub-packages (rooms) are ordered too, lowest first (ROOMS), and the layer's own
+top-level modules (train's step and loop, distributed's actors and pipeline) sit above all its
+rooms: a room imports itself or a lower room, never a higher one and never the top. No folder
+holds more than MAX_MODULES modules.
 """
 
 from __future__ import annotations
@@ -15,6 +20,12 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "scalerl"
 LAYERS = ("errors", "forecast", "report", "rl", "models", "tasks", "train", "distributed", "study",
           "integrations", "cli")
+ROOMS = {
+    "train": ("records", "config", "batch", "parallel", "guards", "checkpoint"),
+    "distributed": ("weight_sync",),
+    "forecast": ("readers",),
+}
+MAX_MODULES = 20
 
 
 def module_name(path: Path) -> str:
@@ -102,6 +113,51 @@ def test_no_import_cycle() -> None:
         if node not in state:
             visit(node, [])
     assert cycles == []
+
+
+def room_of(name: str) -> tuple[str, int] | None:
+    """(layer, rank of the module's room in ROOMS[layer]; the layer's top-level modules rank above
+    every room), or None outside a layer with rooms."""
+    parts = name.split(".")
+    if len(parts) < 3 or parts[1] not in ROOMS:
+        return None
+    rooms = ROOMS[parts[1]]
+    return parts[1], rooms.index(parts[2]) if parts[2] in rooms else len(rooms)
+
+
+def test_every_sub_package_is_a_room_in_the_order() -> None:
+    packages = {module_name(p) for p in SOURCES if p.name == "__init__.py"}
+    unplaced = [name for name in packages if name.count(".") == 2
+                and name.split(".")[2] not in ROOMS.get(name.split(".")[1], ())]
+    nested = [name for name in packages if name.count(".") > 2]
+    assert unplaced == [] and nested == []
+
+
+def test_no_import_runs_up_a_room() -> None:
+    crossed = []
+    for path in SOURCES:
+        here = room_of(module_name(path))
+        for target, line in imports_of(path):
+            there = room_of(target)
+            if here and there and here[0] == there[0] and there[1] > here[1]:
+                crossed.append(f"{path.relative_to(SRC.parent)}:{line} imports {target}")
+    assert crossed == []
+
+
+def test_no_folder_holds_more_than_max_modules() -> None:
+    counts: dict[Path, int] = {}
+    for path in SOURCES:
+        if path.name != "__init__.py":
+            counts[path.parent] = counts.get(path.parent, 0) + 1
+    crowded = {str(folder.relative_to(SRC.parent)): n for folder, n in counts.items() if n > MAX_MODULES}
+    assert crowded == {}
+
+
+def test_the_room_order_sees_an_upward_import() -> None:
+    assert room_of("scalerl.train.records.safe_writes") < room_of("scalerl.train.config.config_io")
+    assert room_of("scalerl.train.guards.finite_checks") < room_of("scalerl.train.checkpoint.save_load")
+    assert room_of("scalerl.train.checkpoint.save_load") < room_of("scalerl.train.trainer")
+    assert room_of("scalerl.rl.losses") is None and room_of("scalerl.errors") is None
 
 
 def test_the_checker_sees_a_crossing_and_a_cycle(tmp_path: Path) -> None:

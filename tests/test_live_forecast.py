@@ -87,7 +87,7 @@ def test_bad_live_options_are_config_errors():
         check_live_options(5, 0.8, None)
     with pytest.raises(ConfigError, match="budget"):
         check_live_options(50, 0.8, -1.0)
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     with pytest.raises(ConfigError, match="forecast.n_bootstrap"):
         TrainConfig().with_overrides(["n_bootstrap=3"])
@@ -96,7 +96,7 @@ def test_bad_live_options_are_config_errors():
 
 
 def test_progress_bar_text_carries_the_forecast():
-    from scalerl.train.progress import RunProgress
+    from scalerl.train.records.progress import RunProgress
 
     progress = RunProgress(10, enabled=True)
     with progress:
@@ -114,7 +114,7 @@ def _rising_validation(monkeypatch, *run_dirs):
     in the run's metrics.jsonl (so a resumed run sees the same sequence); the tiny untrained model
     of the trainer tests stays at 0, which no sigmoid can be fitted to."""
     import scalerl.train.trainer as trainer_module
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
 
     def fake_pass_rate(*_args):
         evaluations = sum("val_pass_rate" in row for row in read_rows(current[0] / "metrics.jsonl"))
@@ -128,7 +128,7 @@ def _rising_validation(monkeypatch, *run_dirs):
 
 @pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_trainer_writes_forecast_keys_and_live_plot(tiny_config, tmp_path, monkeypatch):
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
@@ -149,7 +149,7 @@ def test_trainer_writes_forecast_keys_and_live_plot(tiny_config, tmp_path, monke
 
 
 def test_trainer_without_live_forecast_writes_no_keys(tiny_config, tmp_path, monkeypatch):
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
@@ -160,7 +160,7 @@ def test_trainer_without_live_forecast_writes_no_keys(tiny_config, tmp_path, mon
 
 
 def test_fixed_budget_is_used_as_given(tiny_config, tmp_path, monkeypatch):
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
@@ -176,7 +176,7 @@ class _Crash(Exception):
 
 @pytest.mark.slow  # ~8-20 s: trains or runs a study
 def test_resumed_run_forecasts_from_the_curve_before_the_crash(tiny_config, tmp_path, monkeypatch):
-    from scalerl.train.metrics_log import read_rows
+    from scalerl.train.records.metrics_log import read_rows
     from scalerl.train.trainer import train
 
     whole, crashed = tmp_path / "whole", tmp_path / "crashed"

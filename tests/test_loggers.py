@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
-from scalerl.train.metric_groups import grouped_metric_name
+from scalerl.train.records.metric_groups import grouped_metric_name
 
 
 def wandb_history_items(run_file):
@@ -90,7 +90,7 @@ def test_metric_names_are_grouped_as_trl_groups_them():
 
 
 def test_wandb_environment_variables_win_over_defaults_and_lose_to_set_values(tmp_path, monkeypatch):
-    from scalerl.train.wandb_log import run_identity
+    from scalerl.train.records.wandb_log import run_identity
 
     environ = {"WANDB_PROJECT": "team-rl", "WANDB_ENTITY": "lab", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}
     assert run_identity("", "", tmp_path / "run", environ) == {
@@ -103,7 +103,7 @@ def test_wandb_environment_variables_win_over_defaults_and_lose_to_set_values(tm
 @pytest.mark.slow  # starts an offline W&B run: ~5 s
 def test_an_offline_wandb_run_takes_project_group_and_name_from_the_environment(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from scalerl.train.wandb_log import WandbMirror
+    from scalerl.train.records.wandb_log import WandbMirror
 
     for name, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb-home"), "WANDB_SILENT": "true",
                         "WANDB_PROJECT": "team-rl", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}.items():

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state, is_lora
 from scalerl.models.policy import policy_logits
-from scalerl.train.checkpoint import latest_checkpoint
-from scalerl.train.config import TrainConfig
+from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.checkpoint.save_load import latest_checkpoint
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.lora_policy import adapted, run_policy
 from scalerl.train.run_setup import build_task
 from scalerl.models.hf_folder import load_weights_into
@@ -41,7 +42,7 @@ def test_a_lora_step_changes_the_adapter_and_leaves_the_starting_weights_bit_ide
     before_adapter = {name: tensor.clone() for name, tensor in adapter_state(model).items()}
     before_base = {name: tensor.clone() for name, tensor in model.get_base_model().state_dict().items()
                    if "lora_" not in name}
-    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), _rollouts(model), config)
+    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(_rollouts(model)), config)
     assert stats.updated and stats.grad_norm > 0
     after_base = {name: tensor for name, tensor in model.get_base_model().state_dict().items() if "lora_" not in name}
     assert after_base.keys() == before_base.keys()
@@ -123,7 +124,7 @@ def test_a_generator_receives_the_adapter_only_and_then_gives_the_trainers_logit
     """A published version of a LoRA policy holds its adapter weights and nothing else; copied
     into a generator's policy (the same starting weights plus fresh adapters) it gives the
     trainer's logits exactly."""
-    from scalerl.distributed.weights import load_snapshot, snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import load_snapshot, snapshot_weights
     from scalerl.models.lora import state_to_sync
 
     config = tiny_config(*LORA)

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from scalerl.errors import InputError
-from scalerl.train.metrics_log import MetricsLog, append_row, read_rows, truncate_after_step
+from scalerl.train.records.metrics_log import MetricsLog, append_row, read_rows, truncate_after_step
 
 
 def test_append_writes_one_strict_json_line_per_row(tmp_path):

@@ -11,8 +11,9 @@ from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, policy_hidden, teacher_forced_logprobs
 from scalerl.rl.registry import get_aggregation
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import TrainConfig
-from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
 SPEC = TinyModelSpec(num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
@@ -51,7 +52,8 @@ def _rollouts(model):
 
 def _gradients_of_one_step(model, rollouts, config, reference):
     optimizer = build_optimizer(model, config.optim)
-    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts, config, reference=reference)
+    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config,
+                       reference=reference)
     return stats, [parameter.grad.clone() for parameter in model.parameters()]
 
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.distributed.weights import load_snapshot, snapshot_weights
+from scalerl.distributed.weight_sync.object_store import load_snapshot, snapshot_weights
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
 TINY = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,

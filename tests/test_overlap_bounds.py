@@ -1,7 +1,7 @@
 """The analytic overlap bounds of the pipeline modes, with hand-computed answers."""
 import pytest
 
-from scalerl.distributed import overlap_bounds as ob
+from benchmarks import overlap_bounds as ob
 from scalerl.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""Rollouts packed into arrays (scalerl.train.packed_rollouts) come back exactly as they went in,
+"""Rollouts packed into arrays (scalerl.train.batch.packed_rollouts) come back exactly as they went in,
 also through Ray's serialiser, and the driver's reads of a packed batch match the unpacked one."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch
-from scalerl.train.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
 
 

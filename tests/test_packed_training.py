@@ -1,6 +1,7 @@
-"""The trainer and the driver read a packed batch as it is: the same tensors, step, bookkeeping
-and lag statistics as from the Rollouts it packs, without unpacking it; weights are published
-off the step in version order."""
+"""The trainer and the driver read a packed batch as it is, without unpacking it: its padded
+tensors, step, rewards, bookkeeping and lag statistics are those of the Rollouts it packs (by
+hand, or as the Rollouts' own fields give them); weights are published off the step in version
+order."""
 from __future__ import annotations
 
 import threading
@@ -9,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
-from scalerl.distributed.weights import BackgroundPublisher
+from scalerl.distributed.weight_sync.object_store import BackgroundPublisher
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch_columns import generation_totals, rollout_columns
-from scalerl.train.config import TrainConfig
+from scalerl.train.batch.batch_columns import generation_totals, rollout_columns
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
-from scalerl.train.nonfinite import nonfinite_logprobs
-from scalerl.train.run_setup import training_rewards
+from scalerl.train.guards.finite_checks import nonfinite_logprobs
+from scalerl.train.step_rollouts import training_rewards
 from scalerl.train.run_state import RunState
 from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step
 from test_packed_rollouts import ragged_rollouts
@@ -54,45 +55,61 @@ def test_select_equals_packing_the_chosen_rollouts():
         assert chosen.completion_offsets.tolist() == pack_rollouts([rollouts[i] for i in rows]).completion_offsets.tolist()
 
 
-def test_packed_batch_tensors_equal_the_rollouts_tensors():
+def _padded_rows(rows, width: int, fill, *, left: bool) -> list[list]:
+    """Each row padded with `fill` to `width`, on the left or the right."""
+    return [[fill] * (width - len(row)) + list(row) if left else list(row) + [fill] * (width - len(row))
+            for row in rows]
+
+
+def test_packed_batch_tensors_are_the_rollouts_padded():
     rollouts = ragged_rollouts()  # an empty prompt, an empty completion, 2**40 as a token id
-    from_rollouts, from_packed = build_batch(rollouts, pad_token_id=1), build_batch(pack_rollouts(rollouts), pad_token_id=1)
-    assert from_packed.prompt_width == from_rollouts.prompt_width == 3
-    for name in ("input_ids", "attention_mask", "completion_ids", "generator_logprobs", "loss_mask", "rewards",
-                 "group_ids"):
-        expected, got = getattr(from_rollouts, name), getattr(from_packed, name)
-        assert got.dtype == expected.dtype and torch.equal(got, expected), name
-    assert from_packed.completion_ids[0].tolist() == [9, 10, 11, 2]
-    assert from_packed.input_ids[2].tolist() == [1, 1, 1, 2 ** 40, 1, 1, 1]
+    batch = build_batch(pack_rollouts(rollouts), pad_token_id=1)
+    prompts, completions = [r.prompt_token_ids for r in rollouts], [r.completion_token_ids for r in rollouts]
+    assert batch.prompt_width == 3 and batch.completion_ids.shape[1] == 4
+    expected = {
+        "input_ids": [p + c for p, c in zip(_padded_rows(prompts, 3, 1, left=True),
+                                             _padded_rows(completions, 4, 1, left=False))],
+        "attention_mask": [p + c for p, c in zip(_padded_rows([[1] * len(p) for p in prompts], 3, 0, left=True),
+                                                  _padded_rows([[1] * len(c) for c in completions], 4, 0, left=False))],
+        "completion_ids": _padded_rows(completions, 4, 1, left=False),
+        "generator_logprobs": _padded_rows([r.generator_logprobs for r in rollouts], 4, 0.0, left=False),
+        "loss_mask": _padded_rows([r.loss_mask for r in rollouts], 4, 0, left=False),
+        "rewards": [r.reward for r in rollouts], "group_ids": [r.group_index for r in rollouts]}
+    for name, rows in expected.items():
+        got = getattr(batch, name)
+        assert torch.equal(got, torch.tensor(rows, dtype=got.dtype)), name
+    assert [getattr(batch, name).dtype for name in expected] == [torch.long] * 3 + [torch.float32] * 3 + [torch.long]
+    assert batch.completion_ids[0].tolist() == [9, 10, 11, 2]
+    assert batch.input_ids[2].tolist() == [1, 1, 1, 2 ** 40, 1, 1, 1]
 
 
 @pytest.mark.parametrize("overrides", [[], ["train.micro_batch_size=2", "sampling.length_control=penalty",
                                             "max_new_tokens=6", "sampling.penalty_cache_tokens=4"]])
-def test_a_step_on_the_packed_batch_equals_the_step_on_its_rollouts(overrides):
+def test_a_step_on_the_packed_batch_trains_the_kept_groups_tokens(overrides):
     config = TrainConfig().with_overrides(["optim.lr=1e-2", "warmup_steps=0", *overrides])
-    results = []
-    for batch in (_batch(), pack_rollouts(_batch())):
-        model, _ = build_tiny_model(TINY_SPEC, seed=0)
-        optimizer = build_optimizer(model, config.optim)
-        stats = train_step(model, optimizer, build_scheduler(optimizer, 0), training_rewards(batch, config), config)
-        results.append((stats, [p.detach().clone() for p in model.parameters()]))
-    (stats_a, weights_a), (stats_b, weights_b) = results
-    assert stats_a == stats_b and stats_a.kept_prompts == 2 and stats_a.tokens_trained == 3 + 4 + 1 + 3 + 2 + 6 + 2 + 2
-    assert all(torch.equal(a, b) for a, b in zip(weights_a, weights_b))
+    model, _ = build_tiny_model(TINY_SPEC, seed=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = build_optimizer(model, config.optim)
+    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), training_rewards(pack_rollouts(_batch()), config),
+                       config)
+    assert stats.updated and (stats.kept_prompts, stats.total_prompts, stats.kept_sequences) == (2, 3, 4)
+    assert stats.tokens_trained == (3 + 4) + (3 + 1) + (2 + 6) + (2 + 2)  # groups 0 and 1, prompt + completion
+    assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
 
 
 def test_overlong_penalty_on_packed_rewards_equals_the_rollouts_rewards():
     config = TrainConfig().with_overrides(["sampling.length_control=penalty", "max_new_tokens=6",
                                            "sampling.penalty_cache_tokens=4"])
-    expected = [r.reward for r in training_rewards(_batch(), config)]
-    assert training_rewards(pack_rollouts(_batch()), config).reward.tolist() == expected
-    assert expected[2] == -1.0 - 1.0  # 6 tokens: (6 - 4 - 6) / 4 = -1
+    # completion lengths 4, 1, 6, 2, 2, 1; no penalty up to 6 - 4 = 2 tokens, then (2 - L) / 4
+    assert training_rewards(pack_rollouts(_batch()), config).reward.tolist() == [1.0 - 0.5, -1.0, -1.0 - 1.0,
+                                                                                1.0, 1.0, 1.0]
 
 
 def test_nonfinite_logprobs_read_from_the_packed_buffers():
     bad = _batch()
     bad[1] = Rollout(**{**bad[1].__dict__, "generator_logprobs": (float("nan"),)})
-    assert nonfinite_logprobs(pack_rollouts(bad)) == nonfinite_logprobs(bad) is not None
+    assert nonfinite_logprobs(pack_rollouts(bad)) == ("the policy's generation log-probs are not finite "
+                                                      "(1 of 16 tokens, first nan)")
     assert nonfinite_logprobs(pack_rollouts(_batch())) is None
 
 

@@ -13,7 +13,7 @@ from scalerl.forecast.curves import sigmoid_reward
 from scalerl.study.ablate_analysis import build_ablation_report, summarise
 from scalerl.study.paired import CEILING, EFFICIENCY, NO_EFFECT
 from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
-from scalerl.train.metrics_log import append_row
+from scalerl.train.records.metrics_log import append_row
 
 FLOPS = np.concatenate([[0.0], np.geomspace(1e12, 3e14, 24)])
 BASE = {"a": 0.6, "b": 1.5, "c_mid": 1e13, "r0": 0.1}

@@ -12,7 +12,7 @@ import torch
 from scalerl.distributed.observability import PIPELINE_COLUMNS, strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.errors import ConfigError
-from scalerl.train.metrics_log import TRAIN_COLUMNS, read_rows
+from scalerl.train.records.metrics_log import TRAIN_COLUMNS, read_rows
 
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, **overrides})
@@ -148,7 +148,7 @@ def test_two_data_parallel_trainer_actors_train_like_one(tiny_config, ray_sessio
 @pytest.mark.slow
 def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ray_session):
     from scalerl.distributed.actors import GeneratorWorker, remote_class
-    from scalerl.distributed.weights import WeightRegistry, publish_weights, snapshot_weights
+    from scalerl.distributed.weight_sync.object_store import WeightRegistry, publish_weights, snapshot_weights
 
     config = tiny_config("sampling.length_control=truncate")
     registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=100).remote()
@@ -172,11 +172,12 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ra
             return version
         return worker.subscriber.maybe_update(worker.model)
 
-    from scalerl.train.run_setup import generate_step
+    from scalerl.train.batch.packed_rollouts import unpack_rollouts
+    from scalerl.train.step_rollouts import generate_step
 
-    rollouts = generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
-                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
-                             weight_update_hook=hook)
+    rollouts = unpack_rollouts(generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
+                                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
+                                             weight_update_hook=hook))
     assert any(r.num_completion_tokens > 4 for r in rollouts), "no sequence outlived the swap"
     for rollout in rollouts:  # tokens sampled before the swap keep version 0, later ones get 1
         versions = rollout.token_policy_versions

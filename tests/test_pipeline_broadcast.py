@@ -6,7 +6,7 @@ import torch
 from scalerl.distributed.observability import strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.errors import ConfigError
-from scalerl.train.metrics_log import read_rows
+from scalerl.train.records.metrics_log import read_rows
 
 
 def _pipeline(**overrides):

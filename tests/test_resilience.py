@@ -17,9 +17,9 @@ from safetensors.torch import load_file, save_file
 
 from cli_invocation import assert_one_line_error as _assert_one_error_line, invoke as _cli
 from scalerl.errors import ConfigError, InputError, OutputError
-from scalerl.train.config import load_config
-from scalerl.train.manifest import write_manifest
-from scalerl.train.metrics_log import append_row, read_rows
+from scalerl.train.config.train_config import load_config
+from scalerl.train.checkpoint.manifest import write_manifest
+from scalerl.train.records.metrics_log import append_row, read_rows
 from scalerl.train.trainer import open_run, train
 
 RUN_SETTINGS = ("eval_every=2", "checkpoint_every=2", "keep_checkpoints=2")
@@ -130,7 +130,7 @@ def test_when_no_checkpoint_is_intact_resume_is_one_error_naming_the_file(run, d
 
 
 def test_a_checkpoint_without_a_manifest_is_resumed_only_when_old_checkpoints_are_accepted(run_config, run):
-    from scalerl.train.manifest import manifest_path
+    from scalerl.train.checkpoint.manifest import manifest_path
 
     manifest_path(_newest(run)).unlink()
     accepted = open_run(run_config("max_steps=4"), run, resume=True, accept_old_checkpoints=True)
@@ -266,8 +266,8 @@ def _safetensors_disk_full(*_args, **_kwargs):
     raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
 
 
-@pytest.mark.parametrize(("target", "failure"), [("scalerl.train.checkpoint.save_file", _safetensors_disk_full),
-                                                 ("scalerl.train.checkpoint.save_file", _disk_full),
+@pytest.mark.parametrize(("target", "failure"), [("scalerl.train.checkpoint.save_load.save_file", _safetensors_disk_full),
+                                                 ("scalerl.train.checkpoint.save_load.save_file", _disk_full),
                                                  ("os.replace", _disk_full)])
 def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(run_config, run, monkeypatch, target,
                                                                               failure):
@@ -374,7 +374,7 @@ def _plain_console():
 
 
 def test_without_a_terminal_progress_is_a_plain_line_every_few_steps():
-    from scalerl.train.progress import RunProgress
+    from scalerl.train.records.progress import RunProgress
 
     console = _plain_console()
     with RunProgress(40, console=console) as progress:
@@ -395,7 +395,7 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
     import collections
 
     from scalerl.distributed.session import PipelineSession
-    from scalerl.train.progress import RunProgress
+    from scalerl.train.records.progress import RunProgress
     from scalerl.train.run_state import RunState
 
     session = object.__new__(PipelineSession)  # the driver's bookkeeping only: no Ray actors

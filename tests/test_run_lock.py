@@ -11,10 +11,10 @@ import pytest
 
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import ConfigError
-from scalerl.train.metrics_log import read_rows
-from scalerl.train.run_lock import LOCK_FILE_NAME, acquire_run_lock
+from scalerl.train.records.metrics_log import read_rows
+from scalerl.train.checkpoint.run_lock import LOCK_FILE_NAME, acquire_run_lock
 
-HOLD_LOCK = ("import sys, time; from scalerl.train.run_lock import acquire_run_lock; "
+HOLD_LOCK = ("import sys, time; from scalerl.train.checkpoint.run_lock import acquire_run_lock; "
              "acquire_run_lock(sys.argv[1]); print('locked', flush=True); time.sleep(60)")
 
 
@@ -69,7 +69,7 @@ def _assert_a_whole_model_folder(folder, reference):
     from transformers import AutoModelForCausalLM
 
     from scalerl.train.export import model_file_names
-    from scalerl.train.manifest import file_sha256, read_manifest
+    from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
 
     listed = read_manifest(reference)
     names = model_file_names(reference, listed)
@@ -86,8 +86,8 @@ def _assert_a_whole_model_folder(folder, reference):
 
 @pytest.mark.slow  # two real training processes and five exports on one folder (~1-3 min on 2 shared cores)
 def test_two_processes_on_one_run_folder_one_trains_the_other_is_refused(tiny_set_options, tmp_path):
-    from scalerl.train.checkpoint import latest_checkpoint
-    from scalerl.train.checkpoint_layout import checkpoint_step
+    from scalerl.train.checkpoint.save_load import latest_checkpoint
+    from scalerl.train.checkpoint.layout import checkpoint_step
 
     out = tmp_path / "run"
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()"]

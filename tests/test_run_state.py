@@ -6,10 +6,10 @@ import torch
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.checkpoint import latest_checkpoint, load_checkpoint
-from scalerl.train.config import TrainConfig
+from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
-from scalerl.train.metrics_log import read_rows
+from scalerl.train.records.metrics_log import read_rows
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler
 

@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from scalerl.distributed.generator_contract import rollout_violations
-from scalerl.distributed.overlap_bounds import async_step_seconds
-from scalerl.distributed.simulated_device import DeviceCosts, fake_packed
+from generator_contract import rollout_violations
+from benchmarks.overlap_bounds import async_step_seconds
+from benchmarks.simulated_device import DeviceCosts, fake_packed
 from scalerl.errors import InputError
 
 
@@ -26,7 +26,7 @@ def test_fake_batches_meet_the_contract_and_keep_every_prompt_in_the_pool():
     """The simulated generator's packed batch equals packing the Rollouts it stands for, meets
     the generator contract and keeps a 0.5 pass rate in every group."""
     from scalerl.tasks.rollout import Rollout
-    from scalerl.train.packed_rollouts import pack_rollouts, unpack_rollouts
+    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 
     costs = DeviceCosts(1e-4, 1e-4, completion_tokens=4, prompt_tokens=3)
     packed = fake_packed([3, 8], 4, costs, [1, 1, 2, 2])
@@ -48,7 +48,7 @@ def test_fake_batches_meet_the_contract_and_keep_every_prompt_in_the_pool():
 def test_the_registry_and_a_simulated_generator_start_without_torch():
     # their actor processes only pass snapshots along; eight of them importing torch on a
     # 2-core machine took longer to start than the benchmark cell ran
-    code = ("import sys, scalerl.distributed.weights, scalerl.distributed.simulated_device; "
+    code = ("import sys, scalerl.distributed.weight_sync.object_store, benchmarks.simulated_device; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -59,8 +59,8 @@ def test_a_simulated_async_run_paces_near_its_bound(tmp_path):
     ray = pytest.importorskip("ray")
     from scalerl.distributed.pipeline import run_pipeline
     from scalerl.distributed.settings import PipelineConfig
-    from scalerl.distributed.simulated_trainer import simulated_workers
-    from scalerl.train.config import TrainConfig
+    from benchmarks.simulated_trainer import simulated_workers
+    from scalerl.train.config.train_config import TrainConfig
 
     steps, generate_seconds, train_seconds = 14, 0.4, 0.1
     config = TrainConfig().with_overrides([

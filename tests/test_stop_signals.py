@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from scalerl.errors import ScaleRLError
-from scalerl.train.interrupt import stop_on_interrupt, terminate_as_interrupt
-from scalerl.train.metrics_log import read_rows
+from scalerl.train.guards.interrupt import stop_on_interrupt, terminate_as_interrupt
+from scalerl.train.records.metrics_log import read_rows
 
 
 def test_sigterm_sets_the_stop_request_with_exit_code_143():
@@ -38,7 +38,7 @@ def test_the_drivers_sigterm_raises_keyboard_interrupt_and_remembers_the_signal(
 def test_a_dead_actor_or_a_failure_inside_one_is_one_error_saying_how_to_resume(tmp_path):
     ray = pytest.importorskip("ray")
     from scalerl.distributed.pipeline import actor_failures_as_errors
-    from scalerl.train.nonfinite import DivergenceError
+    from scalerl.train.guards.finite_checks import DivergenceError
 
     with pytest.raises(ScaleRLError, match=r"an actor of the run died .*scalerl train --out .* --resume"):
         with actor_failures_as_errors(tmp_path):

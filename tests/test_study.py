@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.train.config import save_config
-from scalerl.train.metrics_log import append_row
-from scalerl.train.presets import LEAVE_ONE_OUT, preset_config
+from scalerl.train.config.train_config import save_config
+from scalerl.train.records.metrics_log import append_row
+from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
 from scalerl.study.ablate_plan import plan_leave_one_out, plan_recipes
 from scalerl.study.run_curves import WARM_START_RECORD, paper_axis, seed_mean_curve
 from scalerl.study.study_runs import (

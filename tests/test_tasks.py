@@ -135,7 +135,7 @@ def test_bad_difficulty_settings_raise_config_error():
 
 
 def test_score_rollouts_rewards_each_rollout_against_its_train_prompt():
-    from scalerl.train.run_setup import score_rollouts
+    from scalerl.train.step_rollouts import score_rollouts
 
     task = ArithmeticTask(SMALL_TASK)
     def rollout(index, text):

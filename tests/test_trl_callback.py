@@ -14,7 +14,7 @@ from scalerl.forecast.live import FORECAST_KEYS, live_forecast  # noqa: E402
 from scalerl.integrations.trl_callback import (  # noqa: E402
     ScaleRLForecastCallback,
     add_forecast_callback,
-    training_flops,
+    flops_6nd,
 )
 
 # The eval reward the test's reward function returns at global step s: a known sigmoid in steps.
@@ -95,12 +95,12 @@ def _state(step, max_steps=100, tokens=0):
 
 def test_token_axis_reads_trl_num_tokens_and_flops_axis_is_6_n_d():
     model = SimpleNamespace(parameters=lambda: [SimpleNamespace(numel=lambda: 1000)])
-    for axis, expected in (("tokens", 5000.0), ("flops", training_flops(1000, 5000))):
+    for axis, expected in (("tokens", 5000.0), ("flops", flops_6nd(1000, 5000))):
         callback = ScaleRLForecastCallback(compute_axis=axis, plot=False)
         callback.on_log(None, _state(1), None, logs={"num_tokens": 5000, "loss": 0.1})
         callback.on_log(None, _state(1), None, logs={"eval_reward": 0.2}, model=model)
         assert callback.compute == [expected]
-    assert training_flops(10, 3) == 180.0
+    assert flops_6nd(10, 3) == 180.0
 
 
 def test_fixed_budget_and_no_nan_in_the_logged_keys():

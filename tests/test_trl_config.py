@@ -7,7 +7,7 @@ import pytest
 from cli_invocation import assert_one_line_error, invoke
 from scalerl.cli.train import build_train_config, logging_assignments
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig, config_from_file
+from scalerl.train.config.train_config import TrainConfig, config_from_file
 
 TRL_YAML = """\
 output_dir: out/qwen-grpo

@@ -20,7 +20,7 @@ pytestmark = [
 
 
 def _config(*extra):
-    from scalerl.train.config import TrainConfig
+    from scalerl.train.config.train_config import TrainConfig
 
     return TrainConfig().with_overrides([
         f"model.path={MODEL}", "device=cuda", "dtype=bfloat16", "prompts_per_step=4",
@@ -32,10 +32,10 @@ def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights()
     import torch
     from transformers import AutoModelForCausalLM
 
-    from scalerl.distributed.generator_contract import rollout_violations
+    from generator_contract import rollout_violations
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
-    from scalerl.distributed.weights import snapshot_weights
-    from scalerl.train.generation_settings import length_control, sampling_settings
+    from scalerl.distributed.weight_sync.object_store import snapshot_weights
+    from scalerl.train.config.generation_settings import length_control, sampling_settings
 
     config = _config()
     backend = VllmRolloutBackend(MODEL, sampling_settings(config), length_control(config),

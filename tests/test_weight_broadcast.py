@@ -1,10 +1,10 @@
-"""Weights by collective (scalerl.distributed.broadcast): the bucket plan, and weights a generator
+"""Weights by collective (scalerl.distributed.weight_sync.collective): the bucket plan, and weights a generator
 actor receives by gloo broadcast are bit-identical to the trainer actor's."""
 from __future__ import annotations
 
 import pytest
 
-from scalerl.distributed.broadcast import Bucket, bucket_plan
+from scalerl.distributed.weight_sync.collective import Bucket, bucket_plan
 from scalerl.errors import ConfigError
 
 
@@ -57,12 +57,12 @@ class _Rank:
         self.state = _state(fill)
 
     def join(self, rank: int, world_size: int, address: str) -> None:
-        from scalerl.distributed.broadcast import join_group
+        from scalerl.distributed.weight_sync.collective import join_group
 
         self.group = join_group(rank, world_size, address, "gloo", timeout_seconds=120)
 
     def sync(self, send: bool, bucket_mb: float) -> int:
-        from scalerl.distributed.broadcast import model_bucket_plan, receive_weights, send_weights
+        from scalerl.distributed.weight_sync.collective import model_bucket_plan, receive_weights, send_weights
 
         plan = model_bucket_plan(self.state, bucket_mb)
         return (send_weights if send else receive_weights)(self.state, plan, self.group)
@@ -81,7 +81,7 @@ def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
     ray = pytest.importorskip("ray")
     import numpy as np
 
-    from scalerl.distributed.broadcast import free_address
+    from scalerl.distributed.weight_sync.collective import free_address
 
     ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
@@ -133,7 +133,7 @@ class _GatedGroup:
 def test_the_broadcast_overlaps_the_next_step_and_sends_the_weights_as_they_were_at_publish():
     import torch
 
-    from scalerl.distributed.weights_broadcast import BroadcastPublisher
+    from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher
 
     model = torch.nn.Linear(3, 2)
     published = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -156,7 +156,7 @@ def test_the_broadcast_overlaps_the_next_step_and_sends_the_weights_as_they_were
 def test_a_failed_broadcast_is_raised_by_the_next_publish():
     import torch
 
-    from scalerl.distributed.weights_broadcast import BroadcastPublisher
+    from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher
 
     class Broken:
         def broadcast(self, tensor, src=0, async_op=False):

@@ -21,7 +21,7 @@ def keys_command(
     json_output: bool = typer.Option(False, "--json", help="Print one JSON list of {key, type, default, meaning}."),
 ) -> None:
     """List every config key with its type, default and meaning (the help on its config field)."""
-    from scalerl.train.config_keys import describe_keys, keys_table
+    from scalerl.train.config.config_keys import describe_keys, keys_table
 
     keys = describe_keys()
     if json_output:

@@ -14,9 +14,9 @@ import typer
 
 from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig
-from scalerl.train.config_io import config_field
-from scalerl.train.config_keys import field_help
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.config.config_io import config_field
+from scalerl.train.config.config_keys import field_help
 
 SET_HELP = ("Override one config field: key=value (dotted path or unique leaf name), repeatable; "
             "`scalerl config keys` lists them.")
@@ -37,8 +37,8 @@ def build_train_config(preset: Optional[str], assignments: List[str], model: Opt
     """The TrainConfig of `scalerl train`: preset (default scalerl), then the --config file laid
     over it (a saved config.json is complete; a YAML file may name a few keys), then --set, then
     the dedicated options."""
-    from scalerl.train.config import config_from_file
-    from scalerl.train.presets import preset_config
+    from scalerl.train.config.train_config import config_from_file
+    from scalerl.train.config.presets import preset_config
 
     options = list(assignments)
     if model is not None:
@@ -65,7 +65,7 @@ def with_cached_model(config: TrainConfig) -> TrainConfig:
 
 def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[int]):
     """The saved config of the run in `out`; on resume only max_steps may change."""
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
 
     if not (out / "config.json").exists():
         raise ConfigError(f"--resume: no run to resume in {out} (no config.json)")
@@ -81,7 +81,7 @@ def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[
                         wandb_run_name: Optional[str], report_to: Optional[str]) -> List[str]:
     """--tensorboard / --wandb / --report-to (transformers' spelling: none, all, or names) as config
     overrides. A flag that is not given changes nothing, so a resumed run keeps its saved loggers."""
-    from scalerl.train.trl_config import report_targets
+    from scalerl.train.config.trl_config import report_targets
 
     assignments = []
     if report_to is not None:
@@ -104,7 +104,7 @@ def run_directory(out: Optional[Path], config_file: Optional[Path]) -> Path:
     if out is not None:
         return out
     if config_file is not None:
-        from scalerl.train.config_io import run_directory_of
+        from scalerl.train.config.config_io import run_directory_of
 
         named = run_directory_of(config_file)
         if named is not None:
@@ -266,7 +266,7 @@ def presets_command() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS
+    from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS
 
     console = Console()
     table = Table(title="presets (scalerl train --preset NAME)")

@@ -2,8 +2,8 @@
 
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
-what they hold with the synchronous trainer's own functions (scalerl.train.run_setup,
-scalerl.train.run_state): a generator samples rollouts with `generate_step_packed` (packed as they are decoded) and swaps weights
+what they hold with the synchronous trainer's own functions (scalerl.train.run_setup, step_rollouts,
+scalerl.train.run_state): a generator samples rollouts with `generate_step` (packed as they are decoded) and swaps weights
 in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
 version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
 anything about staleness (see staleness.py).
@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from scalerl.distributed.broadcast import join_group
+from scalerl.distributed.weight_sync.collective import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
-from scalerl.train.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts
-from scalerl.distributed.weights import (
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.distributed.weight_sync.object_store import (
     BackgroundPublisher,
     WeightSnapshot,
     WeightSubscriber,
@@ -28,24 +27,18 @@ from scalerl.distributed.weights import (
     registry_handle,
     snapshot_weights,
 )
-from scalerl.distributed.weights_broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
+from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.flops import ModelShape, model_shape
-from scalerl.train.run_setup import (
-    build_optimisation,
-    build_task,
-    fresh_policy,
-    generate_step_packed,
-    reference_policy,
-    score_rollouts,
-    training_rewards,
-)
+from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
+from scalerl.train.step_rollouts import generate_step, score_rollouts, training_rewards
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
-from scalerl.train.context_check import check_prompt_lengths
-from scalerl.train.divergence import guard_for, guarded_train_step
-from scalerl.train.generation_settings import length_control, sampling_settings
-from scalerl.train.validation import validation_pass_rates
+from scalerl.train.guards.context_check import check_prompt_lengths
+from scalerl.train.guards.divergence_guard import guard_for
+from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.held_out import validation_pass_rates
+from scalerl.train.train_step import guarded_train_step
 
 
 def configure_torch_threads(num_threads: int) -> None:
@@ -97,9 +90,9 @@ class GeneratorWorker:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
             generator = sampling_generator(self.model, request)
-            packed = generate_step_packed(self.model, self.tokenizer, self.task, self.config,
-                                          request.prompt_indices, torch_generator=generator,
-                                          policy_version=start_version, weight_update_hook=hook)
+            packed = generate_step(self.model, self.tokenizer, self.task, self.config,
+                                   request.prompt_indices, torch_generator=generator,
+                                   policy_version=start_version, weight_update_hook=hook)
             if request.rng_state is not None:  # this request held the run's sampling stream
                 rng_after = generator.get_state()
         return GeneratedBatch(
@@ -165,7 +158,7 @@ class TrainerWorker:
 
     def join_data_parallel(self, address: str, rank: int, world_size: int) -> None:
         """pipeline.num_trainers > 1: join the trainers' torch.distributed default group, in which
-        train_step's data-parallel path sums the ranks' gradients (scalerl.train.data_parallel)."""
+        train_step's data-parallel path sums the ranks' gradients (scalerl.train.parallel.data_parallel)."""
         import datetime
 
         import torch.distributed as dist
@@ -186,14 +179,13 @@ class TrainerWorker:
     def model_shape(self) -> ModelShape:
         return model_shape(self.model)
 
-    def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
+    def train(self, packed: PackedRollouts) -> StepResult:
         """train_step (the synchronous trainer's code) on the batch, then publish the new version.
-        A packed batch is trained on as it is: its tensors are built from its buffers (no
-        Rollout objects)."""
+        The batch is trained on as it is: its tensors are built from its buffers (no Rollout
+        objects)."""
         started_at = time.time()
-        batch = rollouts if isinstance(rollouts, PackedRollouts) else as_rollouts(rollouts)
         stats = guarded_train_step(self.guard, self.version + 1, self.model, self.optimizer, self.scheduler,
-                                   training_rewards(batch, self.config), self.config,
+                                   training_rewards(packed, self.config), self.config,
                                    reference=self.reference)
         self.version += 1
         publish_seconds = self.publish()
@@ -240,7 +232,7 @@ class WorkerClasses:
     """The generator and trainer classes a pipeline run instantiates (the real ones by default).
 
     Benchmarks and tests swap in other classes with the same constructor and methods, e.g.
-    scalerl.distributed.simulated_device's; the `*_kwargs` are added to each constructor call.
+    benchmarks.simulated_device's; the `*_kwargs` are added to each constructor call.
     """
 
     generator: type = GeneratorWorker

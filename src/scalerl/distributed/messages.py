@@ -1,14 +1,14 @@
 """The messages between the pipeline's driver, generators and trainer (plain frozen dataclasses).
 
 Kept apart from the workers (actors.py) so that a process handling them needs no torch model
-code: the simulated-device backend's generators import only this, packed.py and weights.py.
+code: the simulated-device backend's generators import only this, packed_rollouts.py and weight_sync/object_store.py.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
-from scalerl.train.packed_rollouts import PackedRollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
 
 

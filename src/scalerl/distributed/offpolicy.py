@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from scalerl.train.packed_rollouts import pack_rollouts
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.distributed.staleness import Admission, admit_batch
 from scalerl.errors import ScaleRLError
 

@@ -23,8 +23,8 @@ from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError, ScaleRLError
-from scalerl.train.interrupt import terminate_as_interrupt
-from scalerl.train.progress import RunProgress
+from scalerl.train.guards.interrupt import terminate_as_interrupt
+from scalerl.train.records.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
 TRAINER_QUEUE = 2  # optimiser steps handed to the trainer actor ahead of their bookkeeping
@@ -76,9 +76,9 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
-    scalerl.distributed.simulated_device's). `accept_old_checkpoints`: a resume may use a checkpoint
+    benchmarks.simulated_device's). `accept_old_checkpoints`: a resume may use a checkpoint
     without a manifest. `show_progress`: the synchronous trainer's progress
-    (scalerl.train.progress) on stderr, one update per logged row; `log` lines then go above it.
+    (scalerl.train.records.progress) on stderr, one update per logged row; `log` lines then go above it.
 
     Ctrl-C or SIGTERM (KeyboardInterrupt) stops the run after writing a checkpoint of the last
     finished step, in the synchronous trainer's format, so `resume=True` continues it; the

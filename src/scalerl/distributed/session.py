@@ -23,14 +23,14 @@ from scalerl.distributed.observability import BusyLedger, pipeline_columns
 from scalerl.distributed.settings import PipelineConfig, actor_gpus
 from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_stats
 from scalerl.distributed.trainer_replicas import ReplicaSteps, join_data_parallel
-from scalerl.distributed.weights import WeightRegistry
+from scalerl.distributed.weight_sync.object_store import WeightRegistry
 from scalerl.errors import ScaleRLError
-from scalerl.train.divergence import require_finite_validation
+from scalerl.train.guards.divergence_guard import require_finite_validation
 from scalerl.train.flops import ModelShape
-from scalerl.train.progress import RunProgress
+from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
-from scalerl.train.validation import PASS_RATE_COLUMN
+from scalerl.train.held_out import PASS_RATE_COLUMN
 
 
 class PipelineSession:

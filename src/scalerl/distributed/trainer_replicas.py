@@ -3,7 +3,7 @@
 Every trainer actor holds the same policy, optimiser and schedule (built from the same config and
 checkpoint). They join torch.distributed's default process group (gloo on CPU, NCCL on GPUs;
 `TrainerWorker.join_data_parallel`), so the synchronous trainer's data-parallel step
-(scalerl.train.data_parallel) runs unchanged: each actor receives the whole batch (one object in
+(scalerl.train.parallel.data_parallel) runs unchanged: each actor receives the whole batch (one object in
 Ray's object store, read by all), back-propagates its share of the sequences, the gradients are
 summed with all_reduce, and every actor makes the same optimiser step. Rank 0 is the trainer the
 rest of the pipeline talks to: it publishes the weights, validates and writes checkpoints; the

@@ -65,7 +65,7 @@ class VllmRolloutBackend:
         self.length_control = length_control
 
     def load_snapshot(self, snapshot) -> None:
-        """Load a scalerl.distributed.weights.WeightSnapshot into the engine."""
+        """Load a scalerl.distributed.weight_sync.object_store.WeightSnapshot into the engine."""
         import torch
 
         tensors = []

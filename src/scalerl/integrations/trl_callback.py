@@ -52,8 +52,9 @@ AUTO_RANGE = "auto"  # [0, 1] while every reward lies in it, else open (TRL sums
 logger = logging.getLogger(__name__)
 
 
-def training_flops(n_parameters: int, tokens: float) -> float:
-    """Kaplan et al. (arXiv 2001.08361) training cost: C = 6 N D for N parameters and D tokens."""
+def flops_6nd(n_parameters: int, tokens: float) -> float:
+    """Kaplan et al. (arXiv 2001.08361) training cost: C = 6 N D for N parameters and D tokens, all
+    a Trainer exposes (scalerl.train.flops.training_flops adds the attention term from the shape)."""
     return 6.0 * float(n_parameters) * float(tokens)
 
 
@@ -119,7 +120,7 @@ class ScaleRLForecastCallback(TrainerCallback):
         if self.compute_axis == "tokens":
             return tokens
         n_parameters = sum(p.numel() for p in model.parameters()) if model is not None else 0
-        return training_flops(n_parameters, tokens)
+        return flops_6nd(n_parameters, tokens)
 
     def _budget(self, state, compute_now: float) -> float:
         if self.budget is not None:

@@ -1,5 +1,5 @@
 """Plans of `scalerl ablate` (and of its alias `scalerl study`): a leave-one-out ablation from
-knob=value pairs (or the whole leave-one-out table of scalerl.train.presets), a recipe study (the
+knob=value pairs (or the whole leave-one-out table of scalerl.train.config.presets), a recipe study (the
 base plus named presets), or a sweep of one scaling axis over several values.
 
 Every plan is a scalerl.study.study_runs.StudyPlan: one runner, one report, one rule. Its study
@@ -15,7 +15,7 @@ from typing import Sequence
 from scalerl.errors import ConfigError
 from scalerl.study.knobs import knob_assignments, knob_label, resolve_knob, split_knob
 from scalerl.study.study_runs import StudyPlan, StudyVariant, assignment_slug, no_op_notes, variant_config
-from scalerl.train.presets import LEAVE_ONE_OUT, PRESETS, preset_config
+from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 
 NAME_BY_ASSIGNMENT = {assignment: name for name, assignment in LEAVE_ONE_OUT.items()}
 SEED_FIELDS = ("seed", "model.init_seed")  # the study sets these; a knob on them breaks the pairing

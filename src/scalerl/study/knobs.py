@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig, all_field_paths, parse_assignment
+from scalerl.train.config.train_config import TrainConfig, all_field_paths, parse_assignment
 from scalerl.models.sizes import model_size_assignments
 
 KNOB_FIELDS = MappingProxyType({

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from scalerl.study.run_curves import WARM_START_RECORD
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 
 WarmStartFunction = Callable[[TrainConfig], "dict | None"]
 

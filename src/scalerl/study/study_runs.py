@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
-from scalerl.train.metrics_log import METRICS_FILE_NAME, read_rows
-from scalerl.train.presets import preset_config
-from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
+from scalerl.train.records.metrics_log import METRICS_FILE_NAME, read_rows
+from scalerl.train.config.presets import preset_config
+from scalerl.study.run_curves import ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused:

@@ -18,7 +18,7 @@ prompts are disjoint and deterministic under the seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Sequence
 
 from scalerl.errors import ConfigError

@@ -6,11 +6,11 @@ At the start rank 0 says which checkpoint it resumed from (the others restore th
 sends its starting weights (warm start and LoRA adapters included). Each step rank 0 broadcasts a
 `StepPlan` (the prompts it sampled, the state of the run's sampling stream); every rank generates
 its contiguous shard of the prompts with the whole batch's random draws
-(generation.generate_rollout_shard), scores it, and the scored shards are gathered in rank order:
-every rank holds the batch one process would have generated, its stream ends where one process's
-would, and `train_step` is data parallel over the ranks (data_parallel.py). When the run stops
-(its last step, every prompt retired, Ctrl-C or SIGTERM) rank 0 broadcasts None and every rank
-stops after the same step.
+(generation.generate_rollout_shard), scores it, and the scored shards are gathered in rank order
+and packed: every rank holds the batch one process would have generated, its stream ends where
+one process's would, and `train_step` is data parallel over the ranks (data_parallel.py). When the
+run stops (its last step, every prompt retired, Ctrl-C or SIGTERM) rank 0 broadcasts None and
+every rank stops after the same step.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any, Sequence
 import torch
 
 from scalerl.tasks.custom_reward import RewardFunction
-from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
 from scalerl.tasks.types import Task
-from scalerl.train.config import TrainConfig
-from scalerl.train.data_parallel import (
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.parallel.data_parallel import (
     all_gather_objects,
     all_reduce_max,
     broadcast_model_state,
@@ -33,13 +33,15 @@ from scalerl.train.data_parallel import (
     rank_and_world_size,
     shard_rows,
 )
-from scalerl.train.divergence import guard_for, guarded_train_step
+from scalerl.train.guards.divergence_guard import guard_for
 from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
-from scalerl.train.generation_settings import length_control, sampling_settings
-from scalerl.train.interrupt import stop_on_interrupt
+from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.guards.interrupt import stop_on_interrupt
 from scalerl.train.lora_policy import run_policy
-from scalerl.train.run_setup import build_optimisation, build_task, reference_policy, score_rollouts, training_rewards
+from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
+from scalerl.train.step_rollouts import score_rollouts, training_rewards
 from scalerl.train.run_state import restore_training
+from scalerl.train.train_step import guarded_train_step
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,10 @@ def announce_stop() -> None:
 
 
 def generate_together(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig, plan: StepPlan,
-                      generator: torch.Generator) -> list[Rollout]:
+                      generator: torch.Generator) -> PackedRollouts:
     """This rank's shard of the plan's prompts x G generations, scored, then every rank's shards
-    gathered: the whole batch, in the order one process generates it. `generator` (in the plan's
-    state) ends where the whole batch's generation leaves it."""
+    gathered and packed: the whole batch, in the order one process generates it. `generator` (in
+    the plan's state) ends where the whole batch's generation leaves it."""
     rank, world_size = rank_and_world_size()
     indices = list(plan.prompt_indices)
     generations = config.sampling.generations_per_prompt
@@ -85,7 +87,7 @@ def generate_together(model: torch.nn.Module, tokenizer: Any, task: Task, config
     vocab_size = model.get_output_embeddings().weight.shape[0]
     skip_decoding_steps(generator, all_reduce_max(steps) - steps, len(indices) * generations, vocab_size)
     scored = score_rollouts(task, shard) if shard else []
-    return [rollout for part in all_gather_objects(scored) for rollout in part]
+    return pack_rollouts([rollout for part in all_gather_objects(scored) for rollout in part])
 
 
 def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ()) -> int:

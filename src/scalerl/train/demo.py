@@ -17,9 +17,9 @@ from typing import Sequence
 
 import numpy as np
 
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig
-from scalerl.train.metrics_log import METRICS_FILE_NAME
-from scalerl.train.presets import preset_config
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig
+from scalerl.train.records.metrics_log import METRICS_FILE_NAME
+from scalerl.train.config.presets import preset_config
 
 # The ScaleRL preset at the scale of the demo, on a built-in task with a ceiling below 1 that the
 # policy reaches within the run (README, "What a newcomer gets"; docs/study.md):

@@ -1,12 +1,12 @@
 """`scalerl export`: a run's checkpoint as a standalone Hugging Face model folder.
 
-A checkpoint is already a model folder (scalerl.train.checkpoint); export copies its model and
+A checkpoint is already a model folder (scalerl.train.checkpoint.save_load); export copies its model and
 tokenizer files without the training state, so the result is what `from_pretrained`, vLLM or
 `push_to_hub` expect. A checkpoint of the older flat layout (weights only) is rebuilt from the
 run's config.json: the policy is built as the run built it and the weights loaded into it.
 The folder is assembled beside `out` and renamed into place, so it appears complete or not at all.
 
-The checkpoint is verified first by the checks resume makes (scalerl.train.checkpoint_checks.verify_checkpoint:
+The checkpoint is verified first by the checks resume makes (scalerl.train.checkpoint.verify.verify_checkpoint:
 manifest checksums, no symbolic link, headers against the model's config, JSON files parsed,
 finite tensors), and a checkpoint without a manifest is damage unless the user accepts older
 checkpoints; a damaged one is refused, never copied. The newest checkpoint is the one exported
@@ -16,7 +16,7 @@ is read once, before anything else: only the files it lists are copied (older ch
 one: its regular files, with a warning), each copy checked against that manifest's size and
 SHA-256, so the folder written is exactly the checkpoint first read or nothing.
 Beside a live run: the trainer removes a checkpoint by renaming it out of sight, then deleting it
-(scalerl.train.checkpoint), so the one being exported can vanish, whole, mid-read. Export tells
+(scalerl.train.checkpoint.save_load), so the one being exported can vanish, whole, mid-read. Export tells
 that apart from damage by the folder's identity (device, inode): when the folder it read is no
 longer the one under that name, it starts again on the newest (at most `_ATTEMPTS` times); an
 error of a checkpoint still in place is never retried.
@@ -36,10 +36,10 @@ from typing import Callable
 from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
 from scalerl.models.lora import is_adapter_folder
-from scalerl.train.checkpoint import checkpoint_folders
-from scalerl.train.checkpoint_checks import verify_checkpoint
-from scalerl.train.checkpoint_layout import TRAINING_STATE_DIR, checkpoint_name, checkpoint_step
-from scalerl.train.manifest import file_sha256, read_manifest
+from scalerl.train.checkpoint.layout import TRAINING_STATE_DIR, checkpoint_name, checkpoint_step
+from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
+from scalerl.train.checkpoint.save_load import checkpoint_folders
+from scalerl.train.checkpoint.verify import verify_checkpoint
 
 _TRAINING_FILES = ("optimizer.safetensors", "rng.safetensors", "state.json")
 _ATTEMPTS = 5  # a run keeping one checkpoint replaces it every checkpoint_every steps
@@ -104,7 +104,7 @@ def _folder_identity(folder: Path) -> tuple[int, int] | None:
 def _rebuild_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None:
     """Older flat checkpoints: build the run's policy, load the weights, save_pretrained."""
     from scalerl.models.hf_folder import write_model_folder
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
     from scalerl.train.run_setup import fresh_policy
 
     model, tokenizer = fresh_policy(load_config(run_dir))
@@ -117,7 +117,7 @@ def _merged_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None
     read from the cache), the adapter loaded onto them and merged in (peft's merge_and_unload)."""
     from scalerl.models.hf_folder import write_model_folder
     from scalerl.models.lora import merged_model
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
     from scalerl.train.lora_policy import run_policy
     from scalerl.train.run_setup import build_task
 

@@ -66,7 +66,7 @@ def head_precision_note(trained_head: str, folder: Path) -> str | None:
 
 def trained_head_dtype(run_dir: Path) -> str | None:
     """float32 when the run's config had model.fp32_head, else its dtype; None without a config."""
-    from scalerl.train.config import load_config
+    from scalerl.train.config.train_config import load_config
 
     if not (run_dir / "config.json").is_file():
         return None

@@ -24,8 +24,8 @@ from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.models.policy import policy_forward, positions_from_mask
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
-from scalerl.train.packed_rollouts import PackedRollouts
-from scalerl.train.token_grid import TokenGrid, pack_decoded
+from scalerl.train.batch.packed_rollouts import PackedRollouts
+from scalerl.train.batch.token_grid import TokenGrid, pack_decoded
 
 WeightUpdateHook = Callable[[], "int | None"]
 

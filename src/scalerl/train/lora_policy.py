@@ -11,7 +11,7 @@ import torch
 
 from scalerl.models.lora import with_lora
 from scalerl.tasks.types import Task
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.run_setup import starting_policy
 
 

@@ -1,33 +1,26 @@
 """What a run is built from, shared by the synchronous trainer and the pipeline's actors.
 
 The task, the starting policy (warm start cached) and the frozen reference policy of a KL
-penalty, the optimiser and LR schedule, the run directory's checks, one step's generation with
-the task's rewards, and the rewards the policy is trained on. The pipeline with max_lag = 0
-reproduces the synchronous run because both call these very functions.
+penalty, the optimiser and LR schedule, and the checks of paths, device, run directory and a
+resume's config. One step's rollouts are scalerl.train.step_rollouts'.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from scalerl.train.packed_rollouts import PackedRollouts
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
-from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.types import Task
 from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
 from scalerl.tasks.loading import load_task
-from scalerl.tasks.rollout import Rollout
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
-from scalerl.train.generation import generate_packed, generate_rollouts
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.train_step import build_optimizer, build_scheduler
-from scalerl.train.generation_settings import length_control, sampling_settings
 
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 # train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
@@ -48,7 +41,7 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
     if device_here:
         check_device(config.device)
     if config.wandb:
-        from scalerl.train.wandb_log import require_wandb
+        from scalerl.train.records.wandb_log import require_wandb
 
         require_wandb()
 
@@ -175,70 +168,3 @@ def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
     if run_files:
         raise ConfigError(f"{run_dir} already holds a run ({', '.join(run_files)}); pass --resume or choose "
                           "another --out")
-
-
-def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
-    """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
-    task with a batch `rewards` method (user reward functions) is called once for all of them."""
-    examples = [task.train[int(i)] for i in prompt_indices]
-    batch_rewards = getattr(task, "rewards", None)
-    if batch_rewards is not None:
-        return [float(value) for value in batch_rewards(list(texts), examples)]
-    return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
-
-
-def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
-    """The verifier's reward of each rollout (the length penalty is added at training)."""
-    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts])
-    return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
-
-
-def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
-    """score_rollouts on a packed batch: the same rewards, read from its texts."""
-    text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
-    texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
-    return packed.with_rewards(np.array(verifier_rewards(task, texts, packed.prompt_index.tolist()), dtype=np.float64))
-
-
-def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
-                  prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
-                  weight_update_hook: Callable[[], int | None] | None = None) -> list[Rollout]:
-    """One step's rollouts: G generations of each prompt, sampled with `torch_generator`, scored."""
-    return score_rollouts(task, _generate_step_with(
-        generate_rollouts, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook))
-
-
-def generate_step_packed(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
-                         prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
-                         weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
-    """generate_step packed as the decoder records it (generation.generate_packed): equal to
-    pack_rollouts(generate_step(...)) with the same generator state."""
-    return score_packed(task, _generate_step_with(
-        generate_packed, model, tokenizer, task, config, prompt_indices, torch_generator=torch_generator,
-        policy_version=policy_version, weight_update_hook=weight_update_hook))
-
-
-def _generate_step_with(generate, model, tokenizer, task, config, prompt_indices, **settings):
-    """`generate` (generation.generate_rollouts or generate_packed) on the step's training prompts
-    with the run's sampling and length control; `settings`: generator, version and hook."""
-    indices = [int(i) for i in prompt_indices]
-    return generate(model, tokenizer, [task.train[i].prompt for i in indices], indices,
-                    num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
-                    length_control=length_control(config), **settings)
-
-
-def training_rewards(rollouts: list[Rollout] | PackedRollouts, config: TrainConfig) -> list[Rollout] | PackedRollouts:
-    """Rewards the policy is trained on: the verifier's, plus DAPO's overlong penalty in
-    "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
-    if config.sampling.length_control != "penalty":
-        return rollouts
-    if isinstance(rollouts, PackedRollouts):  # the same sums, on its arrays
-        penalties = overlong_length_penalty(np.diff(rollouts.completion_offsets).tolist(),
-                                            config.sampling.max_new_tokens,
-                                            config.sampling.penalty_cache_tokens)
-        return rollouts.with_rewards(rollouts.reward + np.array(penalties.tolist(), dtype=np.float64))
-    penalties = overlong_length_penalty([r.num_completion_tokens for r in rollouts],
-                                        config.sampling.max_new_tokens,
-                                        config.sampling.penalty_cache_tokens).tolist()
-    return [r.with_reward(r.reward + p) for r, p in zip(rollouts, penalties)]

@@ -11,8 +11,8 @@ checkpoint is a synchronous checkpoint.
 
 A checkpoint is the trainer's tensors (weights, optimiser, LR schedule) plus a `RunSnapshot`
 (with the run's config, so a resume can tell what changed), written by `save_run_checkpoint`
-(scalerl.train.checkpoint's format) wherever the tensors live. A resume reads the newest intact
-checkpoint (`read_resume_point`, scalerl.train.resume) before it writes anything.
+(scalerl.train.checkpoint.save_load's format) wherever the tensors live. A resume reads the newest intact
+checkpoint (`read_resume_point`, scalerl.train.checkpoint.resume) before it writes anything.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
-from scalerl.train.batch_columns import BatchColumns, as_columns, generation_totals
+from scalerl.train.batch.batch_columns import BatchColumns, as_columns, generation_totals
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.checkpoint import load_checkpoint, save_checkpoint
-from scalerl.train.checkpoint_layout import training_file
-from scalerl.train.manifest import manifest_path
-from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, save_config
-from scalerl.train.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
-from scalerl.train.resume import check_rows_for_resume, newest_intact
-from scalerl.train.run_lock import RunLock, acquire_run_lock
+from scalerl.train.checkpoint.save_load import load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint.layout import training_file
+from scalerl.train.checkpoint.manifest import manifest_path
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, save_config
+from scalerl.train.records.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
+from scalerl.train.checkpoint.resume import check_rows_for_resume, newest_intact
+from scalerl.train.checkpoint.run_lock import RunLock, acquire_run_lock
 from scalerl.train.run_setup import check_resumable, check_run_dir
 from scalerl.train.train_step import StepStats
 
@@ -148,13 +148,13 @@ class RunState:
              rng_device: str = "cpu", weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
              accept_old_checkpoints: bool = False) -> RunState:
         """Check `run_dir` suits the run, then a fresh state, or on resume the state of its newest
-        intact checkpoint (scalerl.train.resume; `weight_shapes`, the model's, when the caller
+        intact checkpoint (scalerl.train.checkpoint.resume; `weight_shapes`, the model's, when the caller
         knows them) with the metrics rows written after it dropped. A checkpoint without a manifest
         is damaged unless `accept_old_checkpoints` (an older scalerl's: used with a warning).
         config.json is written only once every check passed; `notes` says what the resume skipped
         or dropped.
 
-        The run folder's lock (scalerl.train.run_lock) is taken first and held until `close`: a
+        The run folder's lock (scalerl.train.checkpoint.run_lock) is taken first and held until `close`: a
         folder another process trains is one ConfigError naming its PID."""
         run_dir = Path(run_dir)
         lock = acquire_run_lock(run_dir)
@@ -215,7 +215,7 @@ class RunState:
 
     def update_pool(self, rollouts: Sequence[Rollout] | BatchColumns) -> None:
         """Retire the prompts whose pass rate reached the no-positive-resampling threshold.
-        `rollouts`: Rollouts, or their columns (a packed batch's, scalerl.train.batch_columns)."""
+        `rollouts`: Rollouts, or their columns (a packed batch's, scalerl.train.batch.batch_columns)."""
         columns = as_columns(rollouts)
         self.pool.update_many(pass_rates_by_prompt(columns.prompt_index.tolist(), columns.reward.tolist()))
 
@@ -256,7 +256,7 @@ class RunState:
                   dropped: Sequence[Sequence[Rollout] | BatchColumns] = ()) -> dict[str, Any]:
         """Step `step` is done: add its compute (and the generation of `dropped` batches, generated
         but never trained on) to the counters; return its metrics row (not yet appended).
-        Batches are Rollouts or their columns (scalerl.train.batch_columns: the same numbers)."""
+        Batches are Rollouts or their columns (scalerl.train.batch.batch_columns: the same numbers)."""
         self.step = int(step)
         rollouts = as_columns(rollouts)
         self._book_generation(shape, rollouts)

@@ -3,7 +3,7 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
              -> group-centred advantages (configured normalisation)
-             -> per micro-batch (train.micro_batch_size; train/micro_batches.py):
+             -> per micro-batch (train.micro_batch_size; train/parallel/micro_batches.py):
                 padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
                 over positions: train.logprob_chunk_size) -> loss (registry spec: its function
                 and config parameters; GRPO's KL term with the frozen reference policy's
@@ -11,14 +11,15 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
                 normalisers) -> backward, gradients accumulated
              -> clip -> checks (non-finite numbers, the update's size: nonfinite.py) -> AdamW -> LR step
 
-Also the optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant:
-ScaleRL, arXiv 2510.13786, section 4).
+`guarded_train_step` is the step every trainer takes: `train_step`, with a non-finite step skipped
+or the run stopped as its DivergenceGuard says (scalerl.train.guards.divergence_guard). Also the
+optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant: ScaleRL,
+arXiv 2510.13786, section 4).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -26,20 +27,20 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import InputError
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
-from scalerl.train.config import OptimConfig, TrainConfig
+from scalerl.train.config.train_config import OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.nonfinite import require_bounded_step, require_finite_rollouts, require_finite_update
-from scalerl.train.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
-from scalerl.train.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.guards.divergence_guard import DivergenceGuard
+from scalerl.train.guards.finite_checks import NonFiniteStep, require_bounded_step, require_finite_rollouts, require_finite_update
+from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
+from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
-from scalerl.tasks.rollout import Rollout
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class StepStats:
     updated: bool
     tokens_recomputed: int = 0
     recomputed_context_sum: int = 0
-    nonfinite: str = ""  # why the step was skipped for a non-finite number (scalerl.train.divergence)
+    nonfinite: str = ""  # why the step was skipped for a non-finite number (scalerl.train.guards.divergence_guard)
 
 
 @dataclass(frozen=True)
@@ -109,16 +110,6 @@ def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torc
         optimizer, lambda step: warmup_lr_factor(step, warmup_steps))
 
 
-def _padded(rows: Sequence[Sequence[float]], width: int, fill: float, *, left: bool,
-            dtype: torch.dtype) -> torch.Tensor:
-    """[len(rows), width] tensor: each row's values right-aligned (`left` padding) or
-    left-aligned, `fill` elsewhere. Filled through one flat numpy scatter (no per-row tensors)."""
-    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
-    flat = np.fromiter(itertools.chain.from_iterable(rows), count=int(lengths.sum()),
-                       dtype=np.float64 if dtype.is_floating_point else np.int64)
-    return _padded_flat(flat, lengths, width, fill, left=left, dtype=dtype)
-
-
 def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int, fill: float, *, left: bool,
                  dtype: torch.dtype) -> torch.Tensor:
     """`_padded` of rows given concatenated (`flat`, row i = the next lengths[i] values)."""
@@ -131,39 +122,11 @@ def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int, fill: float,
     return torch.from_numpy(out).to(dtype)
 
 
-def build_batch(rollouts: Sequence[Rollout] | PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
-    """Padded tensors from rollouts (prompt left-padded, completion right-padded); a packed batch
-    is read from its contiguous buffers (build_packed_batch), the same tensors."""
-    if not len(rollouts):
+def build_batch(packed: PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
+    """Padded tensors of a batch (prompt left-padded, completion right-padded): one vectorised
+    scatter per field from its flat buffers, cut by its offsets; no Rollout objects."""
+    if not len(packed):
         raise InputError("cannot build a batch from zero rollouts")
-    if isinstance(rollouts, PackedRollouts):
-        return build_packed_batch(rollouts, pad_token_id)
-    prompt_width = max(len(r.prompt_token_ids) for r in rollouts)
-    completion_width = max(max(len(r.completion_token_ids) for r in rollouts), 1)
-    prompts = [r.prompt_token_ids for r in rollouts]
-    completions = [r.completion_token_ids for r in rollouts]
-    prompt_ids = _padded(prompts, prompt_width, pad_token_id, left=True, dtype=torch.long)
-    completion_ids = _padded(completions, completion_width, pad_token_id, left=False, dtype=torch.long)
-    prompt_mask = _padded([[1] * len(p) for p in prompts], prompt_width, 0, left=True, dtype=torch.long)
-    completion_mask = _padded([[1] * len(c) for c in completions], completion_width, 0, left=False,
-                              dtype=torch.long)
-    return RolloutBatch(
-        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
-        attention_mask=torch.cat([prompt_mask, completion_mask], dim=1),
-        completion_ids=completion_ids,
-        generator_logprobs=_padded([r.generator_logprobs for r in rollouts], completion_width,
-                                   0.0, left=False, dtype=torch.float32),
-        loss_mask=_padded([r.loss_mask for r in rollouts], completion_width, 0, left=False,
-                          dtype=torch.float32),
-        rewards=torch.tensor([r.reward for r in rollouts], dtype=torch.float32),
-        group_ids=torch.tensor([r.group_index for r in rollouts], dtype=torch.long),
-        prompt_width=prompt_width,
-    )
-
-
-def build_packed_batch(packed: PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
-    """build_batch of a PackedRollouts (at least one rollout): one vectorised scatter per field
-    from its flat buffers, cut by its offsets; no Rollout objects."""
     prompt_lengths, completion_lengths = np.diff(packed.prompt_offsets), np.diff(packed.completion_offsets)
     prompt_width = int(prompt_lengths.max())
     completion_width = max(int(completion_lengths.max()), 1)
@@ -225,29 +188,20 @@ def keep_mask_for(rewards: torch.Tensor, group_ids: torch.Tensor, rl: RLConfig) 
     return torch.ones_like(rewards, dtype=torch.bool)
 
 
-def _trained_token_counts(rollouts: Sequence[Rollout] | PackedRollouts) -> tuple[int, int]:
+def _trained_token_counts(packed: PackedRollouts) -> tuple[int, int]:
     """(tokens, attention context sum) of the teacher-forced forward, padding excluded."""
-    if isinstance(rollouts, PackedRollouts):
-        lengths = (np.diff(rollouts.prompt_offsets) + np.diff(rollouts.completion_offsets)).tolist()
-    else:
-        lengths = [len(r.prompt_token_ids) + len(r.completion_token_ids) for r in rollouts]
+    lengths = (np.diff(packed.prompt_offsets) + np.diff(packed.completion_offsets)).tolist()
     return sum(lengths), sum(sequence_context_sum(length) for length in lengths)
 
 
-def rewards_and_groups(rollouts: Sequence[Rollout] | PackedRollouts) -> tuple[torch.Tensor, torch.Tensor]:
-    """(rewards float32 [N], group ids long [N]) of a batch (a packed one: from its arrays)."""
-    if isinstance(rollouts, PackedRollouts):
-        return (torch.tensor(rollouts.reward, dtype=torch.float32),
-                torch.tensor(rollouts.group_index, dtype=torch.long))
-    return (torch.tensor([r.reward for r in rollouts], dtype=torch.float32),
-            torch.tensor([r.group_index for r in rollouts], dtype=torch.long))
+def rewards_and_groups(packed: PackedRollouts) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rewards float32 [N], group ids long [N]) of a batch, from its arrays."""
+    return torch.tensor(packed.reward, dtype=torch.float32), torch.tensor(packed.group_index, dtype=torch.long)
 
 
-def select_rows(rollouts: Sequence[Rollout] | PackedRollouts, rows: Sequence[int]) -> Sequence[Rollout] | PackedRollouts:
-    """The rollouts at `rows`, in order, in the batch's own form (a packed batch stays packed)."""
-    if isinstance(rollouts, PackedRollouts):
-        return rollouts.select(np.fromiter(rows, dtype=np.int64, count=len(rows)))
-    return [rollouts[i] for i in rows]
+def select_rows(packed: PackedRollouts, rows: Sequence[int]) -> PackedRollouts:
+    """The rollouts at `rows`, in order, still packed."""
+    return packed.select(np.fromiter(rows, dtype=np.int64, count=len(rows)))
 
 
 def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts,
@@ -279,7 +233,7 @@ def prepare_for_training(model: torch.nn.Module, config: TrainConfig) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout] | PackedRollouts, advantages: torch.Tensor,
+def accumulate_gradients(model: torch.nn.Module, rollouts: PackedRollouts, advantages: torch.Tensor,
                          config: TrainConfig, reference: torch.nn.Module | None = None,
                          rows: slice = slice(None)) -> AccumulatedStats:
     """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
@@ -319,7 +273,7 @@ def accumulate_gradients(model: torch.nn.Module, rollouts: Sequence[Rollout] | P
 
 
 def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-               rollouts: Sequence[Rollout] | PackedRollouts, config: TrainConfig,
+               rollouts: PackedRollouts, config: TrainConfig,
                reference: torch.nn.Module | None = None) -> StepStats:
     """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
 
@@ -327,7 +281,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
     applies anything, and so does an update out of bounds (a learning rate >= 1, an update larger
-    than the weights: scalerl.train.nonfinite, scalerl.train.update_size)."""
+    than the weights: scalerl.train.guards.finite_checks, scalerl.train.guards.update_size)."""
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)
@@ -358,6 +312,25 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
                      tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True,
                      tokens_recomputed=recomputed[0], recomputed_context_sum=recomputed[1])
 
+
+def guarded_train_step(guard: DivergenceGuard, step: int, model: torch.nn.Module,
+                       optimizer: torch.optim.Optimizer, scheduler: Any, rollouts: PackedRollouts,
+                       config: TrainConfig, reference: torch.nn.Module | None = None) -> StepStats:
+    """`train_step` for step `step`; a non-finite step is skipped (its StepStats say why in
+    `nonfinite`, loss and gradient norm NaN, not updated) or stops the run (DivergenceError)."""
+    try:
+        return train_step(model, optimizer, scheduler, rollouts, config, reference=reference)
+    except NonFiniteStep as error:
+        optimizer.zero_grad(set_to_none=True)
+        note = guard.admit(step, error)
+    lr = float(optimizer.param_groups[0]["lr"])
+    with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
+        warnings.simplefilter("ignore", UserWarning)
+        scheduler.step()
+    nan = float("nan")
+    return StepStats(loss=nan, grad_norm=nan, lr=lr, entropy=nan, mean_ratio=nan, clipped_fraction=0.0,
+                     kept_prompts=0, total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
+                     kept_sequences=0, tokens_trained=0, trained_context_sum=0, updated=False, nonfinite=note)
 
 def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
     if device.type == "cpu":

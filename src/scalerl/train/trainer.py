@@ -22,24 +22,18 @@ import torch
 from scalerl.models.lora import require_peft
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
-from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train import flops
-from scalerl.train.config import TrainConfig
-from scalerl.train.checkpoint import checkpoint_folders, weight_shapes_of
-from scalerl.train.context_check import check_prompt_lengths
-from scalerl.train.divergence import DivergenceGuard, guard_for, guarded_train_step, require_finite_validation
-from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
-from scalerl.train.progress import RunProgress
-from scalerl.train.run_setup import (
-    build_optimisation,
-    build_task,
-    check_paths,
-    generate_step,
-    reference_policy,
-    training_rewards,
-)
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
+from scalerl.train.guards.context_check import check_prompt_lengths
+from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
+from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
+from scalerl.train.records.progress import RunProgress
+from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy
+from scalerl.train.step_rollouts import generate_step, training_rewards
 from scalerl.train.lora_policy import run_policy
-from scalerl.train.data_parallel import (
+from scalerl.train.parallel.data_parallel import (
     init_from_environment,
     joins_from_environment,
     leave_process_group,
@@ -47,7 +41,8 @@ from scalerl.train.data_parallel import (
 )
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
-from scalerl.train.validation import PASS_RATE_COLUMN, validation_pass_rates
+from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
+from scalerl.train.train_step import guarded_train_step
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -100,7 +95,7 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
     bare architecture is built first, so that checkpoints whose weights do not fit it are skipped
-    like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.run_lock);
+    like any damaged checkpoint. The run state holds the folder's lock (scalerl.train.checkpoint.run_lock);
     a new run that fails before its first row leaves no folder behind."""
     check_paths(config)
     if config.model.lora_r > 0:
@@ -126,9 +121,9 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
         raise
 
 
-def _generate(run: Run) -> list[Rollout]:
-    """P prompts from the pool x G generations, rewards filled in by the task's verifier (under
-    torchrun each rank generates its shard of the prompts: data_parallel_run)."""
+def _generate(run: Run) -> PackedRollouts:
+    """P prompts from the pool x G generations, packed, rewards filled in by the task's verifier
+    (under torchrun each rank generates its shard of the prompts: data_parallel_run)."""
     state = run.state
     if rank_and_world_size()[1] > 1:
         plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from scalerl.tasks.types import Task
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.warmstart import WarmStartSettings, warm_start_cache_key, warm_start_cached, weights_digest
 
 

@@ -16,7 +16,6 @@ from scalerl.forecast.readers.verl_console import looks_like_verl_console, read_
 
 CSV_SUFFIXES = (".csv", ".tsv")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
-TEXT_LOG_SUFFIXES = (".log", ".txt", ".out", "")
 METRICS_FILE = "metrics.jsonl"  # what `scalerl train` writes in its run folder
 TRAINER_STATE_FILE = "trainer_state.json"  # in every transformers / TRL checkpoint folder
 CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")

@@ -178,12 +178,6 @@ def partial_file_note(file: Path, records: Records, allow_partial: bool) -> str:
     return f"{message}: fitting the readable part only (--allow-partial)"
 
 
-def count_readable_records(data: bytes) -> tuple[int, str | None]:
-    """(records whose framing and CRC32C check out, None or what is wrong after them)."""
-    records = read_records(data)
-    return len(records), records.problem
-
-
 def add_scalar_events(data: bytes, records: Records, piece: ScalarPiece, source: Path) -> None:
     """Decode each record as an Event and add its scalar summaries to `piece`.
 

@@ -1,16 +1,16 @@
 """Checkpoints without pickle: tensors in safetensors, everything else in JSON, written atomically.
 
 Every checkpoint is a Hugging Face model folder with its training state in a training_state/
-subfolder (layout and names: scalerl.train.checkpoint_layout).
+subfolder (layout and names: scalerl.train.checkpoint.layout).
 A checkpoint is assembled in a hidden temporary directory, every file fsynced, its manifest
-(each file's size and SHA-256, scalerl.train.manifest) written last, then renamed into place
+(each file's size and SHA-256, scalerl.train.checkpoint.manifest) written last, then renamed into place
 (os.replace), so a crash at any moment leaves either the old or the new checkpoint, never a
 partial one; a failed write (disk full) removes the temporary directory and is one OutputError
 naming the checkpoint. Tensors that are not finite are never written (DivergenceError). Only the
 last `keep` checkpoints are kept. A checkpoint leaves the same way it came: renamed to a hidden
 `.trash-` name (one atomic step) before its files are deleted, so a reader beside a live run (export)
 finds under a `step_N` name a complete checkpoint or nothing, never one half deleted.
-`load_checkpoint` verifies every file first (scalerl.train.checkpoint_checks.verify_checkpoint)
+`load_checkpoint` verifies every file first (scalerl.train.checkpoint.verify.verify_checkpoint)
 before it changes anything, so a damaged checkpoint is one InputError naming the file and what is
 wrong with it.
 """
@@ -30,12 +30,12 @@ from safetensors.torch import load_file, save_file
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, write_model_folder
 from scalerl.models.lora import adapter_state, is_lora
-from scalerl.train.checkpoint_checks import reading, verify_checkpoint
-from scalerl.train.checkpoint_layout import (CHECKPOINTS_DIR_NAME, STATE_FILE, TRAINING_STATE_DIR, checkpoint_name,
+from scalerl.train.checkpoint.verify import reading, verify_checkpoint
+from scalerl.train.checkpoint.layout import (CHECKPOINTS_DIR_NAME, STATE_FILE, TRAINING_STATE_DIR, checkpoint_name,
                                              checkpoint_step, training_file)
-from scalerl.train.manifest import write_manifest
-from scalerl.train.nonfinite import DivergenceError, nonfinite_parameter
-from scalerl.train.safe_writes import fsync_path, writing
+from scalerl.train.checkpoint.manifest import write_manifest
+from scalerl.train.guards.finite_checks import DivergenceError, nonfinite_parameter
+from scalerl.train.records.safe_writes import fsync_path, writing
 
 _RETIRED_PREFIX = ".trash-"  # a checkpoint being deleted: hidden, never listed
 

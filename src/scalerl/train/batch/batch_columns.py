@@ -1,7 +1,7 @@
 """Per-sequence columns of a batch of rollouts: the numbers a step's bookkeeping reads.
 
 A step's counters and metrics row (RunState.book_step) and the prompt pool's update need six
-numbers per sequence, never its tokens. A packed batch (scalerl.train.packed_rollouts) gives them as
+numbers per sequence, never its tokens. A packed batch (scalerl.train.batch.packed_rollouts) gives them as
 views of its arrays (lengths are differences of its offsets), so the pipeline's driver books a
 step in a few vectorised passes without rebuilding Rollout objects; the synchronous trainer's
 Rollouts give the same columns (`rollout_columns`). numpy only: cheap to import anywhere.

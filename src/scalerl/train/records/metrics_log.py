@@ -5,8 +5,8 @@ Each append writes one complete line, flushes and fsyncs before returning, so af
 readers ignore and `truncate_after_step` removes. Any other line that is not a JSON object with
 an integer step is damage: InputError names the file and the line. Non-finite floats are written
 as null (strict JSON).
-Optionally mirrors every numeric column to TensorBoard (and W&B, scalerl.train.wandb_log) under its
-grouped name (scalerl.train.metric_groups).
+Optionally mirrors every numeric column to TensorBoard (and W&B, scalerl.train.records.wandb_log) under its
+grouped name (scalerl.train.records.metric_groups).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from scalerl.errors import InputError
-from scalerl.train.metric_groups import grouped_metric_name
-from scalerl.train.safe_writes import write_atomically, writing
+from scalerl.train.records.metric_groups import grouped_metric_name
+from scalerl.train.records.safe_writes import write_atomically, writing
 
 METRICS_FILE_NAME = "metrics.jsonl"
 
@@ -161,7 +161,7 @@ class MetricsLog:
         """The log a run's config asks for: `tensorboard`, `wandb` (project, run name)."""
         mirrors = ()
         if config.wandb:
-            from scalerl.train.wandb_log import WandbMirror
+            from scalerl.train.records.wandb_log import WandbMirror
 
             mirrors = (WandbMirror(run_dir, project=config.wandb_project, run_name=config.wandb_run_name,
                                    config=config.to_dict()),)

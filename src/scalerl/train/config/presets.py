@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scalerl.errors import ConfigError
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from typing import Any
 
 import torch
 
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import evaluate_correct_counts
-from scalerl.train.generation_settings import length_control, sampling_settings
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.tasks.rollout import SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 

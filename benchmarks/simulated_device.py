@@ -9,7 +9,7 @@ checkpoints. Only the device compute is replaced: a generation or training call 
 for its tokens x a per-token cost (`DeviceCosts`), and rollouts are produced cheaply (fixed
 lengths, half of each group rewarded), so the CPU stays idle and the actors never compete for
 cores the way two CPU processes do. Pass them with
-`run_pipeline(..., workers=simulated_workers(costs))` (scalerl.distributed.simulated_trainer) (benchmarks/pipeline_efficiency.py).
+`run_pipeline(..., workers=simulated_workers(costs))` (benchmarks.simulated_trainer) (benchmarks/pipeline_efficiency.py).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.packed_rollouts import PackedRollouts
-from scalerl.distributed.weights import WeightSubscriber, registry_handle
+from scalerl.train.batch.packed_rollouts import PackedRollouts
+from scalerl.distributed.weight_sync.object_store import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
 
 

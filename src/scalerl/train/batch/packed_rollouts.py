@@ -4,7 +4,7 @@ What crosses between the pipeline's actors. Ray serialises numpy arrays out of b
 protocol 5), so a packed batch is one memory copy into the object store and is read from it
 without a copy, where a tuple of Rollouts is pickled and unpickled object by object. The
 generator packs once; the trainer builds its training tensors from the arrays
-(scalerl.train.train_step.build_packed_batch, rows picked with `select`) and the driver books a
+(scalerl.train.train_step.build_batch, rows picked with `select`) and the driver books a
 step from their columns (`columns`), so neither rebuilds Rollout objects.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch_columns import BatchColumns
+from scalerl.train.batch.batch_columns import BatchColumns
 
 
 @dataclass(frozen=True, eq=False)

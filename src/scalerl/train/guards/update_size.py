@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from scalerl.train.config import MAX_LR
+from scalerl.train.config.train_config import MAX_LR
 
 MAX_RELATIVE_UPDATE = 1.0  # ||update|| / ||weights|| of one step
 _CHUNK = 1 << 24  # elements of one tensor handled at a time (bounded scratch memory)

@@ -11,12 +11,12 @@ import numpy as np
 
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
-from scalerl.train.packed_rollouts import PackedRollouts, pack_rollouts
-from scalerl.distributed.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.errors import InputError
-from scalerl.train.batch_columns import generation_totals
+from scalerl.train.batch.batch_columns import generation_totals
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.validation import PASS_RATE_COLUMN
+from scalerl.train.held_out import PASS_RATE_COLUMN
 
 
 class SimulatedTrainer(TrainerWorker):

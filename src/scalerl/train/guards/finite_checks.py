@@ -3,22 +3,21 @@
 A step is refused before the optimiser applies it when the policy's generation log-probs
 (sampled tokens) are not finite or out of their range, the loss is not finite or beyond
 `MAX_ABS_LOSS`, the gradient norm or a weight is not finite, or the update it would apply is out
-of bounds (scalerl.train.update_size): `NonFiniteStep` names the quantity. What the run then does
-(stop with a DivergenceError, or skip the step) is scalerl.train.divergence's.
+of bounds (scalerl.train.guards.update_size): `NonFiniteStep` names the quantity. What the run then
+does (stop with a DivergenceError, or skip the step) is scalerl.train.guards.divergence_guard's.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 import torch
 
-from scalerl.train.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ScaleRLError
-from scalerl.tasks.rollout import Rollout
-from scalerl.train.update_size import update_problem
+from scalerl.train.guards.update_size import update_problem
 
 # A sampled token's log-prob lies in [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]: a token sampled at all had a
 # probability of at least float32's smallest (log ~ -104), and a log-prob is at most 0 (the
@@ -39,15 +38,12 @@ class NonFiniteStep(ScaleRLError):
         self.quantity = quantity
 
 
-def nonfinite_logprobs(rollouts: Sequence[Rollout] | PackedRollouts) -> str | None:
+def nonfinite_logprobs(packed: PackedRollouts) -> str | None:
     """What is wrong with the generation log-probs, or None: NaN anywhere, or +-inf on a token the
     policy sampled (loss_mask 1; a forced token may be impossible under the policy); then a
-    sampled token's log-prob outside [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]."""
-    if isinstance(rollouts, PackedRollouts):  # its flat buffers, as they are
-        logprobs, sampled = rollouts.logprobs.astype(np.float64, copy=False), rollouts.loss_mask > 0
-    else:
-        logprobs = np.fromiter((v for r in rollouts for v in r.generator_logprobs), dtype=np.float64)
-        sampled = np.fromiter((m for r in rollouts for m in r.loss_mask), dtype=np.float64) > 0
+    sampled token's log-prob outside [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]. Read from the batch's
+    flat buffers, as they are."""
+    logprobs, sampled = packed.logprobs.astype(np.float64, copy=False), packed.loss_mask > 0
     bad = np.isnan(logprobs) | (~np.isfinite(logprobs) & sampled)
     if bad.any():
         return (f"the policy's generation log-probs are not finite ({int(bad.sum())} of {bad.size} tokens, "
@@ -73,7 +69,7 @@ def nonfinite_parameter(named_parameters: Iterable[tuple[str, torch.Tensor]], ki
     return None
 
 
-def require_finite_rollouts(rollouts: Sequence[Rollout] | PackedRollouts) -> None:
+def require_finite_rollouts(rollouts: PackedRollouts) -> None:
     """NonFiniteStep when the generation log-probs are not finite (the policy's forward is)."""
     problem = nonfinite_logprobs(rollouts)
     if problem is not None:
@@ -99,7 +95,7 @@ def require_finite_update(loss: float | torch.Tensor, grad_norm: float | torch.T
 
 def require_bounded_step(optimizer: torch.optim.Optimizer) -> None:
     """NonFiniteStep when the step `optimizer` is about to take is out of bounds (its learning
-    rate, or the update's size against the weights': scalerl.train.update_size); nothing changes."""
+    rate, or the update's size against the weights': scalerl.train.guards.update_size); nothing changes."""
     problem = update_problem(optimizer)
     if problem is not None:
         raise NonFiniteStep(problem)

@@ -2,7 +2,7 @@
 
 A sequence's completion token j (its token id, the generator's log-prob of it, the policy version
 that sampled it and whether it was sampled or forced) is written at [row, j] in the step that
-made it, for every live row at once, so the batch is packed (scalerl.train.packed_rollouts) by
+made it, for every live row at once, so the batch is packed (scalerl.train.batch.packed_rollouts) by
 reading the first `lengths[row]` columns of each row in row order, a mask, where packing Rollouts
 walks every token of every tuple again in Python.
 """
@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from scalerl.train.packed_rollouts import PackedRollouts, offsets_of
+from scalerl.train.batch.packed_rollouts import PackedRollouts, offsets_of
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.checkpoint import checkpoint_folders
-from scalerl.train.metrics_log import missing_steps, nonfinite_cells, read_numbered_rows
+from scalerl.train.checkpoint.save_load import checkpoint_folders
+from scalerl.train.records.metrics_log import missing_steps, nonfinite_cells, read_numbered_rows
 
 Restored = TypeVar("Restored")
 

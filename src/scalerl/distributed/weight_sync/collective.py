@@ -9,7 +9,7 @@ state dict (names, dtypes, sizes: the same architecture on every rank), so only 
 cross: per bucket, the sender flattens its tensors of one dtype into one buffer and
 `torch.distributed.broadcast`s it; a receiver broadcasts into a buffer of the same size and
 copies the pieces into its own tensors in place (the KV cache of sequences in flight is kept, as
-with the object-store path of weights.py). Bits are copied, never converted: what a generator
+with the object-store path of object_store.py). Bits are copied, never converted: what a generator
 receives is bit-identical to the trainer's tensors. PipelineRL and verl send weights this way
 (NCCL, bucketed); ScaleRL arXiv 2510.13786 section 4.
 """

@@ -34,8 +34,8 @@ from safetensors.torch import load_file
 
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import weight_files
-from scalerl.train.checkpoint_layout import STATE_FILE, checkpoint_step, training_file
-from scalerl.train.manifest import manifest_path, verify_manifest
+from scalerl.train.checkpoint.layout import STATE_FILE, checkpoint_step, training_file
+from scalerl.train.checkpoint.manifest import manifest_path, verify_manifest
 
 _RNG_STATE_MAX_BYTES = 1 << 20  # a torch generator state is a few KiB (CPU) or bytes (CUDA)
 _JSON_MAX_BYTES = 256 << 20  # a model folder's largest JSON file, tokenizer.json, is ~10 MiB

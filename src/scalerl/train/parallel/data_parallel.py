@@ -2,7 +2,7 @@
 batch of rollouts (so filters, advantages and the aggregation's normalisers are the whole
 batch's), back-propagates its contiguous shard of the sequences, and the ranks' gradients are
 summed with `all_reduce`. Because each shard's loss is already weighted as part of the whole
-batch (train/micro_batches.py), the sum is the whole batch's gradient, and every rank then makes
+batch (train/parallel/micro_batches.py), the sum is the whole batch's gradient, and every rank then makes
 the same optimiser step.
 
 Launched by `torchrun --nproc-per-node N ...` (its environment: RANK, WORLD_SIZE, MASTER_ADDR,

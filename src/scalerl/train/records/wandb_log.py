@@ -1,5 +1,5 @@
 """Mirror of the run's metrics rows to Weights & Biases, under the grouped names of
-`metrics.jsonl`'s columns (train/..., eval/..., forecast/...; scalerl.train.metric_groups).
+`metrics.jsonl`'s columns (train/..., eval/..., forecast/...; scalerl.train.records.metric_groups).
 
 One W&B run per scalerl run: its id is kept in `RUN/wandb_run_id`, so `--resume` continues the
 same W&B run. W&B's own console capture is off (the progress bar stays ours); `WANDB_MODE=offline`
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from scalerl.errors import ConfigError
-from scalerl.train.metric_groups import grouped_metric_name
+from scalerl.train.records.metric_groups import grouped_metric_name
 
 RUN_ID_FILE = "wandb_run_id"
 DEFAULT_PROJECT = "scalerl"

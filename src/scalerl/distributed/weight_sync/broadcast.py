@@ -1,9 +1,9 @@
 """Weight publication by broadcast (pipeline.weight_sync = "broadcast"): the trainer sends each
-new version over the weight-sync process group (broadcast.py), each generator receives it on a
+new version over the weight-sync process group (collective.py), each generator receives it on a
 background thread and swaps it in between decoding steps.
 
 The trainer's send overlaps its next optimiser step (BroadcastPublisher). The same interface as
-weights.py's object-store path (`publish` on the trainer; `sync`,
+object_store.py's path (`publish` on the trainer; `sync`,
 `maybe_update`, `hook_for`, `version`, `sync_seconds`, `num_swaps` on a generator), so the
 actors and the staleness rule are unchanged. A version is a header (one int64 broadcast) and then
 the buckets of broadcast.model_bucket_plan. A generator's thread receives into fresh buffers and
@@ -16,7 +16,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from scalerl.distributed.broadcast import WeightGroup, flatten_buckets, model_bucket_plan, receive_weights, send_flat
+from scalerl.distributed.weight_sync.collective import (WeightGroup, flatten_buckets, model_bucket_plan, receive_weights,
+                                                        send_flat)
 
 if TYPE_CHECKING:
     import torch
@@ -149,6 +150,6 @@ def rendezvous_address() -> str:
     """"ip:port" on this actor's node, a port free now: where the weight-sync group meets."""
     import ray
 
-    from scalerl.distributed.broadcast import free_address
+    from scalerl.distributed.weight_sync.collective import free_address
 
     return free_address(ray.util.get_node_ip_address())

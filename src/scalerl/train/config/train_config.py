@@ -5,7 +5,7 @@ saved as JSON.
 field declares its default and, in `metadata["help"]`, its one-line meaning, which
 `scalerl config keys` and the CLI's flags show. `--set key=value` overrides address a field by its
 dotted path (`rl.loss=dapo`) or, when unambiguous, by its leaf name (`lr=1e-3`); how values and
-files are read lives in scalerl.train.config_io. Torch-free on purpose: the CLI validates a config
+files are read lives in scalerl.train.config.config_io. Torch-free on purpose: the CLI validates a config
 before any heavy import.
 """
 
@@ -27,7 +27,7 @@ from scalerl.models.config import ModelConfig
 from scalerl.rl.config import RLConfig
 from scalerl.rl.registry import LENGTH_CONTROLS
 from scalerl.tasks.config import TaskConfig
-from scalerl.train import config_io
+from scalerl.train.config import config_io
 
 DTYPE_NAMES = ("float32", "bfloat16")
 CONFIG_FILE_NAME = "config.json"

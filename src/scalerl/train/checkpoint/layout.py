@@ -13,8 +13,8 @@ subfolder where model loaders do not look. Layout of `RUN/checkpoints/step_00000
 Checkpoints written before this layout (the same files, flat) still load. A LoRA run's checkpoint
 (model.lora_r > 0) holds its adapter instead of the weights (adapter_config.json,
 adapter_model.safetensors: what peft's `PeftModel.from_pretrained` loads onto the starting model).
-Writing, listing and loading live in scalerl.train.checkpoint, verification in
-scalerl.train.checkpoint_checks; both read these names from here.
+Writing, listing and loading live in scalerl.train.checkpoint.save_load, verification in
+scalerl.train.checkpoint.verify; both read these names from here.
 """
 
 from __future__ import annotations

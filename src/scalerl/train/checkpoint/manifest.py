@@ -6,7 +6,7 @@ every other file is durable, so a manifest exists only for a complete checkpoint
 re-reads every file: a missing, resized or changed file, a file that is not a regular file (a
 symbolic link, a FIFO) or a manifest that does not parse is an InputError naming the file.
 A checkpoint without a manifest (written by an older scalerl) makes `verify_manifest` return
-False; whether that is damage is the caller's policy (scalerl.train.checkpoint_checks).
+False; whether that is damage is the caller's policy (scalerl.train.checkpoint.verify).
 """
 
 from __future__ import annotations
@@ -117,9 +117,3 @@ def verify_manifest(folder: str | os.PathLike, *, checksums: bool = True) -> boo
         if checksums and file_sha256(path) != entry["sha256"]:
             raise InputError(f"{path} is damaged: its SHA-256 differs from the manifest's")
     return True
-
-
-def listed_files(folder: str | os.PathLike) -> list[str] | None:
-    """The relative paths a folder's manifest lists (None without a manifest)."""
-    files = read_manifest(folder)
-    return None if files is None else sorted(files)

@@ -1,6 +1,6 @@
 """Every key of a run's config with its type, default and meaning (`scalerl config keys`).
 
-A key's meaning is the `help` in its field's metadata (scalerl.train.config and the section
+A key's meaning is the `help` in its field's metadata (scalerl.train.config.train_config and the section
 dataclasses it nests); a field whose metadata names `choices` (a registry catalog) lists them with
 their meanings, and each loss parameter's meaning comes from its spec in scalerl.rl.registry.
 """
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.config import TrainConfig, all_field_paths
-from scalerl.train.config_io import config_field, path_type
+from scalerl.train.config.train_config import TrainConfig, all_field_paths
+from scalerl.train.config.config_io import config_field, path_type
 
 
 def field_help(path: str) -> str:

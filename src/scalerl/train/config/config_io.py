@@ -2,7 +2,7 @@
 key=value` text, JSON, YAML and TOML files (parsed with the bounds of scalerl.parsing_limits; a
 file may name keys nested, dotted, by a unique leaf name or by TRL's GRPOConfig name).
 
-Generic over the root dataclass (scalerl.train.config passes TrainConfig), so the dataclasses hold
+Generic over the root dataclass (scalerl.train.config.train_config passes TrainConfig), so the dataclasses hold
 only their fields, meanings and checks. A section's keys are its fields, except the `rl` section,
 whose `loss_params` field is one key per registered loss parameter (scalerl.rl.config).
 Torch-free, like the config.
@@ -24,8 +24,8 @@ from scalerl.errors import ConfigError
 from scalerl.parsing_limits import MAX_INT, load_json, load_toml, load_yaml, shown
 from scalerl.rl.config import RLConfig, gather_loss_params, spread_loss_params
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.safe_writes import write_atomically, writing
-from scalerl.train.trl_config import DIRECT_KEYS, is_trl_key, trl_assignments
+from scalerl.train.records.safe_writes import write_atomically, writing
+from scalerl.train.config.trl_config import DIRECT_KEYS, is_trl_key, trl_assignments
 
 # Names TRL / transformers users type, and the key that does the job here (suggestions only).
 FOREIGN_KEY_NAMES: dict[str, str] = {
@@ -342,7 +342,7 @@ RUN_DIRECTORY_KEY = "output_dir"  # TRL's name of the run directory: the caller'
 def file_assignments(root: type, values: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """{dotted key: value} of a config file's values: sections as objects (`rl: {loss: cispo}`),
     dotted keys (`rl.loss: cispo`), unique leaf names (`lr: 1e-4`) and TRL GRPOConfig names
-    (scalerl.train.trl_config, read against the nested `base` values). Every unknown key is
+    (scalerl.train.config.trl_config, read against the nested `base` values). Every unknown key is
     listed in one ConfigError, each with its closest keys."""
     paths = set(field_paths(root))
     sections = {name for name, kind in field_types(root).items() if dataclasses.is_dataclass(kind)}

@@ -8,7 +8,7 @@ generation code (and the warm start built on it) does not depend on the run conf
 from __future__ import annotations
 
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
-from scalerl.train.config import TrainConfig
+from scalerl.train.config.train_config import TrainConfig
 
 
 def sampling_settings(config: TrainConfig) -> SamplingSettings:

@@ -1,0 +1,69 @@
+"""One step's rollouts, shared by the synchronous trainer and the pipeline's actors: generated on
+the step's training prompts with the run's sampling and length control, scored by the task's
+verifier (or the user's reward functions), and the rewards the policy is trained on (the
+verifier's plus DAPO's overlong penalty). The pipeline with max_lag = 0 reproduces the
+synchronous run because both call these very functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.tasks.rollout import Rollout
+from scalerl.tasks.types import Task
+from scalerl.train.batch.packed_rollouts import PackedRollouts
+from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.generation import generate_packed
+
+
+def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
+    """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
+    task with a batch `rewards` method (user reward functions) is called once for all of them."""
+    examples = [task.train[int(i)] for i in prompt_indices]
+    batch_rewards = getattr(task, "rewards", None)
+    if batch_rewards is not None:
+        return [float(value) for value in batch_rewards(list(texts), examples)]
+    return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
+
+
+def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
+    """The verifier's reward of each rollout (the length penalty is added at training)."""
+    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts])
+    return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
+
+
+def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
+    """score_rollouts on a packed batch: the same rewards, read from its texts."""
+    text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
+    texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
+    return packed.with_rewards(np.array(verifier_rewards(task, texts, packed.prompt_index.tolist()), dtype=np.float64))
+
+
+def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
+                  prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
+                  weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
+    """One step's rollouts: G generations of each training prompt, sampled with `torch_generator`
+    with the run's sampling and length control, packed as the decoder records them
+    (generation.generate_packed), scored. The synchronous trainer and the pipeline's generators
+    both call it."""
+    indices = [int(i) for i in prompt_indices]
+    return score_packed(task, generate_packed(
+        model, tokenizer, [task.train[i].prompt for i in indices], indices,
+        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
+        length_control=length_control(config), torch_generator=torch_generator, policy_version=policy_version,
+        weight_update_hook=weight_update_hook))
+
+
+def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:
+    """Rewards the policy is trained on: the verifier's, plus DAPO's overlong penalty in
+    "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
+    if config.sampling.length_control != "penalty":
+        return packed
+    penalties = overlong_length_penalty(np.diff(packed.completion_offsets).tolist(), config.sampling.max_new_tokens,
+                                        config.sampling.penalty_cache_tokens)
+    return packed.with_rewards(packed.reward + np.array(penalties.tolist(), dtype=np.float64))
