@@ -225,7 +225,7 @@ def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options
 
 def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
                  level: float = 0.8, margin: float | None = None, target_x: float | None = None,
-                 n_bootstrap: int | None = None, title: str | None = None,
+                 n_draws: int | None = None, title: str | None = None,
                  reward_range: tuple[float, float] | None = None) -> HtmlReport:
     """Read, fit and compare every input; see the module docstring. `reward_range`: --reward-range
     (None: inferred per run as `scalerl fit` does, and once over all runs for the comparison)."""
@@ -239,7 +239,7 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         raise InputError(f"--target-x must be a positive compute value, got {target_x:g}")
     kinds = [classify_input(path) for path in paths]
     names = section_names([Path(p) for p in paths])
-    fit_options: dict[str, Any] = {"level": level, **({"n_bootstrap": n_bootstrap} if n_bootstrap else {})}
+    fit_options: dict[str, Any] = {"level": level, **({"n_draws": n_draws} if n_draws else {})}
     runs, studies = [], []
     for name, (kind, path) in zip(names, kinds):
         if kind == "study":

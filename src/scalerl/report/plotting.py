@@ -152,7 +152,7 @@ def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None
 def fit_title(result, level=0.8) -> str:
     """`A = 0.610 [0.600, 0.620]  B = 1.92  C_mid = 2.54e+03  (80% intervals)`."""
     a_lo, a_hi = result.conf_int(level)["A"]
-    identified = "" if result.ceiling_identified else "  (ceiling not identified)"
+    identified = f"  ({result.verdict.kind.replace('_', ' ')})"
     return (
         f"A = {result.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]   B = {result.b:.2f}   C_mid = {result.c_mid:.3g}"
         f"   R0 = {result.r0:.3f}{identified}"
@@ -184,7 +184,7 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
         axes.axhspan(a_lo, a_hi, facecolor="none", edgecolor=color, hatch="///", alpha=0.35, linewidth=0,
                      label=ceiling_label)
     else:
-        identified = "" if result.ceiling_identified else ", not identified"
+        identified = "" if result.ceiling_identified else f", {result.verdict.kind.replace('_', ' ')}"
         axes.axhline(result.a, color=CEILING_COLOR, linestyle=":", linewidth=1.2, label=f"ceiling A = {result.a:.3f}{identified}")
         axes.axhspan(a_lo, a_hi, color=CEILING_COLOR, alpha=0.16, linewidth=0,
                      label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]")
