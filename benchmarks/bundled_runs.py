@@ -15,6 +15,7 @@ import pandas as pd
 
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.reward_unit import inferred_reward_range
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -31,6 +32,11 @@ class Run:
     group: str  # files of one training run share a group
     compute: np.ndarray
     reward: np.ndarray
+
+    @property
+    def reward_range(self) -> tuple[float, float] | None:
+        """[0, 1] when every reward lies in it (pass rates), else open (a composite reward), as `scalerl fit` infers."""
+        return inferred_reward_range([self.reward])
 
 
 def load_runs(data_dir: Path = DATA) -> list[Run]:
@@ -74,7 +80,7 @@ def fit_at_cut(run: Run, fraction: float, seed: int = 0):
     if train.sum() < 4:
         return None
     try:
-        fit = fit_sigmoid(run.compute[train], run.reward[train], seed=seed)
+        fit = fit_sigmoid(run.compute[train], run.reward[train], seed=seed, reward_range=run.reward_range)
     except ScaleRLError:
         return None
     later = run.compute > run.compute[train].max()

@@ -127,6 +127,8 @@ def forecast_cells(runs, fits, baselines=None):
                 try:
                     with np.errstate(all="ignore"):
                         model = fitter(run.compute[train], run.reward[train])
+                    if model is None:
+                        raise ValueError("no fit")
                     cell[method] = score_model(model, test_c, test_r, final_compute, truth, method in BAND_METHODS)
                 except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError) as error:
                     cell[method] = {"error": f"{type(error).__name__}: {error}"}
@@ -221,7 +223,7 @@ def plateau_read(runs, seed=0):
         settled = settled_level(run.reward)
         row = {"run": run.name, "source": run.source, "status": run.status, "settled": settled}
         try:
-            fit = fit_sigmoid(run.compute, run.reward, seed=seed)
+            fit = fit_sigmoid(run.compute, run.reward, seed=seed, reward_range=run.reward_range)
         except ScaleRLError as error:
             rows.append({**row, "error": str(error)})
             continue
@@ -249,7 +251,7 @@ def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0)):
             entry = fits.get((run.name, fraction))
             if fraction == 1.0:
                 try:
-                    fit = fit_sigmoid(run.compute, run.reward)
+                    fit = fit_sigmoid(run.compute, run.reward, reward_range=run.reward_range)
                 except ScaleRLError:
                     continue
             elif entry is None:

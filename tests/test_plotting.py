@@ -156,6 +156,8 @@ def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_ban
     band = patches["80% prediction band"]
     ceiling = patches["ceiling A 80% interval [0.600, 0.630]"]
     assert tuple(np.round(ceiling.get_facecolor()[:3], 3)) != tuple(np.round(band.get_facecolor()[0][:3], 3))
+    # the interval is a bar right of the plot (x in axes units beyond 1), never over the band
+    assert ceiling.get_x() > 1.0 and (ceiling.get_y(), ceiling.get_y() + ceiling.get_height()) == pytest.approx((0.60, 0.63))
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "ceiling A 80% interval [0.600, 0.630]" in legend and "80% prediction band" in legend
     target = line_by_label(axes, "target reward 0.5")
@@ -168,3 +170,12 @@ def test_headline_on_top_of_the_figure_says_the_ceiling_and_the_budget():
     assert headline.startswith("plateaued: ceiling A 0.61 [0.6, 0.63]") and "final reward at the budget 4e+04: " in headline
     early = fit_figure(StubResult(ceiling_identified=False, c_mid=13000.0))
     assert early._suptitle.get_text().startswith("still rising: run ~6.5x longer")
+
+
+def test_a_collapse_is_marked_where_it_begins_and_no_curve_rises_above_a():
+    figure = fit_figure(StubResult(collapse_compute=3000.0), target_compute=40000.0)
+    axes = figure.axes[0]
+    collapse = line_by_label(axes, "collapse at 3e+03")
+    assert set(collapse.get_xdata()) == {3000.0}
+    for line in (line_by_label(axes, "fitted sigmoid"), line_by_label(axes, "extrapolation")):
+        assert np.all(np.asarray(line.get_ydata()) <= 0.61 + 1e-12)
