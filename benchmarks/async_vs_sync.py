@@ -149,7 +149,7 @@ def fit_curve(rows: list[dict]) -> dict:
     points = [(r["device_hours"], r["val_pass_rate"]) for r in rows
               if r.get("val_pass_rate") is not None]
     try:
-        fit = fit_sigmoid([p[0] for p in points], [p[1] for p in points], n_bootstrap=100)
+        fit = fit_sigmoid([p[0] for p in points], [p[1] for p in points], n_draws=100)
     except ScaleRLError as error:
         return {"a": None, "b": None, "c_mid_hours": None, "error": str(error), "points": points}
     return {"a": fit.a, "b": fit.b, "c_mid_hours": fit.c_mid, "r0": fit.r0,

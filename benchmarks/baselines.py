@@ -159,6 +159,8 @@ class GridBootstrap:
 def paper_grid_bootstrap(compute, reward, r0, n_bootstrap=N_BOOTSTRAP, seed=0):
     """paper_grid_fit plus a residual bootstrap: the grid refitted on fit + resampled residuals."""
     fit = paper_grid_fit(compute, reward, r0)
+    if fit is None:  # no grid cell fits (a reward that never rises above R0): no forecast
+        raise ValueError("the paper's grid found no fit")
     residuals = reward - fit.predict(compute)
     residuals = residuals - residuals.mean()
     rng = np.random.default_rng(seed)

@@ -2,8 +2,8 @@
 
 Every `healthy` and `pre_plateau` (still rising) run of the data folder is fitted on the points
 with compute <= f x max compute (never the last three). Everything a method learns from data is
-learned on the OTHER sources only (all runs of one repository held out together): scalerl's band
-table (forecast.band_calibration) is rebuilt per held-out source from the other sources' fits.
+learned on the OTHER sources only (all runs of one repository held out together). scalerl's
+forecast is its posterior (forecast.posterior) and learns nothing across runs.
 
 Reported per method, fraction and run status:
 - the final level (mean of the last three evaluations): median and mean abs error, a refused
@@ -12,9 +12,13 @@ Reported per method, fraction and run status:
   mean interval score (Gneiting & Raftery 2007, eq. 43: width + (2 / alpha) x miss distance;
   lower is better), pooled over evaluations and with each run weighted equally; a refused
   forecast's evaluations are scored on persistence's band, as for the error;
-- the plateau read on complete healthy runs (fit on all points): ceiling identified, A within
+- the plateau read on complete healthy runs (fit on all points): verdict "plateaued", A within
   0.03 of the level the run settled at (mean of its last quarter, at least three evaluations),
-  the 80 % interval of A holding it; and how many plateaued runs are told to run longer.
+  the 80 % interval of A holding it; and how many plateaued runs are told to run longer;
+- contradictions: fits at 25 / 50 / 75 / 100 % of every run that break an invariant of the
+  output (an estimate outside its interval, the forecast above A, "plateaued" with A's 80 %
+  interval wider than the margin, a collapse told to run longer, a verdict that changes with the
+  level). The target is 0.
 Baselines with bands: the paper's grid fit with a residual bootstrap, persistence (the last
 value, a random walk's noise growing with the evaluations ahead) and the power law.
 
@@ -26,22 +30,18 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.common import interval_score, write_text
-from benchmarks.band_table import (
-    FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs, scores_of, table_document,
-)
+from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from scalerl.errors import ScaleRLError
-from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
 from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.invariants import contradictions
 from scalerl.forecast.power_law import fit_power_law
-from scalerl.report.headline import ceiling_phrase
 
 HERE = Path(__file__).resolve().parent
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -93,7 +93,7 @@ def score_model(model, compute, reward, final_compute, truth, with_band=True):
     return record
 
 
-def forecast_cells(runs, fits, tables, baselines=None):
+def forecast_cells(runs, fits, baselines=None):
     """One cell per (forecastable run, fraction): every method's final-level error and bands;
     `baselines`: {name: fitter} (default POINT_BASELINES; persistence is always needed, as the
     fallback of a refused forecast)."""
@@ -117,16 +117,18 @@ def forecast_cells(runs, fits, tables, baselines=None):
             if entry is None:
                 cell["scalerl"] = {"error": "fit refused"}
             else:
-                fit = replace(entry[0], band_table=tables[run.source])
+                fit = entry[0]
                 started = time.perf_counter()
                 fit.interval(test_c, 0.8)
                 cell["scalerl"] = score_model(fit, test_c, test_r, final_compute, truth)
                 cell["scalerl"]["band_seconds"] = time.perf_counter() - started
-                cell["scalerl"]["stratum"] = fit.stratum
+                cell["scalerl"]["verdict"] = fit.verdict.kind
             for method, fitter in baselines.items():
                 try:
                     with np.errstate(all="ignore"):
                         model = fitter(run.compute[train], run.reward[train])
+                    if model is None:
+                        raise ValueError("no fit")
                     cell[method] = score_model(model, test_c, test_r, final_compute, truth, method in BAND_METHODS)
                 except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError) as error:
                     cell[method] = {"error": f"{type(error).__name__}: {error}"}
@@ -202,15 +204,13 @@ def settled_level(reward):
 
 
 def plateau_verdict(fit, settled):
-    """The plateau read of one fit on a complete run: identified, A within PLATEAU_WITHIN of the
-    settled level and A's PLATEAU_LEVEL interval holding it; and whether the headline says to run longer."""
+    """The plateau read of one fit on a complete run: plateaued, A within PLATEAU_WITHIN of the
+    settled level and A's PLATEAU_LEVEL interval holding it; and whether the verdict says to run longer."""
     lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
-    headline = ceiling_phrase(fit, PLATEAU_LEVEL)
     return {"A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
             "read": bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi),
-            "headline": headline,
-            # "run N x longer", or past 100x "has not begun to bend": either says the ceiling is ahead
-            "told_to_run_longer": headline.startswith("ceiling not identified yet")}
+            "headline": fit.verdict.text, "verdict": fit.verdict.kind,
+            "told_to_run_longer": fit.verdict.advises_longer_run}
 
 
 def plateau_read(runs, seed=0):
@@ -223,16 +223,14 @@ def plateau_read(runs, seed=0):
         settled = settled_level(run.reward)
         row = {"run": run.name, "source": run.source, "status": run.status, "settled": settled}
         try:
-            fit = fit_sigmoid(run.compute, run.reward, seed=seed)
+            fit = fit_sigmoid(run.compute, run.reward, seed=seed, reward_range=run.reward_range)
         except ScaleRLError as error:
             rows.append({**row, "error": str(error)})
             continue
         late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
         rows.append({**row, **plateau_verdict(fit, settled),
                      # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
-                     "end_still_rising": bool(late is not None and not late.is_flat(0.95)),
-                     "headline_identified_at": {str(level): bool(fit_sigmoid(run.compute, run.reward, level=level, seed=seed)
-                                                                 .ceiling_identified) for level in (0.5, 0.95)}})
+                     "end_still_rising": bool(late is not None and not late.is_flat(0.95))})
     healthy = [r for r in rows if r["status"] == "healthy"]
     summary = {"healthy_runs": len(healthy), "read": sum(r.get("read", False) for r in healthy),
                "identified": sum(r.get("identified", False) for r in healthy),
@@ -242,6 +240,31 @@ def plateau_read(runs, seed=0):
                "still_rising_runs": sum(r["status"] == "pre_plateau" for r in rows),
                "still_rising_identified": sum(r.get("identified", False) for r in rows if r["status"] == "pre_plateau")}
     return summary, rows
+
+
+def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0)):
+    """Fits at each fraction of every run (1.0: all points) whose output breaks an invariant
+    (forecast.invariants.contradictions): {"fits", "contradictions", "by_rule", "examples"}."""
+    checked, broken, examples = 0, {}, []
+    for run in runs:
+        for fraction in full_fractions:
+            entry = fits.get((run.name, fraction))
+            if fraction == 1.0:
+                try:
+                    fit = fit_sigmoid(run.compute, run.reward, reward_range=run.reward_range)
+                except ScaleRLError:
+                    continue
+            elif entry is None:
+                continue
+            else:
+                fit = entry[0]
+            checked += 1
+            found = contradictions(fit, predict_at=(10.0 * float(np.max(fit.compute)),))
+            for rule in found:
+                broken[rule] = broken.get(rule, 0) + 1
+            if found and len(examples) < 10:
+                examples.append({"run": run.name, "fraction": fraction, "broken": found})
+    return {"fits": checked, "contradictions": sum(broken.values()), "by_rule": broken, "examples": examples}
 
 
 def collapse_rule(runs):
@@ -285,7 +308,9 @@ def markdown(report):
               f"still-rising runs called identified: {plateau['still_rising_identified']} of {plateau['still_rising_runs']}.",
               f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
               "(wall clock, this machine).",
-              "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items())]
+              "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items()),
+              f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run breaking an invariant of the output): "
+              f"{report['contradictions']['contradictions']} in {report['contradictions']['fits']} fits."]
     return "\n".join(lines)
 
 
@@ -320,20 +345,14 @@ def main(argv=None) -> None:
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "forecast_calibration.png")
-    parser.add_argument("--write-table", type=Path, default=None,
-                        help="also write the band table built from every source (as benchmarks.band_table does)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run on a few runs (band_table.quick_runs); pair with --out and --figure")
+                        help="smoke run on a few runs (bundled_runs.quick_runs); pair with --out and --figure")
     args = parser.parse_args(argv)
     runs = quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data)
     fit_seconds = []
-    fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), seconds=fit_seconds)
+    fits = collect_fits(runs, FRACTIONS, seconds=fit_seconds)
     sources = sorted({run.source for run in runs})
-    tables = {source: build_table(scores_of(fits, runs, CUT_FRACTIONS, exclude_source=source)) for source in sources}
-    if args.write_table is not None:
-        table = build_table(scores_of(fits, runs, CUT_FRACTIONS))
-        write_text(args.write_table, json.dumps(table_document(table, runs, args.data), indent=1) + "\n")
-    cells = forecast_cells(runs, fits, tables)
+    cells = forecast_cells(runs, fits)
     band_seconds = [c["scalerl"]["band_seconds"] for c in cells if "band_seconds" in c.get("scalerl", {})]
     plateau_summary, plateau_rows = plateau_read(runs)
     report = {"command": "python -m benchmarks.forecast_accuracy", "data": str(args.data.relative_to(ROOT))
@@ -344,7 +363,7 @@ def main(argv=None) -> None:
               "plateau_read": plateau_summary, "plateau_rows": plateau_rows,
               "seconds": {"median": float(np.median(fit_seconds) + np.median(band_seconds)),
                           "max": float(np.max(fit_seconds) + np.max(band_seconds))},
-              "collapse_rule": collapse_rule(runs), "cells": cells}
+              "collapse_rule": collapse_rule(runs), "contradictions": contradiction_count(runs, fits), "cells": cells}
     text = markdown(report)
     write_text(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
     write_text(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")

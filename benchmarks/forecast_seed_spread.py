@@ -23,13 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.band_table import collect_fits, load_runs, quick_runs, scores_of
+from benchmarks.bundled_runs import collect_fits, load_runs, quick_runs
 from benchmarks.common import command_line, write_result
 from benchmarks.forecast_accuracy import (
     FRACTIONS, POINT_BASELINES, band_table_summary, error_table, forecast_cells, plateau_read,
 )
 from benchmarks.render_forecast import seed_spread as spread_table
-from scalerl.forecast.band_calibration import CUT_FRACTIONS, build_table
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "forecast_seed_spread.json"
@@ -40,10 +39,8 @@ STATUSES = ("healthy", "still rising")
 def seed_metrics(runs, seed: int) -> dict:
     """scalerl's headline cells with sampler seed `seed`: final-level error (all runs), 80 % coverage
     and interval score (healthy / still rising) per fraction, and the plateau read."""
-    fits = collect_fits(runs, sorted(set(CUT_FRACTIONS) | set(FRACTIONS)), log=io.StringIO(), seed=seed)
-    tables = {source: build_table(scores_of(fits, runs, CUT_FRACTIONS, exclude_source=source))
-              for source in sorted({run.source for run in runs})}
-    cells = forecast_cells(runs, fits, tables, baselines={"persistence": POINT_BASELINES["persistence"]})
+    fits = collect_fits(runs, FRACTIONS, log=io.StringIO(), seed=seed)
+    cells = forecast_cells(runs, fits, baselines={"persistence": POINT_BASELINES["persistence"]})
     errors = error_table(cells, methods=("scalerl",))
     bands = band_table_summary(cells, methods=("scalerl",))
     out = {}

@@ -39,7 +39,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=30, help="optimiser steps of the real run")
     parser.add_argument("--eval-every", type=int, default=10, help="the demo's eval_every")
     parser.add_argument("--repeats", type=int, default=5, help="repeats per synthetic curve length")
-    parser.add_argument("--n-bootstrap", type=int, default=None, help="default: the config's")
+    parser.add_argument("--n-draws", type=int, default=None, help="default: the config's")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 4 steps, an evaluation every 2, one repeat; pair with --out")
@@ -49,14 +49,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None, extra_overrides=()) -> dict:
+def timed_real_run(steps: int, eval_every: int, n_draws: int | None, extra_overrides=()) -> dict:
     """Run the demo config for `steps` steps; per-row wall times and the live refits' times."""
     import scalerl.train.run_state as run_state_module
     import scalerl.train.trainer as trainer_module
     from scalerl.train.demo import demo_config
 
     overrides = [f"max_steps={steps}", f"eval_every={eval_every}", "torch_threads=1", f"checkpoint_every={steps}"]
-    overrides += [f"forecast.n_bootstrap={n_bootstrap}"] if n_bootstrap else []
+    overrides += [f"forecast.n_draws={n_draws}"] if n_draws else []
     overrides += list(extra_overrides)
     config = demo_config(overrides)
     refit_seconds, row_times = [], []
@@ -82,7 +82,7 @@ def timed_real_run(steps: int, eval_every: int, n_bootstrap: int | None, extra_o
     durations = [(step, has_val, t - before) for (step, has_val, t), before in zip(row_times, previous)]
     step_seconds = [d for step, has_val, d in durations if step > 0 and not has_val]
     val_step_seconds = [d for step, has_val, d in durations if step > 0 and has_val]
-    return {"config": {"steps": steps, "eval_every": eval_every, "n_bootstrap": config.forecast.n_bootstrap,
+    return {"config": {"steps": steps, "eval_every": eval_every, "n_draws": config.forecast.n_draws,
                        "prompts_per_step": config.sampling.prompts_per_step,
                        "generations_per_prompt": config.sampling.generations_per_prompt},
             "median_step_seconds": statistics.median(step_seconds),
@@ -103,7 +103,7 @@ def demo_like_curve(n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return flops, reward
 
 
-def timed_synthetic_refits(n_bootstrap: int, repeats: int) -> list[dict]:
+def timed_synthetic_refits(n_draws: int, repeats: int) -> list[dict]:
     """Median seconds of live_forecast and of write_live_plot for each curve length."""
     from scalerl.forecast.live import live_forecast
     from scalerl.report.live_plot import write_live_plot
@@ -115,7 +115,7 @@ def timed_synthetic_refits(n_bootstrap: int, repeats: int) -> list[dict]:
             for seed in range(repeats):
                 flops, reward = demo_like_curve(n_points, seed)
                 started = time.perf_counter()
-                forecast = live_forecast(flops, reward, budget=6e12, n_bootstrap=n_bootstrap)
+                forecast = live_forecast(flops, reward, budget=6e12, n_draws=n_draws)
                 fit_times.append(time.perf_counter() - started)
                 if forecast is not None:
                     fitted += 1
@@ -133,16 +133,16 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    real = timed_real_run(args.steps, args.eval_every, args.n_bootstrap,
+    real = timed_real_run(args.steps, args.eval_every, args.n_draws,
                           QUICK_OVERRIDES if args.quick else ())
-    n_bootstrap = real["config"]["n_bootstrap"]
-    synthetic = timed_synthetic_refits(n_bootstrap, args.repeats)
+    n_draws = real["config"]["n_draws"]
+    synthetic = timed_synthetic_refits(n_draws, args.repeats)
     interval_seconds = args.eval_every * real["median_step_seconds"]
     for row in synthetic:
         row["overhead_percent"] = 100.0 * (row["median_fit_seconds"] + row["median_plot_seconds"]) / interval_seconds
     real_refits = real["refit_seconds"]
     real["overhead_percent_of_real_refits"] = [100.0 * s / interval_seconds for s in real_refits]
-    payload = {"n_bootstrap": n_bootstrap, "real_run": real, "synthetic_curves": synthetic,
+    payload = {"n_draws": n_draws, "real_run": real, "synthetic_curves": synthetic,
                "max_overhead_percent": max(row["overhead_percent"] for row in synthetic)}
     print(f"demo config, {args.steps} steps, one torch thread: median step {real['median_step_seconds']:.3f} s, "
           f"eval every {args.eval_every} steps -> {interval_seconds:.2f} s between validations")

@@ -16,7 +16,7 @@ with x = step / last step, 10-40 evaluations after step 0, R0 in [0.05, 0.4], A 
 [0.1, 0.6] (A <= 0.95), and noise that is either independent (iid) or autocorrelated like a
 policy's drift (AR(1) with coefficient 0.6, same marginal sd), sd 0.005, 0.01 or 0.02. The settled
 level is forecast_accuracy's (mean of the last quarter of the evaluations, at least three). Also
-counted: runs told to run longer (the headline "ceiling not identified yet") and fits refused.
+counted: runs told to run longer (the verdict "still rising") and fits refused.
 A script, not a test: prints a table, writes JSON.
 
     python -m benchmarks.plateau_shapes            # ~1 min

@@ -90,11 +90,22 @@ def _levelled_off_note(results: dict) -> str:
 def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
     return (f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
-            f"healthy runs the ceiling is identified, within 0.03 of the level the run settled at, with an 80 % "
+            f"healthy runs the verdict is plateaued, A within 0.03 of the level the run settled at, with an 80 % "
             f"interval holding it; {p['told_to_run_longer']} of them {'is' if p['told_to_run_longer'] == 1 else 'are'} "
             "told to run longer"
             f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
-            f"called identified: {p['still_rising_identified']} of {p['still_rising_runs']}.")
+            f"called plateaued: {p['still_rising_identified']} of {p['still_rising_runs']}.")
+
+
+def contradictions_line(results: dict) -> str:
+    """The invariant check (forecast.invariants) over fits at 25 / 50 / 75 / 100 % of every run."""
+    found = results.get("contradictions")
+    if found is None:
+        return ""
+    rules = ", ".join(f"{rule} {count}" for rule, count in sorted(found["by_rule"].items()))
+    return (f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run whose output breaks a promise of "
+            f"`forecast.invariants`): {found['contradictions']} in {found['fits']} fits"
+            + (f" ({rules})." if rules else "."))
 
 
 def cost_line(results: dict) -> str:
@@ -136,7 +147,8 @@ def table(results: dict) -> str:
         "Final level:", error_table(results),
         "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better); "
         "a refused forecast is scored on persistence's band, what a user falls back to, as in the error table:",
-        band_table(results), plateau_line(results), losses_line(results), cost_line(results),
+        band_table(results), plateau_line(results), contradictions_line(results), losses_line(results),
+        cost_line(results),
         f"![coverage of the bands by nominal level]({FIGURE})"])
 
 
@@ -147,7 +159,7 @@ def headline(results: dict, seeds: dict | None = None) -> str:
     ours, paper = half["scalerl"], half["paper_grid_bootstrap"]
     healthy = results["bands"]["0.5"]["healthy"]["scalerl"]["0.8"]["coverage"]
     spread = ""
-    if seeds is not None:
+    if seeds is not None and seeds.get("runs") == results["runs"]:  # a spread measured on other runs is stale
         span = seeds["spread"]["median_error@0.5"]
         verdict = _seed_verdict(span["min"], span["max"], paper["median_abs_error"])
         spread = (f"; the median is {span['min']:.4f}-{span['max']:.4f} over {len(seeds['seeds'])} sampler seeds"

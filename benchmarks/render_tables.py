@@ -84,7 +84,7 @@ def live_forecast_overhead(results: dict) -> str:
              f"{real['median_step_seconds']:.2f} s, so {interval:.1f} s between validations; the live "
              f"forecasts that fitted took " + ", ".join(f"{s:.2f}" for s in refits) + " s, "
              + ", ".join(f"{s:.1f}" for s in shares) + " % of the steps between validations.", "",
-             f"On demo-shaped curves, median of the repeats, {results['n_bootstrap']} posterior draws:", "",
+             f"On demo-shaped curves, median of the repeats, {results['n_draws']} posterior draws:", "",
              f"| evaluations so far | refit s | plot s | overhead (% of {config['eval_every']} steps) |",
              "|---|---|---|---|"]
     for row in results["synthetic_curves"]:

@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-from benchmarks.band_table import N_HELD_OUT, load_runs  # noqa: E402
+from benchmarks.bundled_runs import N_HELD_OUT, load_runs  # noqa: E402
 
 from scalerl.errors import ScaleRLError  # noqa: E402
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN, point_noise_sd  # noqa: E402
+from scalerl.forecast.diagnostics import point_noise_sd  # noqa: E402
+from scalerl.forecast.settings import SETTINGS  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
 
 FRACTIONS = (0.25, 0.5)
@@ -43,7 +44,7 @@ RESULTS = HERE / "results" / "run_length_accuracy.json"
 
 def settle_width(reward: np.ndarray) -> float:
     """w = 0.02 + 2 sigma / sqrt(3): the paper's margin plus the noise of a three-point mean."""
-    return NEAR_CEILING_WITHIN + 2.0 * point_noise_sd(reward) / np.sqrt(3.0)
+    return SETTINGS.margin + 2.0 * point_noise_sd(reward) / np.sqrt(3.0)
 
 
 def observed_settle_index(reward: np.ndarray, width: float) -> int:

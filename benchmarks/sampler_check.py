@@ -28,16 +28,18 @@ import emcee
 import numpy as np
 
 from benchmarks.common import write_text
-from benchmarks.band_table import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, quick_runs
+from benchmarks.bundled_runs import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, quick_runs
 from scalerl.errors import ScaleRLError
-from scalerl.forecast.diagnostics import late_stretch, point_noise_sd
-from scalerl.forecast.fitting import IDENTIFICATION_LEVEL, build_problem, fit_sigmoid, fit_with_plateau, select_points
-from scalerl.forecast.posterior import N_BURN, N_STEPS, N_WALKERS, run_sampler
-from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR
+from scalerl.forecast.diagnostics import point_noise_sd
+from scalerl.forecast.fitting import build_problem, fit_sigmoid, select_points
+from scalerl.forecast.sigmoid_solver import multi_start_fit
+from scalerl.forecast.posterior import run_sampler
+from scalerl.forecast.settings import SETTINGS
 
 FRACTIONS = (0.25, 0.5, 1.0)
 LONG_STEPS = 1150  # 1000 kept steps: tau of up to ~20 steps is estimated within ~10 %
-KEPT = N_STEPS - N_BURN
+N_BURN, N_WALKERS, DEFAULT_NOISE_FLOOR = SETTINGS.n_burn, SETTINGS.n_walkers, SETTINGS.noise_floor
+KEPT = SETTINGS.n_steps - N_BURN
 REFERENCE_KEPT = 2000
 QUANTILES = (0.05, 0.5, 0.95)
 
@@ -62,11 +64,8 @@ def sampled_problem(compute, reward):
     r0, keep, _, _ = select_points(compute, reward, None, None, False, DEFAULT_NOISE_FLOOR)
     fit_compute, fit_reward = compute[keep], reward[keep]
     diff_noise = point_noise_sd(np.concatenate([[r0], fit_reward]), DEFAULT_NOISE_FLOOR)
-    late = late_stretch(fit_compute, fit_reward, diff_noise)
-    plateau = late if late is not None and late.is_flat(IDENTIFICATION_LEVEL) else None
-    problem, _ = build_problem(fit_compute, fit_reward, r0, (0.0, 1.0), "linear", diff_noise, None,
-                                         None if plateau is None else plateau.ceiling_prior())
-    theta_free, _ = fit_with_plateau(problem, plateau, 4)
+    problem, _ = build_problem(fit_compute, fit_reward, r0, (0.0, 1.0), "linear", diff_noise, None)
+    theta_free, _ = multi_start_fit(problem, SETTINGS.n_starts)
     return problem, theta_free, fit.noise_sd
 
 

@@ -5,7 +5,7 @@ R0 = 0.1, evaluated at 41 evenly spaced computes from 0 to L x C_mid, plus indep
 noise of sd s, is fitted on all its points, for L in 2-16 and s in 0.002-0.02 (the grid of the
 forecaster issue's known-answer tests), several noise draws per cell. Per cell:
 
-    identified      the ceiling verdict (judged at 80 % whatever --level: fitting.IDENTIFICATION_LEVEL)
+    identified      the verdict is "plateaued" (forecast.verdict, judged at 80 % whatever --level)
     within 0.03     A's 95 % interval inside [A - 0.03, A + 0.03]
     holds A         A's 95 % (and 80 %) interval holds the true A
     run longer      the 95 % headline still says "run ~N x longer"
@@ -30,7 +30,7 @@ from benchmarks.render_forecast import sigmoid_recovery as recovery_table
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.report.headline import ceiling_phrase
+
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "sigmoid_recovery.json"
@@ -60,7 +60,7 @@ def recovery_verdict(fit, a_true: float = TRUTH["A"]) -> dict:
             "A_interval_95": [float(lo95), float(hi95)], "A_interval_80": [float(lo80), float(hi80)],
             "within": bool(a_true - WITHIN <= lo95 and hi95 <= a_true + WITHIN),
             "holds_95": bool(lo95 <= a_true <= hi95), "holds_80": bool(lo80 <= a_true <= hi80),
-            "run_longer": "longer" in ceiling_phrase(fit, 0.95)}
+            "run_longer": fit.verdict.advises_longer_run}
 
 
 def summarise(rows: list[dict], a_true: float = TRUTH["A"]) -> dict:

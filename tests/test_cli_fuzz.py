@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 
-N_BOOTSTRAP = ["--n-bootstrap", "20"]  # the least the fit accepts: the fuzz is about input, not bands
+N_BOOTSTRAP = ["--n-draws", "20"]  # the least the fit accepts: the fuzz is about input, not bands
 FUZZ_SETTINGS = settings(max_examples=260, deadline=None, suppress_health_check=list(HealthCheck),
                          derandomize=True)
 

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 
 runner = CliRunner()
-FAST = ["--n-bootstrap", "30"]
+FAST = ["--n-draws", "30"]
 RISING = [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4), (5, 0.5), (6, 0.55)]
 
 

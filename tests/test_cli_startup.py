@@ -40,7 +40,7 @@ def test_fit_on_a_short_csv_needs_neither_pandas_nor_matplotlib(tmp_path):
     log.write_text("gpu_hours,val_pass_rate\n" + "".join(
         f"{c},{0.1 + 0.5 / (1 + (40 / c) ** 1.5) if c else 0.1:.4f}\n" for c in range(0, 200, 10)))
     script = ("import sys\nfrom scalerl.cli.app import main\n"
-              f"sys.argv = ['scalerl', 'fit', {str(log)!r}, '--json', '--n-bootstrap', '50']\n"
+              f"sys.argv = ['scalerl', 'fit', {str(log)!r}, '--json', '--n-draws', '50']\n"
               "try:\n    main()\nexcept SystemExit as stop:\n    assert stop.code in (0, None), stop.code")
     modules = imported_by(script)
     assert "pandas" not in modules and "matplotlib" not in modules and "torch" not in modules

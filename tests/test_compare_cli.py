@@ -13,7 +13,7 @@ from cli_invocation import assert_one_line_error, invoke
 
 from scalerl.report.console import decision_sentence, short_name
 
-FAST = ("--n-bootstrap", "40")
+FAST = ("--n-draws", "40")
 
 
 def write_run(path, a, b, *, c_mid=300.0, seed=0, x="gpu_hours"):

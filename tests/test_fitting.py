@@ -20,10 +20,11 @@ def paper_curve(scale=1.0, n=14, noise_sd=0.0, seed=0, a=0.61, b=1.92, c_mid=254
 @pytest.mark.parametrize("scale", [1e-4, 1.0, 1e15])
 def test_recovers_noise_free_parameters_in_any_unit(scale):
     compute, reward = paper_curve(scale)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
-    assert fit.a == pytest.approx(0.61, abs=1e-4)
-    assert fit.b == pytest.approx(1.92, rel=1e-3)
-    assert fit.c_mid == pytest.approx(2542.0 * scale, rel=1e-3)
+    fit = fit_sigmoid(compute, reward, n_draws=40)
+    # posterior medians: a noise-free curve still has the noise floor's (0.002) width around it
+    assert fit.a == pytest.approx(0.61, abs=2e-3)
+    assert fit.b == pytest.approx(1.92, rel=2e-2)
+    assert fit.c_mid == pytest.approx(2542.0 * scale, rel=2e-2)
     assert fit.r0 == 0.2 and fit.n_points == 14 and fit.ceiling_identified
 
 
@@ -40,35 +41,37 @@ def test_noisy_fit_interval_contains_truth():
 def test_seed_form_r0_zero_uses_every_positive_point():
     compute = np.geomspace(10, 1e4, 10)
     reward = sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0)
-    fit = fit_sigmoid(compute, reward, r0=0.0, n_bootstrap=40)
+    fit = fit_sigmoid(compute, reward, r0=0.0, n_draws=40)
     assert fit.n_points == 10 and fit.r0 == 0.0
-    assert fit.a == pytest.approx(0.7, abs=1e-4) and fit.c_mid == pytest.approx(300.0, rel=1e-3)
+    assert fit.a == pytest.approx(0.7, abs=3e-3) and fit.c_mid == pytest.approx(300.0, rel=3e-2)
 
 
 def test_min_compute_drops_warm_up_points():
     compute, reward = paper_curve()
-    fit = fit_sigmoid(compute, reward, min_compute=1500.0, n_bootstrap=40)
+    fit = fit_sigmoid(compute, reward, min_compute=1500.0, n_draws=40)
     assert fit.compute.min() >= 1500.0 and fit.n_points == int(np.sum(compute >= 1500.0))
 
 
 def test_robust_loss_resists_one_outlier():
     compute, reward = paper_curve(noise_sd=0.005, seed=1)
     reward[8] = 0.05
-    plain = fit_sigmoid(compute, reward, n_bootstrap=40)
-    robust = fit_sigmoid(compute, reward, loss="soft_l1", n_bootstrap=40)
+    plain = fit_sigmoid(compute, reward, n_draws=40)
+    robust = fit_sigmoid(compute, reward, loss="soft_l1", n_draws=40)
     assert abs(robust.a - 0.61) < abs(plain.a - 0.61) or abs(robust.b - 1.92) < abs(plain.b - 1.92)
     assert abs(robust.a - 0.61) < 0.015
 
 
 def test_to_dict_matches_cli_contract_and_is_json():
     compute, reward = paper_curve(noise_sd=0.01)
-    out = fit_sigmoid(compute, reward, n_bootstrap=40).to_dict(0.8, predict_at=[1e5], target=0.9)
-    assert set(out) == {"params", "intervals", "level", "ceiling_identified", "ceiling_at_bound", "predictions",
-                        "compute_to_target", "compute_near_ceiling", "n_points", "warnings"}
+    out = fit_sigmoid(compute, reward, n_draws=40).to_dict(0.8, predict_at=[1e5], target=0.9)
+    assert set(out) == {"schema_version", "verdict", "params", "intervals", "level", "ceiling_identified",
+                        "ceiling_at_bound", "predictions", "compute_to_target", "compute_near_ceiling",
+                        "collapse_compute", "noise_sd", "reward_range", "n_points", "warnings"}
+    assert out["schema_version"] == 2 and set(out["verdict"]) == {"kind", "text", "numbers"}
     assert set(out["compute_near_ceiling"]) == {"within", "value", "lo", "hi", "times_current", "level"}
     assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
     assert set(out["predictions"][0]) == {"x", "reward", "lo", "hi"}
-    assert out["compute_to_target"] is None  # 0.9 is above the ceiling
+    assert out["compute_to_target"]["value"] is None and not out["compute_to_target"]["reachable"]  # above A
     json.dumps(out, allow_nan=False)
 
 
@@ -77,20 +80,21 @@ def test_a_ceiling_pinned_at_the_top_of_its_range_is_reported_as_a_limit():
     # the pass-rate range, and least squares lands there.
     steps = np.arange(0.0, 201.0, 10.0)
     reward = 0.28 + 0.72 * steps / (steps + 180.0)
-    fit = fit_sigmoid(steps, reward, n_bootstrap=40)
-    assert fit.a == pytest.approx(1.0, abs=1e-3)
+    fit = fit_sigmoid(steps, reward, n_draws=40)
+    assert fit.a > 0.85 and fit.conf_int()["A"][1] >= 0.98
     assert fit.ceiling_at_bound and not fit.ceiling_identified
     assert "a limit, not an estimate" in fit.summary()
     assert fit.to_dict()["ceiling_at_bound"] is True
-    identified = fit_sigmoid(*paper_curve(), n_bootstrap=40)
+    identified = fit_sigmoid(*paper_curve(), n_draws=40)
     assert not identified.ceiling_at_bound and "a limit" not in identified.summary()
 
 
 def test_compute_to_reach_inverts_the_curve():
     compute, reward = paper_curve()
-    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
+    fit = fit_sigmoid(compute, reward, n_draws=40)
     needed = fit.compute_to_reach(0.5)
-    assert needed.reachable and fit.predict(needed.value) == pytest.approx(0.5, abs=1e-9)
+    # both are posterior medians: of C(0.5) per draw, and of R(C) per draw at that C
+    assert needed.reachable and fit.predict(needed.value) == pytest.approx(0.5, abs=1e-3)
     assert needed.lo <= needed.value <= needed.hi
     assert not fit.compute_to_reach(0.7).reachable and math.isinf(fit.compute_to_reach(0.7).value)
     assert "not reachable" in fit.compute_to_reach(0.7).message()
@@ -100,7 +104,7 @@ def test_observation_band_holds_the_mean_band():
     """A new evaluation is the curve plus noise: its band holds the curve's, inside the data and
     beyond it (where the calibrated band on a flat end can be narrower than the posterior's)."""
     compute, reward = paper_curve(noise_sd=0.01)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
+    fit = fit_sigmoid(compute, reward, n_draws=60)
     at = np.array([5000.0, 20000.0, 60000.0, 200000.0])
     lo_obs, hi_obs = fit.interval(at)
     lo_mean, hi_mean = fit.interval(at, kind="mean")
@@ -111,7 +115,7 @@ def test_observation_band_holds_the_mean_band():
 
 def test_result_is_immutable():
     compute, reward = paper_curve()
-    fit = fit_sigmoid(compute, reward, n_bootstrap=20)
+    fit = fit_sigmoid(compute, reward, n_draws=20)
     with pytest.raises(Exception):
         fit.a = 1.0
     with pytest.raises(ValueError):
@@ -121,9 +125,9 @@ def test_result_is_immutable():
 def test_as_many_points_as_parameters_fits_exactly_and_says_so():
     compute = np.array([0.0, 100.0, 200.0, 400.0])
     reward = sigmoid_reward(compute, 0.6, 2.0, 300.0, r0=0.1)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=40)
+    fit = fit_sigmoid(compute, reward, n_draws=40)
     assert fit.n_points == 3
-    assert (fit.a, fit.b, fit.c_mid) == pytest.approx((0.6, 2.0, 300.0), rel=1e-4)  # least squares: exact
+    assert (fit.a, fit.b, fit.c_mid) == pytest.approx((0.6, 2.0, 300.0), rel=0.15)  # medians of a wide posterior
     # the point forecast is the posterior median: with no residual left it is held only to the noise floor
     assert np.allclose(fit.predict(compute[1:]), reward[1:], atol=3 * fit.noise_sd)
     assert any("only 3 points for 3 parameters" in w for w in fit.warnings)
@@ -147,58 +151,33 @@ def test_too_few_points_and_bad_input_raise():
 def test_flat_run_raises_fit_error():
     compute = np.arange(12) * 100.0
     reward = 0.3 + np.random.default_rng(0).normal(0, 0.005, 12)
-    with pytest.raises(FitError, match="flat run"):
+    with pytest.raises(FitError, match="^flat: no learning"):
         fit_sigmoid(compute, reward)
 
 
 def test_fixed_ceiling_fits_only_b_and_c_mid():
     compute, reward = paper_curve()
-    fit = fit_sigmoid(compute, reward, fixed_a=0.61, n_bootstrap=30)
+    fit = fit_sigmoid(compute, reward, fixed_a=0.61, n_draws=30)
     assert fit.a == 0.61 and fit.fixed == ("R0", "A")
     assert fit.b == pytest.approx(1.92, rel=1e-3) and fit.conf_int()["A"] == (0.61, 0.61)
 
 
 def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_hand():
     compute, reward = paper_curve(noise_sd=0.01, seed=3)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=60, average_forms=False)
+    fit = fit_sigmoid(compute, reward, n_draws=60)
     near = fit.compute_near_ceiling(0.02, level=0.8)
-    assert near.value == pytest.approx(fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b), rel=1e-9)
     a, b, c_mid = fit.param_draws.T
     by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b)  # R(C) = A - 0.02 solved for C, per draw
-    lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")
-    assert (near.lo, near.hi) == (pytest.approx(min(lo, near.value)), pytest.approx(max(hi, near.value)))
+    median, lo, hi = np.quantile(by_hand, [0.5, 0.1, 0.9], method="inverted_cdf")
+    assert (near.value, near.lo, near.hi) == (pytest.approx(median), pytest.approx(lo), pytest.approx(hi))
     assert near.times_current == pytest.approx(near.value / compute.max())
-
-
-def test_compute_near_ceiling_moves_each_draw_by_its_member_form_by_hand():
-    """With averaged forms a draw of a sigmoid member f is scaled by C_within(f) / C_within(fit),
-    the form's C_mid (|A - R0| / w - 1)^(1/B); posterior and power-law draws keep their own."""
-    compute, reward = paper_curve(noise_sd=0.01, seed=3, n=12, c_max=3 * 2542.0)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=60)
-    assert len(fit.forms) >= 3
-    near = fit.compute_near_ceiling(0.02, level=0.8)
-    own = fit.c_mid * ((fit.a - fit.r0) / 0.02 - 1.0) ** (1.0 / fit.b)
-    ratios = []
-    for form in fit.forms:
-        if form.kind == "sigmoid":
-            a, b, c_mid, r0 = form.params
-            ratios.append(c_mid * ((a - r0) / 0.02 - 1.0) ** (1.0 / b) / own)
-        else:
-            ratios.append(1.0)
-    a, b, c_mid = fit.param_draws.T
-    by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b) * np.array(ratios)[fit.form_of_draw]
-    lo, hi = np.quantile(by_hand, [0.1, 0.9], method="inverted_cdf")
-    assert near.value == pytest.approx(own, rel=1e-9)
-    assert (near.lo, near.hi) == (pytest.approx(min(lo, near.value)), pytest.approx(max(hi, near.value)))
-    posterior_only = fit_sigmoid(compute, reward, n_bootstrap=60, average_forms=False).compute_near_ceiling(0.02)
-    assert (near.lo, near.hi) != (pytest.approx(posterior_only.lo), pytest.approx(posterior_only.hi))
 
 
 def test_compute_near_ceiling_recovers_the_true_run_length_of_a_run_stopped_early():
     # Stopped at 2 C_mid (before the plateau): the true curve is within 0.02 of A = 0.61 at
     # C = C_mid ((0.61 - 0.2) / 0.02 - 1)^(1 / 1.92) = 4.78 C_mid, 2.4 times the stopping point.
     compute, reward = paper_curve(noise_sd=0.003, seed=4, n=12, c_max=2 * 2542.0)
-    fit = fit_sigmoid(compute, reward, n_bootstrap=80)
+    fit = fit_sigmoid(compute, reward, n_draws=80)
     truth = 2542.0 * ((0.61 - 0.2) / 0.02 - 1.0) ** (1.0 / 1.92)
     near = fit.compute_near_ceiling(0.02)
     assert near.value == pytest.approx(truth, rel=0.25)
@@ -207,7 +186,7 @@ def test_compute_near_ceiling_recovers_the_true_run_length_of_a_run_stopped_earl
 
 def test_a_run_already_on_its_plateau_needs_no_more_compute():
     compute, reward = paper_curve(noise_sd=0.002, seed=5, c_max=200 * 2542.0, n=20)
-    near = fit_sigmoid(compute, reward, n_bootstrap=40).compute_near_ceiling(0.02)
+    near = fit_sigmoid(compute, reward, n_draws=40).compute_near_ceiling(0.02)
     assert near.times_current < 1.0 and "within 0.02 of its ceiling at the last point" in near.message()
     with pytest.raises(InputError, match="within must be in"):
-        fit_sigmoid(compute, reward, n_bootstrap=40).compute_near_ceiling(0.0)
+        fit_sigmoid(compute, reward, n_draws=40).compute_near_ceiling(0.0)

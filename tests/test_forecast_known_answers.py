@@ -28,8 +28,8 @@ def noisy_paper_curve(max_compute, n_points=16, noise_sd=0.01, seed=5):
 
 @pytest.mark.parametrize("noise_seed", [4, 5])
 def test_intervals_widen_when_data_stop_before_the_inflection(noise_seed):
-    early = fit_sigmoid(*noisy_paper_curve(0.6 * TRUE_C_MID, seed=noise_seed), n_bootstrap=60)
-    full = fit_sigmoid(*noisy_paper_curve(10.0 * TRUE_C_MID, seed=noise_seed), n_bootstrap=60)
+    early = fit_sigmoid(*noisy_paper_curve(0.6 * TRUE_C_MID, seed=noise_seed), n_draws=60)
+    full = fit_sigmoid(*noisy_paper_curve(10.0 * TRUE_C_MID, seed=noise_seed), n_draws=60)
 
     def width(interval):
         return interval[1] - interval[0]
@@ -41,37 +41,36 @@ def test_intervals_widen_when_data_stop_before_the_inflection(noise_seed):
     early_band, full_band = early.interval(target, 0.8), full.interval(target, 0.8)
     assert width(early_band) > 3.0 * width(full_band)
     assert full_band[0] < sigmoid_reward(target, TRUE_A, TRUE_B, TRUE_C_MID, TRUE_R0) < full_band[1]
-    assert any("ceiling not identified" in warning for warning in early.warnings)
+    assert early.verdict.kind == "still_rising" and full.verdict.kind == "plateaued"
     assert full.conf_int(0.8)["A"][0] - 0.01 < TRUE_A < full.conf_int(0.8)["A"][1] + 0.01
 
 
 def test_noise_free_seed_form_recovers_parameters():
     compute = np.geomspace(0.05, 40.0, 14) * 1e6
     reward = sigmoid_reward(compute, 0.83, 2.7, 3.1e6, 0.0)
-    fit = fit_sigmoid(compute, reward, r0=0.0, n_bootstrap=N_BOOTSTRAP)
+    fit = fit_sigmoid(compute, reward, r0=0.0, n_draws=N_BOOTSTRAP)
     assert fit.r0 == 0.0 and fit.n_points == 14
-    assert fit.a == pytest.approx(0.83, rel=1e-3)
-    assert fit.b == pytest.approx(2.7, rel=1e-3)
-    assert fit.c_mid == pytest.approx(3.1e6, rel=1e-3)
+    # posterior medians: the noise floor (0.002) leaves the posterior of a noise-free curve a width
+    assert fit.a == pytest.approx(0.83, rel=3e-3)
+    assert fit.b == pytest.approx(2.7, rel=1e-2)
+    assert fit.c_mid == pytest.approx(3.1e6, rel=1e-2)
 
 
 def test_compute_spanning_beyond_float_range_is_a_clear_error():
     # 5e-324 / 2 underflows to 0 and its log to -inf: found by the property test above.
     with pytest.raises(ScaleRLError, match="orders of magnitude"):
-        fit_sigmoid([0.0, 5e-324, 1.0, 2.0, 3.0], [0.0, 0.1, 0.3, 0.5, 0.6], n_bootstrap=N_BOOTSTRAP)
+        fit_sigmoid([0.0, 5e-324, 1.0, 2.0, 3.0], [0.0, 0.1, 0.3, 0.5, 0.6], n_draws=N_BOOTSTRAP)
 
 
 def test_to_dict_writes_null_for_an_infinite_prediction_compute():
     # Found by the query property: predict_at=(inf,) put a bare Infinity in the "x" field.
     compute = np.geomspace(10, 1e4, 10)
-    fit = fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=0.0, n_bootstrap=N_BOOTSTRAP)
+    fit = fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=0.0, n_draws=N_BOOTSTRAP)
     prediction = fit.to_dict(0.8, predict_at=(math.inf,))["predictions"][0]
     json.dumps(prediction, allow_nan=False)
-    # at infinite compute the point forecast is its ceiling: the weighted forms' A (sigmoid and power law alike)
-    limit = sum(form.weight * (np.median(fit.param_draws[:, 0]) if form.kind == "posterior" else form.params[0])
-                for form in fit.forms)
-    assert prediction["x"] is None and prediction["reward"] == pytest.approx(limit)
-    assert prediction["reward"] == pytest.approx(0.7, abs=0.02)  # the power-law member's A sits a little higher
+    # at infinite compute the point forecast is its ceiling: the posterior median of A, the reported A
+    assert prediction["x"] is None and prediction["reward"] == pytest.approx(fit.a)
+    assert prediction["reward"] == pytest.approx(0.7, abs=0.01)
 
 
 @pytest.mark.parametrize("r0", [1.5, -0.2, math.nan, math.inf])
@@ -79,7 +78,7 @@ def test_r0_outside_the_reward_range_is_a_clear_error(r0):
     # Found by the options property: r0 = 16777216 reached scipy as inconsistent bounds.
     compute = np.geomspace(10, 1e4, 10)
     with pytest.raises(ScaleRLError, match="r0"):
-        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=r0, n_bootstrap=N_BOOTSTRAP)
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), r0=r0, n_draws=N_BOOTSTRAP)
 
 
 @pytest.mark.parametrize("reward_range", [(0.0, math.inf), (-math.inf, 1.0), (0.0, math.nan), (1.0, 0.0)])
@@ -88,23 +87,23 @@ def test_non_finite_or_empty_reward_range_is_a_clear_error(reward_range):
     compute = np.geomspace(10, 1e4, 10)
     with pytest.raises(ScaleRLError, match="reward_range"):
         fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), reward_range=reward_range,
-                    n_bootstrap=N_BOOTSTRAP)
+                    n_draws=N_BOOTSTRAP)
 
 
 def test_huge_r0_above_every_reward_without_a_range_is_a_fit_error():
     # Found by the options property: R0 = 33554432 over rewards of 0 gave A bounds lower == upper.
     with pytest.raises(ScaleRLError):
-        fit_sigmoid([0.1, 0.2, 0.4], [0.0, 0.0, 0.0], r0=33554432.0, reward_range=None, n_bootstrap=N_BOOTSTRAP)
+        fit_sigmoid([0.1, 0.2, 0.4], [0.0, 0.0, 0.0], r0=33554432.0, reward_range=None, n_draws=N_BOOTSTRAP)
 
 
-def test_absurd_n_bootstrap_is_a_config_error_not_a_memory_error():
-    # Found by the CLI options property: --n-bootstrap 4326646508 tried to allocate 97 GiB.
+def test_absurd_n_draws_is_a_config_error_not_a_memory_error():
+    # Found by the CLI options property: --n-draws 4326646508 tried to allocate 97 GiB.
     compute = np.geomspace(10, 1e4, 10)
-    with pytest.raises(ScaleRLError, match="n_bootstrap"):
-        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), n_bootstrap=4_326_646_508)
+    with pytest.raises(ScaleRLError, match="n_draws"):
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), n_draws=4_326_646_508)
 
 
 def test_reward_too_large_to_square_is_an_input_error():
     # Found by the messy-curve property: a reward of 1e300 (no reward range) overflowed the residuals.
     with pytest.raises(ScaleRLError, match="reward"):
-        fit_sigmoid([0.1, 0.11, 0.19, 0.43], [0.0, 1e300, 0.0, 0.0], reward_range=None, n_bootstrap=N_BOOTSTRAP)
+        fit_sigmoid([0.1, 0.11, 0.19, 0.43], [0.0, 1e300, 0.0, 0.0], reward_range=None, n_draws=N_BOOTSTRAP)

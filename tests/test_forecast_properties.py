@@ -111,7 +111,7 @@ def test_fit_sigmoid_gives_a_valid_result_or_a_scalerl_error(curve, r0_seed_form
     compute, reward, reward_range = curve
     try:
         fit = fit_sigmoid(compute, reward, r0=0.0 if r0_seed_form else None, reward_range=reward_range,
-                          n_bootstrap=N_BOOTSTRAP, n_starts=2)
+                          n_draws=N_BOOTSTRAP, n_starts=2)
     except ScaleRLError as error:
         assert str(error)
         event(f"error: {type(error).__name__}: {str(error)[:40]}")
@@ -135,15 +135,15 @@ def mostly(valid, odd):
     fixed_a=mostly(st.none(), odd_numbers),
     loss=mostly(st.sampled_from(["linear", "soft_l1", "huber", "cauchy", "arctan"]), st.sampled_from(["l2", ""])),
     level=mostly(st.sampled_from([0.5, 0.8, 0.95]), st.floats(allow_nan=True)),
-    n_bootstrap=mostly(st.sampled_from([20, 30]), st.sampled_from([0, 19])),
+    n_draws=mostly(st.sampled_from([20, 30]), st.sampled_from([0, 19])),
 )
 @SLOW_FIT_SETTINGS
 def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(curve, r0, min_compute, fixed_a, loss, level,
-                                                                   n_bootstrap):
+                                                                   n_draws):
     compute, reward, reward_range = curve
     try:
         fit = fit_sigmoid(compute, reward, r0=r0, min_compute=min_compute, fixed_a=fixed_a, loss=loss, level=level,
-                          reward_range=reward_range, n_bootstrap=n_bootstrap, n_starts=2)
+                          reward_range=reward_range, n_draws=n_draws, n_starts=2)
     except ScaleRLError as error:
         assert str(error)
         event(f"error: {type(error).__name__}: {str(error)[:40]}")
@@ -159,7 +159,7 @@ def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(curve, r0, m
 def test_fit_result_queries_give_numbers_or_a_scalerl_error(curve, target, at, level, kind):
     compute, reward, reward_range = curve
     try:
-        fit = fit_sigmoid(compute, reward, reward_range=reward_range, n_bootstrap=N_BOOTSTRAP, n_starts=2)
+        fit = fit_sigmoid(compute, reward, reward_range=reward_range, n_draws=N_BOOTSTRAP, n_starts=2)
     except ScaleRLError:
         return
     event("fitted")
@@ -292,7 +292,7 @@ cli_inputs = st.one_of(
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_cli_fit_json_gives_one_object_or_one_error_line(log_dir, log):
     path = write_log(log_dir, *log)
-    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-bootstrap", str(N_BOOTSTRAP)])
+    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-draws", str(N_BOOTSTRAP)])
     assert "Traceback" not in result.output
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
@@ -314,7 +314,7 @@ option_values = st.one_of(
 fit_options = st.lists(
     st.one_of(
         st.tuples(st.sampled_from(["--r0", "--min-x", "--fit-until", "--fit-fraction", "--predict-at", "--target",
-                                   "--level", "--n-bootstrap"]), option_values),
+                                   "--level", "--n-draws"]), option_values),
         st.tuples(st.just("--reward-range"), option_values, option_values),
         st.tuples(st.sampled_from(["--loss", "--x", "--y"]),
                   st.sampled_from(["linear", "huber", "l3", "gpu_hours", "val_pass_rate", "missing"])),
@@ -344,8 +344,8 @@ def run_main(capsys, argv):
 def test_cli_fit_options_give_one_object_or_one_error_line(log_dir, capsys, curve, options):
     path = write_log(log_dir, ".csv", curve_file_text(curve[0], np.clip(curve[1], 0.0, 1.0)))
     argv = ["fit", str(path), "--json"] + [str(part) for option in options for part in option]
-    if "--n-bootstrap" not in argv:
-        argv += ["--n-bootstrap", str(N_BOOTSTRAP)]
+    if "--n-draws" not in argv:
+        argv += ["--n-draws", str(N_BOOTSTRAP)]
     exit_code, stdout, stderr = run_main(capsys, argv)
     event(f"exit code {exit_code}")
     assert "Traceback" not in stdout + stderr

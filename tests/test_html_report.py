@@ -23,7 +23,7 @@ from scalerl.report.console import format_number
 
 FLOPS = np.array([0, 250, 500, 750, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6500.0])
 RUNS = {"run_a": (0.61, 1.9), "run_b": (0.50, 1.5)}  # true A, B; C_mid 2542, R0 0.1
-N_BOOTSTRAP = ["--n-bootstrap", "40"]
+N_BOOTSTRAP = ["--n-draws", "40"]
 runner = CliRunner()
 
 
@@ -140,17 +140,17 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
     table = rows_by_first_cell(page.tables["runs"])
     points = {name: read_points(tmp_path / name) for name in RUNS}
     for name in RUNS:
-        fit = fit_sigmoid(*points[name], n_bootstrap=40)
+        fit = fit_sigmoid(*points[name], n_draws=40)
         assert table[name]["A"] == format_number(fit.a) and table[name]["B"] == format_number(fit.b)
         assert table[name]["A interval"] == "[{}, {}]".format(*map(format_number, fit.conf_int(0.8)["A"]))
         assert table[name]["budget (compute)"] == format_number(2 * FLOPS.max())
         assert table[name]["reward at budget"] == format_number(float(fit.predict(2 * FLOPS.max())))
         assert float(table[name]["A"]) == pytest.approx(RUNS[name][0], abs=0.02)
-    assert table["flat"]["A"] == "-" and "flat run" in table["flat"]["reward interval"]
+    assert table["flat"]["A"] == "-" and "flat: no learning" in table["flat"]["reward interval"]
 
     comparison = rows_by_first_cell(page.tables["comparison"])
     assert comparison["1"]["run"] == "run_a" and comparison["2"]["run"] == "run_b"
-    expected = compare_runs(points, n_bootstrap=40)
+    expected = compare_runs(points, n_draws=40)
     assert comparison["1"]["A"] == format_number(expected.fits["run_a"].a)
     assert "decided by: ceiling" in output.read_text()
 
@@ -159,7 +159,7 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
     assert variants["loss-dapo"]["A interval"] == "[0.54, 0.56]"
     assert variants["loss-dapo"]["verdict vs base"] == "lower ceiling"
     assert variants["loss-dapo"]["ceiling identified"] == "no" and variants["loss-dapo"]["paper: moves"] == "A"
-    assert any(item.startswith("flat: not fitted: flat run") for item in page.list_items)
+    assert any(item.startswith("flat: not fitted: flat: no learning") for item in page.list_items)
     assert "study/loss-dapo: ceiling not identified yet" in page.list_items
 
 

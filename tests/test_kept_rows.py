@@ -128,12 +128,12 @@ def test_fit_says_r0_and_the_rows_not_used_in_text_and_json(tmp_path):
     path = tmp_path / "run.csv"
     rows = [f"{s},{'' if s in (0, 7) else s * 10},{0.1 + 0.5 * s / (s + 4):.4f}" for s in range(16)]
     path.write_text("step,gpu_hours,val_pass_rate\n" + "\n".join(rows) + "\n")
-    result = invoke("fit", path, "--json", "--n-bootstrap", "50")
+    result = invoke("fit", path, "--json", "--n-draws", "50")
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["n_points"] >= 14
     assert any("R0 at compute 0" in warning for warning in payload["warnings"])
     assert "1 evaluation of 'val_pass_rate' not used: 1 without 'gpu_hours' (step 7)" in payload["warnings"]
-    text = invoke("fit", path, "--n-bootstrap", "50")
+    text = invoke("fit", path, "--n-draws", "50")
     assert text.exit_code == 0, text.output
     assert "R0 at compute 0" in text.output and "without 'gpu_hours' (step 7)" in text.output

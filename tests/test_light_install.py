@@ -53,7 +53,7 @@ def logs(tmp_path_factory):
 @pytest.mark.slow  # a fresh interpreter and a fit each: ~10-30 s on two shared cores
 @pytest.mark.parametrize("log", ["run.csv", "tb"])
 def test_fit_works_without_the_extras(logs, log):
-    done = scalerl_without_extras("fit", logs / log, "--json", "--n-bootstrap", "20", cwd=logs)
+    done = scalerl_without_extras("fit", logs / log, "--json", "--n-draws", "20", cwd=logs)
     assert done.returncode == 0, done.stderr
     assert '"A"' in done.stdout
 
@@ -78,7 +78,7 @@ def test_core_dependencies_are_the_forecasters():
 
 def test_fit_result_repr_is_one_short_line():
     compute = np.arange(1.0, 30.0)
-    result = fit_sigmoid(compute, 0.1 + 0.5 / (1 + (8.0 / compute) ** 1.5), n_bootstrap=20)
+    result = fit_sigmoid(compute, 0.1 + 0.5 / (1 + (8.0 / compute) ** 1.5), n_draws=20)
     text = repr(result)
     assert "\n" not in text and len(text) < 240
     assert text.startswith(f"FitResult(A={result.a:.4g}±") and f"n_points={result.n_points}" in text

@@ -64,10 +64,10 @@ def test_live_forecast_equals_offline_scalerl_fit_json(tmp_path):
                             for i, (c, r) in enumerate(zip(FLOPS, reward))))
     budget = 2.5e13
     result = CliRunner().invoke(app, ["fit", str(path), "--x", "flops", "--y", "val_pass_rate", "--json",
-                                      "--n-bootstrap", "50", "--predict-at", str(budget)])
+                                      "--n-draws", "50", "--predict-at", str(budget)])
     assert result.exit_code == 0, result.output
     offline = json.loads(result.stdout)
-    live = live_forecast(FLOPS, reward, budget=budget, n_bootstrap=50).row()
+    live = live_forecast(FLOPS, reward, budget=budget, n_draws=50).row()
     assert live["forecast_A"] == offline["params"]["A"]
     assert [live["forecast_A_low"], live["forecast_A_high"]] == offline["intervals"]["A"]
     assert live["forecast_at_budget"] == offline["predictions"][0]["reward"]
@@ -83,14 +83,14 @@ def test_live_plot_is_a_png_written_atomically(tmp_path):
 
 
 def test_bad_live_options_are_config_errors():
-    with pytest.raises(ConfigError, match="n_bootstrap"):
+    with pytest.raises(ConfigError, match="n_draws"):
         check_live_options(5, 0.8, None)
     with pytest.raises(ConfigError, match="budget"):
         check_live_options(50, 0.8, -1.0)
     from scalerl.train.config.train_config import TrainConfig
 
-    with pytest.raises(ConfigError, match="forecast.n_bootstrap"):
-        TrainConfig().with_overrides(["n_bootstrap=3"])
+    with pytest.raises(ConfigError, match="forecast.n_draws"):
+        TrainConfig().with_overrides(["n_draws=3"])
     with pytest.raises(ConfigError, match="forecast.budget_flops"):
         TrainConfig().with_overrides(["budget_flops=nan"])
 
@@ -142,7 +142,7 @@ def test_trainer_writes_forecast_keys_and_live_plot(tiny_config, tmp_path, monke
         points = val_rows[: index + 1]
         budget = row["flops"] / row["step"] * config.max_steps
         expected = live_forecast([p["flops"] for p in points], [p["val_pass_rate"] for p in points],
-                                 budget=budget, n_bootstrap=config.forecast.n_bootstrap).row()
+                                 budget=budget, n_draws=config.forecast.n_draws).row()
         assert row == {**row, **expected}
     assert val_rows[-1]["forecast_budget"] == pytest.approx(val_rows[-1]["flops"])  # at max_steps
     assert (tmp_path / "forecast_live.png").is_file()

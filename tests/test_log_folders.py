@@ -14,7 +14,7 @@ from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve
 from scalerl.forecast.readers.log_files import MAX_LOG_BYTES
 
-FAST = ("--n-bootstrap", "20")
+FAST = ("--n-draws", "20")
 
 
 def trainer_state(folder, rewards, first_step=0):

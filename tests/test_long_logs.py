@@ -177,7 +177,7 @@ def test_a_million_row_log_is_read_and_fitted(tmp_path, suffix):
         else:
             handle.writelines(f'{{"gpu_hours": {c!r}, "val_pass_rate": {r!r}}}\n'
                               for c, r in zip(compute.tolist(), reward.tolist()))
-    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-bootstrap", "20"])
+    result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-draws", "20"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["n_points"] == MAX_POINTS - 1  # the first bin sets R0

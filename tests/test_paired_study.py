@@ -212,7 +212,7 @@ def test_unidentified_seeds_get_the_run_length_that_would_pin_their_ceilings(tmp
 
     compute = np.concatenate([[0.0], np.geomspace(100.0, 1500.0, 14)])
     fits = [fit_sigmoid(compute, sigmoid_reward(compute, 0.6, 1.5, 1000.0, 0.2) + shift * (compute > 0),
-                        n_bootstrap=60) for shift in (0.0, 0.001, -0.001)]
+                        n_draws=60) for shift in (0.0, 0.001, -0.001)]
     advice = run_length_advice(fits, 0.02)
     times = float(advice.split("at about ")[1].split(" times")[0])
     assert times == pytest.approx(7.12 / 1.5, rel=0.1)

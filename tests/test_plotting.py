@@ -8,6 +8,7 @@ import pytest
 from scalerl.errors import InputError
 from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
 from scalerl.forecast.result import ComputeNearCeiling, ComputeToTarget
+from scalerl.forecast.verdict import Verdict
 from scalerl.report.plotting import (
     RunPoints,
     comparison_figure,
@@ -30,6 +31,13 @@ class StubResult:
     compute: np.ndarray = field(default_factory=lambda: np.array([500.0, 1000.0, 2000.0, 4000.0]))
     reward: np.ndarray = field(default_factory=lambda: np.array([0.15, 0.2, 0.3, 0.45]))
     band_half_width: float = 0.02
+    collapse_compute: float | None = None
+
+    @property
+    def verdict(self):
+        if self.ceiling_identified:
+            return Verdict("plateaued", f"plateaued: ceiling A {self.a:.3g} [0.6, 0.63], known to +-0.02")
+        return Verdict("still_rising", "still rising: run ~6.5x longer (3x-12x) to read A to +-0.02")
 
     def predict(self, compute):
         return sigmoid_reward(compute, self.a, self.b, self.c_mid, self.r0)
@@ -96,9 +104,9 @@ def test_held_out_points_are_drawn_hollow_and_zero_compute_on_the_left_edge():
     assert axes.get_ylim()[0] <= 0.1  # the y range was widened to show it
 
 
-def test_title_says_when_the_ceiling_is_not_identified():
-    assert "ceiling not identified" in fit_title(StubResult(ceiling_identified=False))
-    assert "ceiling not identified" not in fit_title(StubResult())
+def test_title_names_the_verdict():
+    assert "(still rising)" in fit_title(StubResult(ceiling_identified=False))
+    assert "(plateaued)" in fit_title(StubResult())
 
 
 def test_comparison_figure_one_curve_per_run_in_distinct_colours():
@@ -136,7 +144,7 @@ def test_plot_of_a_real_fit(tmp_path):
 
     compute = np.array([0.0, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000])
     reward = sigmoid_reward(compute, 0.61, 1.92, 2542.0, 0.1) + np.r_[0, 0.004, -0.003, 0.002, -0.004, 0.003, 0, -0.002, 0.003, -0.001]
-    result = fit_sigmoid(compute, reward, n_bootstrap=40)
+    result = fit_sigmoid(compute, reward, n_draws=40)
     path = plot_fit(result, tmp_path / "real.svg", not_fitted=(compute[:1], reward[:1]), target_compute=20000.0)
     assert b"<svg" in path.read_bytes()
 
@@ -148,6 +156,8 @@ def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_ban
     band = patches["80% prediction band"]
     ceiling = patches["ceiling A 80% interval [0.600, 0.630]"]
     assert tuple(np.round(ceiling.get_facecolor()[:3], 3)) != tuple(np.round(band.get_facecolor()[0][:3], 3))
+    # the interval is a bar right of the plot (x in axes units beyond 1), never over the band
+    assert ceiling.get_x() > 1.0 and (ceiling.get_y(), ceiling.get_y() + ceiling.get_height()) == pytest.approx((0.60, 0.63))
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "ceiling A 80% interval [0.600, 0.630]" in legend and "80% prediction band" in legend
     target = line_by_label(axes, "target reward 0.5")
@@ -157,6 +167,15 @@ def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_ban
 def test_headline_on_top_of_the_figure_says_the_ceiling_and_the_budget():
     identified = fit_figure(StubResult(), target_compute=40000.0)
     headline = identified._suptitle.get_text()
-    assert headline.startswith("ceiling A 0.61 [0.6, 0.63]") and "final reward at the budget 4e+04: " in headline
+    assert headline.startswith("plateaued: ceiling A 0.61 [0.6, 0.63]") and "final reward at the budget 4e+04: " in headline
     early = fit_figure(StubResult(ceiling_identified=False, c_mid=13000.0))
-    assert early._suptitle.get_text().startswith("ceiling not identified yet: run ~6.5x longer")
+    assert early._suptitle.get_text().startswith("still rising: run ~6.5x longer")
+
+
+def test_a_collapse_is_marked_where_it_begins_and_no_curve_rises_above_a():
+    figure = fit_figure(StubResult(collapse_compute=3000.0), target_compute=40000.0)
+    axes = figure.axes[0]
+    collapse = line_by_label(axes, "collapse at 3e+03")
+    assert set(collapse.get_xdata()) == {3000.0}
+    for line in (line_by_label(axes, "fitted sigmoid"), line_by_label(axes, "extrapolation")):
+        assert np.all(np.asarray(line.get_ydata()) <= 0.61 + 1e-12)

@@ -107,7 +107,7 @@ def metrics_run(tmp_path, forecast_a):
                                              (float("nan"), "finite number"), ([0.5], "valid number")])
 def test_bad_forecast_values_in_metrics_are_one_error(tmp_path, value, fragment):
     result = runner.invoke(app, ["report", str(metrics_run(tmp_path, value)), "-o", str(tmp_path / "r.html"),
-                                 "--n-bootstrap", "20"])
+                                 "--n-draws", "20"])
     assert_one_error(result, "metrics.jsonl: line 9: field forecast_A:", fragment)
 
 
@@ -115,7 +115,7 @@ def test_non_utf8_file_name_in_the_report(tmp_path):
     run = metrics_run(tmp_path, 0.6)
     odd = tmp_path / os.fsdecode(b"run\xff")
     run.rename(odd)
-    result = runner.invoke(app, ["report", str(odd), "-o", str(tmp_path / "r.html"), "--n-bootstrap", "20"])
+    result = runner.invoke(app, ["report", str(odd), "-o", str(tmp_path / "r.html"), "--n-draws", "20"])
     assert result.exit_code == 0, result.output
     assert "report written to" in result.stderr
     assert "run\\udcff" in (tmp_path / "r.html").read_text(encoding="utf-8")

@@ -121,8 +121,8 @@ def test_fixed_budget_and_no_nan_in_the_logged_keys():
 def test_bad_options_are_config_errors():
     with pytest.raises(ConfigError, match="compute_axis"):
         ScaleRLForecastCallback(compute_axis="hours")
-    with pytest.raises(ConfigError, match="n_bootstrap"):
-        ScaleRLForecastCallback(n_bootstrap=3)
+    with pytest.raises(ConfigError, match="n_draws"):
+        ScaleRLForecastCallback(n_draws=3)
 
 
 def test_a_metric_that_never_appears_is_named_once_with_the_eval_keys_seen(caplog):

@@ -80,7 +80,7 @@ def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
     assert callback.last_forecast.a == pytest.approx(CURVE_A, abs=0.03)
     assert not callback.warnings
 
-    result = CliRunner().invoke(app, ["fit", str(tmp_path), "--json", "--n-bootstrap", "20"])
+    result = CliRunner().invoke(app, ["fit", str(tmp_path), "--json", "--n-draws", "20"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     newest = str(tmp_path / "checkpoint-8" / "trainer_state.json")

@@ -19,3 +19,12 @@ class ConfigError(ScaleRLError):
 
 class OutputError(ScaleRLError):
     """A file could not be written (disk full, no permission); the message names the path."""
+
+
+class NoForecastError(FitError):
+    """A run with nothing to forecast (flat, decreasing, collapsed before it rose, too few points):
+    `verdict` is forecast.verdict's Verdict on it, and the message is its text."""
+
+    def __init__(self, verdict) -> None:
+        super().__init__(verdict.text)
+        self.verdict = verdict

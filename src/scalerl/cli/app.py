@@ -69,7 +69,7 @@ FIGURE_TITLE_WIDTH = 110  # characters per line of a comparison figure's title (
 # --- commands ---------------------------------------------------------------------------------------
 
 LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
-N_BOOTSTRAP_OPTION = typer.Option(None, "--n-bootstrap",
+N_DRAWS_OPTION = typer.Option(None, "--n-draws",
                                   help="Posterior draws kept behind the intervals and bands (default: the library's 200).")
 SEED_OPTION = typer.Option(None, "--seed", min=0,
                            help="The posterior sampler's seed (default 0): the same data and seed give the same "
@@ -97,7 +97,7 @@ def fit(
     power_law: bool = typer.Option(False, "--power-law", help="Also fit the power law R = A - D*C^-B."),
     fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    n_draws: Optional[int] = N_DRAWS_OPTION,
     seed: Optional[int] = SEED_OPTION,
     run: Optional[str] = typer.Option(None, "--run", help=RUN_HELP),
     group: Optional[str] = GROUP_OPTION,
@@ -119,10 +119,11 @@ def fit(
     reward_range, range_notes = reward_range_for([curve], reward_range)
     notes = [*curve_notes({"": curve}), *range_notes]
     limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
-    options = fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse, seed)
+    options = fit_options(r0, min_x, loss, level, reward_range, n_draws, fit_through_collapse, seed)
     with progress(json_output, f"fitting {curve.source} ..."):
         result, held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
         payload = result.to_dict(level=level, predict_at=predict_values, target=target)
+        payload.update(source=str(curve.source), x_column=curve.x_name, y_column=curve.y_name)
         payload["warnings"] = [*notes, *payload["warnings"]]
         power_law_view = fit_power_law_view(curve, limit, options, predict_values, payload) if power_law else None
     if json_output:
@@ -138,7 +139,8 @@ def fit(
         budget = max(predict_values) if predict_values else None
         plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level, target_compute=budget,
                  target_reward=target,
-                 extend_to=extrapolation_target(predict_values, payload["compute_to_target"], curve.compute.max()),
+                 extend_to=extrapolation_target(predict_values, (payload["compute_to_target"] or {}).get("value"),
+                                                curve.compute.max()),
                  x_label=curve.x_name, y_label=curve.y_name)
         if not json_output:
             Console(stderr=True).print(f"figure written to {plain(plot)}", markup=False, highlight=False)
@@ -159,7 +161,7 @@ def compare(
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    n_draws: Optional[int] = N_DRAWS_OPTION,
     seed: Optional[int] = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to compare its runs."),
     group: Optional[str] = GROUP_OPTION,
@@ -188,7 +190,7 @@ def compare(
     if reward_range is not None:
         for curve in curves.values():
             check_reward_range(curve, reward_range)
-    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False, seed)
+    options = fit_options(None, min_x, None, level, reward_range, n_draws, False, seed)
     options = {key: value for key, value in options.items() if value is not None or key == "reward_range"}
     with progress(json_output, f"fitting {len(curves)} runs ..."):
         comparison = compare_runs({name: (c.compute, c.reward) for name, c in curves.items()}, margin=margin, **options)
@@ -228,7 +230,7 @@ def plot(
     min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_bootstrap: Optional[int] = N_BOOTSTRAP_OPTION,
+    n_draws: Optional[int] = N_DRAWS_OPTION,
     seed: Optional[int] = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to draw its runs."),
     group: Optional[str] = GROUP_OPTION,
@@ -247,7 +249,7 @@ def plot(
     check_finite_options(fit_until=fit_until, fit_fraction=fit_fraction, min_x=min_x, target_x=target_x)
     curves = read_labelled_runs(paths, runs, Reading(x, y, group, segment, cumulative, allow_partial), labels)
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
-    options = fit_options(None, min_x, None, level, reward_range, n_bootstrap, False, seed)
+    options = fit_options(None, min_x, None, level, reward_range, n_draws, False, seed)
     results, points = {}, {}
     with progress(False, f"fitting {len(curves)} run(s) ..."):
         for name, curve in curves.items():

@@ -92,7 +92,7 @@ def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> 
     return reward_range, [] if note is None else [note]
 
 
-def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_collapse, seed=None) -> dict:
+def fit_options(r0, min_x, loss, level, reward_range, n_draws, fit_through_collapse, seed=None) -> dict:
     """Command-line options as fit_sigmoid keywords (None: leave the library default)."""
     return {
         "r0": r0,
@@ -100,7 +100,7 @@ def fit_options(r0, min_x, loss, level, reward_range, n_bootstrap, fit_through_c
         "loss": loss,
         "level": level,
         "reward_range": None if reward_range is None else tuple(reward_range),
-        "n_bootstrap": n_bootstrap,
+        "n_draws": n_draws,
         "fit_through_collapse": fit_through_collapse or None,
         "seed": seed,
     }

@@ -29,8 +29,8 @@ def report_command(
                                              help="Budget: extrapolate to this compute (default: 2x each run's)."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals and bands."),
     margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
-    n_bootstrap: Optional[int] = typer.Option(
-        None, "--n-bootstrap", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
+    n_draws: Optional[int] = typer.Option(
+        None, "--n-draws", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
     reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
     labels: List[str] = LABEL_OPTION,
@@ -49,7 +49,7 @@ def report_command(
         labels = chosen_labels(section_names(paths), given_names, labels)
     with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):
         report = build_report(paths, x=x, y=y, level=level, margin=margin, target_x=target_x,
-                              n_bootstrap=n_bootstrap, title=title, reward_range=reward_range, fit_until=fit_until,
+                              n_draws=n_draws, title=title, reward_range=reward_range, fit_until=fit_until,
                               fit_fraction=fit_fraction, labels=labels)
         written = write_report(report, output)
     console = Console(stderr=True)

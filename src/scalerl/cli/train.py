@@ -122,7 +122,7 @@ def closing_hint(out: Path) -> str:
     metrics = out / "metrics.jsonl"
     try:
         curve = read_curve(metrics, x="flops", y="val_pass_rate")
-        fit_sigmoid(curve.compute, curve.reward, n_bootstrap=20)
+        fit_sigmoid(curve.compute, curve.reward, n_draws=20)
     except ScaleRLError as error:
         return (f"no forecast yet ({' '.join(str(error).split())}); continue the run to add "
                 f"evaluations: scalerl train --out {out} --resume --max-steps N")

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError, InputError
-from scalerl.forecast.diagnostics import NEAR_CEILING_WITHIN
+from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 
@@ -113,7 +113,7 @@ def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str], lev
     """Times the current compute after which the runs' ceilings can be told apart (rough).
 
     An unidentified ceiling needs the run to pass its inflection: 2 x max(C_mid, C_last) / C_last
-    (diagnostics.ceiling_identifiability). Identified but overlapping ceilings: interval widths shrink
+    (the point past which a sigmoid bends). Identified but overlapping ceilings: interval widths shrink
     about as 1 / sqrt(evaluations), so ((h_1 + h_2) / |A_1 - A_2|)^2 times the evaluations at the
     same spacing, i.e. about that many times the compute.
     """
@@ -177,7 +177,7 @@ def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fi
     data = {name: _as_arrays(name, curve) for name, curve in curves.items()}
     fits = {name: _fit_named(name, *arrays, **fit_options) for name, arrays in data.items()}
     if margin is None:
-        margin = NEAR_CEILING_WITHIN * max(fit.reward_unit for fit in fits.values())
+        margin = SETTINGS.margin * max(fit.reward_unit for fit in fits.values())
     clusters = ceiling_clusters({name: fit.a for name, fit in fits.items()}, margin)
     ranking, fixed_fits = _rank_within_clusters(clusters, fits, data, fit_options)
     top = ranking[0]

@@ -3,8 +3,8 @@ into the few numbers a training log carries (ceiling A, its interval, the reward
 
 Torch-free: the synchronous trainer (scalerl.train.trainer) and the TRL callback
 (scalerl.integrations.trl_callback) both call `live_forecast`. The fit is exactly
-`fit_sigmoid(compute, reward, n_bootstrap=..., level=..., reward_range=...)`, i.e. what
-`scalerl fit LOG --json --n-bootstrap N --predict-at BUDGET` reports on the same points; only the
+`fit_sigmoid(compute, reward, n_draws=..., level=..., reward_range=...)`, i.e. what
+`scalerl fit LOG --json --n-draws N --predict-at BUDGET` reports on the same points; only the
 posterior sample kept is smaller than the offline default so that refitting at every evaluation stays cheap.
 
 When no fit is possible yet (fewer than four evaluations: R0 plus three points for A, B, C_mid;
@@ -23,7 +23,7 @@ from scalerl.errors import ConfigError, FitError, InputError
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 
-LIVE_N_BOOTSTRAP = 50  # offline fits use 200; 50 keeps a refit at ~0.1 s (benchmarks/live_forecast_overhead.py)
+LIVE_N_DRAWS = 50  # offline fits use 200; 50 keeps a refit at ~0.1 s (benchmarks/live_forecast_overhead.py)
 LIVE_PLOT_NAME = "forecast_live.png"
 FORECAST_KEYS = ("forecast_A", "forecast_A_low", "forecast_A_high", "forecast_budget", "forecast_at_budget",
                  "ceiling_identified")
@@ -32,7 +32,8 @@ FORECAST_KEYS = ("forecast_A", "forecast_A_low", "forecast_A_high", "forecast_bu
 @dataclass(frozen=True)
 class LiveForecast:
     """The forecast made at one evaluation: ceiling A with its interval, the reward predicted at
-    `budget` (same compute unit as the points), whether the ceiling is identified, and the fit."""
+    `budget` (same compute unit as the points), the fit's verdict (forecast.verdict: its kind and
+    sentence; ceiling_identified is "plateaued"), and the fit."""
 
     a: float
     a_low: float
@@ -43,6 +44,10 @@ class LiveForecast:
     n_points: int
     fit: FitResult
 
+    @property
+    def verdict(self):
+        return self.fit.verdict
+
     def row(self) -> dict[str, Any]:
         """The keys added to a validation row of metrics.jsonl (or to a TRL log)."""
         return {"forecast_A": self.a, "forecast_A_low": self.a_low, "forecast_A_high": self.a_high,
@@ -50,9 +55,8 @@ class LiveForecast:
                 "ceiling_identified": self.ceiling_identified}
 
     def short_text(self) -> str:
-        """`A 0.412 [0.380, 0.455]` (with `?` when the ceiling is not identified yet), for a progress bar."""
-        unsure = "" if self.ceiling_identified else "?"
-        return f"A{unsure} {self.a:.3f} [{self.a_low:.3f}, {self.a_high:.3f}]"
+        """`A 0.412 [0.380, 0.455] still_rising` (the verdict's kind after A), for a progress bar."""
+        return f"A {self.a:.3f} [{self.a_low:.3f}, {self.a_high:.3f}] {self.verdict.kind}"
 
 
 def projected_budget(compute_so_far: float, steps_so_far: int, max_steps: int) -> float:
@@ -64,11 +68,11 @@ def projected_budget(compute_so_far: float, steps_so_far: int, max_steps: int) -
     return float(compute_so_far) / steps_so_far * max_steps
 
 
-def check_live_options(n_bootstrap: int, level: float, budget: float | None) -> None:
-    """ConfigError for a bootstrap below fit_sigmoid's minimum (20), a level outside (0, 1) or a
+def check_live_options(n_draws: int, level: float, budget: float | None) -> None:
+    """ConfigError for a number of posterior draws below fit_sigmoid's minimum (20), a level outside (0, 1) or a
     budget that is not a positive finite number."""
-    if int(n_bootstrap) < 20:
-        raise ConfigError(f"live forecast n_bootstrap must be >= 20, got {n_bootstrap}")
+    if int(n_draws) < 20:
+        raise ConfigError(f"live forecast n_draws must be >= 20, got {n_draws}")
     if not 0.0 < level < 1.0:
         raise ConfigError(f"live forecast level must be in (0, 1), got {level}")
     if budget is not None and not (math.isfinite(budget) and budget > 0):
@@ -76,19 +80,19 @@ def check_live_options(n_bootstrap: int, level: float, budget: float | None) -> 
 
 
 def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: float,
-                  n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
+                  n_draws: int = LIVE_N_DRAWS, level: float = 0.8,
                   reward_range: tuple[float, float] | None = (0.0, 1.0), seed: int = 0,
                   on_refused: Callable[[str], None] | None = None) -> LiveForecast | None:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (arXiv 2510.13786) to the points so far;
     None when they cannot be fitted yet (too few points, no learning, data the fitter rejects),
     after passing the fitter's reason to `on_refused` when given.
 
-    A and its interval are the fit's estimate and posterior percentile interval at `level`;
-    `at_budget` = R(budget) on the fitted curve (NaN when the budget is unknown)."""
+    A and its interval are the fit's posterior median and percentile interval at `level`;
+    `at_budget` = the point forecast at the budget (NaN when the budget is unknown)."""
     compute = np.asarray(compute, dtype=float)
     reward = np.asarray(reward, dtype=float)
     try:
-        fit = fit_sigmoid(compute, reward, n_bootstrap=n_bootstrap, level=level,
+        fit = fit_sigmoid(compute, reward, n_draws=n_draws, level=level,
                           reward_range=reward_range, seed=seed)
     except (FitError, InputError) as error:
         if on_refused is not None:

@@ -12,14 +12,13 @@ with weakly informative priors (independent):
     A        (A - A_low) / (A_top - A_low) ~ Beta(2, 2)   on the least-squares bounds (A_top: the
              reward range's top): no mass at either bound, so A is never pinned at 1
     log B    normal(log 1.5, 0.8)              (the paper reports B of 1.6-2.0; RL curves 0.5-4)
-             truncated to B_BOUNDS
+             truncated to [b_min, b_max]
     s        uniform on the solver's bounds      (observed log-compute range +- log 1000)
     log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
              truncated below at log(noise_floor)
 
-and, where the fitted points end flat within their noise, A ~ normal(late level, sd) as well
-(diagnostics.LateStretch.ceiling_prior: a run that has levelled off has reached its ceiling, up to
-the rise its late slope's uncertainty allows over one more doubling of compute).
+(the numbers live in forecast.settings.ForecastSettings, each with its reason). Every output of a
+fit (A, B, C_mid, the forecast, its band, the run length) is a summary of this one posterior.
 
 The Student-t likelihood keeps one wild evaluation from bending the whole curve. Sampled with
 emcee (Foreman-Mackey et al. 2013, affine-invariant ensemble; pure numpy), log-probability
@@ -36,34 +35,13 @@ from numpy.typing import ArrayLike
 from scipy.special import expit
 from scipy.stats import chi2
 
+from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
-
-STUDENT_T_NU = 4.0
-
-A_PRIOR_BETA = 2.0  # Beta(2, 2) on the gain fraction
-LOG_B_PRIOR = (np.log(1.5), 0.8)  # mean, sd of log B
-LOG_SIGMA_PRIOR_SD = 0.7
-N_WALKERS = 32
-N_STEPS = 300
-N_BURN = 150
-# Burn-in runs in this many rounds, stuck walkers regrouped after each: one regrouping left a
-# walker that had climbed only half-way back to be regrouped too late (the tails of A on a run flat
-# at 0.69 reached 0.72-0.73 in 4 of 8 sampler seeds at noise floor 0.005; two: 8 of 8 at 0.69).
-N_BURN_ROUNDS = 2
-# A walker whose log-probability is this far below the best one is stuck, not sampling: in a
-# d-dimensional posterior the deficit from the mode is chi2(d) / 2, beyond chi2_0.99(d) / 2 for one
-# draw in 100 (6.6 for the four parameters).
-STUCK_QUANTILE = 0.99
-
-
-# One step in this many is a differential-evolution move with gamma = 1: the difference of two
-# walkers carries a walker from one mode of the posterior to the other (ter Braak 2006, section 3).
-MODE_JUMP_EVERY = 10
 
 
 def sampler_moves() -> list:
     """emcee moves: differential evolution, x' = x + gamma (x_j - x_k) with gamma ~ 2.38 / sqrt(2 d)
-    (ter Braak 2006; Nelson et al. 2014), and gamma = 1 one step in MODE_JUMP_EVERY.
+    (ter Braak 2006; Nelson et al. 2014), and gamma = 1 one step in SETTINGS.mode_jump_every.
 
     Both proposals are symmetric, so the chain targets the posterior. emcee 3.1.6's
     DESnookerMove does not: its direction (x - z) / sqrt(|x - z|) is not a unit vector, which
@@ -73,14 +51,14 @@ def sampler_moves() -> list:
     every fit's quantiles of A with a long chain of emcee's stretch move: over 93 fits of the
     bundled curves the 5 % quantile was off by 0.0022 on average with these moves, 0.0043 with the
     snooker move at 1 step in 5."""
-    jump = 1.0 / MODE_JUMP_EVERY
+    jump = 1.0 / SETTINGS.mode_jump_every
     return [(emcee.moves.DEMove(), 1.0 - jump), (emcee.moves.DEMove(gamma0=1.0), jump)]
 
 
 def stuck_log_prob_gap(n_dim: int) -> float:
-    """gap = chi2.ppf(STUCK_QUANTILE, n_dim) / 2: the log-probability deficit one posterior draw in
+    """gap = chi2.ppf(stuck_quantile, n_dim) / 2: the log-probability deficit one posterior draw in
     100 exceeds (a Gaussian posterior's -log p minus its minimum is chi2(n_dim) / 2)."""
-    return float(chi2.ppf(STUCK_QUANTILE, n_dim) / 2.0)
+    return float(chi2.ppf(SETTINGS.stuck_quantile, n_dim) / 2.0)
 
 
 def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
@@ -94,16 +72,14 @@ def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float
         inside &= a == problem.fixed_a
     # B > 0 inside the bounds; rows outside get -inf whatever their B.
     log_b = np.log(np.maximum(b, lower[1]))
-    mean_b, sd_b = LOG_B_PRIOR
+    mean_b, sd_b = SETTINGS.log_b_prior_mean, SETTINGS.log_b_prior_sd
     # B is sampled directly, so the log-normal density carries the 1/B Jacobian.
     value = -0.5 * ((log_b - mean_b) / sd_b) ** 2 - log_b
     if problem.fixed_a is None:
         # Beta(2, 2) on the gain fraction f = (A - A_low) / (A_top - A_low): no mass at either bound.
         fraction = np.minimum(np.maximum((a - lower[0]) / (upper[0] - lower[0]), 1e-12), 1 - 1e-12)
-        value += (A_PRIOR_BETA - 1.0) * (np.log(fraction) + np.log1p(-fraction))
-    if problem.fixed_a is None and problem.a_prior is not None:
-        value += -0.5 * ((a - problem.a_prior[0]) / problem.a_prior[1]) ** 2
-    value += -0.5 * ((log_sigma - log_sigma_centre) / LOG_SIGMA_PRIOR_SD) ** 2
+        value += (SETTINGS.a_prior_beta - 1.0) * (np.log(fraction) + np.log1p(-fraction))
+    value += -0.5 * ((log_sigma - log_sigma_centre) / SETTINGS.log_sigma_prior_sd) ** 2
     value[~inside] = -np.inf
     return value
 
@@ -114,7 +90,7 @@ def log_likelihood(theta: np.ndarray, problem: SolverProblem) -> np.ndarray:
     predicted = problem.r0 + (a - problem.r0) * expit(b * (problem.log_compute[None, :] - s))
     sigma = np.exp(log_sigma)
     scaled = (predicted - problem.reward[None, :]) / sigma
-    nu = STUDENT_T_NU
+    nu = SETTINGS.student_t_nu
     return np.sum(-0.5 * (nu + 1.0) * np.log1p(scaled**2 / nu) - log_sigma, axis=1)
 
 
@@ -143,7 +119,7 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     """Walkers spread around the least-squares fit and the best grid cells, inside the bounds."""
     starts = [np.asarray(theta_hat, dtype=float)]
     if problem.fixed_a is None:
-        starts += [np.asarray(start, dtype=float) for start in grid_starts(problem, 4)]
+        starts += [np.asarray(start, dtype=float) for start in grid_starts(problem, SETTINGS.n_starts)]
     centres = np.array([start if start.size == 3 else np.concatenate([[problem.fixed_a], start]) for start in starts])
     picks = centres[np.arange(n_walkers) % len(centres)]
     span = problem.upper - problem.lower
@@ -209,14 +185,16 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob
 
 
 def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float, seed: int,
-                n_steps: int = N_STEPS, moves: list | None = None) -> emcee.EnsembleSampler:
-    """The emcee sampler after N_BURN burn-in steps in N_BURN_ROUNDS rounds, each followed by a
-    regrouping of stuck walkers (regroup_stuck_walkers), and n_steps - N_BURN kept steps (its
+                n_steps: int | None = None, moves: list | None = None) -> emcee.EnsembleSampler:
+    """The emcee sampler after n_burn burn-in steps in n_burn_rounds rounds, each followed by a
+    regrouping of stuck walkers (regroup_stuck_walkers), and n_steps - n_burn kept steps (its
     chain holds only the kept ones). `moves`: emcee moves (default sampler_moves())."""
+    n_steps = SETTINGS.n_steps if n_steps is None else int(n_steps)
+    n_walkers, n_burn = SETTINGS.n_walkers, SETTINGS.n_burn
     rng = np.random.default_rng(seed)
     log_floor = float(np.log(noise_floor))
     log_centre = float(np.log(max(noise_sd, noise_floor)))
-    walkers = initial_walkers(problem, theta_hat, log_centre, N_WALKERS, rng)
+    walkers = initial_walkers(problem, theta_hat, log_centre, n_walkers, rng)
     free = slice(0, 4) if problem.fixed_a is None else slice(1, 4)
 
     def log_prob(free_theta):
@@ -226,16 +204,16 @@ def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, n
         return log_posterior(theta, problem, log_centre, log_floor)
 
     sampler = emcee.EnsembleSampler(
-        N_WALKERS, walkers[:, free].shape[1], log_prob, vectorize=True,
+        n_walkers, walkers[:, free].shape[1], log_prob, vectorize=True,
         moves=sampler_moves() if moves is None else moves,
     )
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
-    rounds = np.diff(np.linspace(0, N_BURN, N_BURN_ROUNDS + 1).round().astype(int))
+    rounds = np.diff(np.linspace(0, n_burn, SETTINGS.n_burn_rounds + 1).round().astype(int))
     for steps in rounds:
         state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob,
                                       start_spread(problem)[free])
         sampler.reset()
-    sampler.run_mcmc(state, n_steps - N_BURN, progress=False)
+    sampler.run_mcmc(state, n_steps - n_burn, progress=False)
     return sampler
 
 

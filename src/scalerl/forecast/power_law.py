@@ -23,7 +23,8 @@ from scalerl.forecast.curves import power_law_reward
 from scalerl.forecast.diagnostics import point_noise_sd
 from scalerl.forecast.validation import validate_curve
 from scalerl.forecast.reward_unit import reward_unit
-from scalerl.forecast.uncertainty import DEFAULT_NOISE_FLOOR, residual_noise_sd
+from scalerl.forecast.settings import SETTINGS
+from scalerl.forecast.uncertainty import residual_noise_sd
 
 B_BOUNDS = (0.01, 5.0)
 
@@ -130,7 +131,7 @@ def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float |
     """
     compute, reward = validate_curve(compute, reward, reward_range)
     if noise_floor is None:
-        noise_floor = DEFAULT_NOISE_FLOOR * reward_unit(reward, reward_range)
+        noise_floor = SETTINGS.noise_floor * reward_unit(reward, reward_range)
     keep = compute > 0
     if min_compute is not None:
         keep &= compute >= min_compute

@@ -1,7 +1,7 @@
 """The reward's unit: every absolute tolerance of the fit is a share of it.
 
 The fit's few absolute numbers were set for pass rates in [0, 1]: the noise floor (0.002,
-uncertainty.DEFAULT_NOISE_FLOOR) and the paper's margin on A (0.02, diagnostics.NEAR_CEILING_WITHIN:
+ForecastSettings.noise_floor) and the paper's margin on A (0.02, ForecastSettings.margin:
 where a flat end counts as the ceiling, the run length, a comparison's tie). A log in percent
 (0-100), a reward in [-1, 1] or a reward model's score would otherwise get a floor and a margin
 in the wrong units: a sigmoid logged in percent, its ceiling at 60, was told to run 26 times

@@ -19,11 +19,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
 from scipy.special import expit
 
-# Exponent bounds: B < 0.1 is a curve that needs 10^10 x more compute to go from 10 % to 90 % of
-# its gain; B > 12 is a step. Both are outside anything RL runs show (paper: 1.6-2.0).
-B_BOUNDS = (0.1, 12.0)
-# C_mid may lie at most this many e-folds outside the observed log-compute range.
-LOG_C_MID_MARGIN = np.log(1e3)
+from scalerl.forecast.settings import SETTINGS
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,6 @@ class SolverProblem:
     loss: str = "linear"
     f_scale: float = 0.01  # residual scale where a robust loss switches from quadratic
     fixed_a: float | None = None
-    a_prior: tuple[float, float] | None = None  # (mean, sd) of a normal prior on A (a flat end's level)
 
 
 def sigmoid_in_log_compute(log_compute: ArrayLike, a: ArrayLike, b: ArrayLike, log_c_mid: ArrayLike,
@@ -52,18 +47,20 @@ def parameter_bounds(log_compute: np.ndarray, reward: np.ndarray, r0: float,
     """Bounds on (A, B, s) derived from the data.
 
     - A in [R0 + 1e-3 * gain, top]: the curve rises (A > R0); top is the upper end of
-      `reward_range` (1 for pass rates), or R0 + 3 * observed gain when the range is open.
-    - B in B_BOUNDS.
-    - s = log C_mid within the observed log-compute range widened by a factor 1000 each side.
+      `reward_range` (1 for pass rates), or R0 + 3 * observed gain when the range is open
+      (SETTINGS.open_range_gain_factor).
+    - B in [SETTINGS.b_min, SETTINGS.b_max].
+    - s = log C_mid within the observed log-compute range widened by SETTINGS.c_mid_range_factor each side.
     """
     gain = max(float(np.max(reward)) - r0, 1e-9)
     if reward_range is not None and reward_range[1] is not None:
         a_top = float(reward_range[1])
     else:
-        a_top = r0 + 3.0 * gain
+        a_top = r0 + SETTINGS.open_range_gain_factor * gain
     a_low = r0 + 1e-3 * gain
-    lower = np.array([a_low, B_BOUNDS[0], float(np.min(log_compute)) - LOG_C_MID_MARGIN])
-    upper = np.array([max(a_top, a_low + 1e-9), B_BOUNDS[1], float(np.max(log_compute)) + LOG_C_MID_MARGIN])
+    margin = np.log(SETTINGS.c_mid_range_factor)
+    lower = np.array([a_low, SETTINGS.b_min, float(np.min(log_compute)) - margin])
+    upper = np.array([max(a_top, a_low + 1e-9), SETTINGS.b_max, float(np.max(log_compute)) + margin])
     return lower, upper
 
 
@@ -79,17 +76,6 @@ def _free_bounds(problem: SolverProblem):
     return problem.lower[1:], problem.upper[1:]
 
 
-def residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
-    """Model minus data at the fitted points for full theta = (A, B, s) (data_residuals), and with
-    a prior on A one more row, (A - mean) f_scale / sd: the prior weighs as one evaluation of
-    variance sd^2 would, measured in the evaluations' noise f_scale."""
-    data = data_residuals(theta, problem)
-    if problem.a_prior is None or problem.fixed_a is not None:
-        return data
-    mean, sd = problem.a_prior
-    return np.append(data, (theta[0] - mean) * problem.f_scale / sd)
-
-
 def data_residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
     """Model minus data at the fitted points for full theta = (A, B, s)."""
     a, b, s = theta
@@ -97,16 +83,12 @@ def data_residuals(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
 
 
 def jacobian(theta: ArrayLike, problem: SolverProblem) -> np.ndarray:
-    """d residual / d (A, B, s): g, (A-R0) g (1-g) (u-s), -(A-R0) g (1-g) B with g = expit(B(u-s));
-    the prior's row is (f_scale / sd, 0, 0)."""
+    """d residual / d (A, B, s): g, (A-R0) g (1-g) (u-s), -(A-R0) g (1-g) B with g = expit(B(u-s))."""
     a, b, s = theta
     centred = problem.log_compute - s
     g = expit(b * centred)
     slope = (a - problem.r0) * g * (1.0 - g)
-    rows = np.column_stack([g, slope * centred, -slope * b])
-    if problem.a_prior is None or problem.fixed_a is not None:
-        return rows
-    return np.vstack([rows, [problem.f_scale / problem.a_prior[1], 0.0, 0.0]])
+    return np.column_stack([g, slope * centred, -slope * b])
 
 
 def local_fit(problem: SolverProblem, start: ArrayLike, max_nfev: int | None = None) -> tuple[np.ndarray, float]:
@@ -115,7 +97,7 @@ def local_fit(problem: SolverProblem, start: ArrayLike, max_nfev: int | None = N
     x0 = np.clip(np.asarray(start, dtype=float), lower + 1e-9 * (upper - lower), upper - 1e-9 * (upper - lower))
     cols = slice(0, 3) if problem.fixed_a is None else slice(1, 3)
     result = least_squares(
-        lambda free: residuals(_full_theta(problem, free), problem),
+        lambda free: data_residuals(_full_theta(problem, free), problem),
         x0,
         jac=lambda free: jacobian(_full_theta(problem, free), problem)[:, cols],
         bounds=(lower, upper),

@@ -18,7 +18,9 @@ logged with `trainer.log(...)`: it lands in `state.log_history` and in every rep
 A resumed run (`trainer.train(resume_from_checkpoint=...)`) restores `state.log_history` before
 `on_train_begin`: the curve is rebuilt from its evaluations there, so R0 stays the run's first
 evaluation. When evaluations keep arriving but no fit succeeds for STALE_AFTER of them, the
-callback warns that `last_forecast` is stale, with the fitter's reason.
+callback warns that `last_forecast` is stale, with the fitter's reason. Whenever the fit's verdict
+(forecast.verdict: plateaued, still rising, collapsed, ...) changes, its sentence goes to the log;
+`last_forecast.verdict` holds it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from transformers import TrainerCallback
 
 from scalerl.errors import ConfigError
 from scalerl.forecast.live import (
-    LIVE_N_BOOTSTRAP,
+    LIVE_N_DRAWS,
     LIVE_PLOT_NAME,
     LiveForecast,
     check_live_options,
@@ -78,16 +80,16 @@ class ScaleRLForecastCallback(TrainerCallback):
     """
 
     def __init__(self, metric: str = DEFAULT_METRIC, compute_axis: str = "steps", *, budget: float | None = None,
-                 n_bootstrap: int = LIVE_N_BOOTSTRAP, level: float = 0.8,
+                 n_draws: int = LIVE_N_DRAWS, level: float = 0.8,
                  reward_range: tuple[float, float] | str | None = AUTO_RANGE, plot: bool = True,
                  trainer: Any = None):
         if compute_axis not in COMPUTE_AXES:
             raise ConfigError(f"compute_axis must be one of {', '.join(COMPUTE_AXES)}, got {compute_axis!r}")
-        check_live_options(n_bootstrap, level, budget)
+        check_live_options(n_draws, level, budget)
         if isinstance(reward_range, str) and reward_range != AUTO_RANGE:
             raise ConfigError(f"reward_range must be (low, high), None or {AUTO_RANGE!r}, got {reward_range!r}")
         self.metric, self.compute_axis, self.budget = metric, compute_axis, budget
-        self.n_bootstrap, self.level, self.reward_range, self.plot = int(n_bootstrap), level, reward_range, plot
+        self.n_draws, self.level, self.reward_range, self.plot = int(n_draws), level, reward_range, plot
         self.trainer = trainer
         self.compute: list[float] = []
         self.rewards: list[float] = []
@@ -253,7 +255,7 @@ class ScaleRLForecastCallback(TrainerCallback):
             self._refused(f"the {self.compute_axis} axis went backwards (a restarted counter?)")
             return None
         return live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
-                             n_bootstrap=self.n_bootstrap, level=self.level, reward_range=self._fit_range(),
+                             n_draws=self.n_draws, level=self.level, reward_range=self._fit_range(),
                              on_refused=self._refused)
 
     def _add_point(self, args, state, model, value: float) -> dict[str, Any] | None:
@@ -268,6 +270,8 @@ class ScaleRLForecastCallback(TrainerCallback):
                     self._warn_once("stale", self._stale_message())
             return None
         self.evaluations_since_forecast = 0
+        if self.last_forecast is None or self.last_forecast.verdict.kind != forecast.verdict.kind:
+            logger.info("scalerl forecast at step %s: %s", state.global_step, forecast.verdict.text)
         self.last_forecast = forecast
         if self.plot and args is not None and getattr(args, "output_dir", None):
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)

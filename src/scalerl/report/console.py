@@ -99,8 +99,8 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     console.print(f"[bold]{for_rich(fit_headline(result, budget=budget, target=target, level=level))}[/bold]",
                   soft_wrap=True, highlight=False)
     console.print(parameter_table(payload, result.stderr))
-    identified = "[green]yes[/green]" if payload["ceiling_identified"] else "[yellow]no[/yellow]"
-    console.print(f"ceiling identified: {identified}   points fitted: {payload['n_points']}   "
+    colour = "green" if payload["verdict"]["kind"] == "plateaued" else "yellow"
+    console.print(f"verdict: [{colour}]{payload['verdict']['kind']}[/{colour}]   points fitted: {payload['n_points']}   "
                   f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}")
     near_ceiling = getattr(result, "compute_near_ceiling", None)
     if near_ceiling is not None:
@@ -172,6 +172,7 @@ def comparison_payload(comparison, level: float) -> dict:
             "params": result.params(),
             "intervals": {key: list(bounds) for key, bounds in result.conf_int(level).items() if key in PARAMETERS},
             "ceiling_identified": bool(result.ceiling_identified),
+            "verdict": result.verdict.to_dict(),
             "n_points": int(result.n_points),
             "warnings": list(result.warnings),
             "fixed_ceiling": None if fixed is None else {
@@ -213,9 +214,12 @@ def render_comparison(console: Console, payload: dict) -> None:
         table.add_row(f"{rank}. {for_rich(short_name(name))}", *cells, fixed_cell)
     console.print(table)
     if any_unidentified:
-        console.print("* ceiling not identified (the run may not have passed its inflection yet)", highlight=False)
-    console.print(f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}", highlight=False,
-                  soft_wrap=True, markup=False)
+        console.print("* ceiling not known to the margin (verdict not plateaued):", highlight=False)
+        for name in payload["ranking"]:
+            verdict = payload["runs"][name]["verdict"]
+            if verdict["kind"] != "plateaued":
+                console.print(f"  {plain(short_name(name))}: {plain(verdict['text'])}", highlight=False, soft_wrap=True, markup=False)
+    console.print(f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}", highlight=False, soft_wrap=True, markup=False)
     console.print(plain(decision_sentence(payload)), highlight=False, soft_wrap=True, markup=False)
     for warning in payload["warnings"]:
         console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)

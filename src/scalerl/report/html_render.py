@@ -52,7 +52,7 @@ def image(png_base64: str, alt: str) -> str:
     return f'<p><img alt="{escape(alt)}" src="data:image/png;base64,{png_base64}"></p>'
 
 
-RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "ceiling identified",
+RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "verdict",
               "budget (compute)", "reward at budget", "reward interval")
 
 
@@ -73,7 +73,7 @@ def run_rows(report) -> list[list[str]]:
         lo, hi = fit.interval(run.target_compute, report.level)
         rows.append([run_name(run.name), str(fit.n_points), number(fit.r0), number(fit.a),
                      interval(fit.conf_int(report.level)["A"]), number(fit.b), number(fit.c_mid),
-                     "yes" if fit.ceiling_identified else "no", number(run.target_compute),
+                     escape(fit.verdict.kind.replace("_", " ")), number(run.target_compute),
                      number(float(fit.predict(run.target_compute))), interval((lo, hi))])
     return rows
 

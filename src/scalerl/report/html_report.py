@@ -232,7 +232,7 @@ def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options
 
 def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
                  level: float = 0.8, margin: float | None = None, target_x: float | None = None,
-                 n_bootstrap: int | None = None, title: str | None = None,
+                 n_draws: int | None = None, title: str | None = None,
                  reward_range: tuple[float, float] | None = None, fit_until: float | None = None,
                  fit_fraction: float | None = None, labels: Sequence[str] = ()) -> HtmlReport:
     """Read, fit and compare every input; see the module docstring. `reward_range`: --reward-range
@@ -254,7 +254,7 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         if len(labels) != len(paths) or len(set(labels)) != len(labels):
             raise InputError(f"--label needs one distinct name per input: {len(labels)} for {len(paths)} inputs")
         names = list(labels)
-    fit_options: dict[str, Any] = {"level": level, **({"n_bootstrap": n_bootstrap} if n_bootstrap else {})}
+    fit_options: dict[str, Any] = {"level": level, **({"n_draws": n_draws} if n_draws else {})}
     runs, studies = [], []
     for name, (kind, path) in zip(names, kinds):
         if kind == "study":

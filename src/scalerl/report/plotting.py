@@ -16,6 +16,7 @@ import textwrap
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
@@ -27,6 +28,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 GRID_POINTS = 240
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 CEILING_COLOR = "#d99a1e"  # the ceiling's interval, never the colour of a run's prediction band
+COLLAPSE_COLOR = "#c0392b"  # the line where a collapse begins
 TARGET_COLOR = "#2f7d32"
 HEADLINE_WIDTH = 100  # characters per headline line
 HEADLINE_LINES = 3
@@ -152,7 +154,7 @@ def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None
 def fit_title(result, level=0.8) -> str:
     """`A = 0.610 [0.600, 0.620]  B = 1.92  C_mid = 2.54e+03  (80% intervals)`."""
     a_lo, a_hi = result.conf_int(level)["A"]
-    identified = "" if result.ceiling_identified else "  (ceiling not identified)"
+    identified = f"  ({result.verdict.kind.replace('_', ' ')})"
     return (
         f"A = {result.a:.3f} [{a_lo:.3f}, {a_hi:.3f}]   B = {result.b:.2f}   C_mid = {result.c_mid:.3g}"
         f"   R0 = {result.r0:.3f}{identified}"
@@ -163,8 +165,10 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
     """Draw one run on `axes`: fitted curve (dashed beyond the data), band, ceiling, points.
 
     The prediction band is shaded in the run's colour; the ceiling's interval is set apart from it:
-    its own colour (CEILING_COLOR) on a single-run figure, hatched in the run's colour on a figure of
-    several runs (`label` given), each with its legend entry.
+    on a single-run figure a bar in its own colour (CEILING_COLOR) just right of the plot, so it never
+    covers the band; hatched in the run's colour on a figure of several runs (`label` given), each
+    with its legend entry. The point forecast is a posterior median, never above A. A collapse is
+    marked by a vertical line where it begins.
     """
     fitted_max = float(np.max(result.compute))
     grid = compute_grid(_positive_min(result, points), max(extrapolate_to, fitted_max))
@@ -184,10 +188,17 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
         axes.axhspan(a_lo, a_hi, facecolor="none", edgecolor=color, hatch="///", alpha=0.35, linewidth=0,
                      label=ceiling_label)
     else:
-        identified = "" if result.ceiling_identified else ", not identified"
+        identified = "" if result.ceiling_identified else f", {result.verdict.kind.replace('_', ' ')}"
         axes.axhline(result.a, color=CEILING_COLOR, linestyle=":", linewidth=1.2, label=f"ceiling A = {result.a:.3f}{identified}")
-        axes.axhspan(a_lo, a_hi, color=CEILING_COLOR, alpha=0.16, linewidth=0,
-                     label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]")
+        # A's interval as a bar beyond the last compute drawn, so it never covers the forecast band.
+        axes.add_patch(Rectangle((1.005, a_lo), 0.02, a_hi - a_lo, transform=_right_margin(axes),
+                                 color=CEILING_COLOR, alpha=0.6, linewidth=0, clip_on=False,
+                                 label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]"))
+        axes.update_datalim([[fitted_max, a_lo], [fitted_max, a_hi]], updatex=False)
+    collapse = getattr(result, "collapse_compute", None)
+    if collapse is not None:
+        axes.axvline(collapse, color=COLLAPSE_COLOR, linestyle="-", linewidth=1.0,
+                     label=None if label else f"collapse at {collapse:.3g} (not fitted after it)")
     _scatter(axes, result.compute, result.reward, color=color, filled=True,
              label=None if label else "fitted points")
     if points.held_out is not None and len(points.held_out[0]):
@@ -195,6 +206,11 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
     if points.not_fitted is not None and len(points.not_fitted[0]):
         _scatter(axes, *points.not_fitted, color=color if label else "0.45", filled=None,
                  label=None if label else "not fitted (R0, warm-up, after collapse)")
+
+
+def _right_margin(axes):
+    """x in axes coordinates (1 is the right edge), y in data: where A's interval bar stands."""
+    return blended_transform_factory(axes.transAxes, axes.transData)
 
 
 def compute_grid(lowest_compute: float, highest_compute: float) -> np.ndarray:
@@ -260,7 +276,7 @@ def _finish_axes(axes, x_label, y_label, target_compute) -> None:
     axes.set_xlabel(f"{for_mathtext(x_label)} (log scale; C = 0 points on the left edge)")
     axes.set_ylabel(for_mathtext(y_label))
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.05, 1.0), borderaxespad=0.0)
 
 
 def save_figure(figure: Figure, path: Path) -> Path:

@@ -5,7 +5,7 @@ margin / undecided) with the agreement of the seed pairs. Torch-free.
 
 Per variant the table gives A, B and C_mid averaged over the fitted seeds with an interval: for
 n >= 2 seeds the Student-t interval of the mean, mean +- t_{(1+level)/2, n-1} s / sqrt(n) (C_mid
-in log space: geometric mean); for one seed the fit's own bootstrap interval.
+in log space: geometric mean); for one seed the fit's own posterior interval.
 Logs read from a manifest (`scalerl ablate --from-logs`) carry seed labels: seeds pair by label;
 a variant whose seeds do not match the base's is judged unpaired, with Welch's interval over the
 seeds (said in its reason, never silently paired).
@@ -44,7 +44,7 @@ from scalerl.study.paired import (
 from scalerl.study.run_curves import LogSource, ReportRun, VariantFit, fit_variant, read_source, read_warm_start
 
 PARAMETERS = ("A", "B", "C_mid")
-QUICK_BOOTSTRAP = 40  # shared-A refits: B and a rough interval of B per seed pair
+QUICK_DRAWS = 40  # shared-A refits: B and a rough interval of B per seed pair
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ def refit_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_option
     curve = read_source(seed.metrics_path, x, y)
     try:
         fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a,
-                            **{**fit_options, "n_bootstrap": QUICK_BOOTSTRAP})
+                            **{**fit_options, "n_draws": QUICK_DRAWS})
     except (FitError, InputError):
         return None
     c_lo, c_hi = fixed.conf_int(level)["C_mid"]

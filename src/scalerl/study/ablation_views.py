@@ -157,8 +157,10 @@ def report_notes(report: AblationReport) -> list[str]:
             notes.append(f"{item.run.slug}: {item.verdict.verdict}: {item.verdict.reason}")
         unidentified = [fit for fit in item.fitted if not fit.ceiling_identified]
         if unidentified:
+            kinds = ", ".join(sorted({fit.verdict.kind.replace("_", " ") for fit in unidentified}))
             notes.append(f"{item.run.slug}: ceiling not identified on {len(unidentified)} of {len(item.fitted)} fitted "
-                         f"seeds (the run has not bent over yet: its A is uncertain); {run_length_advice(unidentified, report.margin)}")
+                         f"seeds (verdict: {kinds}; A not known to the margin); "
+                         f"{run_length_advice(unidentified, report.margin)}")
     return notes
 
 

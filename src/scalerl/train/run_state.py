@@ -380,7 +380,7 @@ def add_live_forecast(config: TrainConfig, run_dir: Path, val_curve: Sequence[tu
     plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live)."""
     flops_axis, pass_rates = zip(*val_curve)
     forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(config, row["flops"], step),
-                             n_bootstrap=config.forecast.n_bootstrap)
+                             n_draws=config.forecast.n_draws)
     if forecast is not None:
         row.update(forecast.row())
         write_live_plot(forecast, flops_axis, pass_rates, Path(run_dir) / LIVE_PLOT_NAME)

@@ -195,12 +195,12 @@ class ForecastConfig:
         default=True, metadata={"help": "fit the compute-performance sigmoid at every validation (live forecast)"})
     budget_flops: float = field(
         default=0.0, metadata={"help": "compute at which the live forecast predicts (0: projected to max_steps)"})
-    n_bootstrap: int = field(default=50, metadata={"help": "bootstrap refits of each live forecast"})
+    n_draws: int = field(default=50, metadata={"help": "posterior draws of each live forecast"})
 
     def __post_init__(self) -> None:
-        budget, n_bootstrap = self.budget_flops, self.n_bootstrap
+        budget, n_draws = self.budget_flops, self.n_draws
         _require(0 <= budget < float("inf"), "forecast.budget_flops", f"must be finite and >= 0, got {budget!r}")
-        _require(20 <= n_bootstrap <= 10_000, "forecast.n_bootstrap", f"must be in [20, 10000], got {n_bootstrap!r}")
+        _require(20 <= n_draws <= 10_000, "forecast.n_draws", f"must be in [20, 10000], got {n_draws!r}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A run's progress on stderr, the same for the synchronous trainer and the async pipeline: step,
 last train reward, last validation pass rate and the latest live forecast of the ceiling A with
-its interval, e.g. `A 0.412 [0.380, 0.455]` (`A?` while the ceiling is not identified yet).
+its interval and the verdict's kind, e.g. `A 0.412 [0.380, 0.455] still_rising`.
 
 On a terminal this is one live rich bar. Without one (a pipe, a log file, a scheduler) it is a
 plain line every `plain_every` steps and at the last step, never a bar or a control character.

@@ -1,0 +1,144 @@
+"""The one verdict on a run, decided here and nowhere else; every view (fit's text and JSON, the
+figure's title, compare, report, ablate, the live forecast, the TRL callback) prints it.
+
+In order, the first that holds:
+
+    collapsed    the reward fell and stayed down after rising (diagnostics.detect_collapse); a
+                 collapsed run is never told to run longer
+    too_few      fewer fitted points than parameters
+    decreasing   no learning, and the last third of the run lies below its first third by
+                 learning_noise_sds standard errors (diagnostics.net_fall)
+    flat         no learning: the best 3-point mean is within learning_noise_sds noise sds of R0
+    plateaued    A known to the paper's margin m: A's interval at verdict_level (80 %) lies in
+                 [A - m, A + m]
+    too_noisy    the fitted curve is already within m of A at the last point (posterior median of
+                 the run length <= 1x) while A's interval is wider than +- m: more prompts per
+                 evaluation pin A, more compute does not
+    still_rising run about N x longer, N = C_within / C_last of the posterior (median and interval),
+                 C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw
+
+All numbers come from the one posterior of the fit (forecast.posterior), judged at
+SETTINGS.verdict_level whatever level the intervals are reported at.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from scalerl.forecast.curves import sigmoid_compute_near_ceiling
+from scalerl.forecast.diagnostics import CollapseReport, learning_gain, net_fall
+from scalerl.forecast.settings import SETTINGS
+
+KINDS = ("collapsed", "too_few", "decreasing", "flat", "plateaued", "too_noisy", "still_rising")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to do with a run: `kind` (one of KINDS), the sentence to print, and its numbers."""
+
+    kind: str
+    text: str
+    numbers: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numbers", MappingProxyType(dict(self.numbers)))
+
+    @property
+    def advises_longer_run(self) -> bool:
+        return self.kind == "still_rising"
+
+    def to_dict(self) -> dict:
+        def plain(value):
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            value = float(value)
+            return value if math.isfinite(value) else None
+
+        return {"kind": self.kind, "text": self.text, "numbers": {k: plain(v) for k, v in self.numbers.items()}}
+
+
+def _g(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def collapse_verdict(collapse: CollapseReport, fitted_before: bool = True) -> Verdict:
+    """collapsed at the onset's compute; the forecast (when there is one) describes the run before it."""
+    tail = ("the forecast describes the run before it" if fitted_before
+            else "too little rise before it to fit a curve")
+    return Verdict("collapsed",
+                   f"collapsed at compute {_g(collapse.onset_compute)}: the reward fell {collapse.drop:.3g} below "
+                   f"the level {collapse.peak_reward:.3g} it had reached; {tail}",
+                   {"collapse_compute": collapse.onset_compute, "peak_reward": collapse.peak_reward,
+                    "drop": collapse.drop})
+
+
+def too_few_verdict(n_points: int, n_params: int, collapse: CollapseReport | None = None) -> Verdict:
+    where = f" before the collapse at compute {_g(collapse.onset_compute)}" if collapse is not None else ""
+    return Verdict("too_few", f"too few points: {n_points} usable{where} after excluding R0 and warm-up, need at "
+                              f"least {n_params} for {n_params} parameters",
+                   {"n_points": n_points, "n_params": n_params})
+
+
+def learning_verdict(reward: np.ndarray, r0: float, noise_sd: float,
+                     collapse: CollapseReport | None = None) -> Verdict | None:
+    """None when the run learned (best 3-point mean - R0 >= learning_noise_sds sigma); else the
+    verdict on why there is nothing to fit: collapsed (a rise, too small to fit, then a fall),
+    decreasing, or flat. `reward` holds the points to fit (before a collapse), `noise_sd` sigma."""
+    gain = learning_gain(reward, r0)
+    bar = SETTINGS.learning_noise_sds * noise_sd
+    if gain >= bar:
+        return None
+    if collapse is not None and collapse.rose:
+        return collapse_verdict(collapse, fitted_before=False)
+    everything = np.concatenate([[r0], np.asarray(reward, dtype=float)])
+    fall = net_fall(everything, noise_sd)
+    if fall >= SETTINGS.learning_noise_sds:
+        third = everything.size // 3
+        first, last = float(np.mean(everything[:third])), float(np.mean(everything[-third:]))
+        return Verdict("decreasing", f"decreasing: the reward fell from ~{_g(first)} to ~{_g(last)} "
+                                     f"({fall:.1f} standard errors); no rising curve to fit",
+                       {"first_level": first, "last_level": last})
+    return Verdict("flat", f"flat: no learning (best gain over R0 = {gain:.4f} is within "
+                           f"{SETTINGS.learning_noise_sds:g} noise sds = {bar:.4f})",
+                   {"gain": gain, "noise_sd": noise_sd})
+
+
+def run_length_draws(result, within: float) -> np.ndarray:
+    """C_within / C_last per posterior draw: C_within = C_mid (|A - R0| / within - 1)^(1/B)."""
+    draws = result.param_draws
+    per_draw = sigmoid_compute_near_ceiling(within, draws[:, 0], draws[:, 1], draws[:, 2], result.r0)
+    return np.asarray(per_draw, dtype=float) / float(np.max(result.compute))
+
+
+def decide(result) -> Verdict:
+    """The verdict on a fitted run (a FitResult): collapsed, plateaued, too_noisy or still_rising."""
+    if result.collapse_compute is not None:
+        numbers = {"collapse_compute": result.collapse_compute}
+        return Verdict("collapsed", f"collapsed at compute {_g(result.collapse_compute)}: the forecast "
+                                    "describes the run before it", numbers)
+    margin = SETTINGS.margin * result.reward_unit
+    tail = (1.0 - SETTINGS.verdict_level) / 2.0
+    a_lo, a_hi = (float(v) for v in np.quantile(result.param_draws[:, 0], [tail, 1.0 - tail]))
+    a = float(result.a)
+    ceiling = f"A {_g(a)} [{_g(a_lo)}, {_g(a_hi)}]"
+    numbers = {"A": a, "A_interval": (a_lo, a_hi), "margin": margin, "level": SETTINGS.verdict_level}
+    if a_lo >= a - margin and a_hi <= a + margin:
+        return Verdict("plateaued", f"plateaued: ceiling {ceiling}, known to +-{margin:.3g}", numbers)
+    times = run_length_draws(result, margin)
+    median = float(np.quantile(times, 0.5, method="inverted_cdf"))
+    lo, hi = (float(v) for v in np.quantile(times, [tail, 1.0 - tail], method="inverted_cdf"))
+    numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
+    if median <= 1.0:
+        return Verdict("too_noisy", f"too noisy: the fitted curve is at its ceiling but {ceiling} is wider than "
+                                    f"+-{margin:.3g}; less noisy evaluations (more prompts) pin A, a longer run "
+                                    "does not", numbers)
+    if median > SETTINGS.far_run_length:
+        return Verdict("still_rising", f"still rising: no ceiling in reach ({ceiling}; reading A to +-{margin:.3g} "
+                                       f"would take over {SETTINGS.far_run_length:.0f}x the compute so far)", numbers)
+    high = "more" if not math.isfinite(hi) else f"{hi:.2g}x"
+    return Verdict("still_rising", f"still rising: run ~{median:.2g}x longer ({lo:.2g}x-{high}) to read A to "
+                                   f"+-{margin:.3g} ({ceiling})", numbers)

@@ -1,0 +1,105 @@
+"""One verdict (forecast.verdict): the same at every level, plateaus read, run lengths from the posterior."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from scalerl.forecast.curves import sigmoid_reward
+from scalerl.forecast.diagnostics import late_stretch
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.verdict import decide
+
+A, B, C_MID, R0 = 0.6, 1.5, 1.0, 0.1
+
+
+def synthetic_run(noise, length, seed=0, n=41):
+    """The textbook sigmoid, evaluated at n evenly spaced computes up to `length` x C_mid."""
+    rng = np.random.default_rng(seed)
+    compute = np.linspace(0.0, length * C_MID, n)
+    return compute, sigmoid_reward(compute, A, B, C_MID, R0) + rng.normal(0.0, noise, n)
+
+
+@pytest.mark.parametrize("noise", [0.002, 0.005, 0.01])
+@pytest.mark.parametrize("length", [8, 16])
+def test_a_run_past_eight_midpoints_is_plateaued_at_every_level_with_a_tight_interval(noise, length):
+    compute, reward = synthetic_run(noise, length)
+    fits = {level: fit_sigmoid(compute, reward, level=level) for level in (0.5, 0.8, 0.95)}
+    assert {fit.verdict.kind for fit in fits.values()} == {"plateaued"}
+    low, high = fits[0.8].conf_int(0.8)["A"]
+    assert A - 0.03 <= low <= fits[0.8].a <= high <= A + 0.03
+    assert "longer" not in fits[0.95].verdict.text
+
+
+def test_a_run_stopped_before_its_midpoint_is_still_rising_at_any_level():
+    compute, reward = synthetic_run(0.005, 0.6)
+    for level in (0.5, 0.8, 0.95):
+        fit = fit_sigmoid(compute, reward, level=level)
+        assert fit.verdict.kind == "still_rising" and not fit.ceiling_identified
+
+
+def test_a_long_flat_run_is_read_at_its_level_and_never_told_to_run_longer():
+    """Jump then 1,000 steps flat at 0.69 (a verl GSM8K run's shape): plateaued, A within 0.01
+    of the level, its 95 % interval holding it and no upper tail beyond 0.03 above it."""
+    rng = np.random.default_rng(5)
+    compute = np.arange(1, 113) * 10.0
+    reward = 0.69 - 0.04 * np.exp(-compute / 40.0) + rng.normal(0.0, 0.008, compute.size)
+    fit = fit_sigmoid(compute, reward)
+    low, high = fit.conf_int(0.95)["A"]
+    assert fit.verdict.kind == "plateaued"
+    assert abs(fit.a - 0.69) <= 0.01 and low <= 0.69 <= high <= 0.72
+    assert "longer" not in fit.verdict.text
+
+
+def test_late_stretch_flat_by_hand():
+    compute = np.arange(1.0, 21.0)
+    flat = np.r_[np.linspace(0.2, 0.5, 15), np.full(5, 0.5)] + np.array([0, 0.001] * 10)
+    late = late_stretch(compute, flat, noise_sd=0.01)
+    assert late.n == 5 and late.is_flat(0.8) and late.level == pytest.approx(np.mean(flat[-5:]))
+    rising = np.linspace(0.2, 0.8, 20)
+    assert not late_stretch(compute, rising, noise_sd=0.001).is_flat(0.8)
+
+
+def stub(a_draws, b_draws, c_mid_draws, last=10.0, r0=0.1, collapse=None):
+    """A result with the given posterior draws of (A, B, C_mid), fitted up to compute `last`."""
+    draws = np.column_stack([np.broadcast_to(v, (400,)) for v in (a_draws, b_draws, c_mid_draws)])
+    return SimpleNamespace(param_draws=draws, a=float(np.median(draws[:, 0])), r0=r0, compute=np.array([last]),
+                           reward_unit=1.0, collapse_compute=collapse)
+
+
+def test_verdict_rules_by_hand():
+    rng = np.random.default_rng(0)
+    # A's 80 % interval 0.6 +- 1.2816 x 0.01 = +-0.013: within +-0.02, plateaued.
+    tight = stub(0.6 + 0.01 * rng.standard_normal(400), 2.0, 1.0)
+    assert decide(tight).kind == "plateaued"
+    # +-0.038 at sd 0.03: not known to the margin. At 10 x C_mid with B = 2 the curve is within 0.02
+    # of A (C_within = C_mid (0.5 / 0.02 - 1)^(1/2) = 4.9 C_mid < 10): too noisy, not "run longer".
+    wide = stub(0.6 + 0.03 * rng.standard_normal(400), 2.0, 1.0)
+    assert decide(wide).kind == "too_noisy" and "longer run does not" in decide(wide).text
+    # The same curve seen only to 2 x C_mid: run ~4.9 / 2 = 2.45x longer.
+    short = stub(0.6 + 0.03 * rng.standard_normal(400), 2.0, 1.0, last=2.0)
+    verdict = decide(short)
+    assert verdict.kind == "still_rising" and verdict.numbers["times_longer"] == pytest.approx(2.45, rel=0.1)
+    lo, hi = verdict.numbers["times_longer_interval"]
+    assert lo <= verdict.numbers["times_longer"] <= hi and "x longer" in verdict.text
+    # B = 0.1: C_within = C_mid 24^10, far beyond 100x: no run length offered.
+    slow = stub(0.6 + 0.03 * rng.standard_normal(400), 0.1, 1.0, last=2.0)
+    assert decide(slow).kind == "still_rising" and "x longer" not in decide(slow).text
+    # A collapse comes first and never advises a longer run.
+    collapsed = decide(stub(0.6 + 0.03 * rng.standard_normal(400), 2.0, 1.0, last=2.0, collapse=5.0))
+    assert collapsed.kind == "collapsed" and not collapsed.advises_longer_run
+
+
+def test_a_run_still_rising_past_its_bend_gets_no_run_length():
+    # A bundled verl run: a jump at its first evaluation, then +0.049 per doubling of compute over its
+    # last six evaluations (0.862 -> 0.889); no ceiling in reach.
+    from pathlib import Path
+
+    import pandas as pd
+
+    frame = pd.read_csv(Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "curves"
+                        / "verl-asyncreward__q3b_fsdp_off_ppl.csv")
+    result = fit_sigmoid(frame["compute"].to_numpy(float), frame["reward"].to_numpy(float))
+    assert result.verdict.kind in ("still_rising", "too_noisy") and not result.ceiling_identified
