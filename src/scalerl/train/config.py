@@ -254,7 +254,7 @@ class TrainConfig:
         _require(not self.eval_greedy or self.eval_samples_per_prompt == 1, "eval_samples_per_prompt",
                  f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
                  f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}")
-        _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
+        _require(self.task.name != "builtin" or bool(self.task.train_paths) or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
 

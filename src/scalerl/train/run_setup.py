@@ -21,7 +21,8 @@ from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.types import Task
-from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
+from scalerl.tasks.custom_reward import RewardFunction, RewardTrainerState, with_reward_functions
+from scalerl.tasks.hub_datasets import is_hub_dataset_id
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.config import CONFIG_FILE_NAME, TrainConfig, load_config
@@ -43,8 +44,13 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
         raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
                           "model directory (no config.json)")
     task_name = config.task.name
-    if task_name != "builtin" and not Path(task_name).is_file():
-        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+    if task_name != "builtin" and not Path(task_name).is_file() and not is_hub_dataset_id(task_name):
+        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin', an existing JSONL or parquet file, "
+                          "nor a dataset id (org/name)")
+    for key, names in (("task.train_files", config.task.train_paths), ("task.val_files", config.task.val_paths)):
+        missing = [name for name in names if not Path(name).is_file() and not is_hub_dataset_id(name)]
+        if missing:
+            raise ConfigError(f"{key}: {', '.join(map(repr, missing))} is no existing file nor dataset id")
     if device_here:
         check_device(config.device)
     if config.wandb:
@@ -71,10 +77,11 @@ def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] =
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    task = load_task(config.task, render_chat=chat_renderer(config.model.path))
+    scored_by_functions = bool(reward_functions) or bool(config.task.reward.strip())
+    task = load_task(config.task, render_chat=chat_renderer(config.model.path, config.model.chat_template), answers_required=not scored_by_functions)
     if reward_functions:
-        return with_reward_functions(task, list(reward_functions), config.task.reward_weights)
-    return with_reward_functions(task, config.task.reward, config.task.reward_weights)
+        return with_reward_functions(task, list(reward_functions), config.task.reward_weights, config.max_steps)
+    return with_reward_functions(task, config.task.reward, config.task.reward_weights, config.max_steps)
 
 
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
@@ -177,19 +184,25 @@ def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
                           "another --out")
 
 
-def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
+def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int],
+                     global_step: int | None = None) -> list[float]:
     """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
-    task with a batch `rewards` method (user reward functions) is called once for all of them."""
+    task with a batch `rewards` method (user reward functions) is called once for all of them,
+    told `global_step` (optimiser steps done: the newest weight version that sampled them) in
+    TRL's trainer_state."""
     examples = [task.train[int(i)] for i in prompt_indices]
     batch_rewards = getattr(task, "rewards", None)
     if batch_rewards is not None:
-        return [float(value) for value in batch_rewards(list(texts), examples)]
+        state = None if global_step is None else RewardTrainerState(global_step, getattr(task, "max_steps", 0))
+        return [float(value) for value in batch_rewards(list(texts), examples, state)]
     return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
 
 
 def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
     """The verifier's reward of each rollout (the length penalty is added at training)."""
-    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts])
+    global_step = max((max(r.token_policy_versions, default=0) for r in rollouts), default=0)
+    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts],
+                               global_step)
     return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
 
 
@@ -197,7 +210,9 @@ def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
     """score_rollouts on a packed batch: the same rewards, read from its texts."""
     text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
     texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
-    return packed.with_rewards(np.array(verifier_rewards(task, texts, packed.prompt_index.tolist()), dtype=np.float64))
+    global_step = int(packed.versions.max()) if packed.versions.size else 0
+    rewards = verifier_rewards(task, texts, packed.prompt_index.tolist(), global_step)
+    return packed.with_rewards(np.array(rewards, dtype=np.float64))
 
 
 def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
