@@ -74,12 +74,19 @@ class SamplingConfig:
                  f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]")
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+CONFIG_DEFAULTS = ("scalerl", "trl")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
-    """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
+    """AdamW with linear warm-up then a constant (or decaying) learning rate, and gradient clipping."""
 
     lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate (TRL's learning_rate)"})
     warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
+    lr_schedule: str = field(default="constant", metadata={
+        "help": "learning rate after the warm-up: constant, linear or cosine decay to 0 at max_steps "
+                "(TRL's lr_scheduler_type)"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
     adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
     adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
@@ -90,6 +97,7 @@ class OptimConfig:
     def __post_init__(self) -> None:
         _require_positive(self.lr, "optim.lr")
         _require_non_negative(self.warmup_steps, "optim.warmup_steps")
+        _require_choice(self.lr_schedule, "optim.lr_schedule", LR_SCHEDULES)
         _require_non_negative(self.weight_decay, "optim.weight_decay")
         _require_positive(self.adam_eps, "optim.adam_eps")
         for name in ("adam_beta1", "adam_beta2"):
@@ -234,6 +242,9 @@ class TrainConfig:
     wandb_project: str = field(default="", metadata={"help": "W&B project ('': $WANDB_PROJECT, else scalerl)"})
     wandb_run_name: str = field(
         default="", metadata={"help": "W&B run name ('': $WANDB_NAME, else the run directory's name)"})
+    config_defaults: str = field(default="scalerl", metadata={
+        "help": "whose defaults the keys a --config file left out took: scalerl (the preset's) or trl (a TRL "
+                "GRPOConfig file: TRL's defaults and behaviour)"})
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
@@ -247,6 +258,7 @@ class TrainConfig:
                  "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
+        _require_choice(self.config_defaults, "config_defaults", CONFIG_DEFAULTS)
         _require_non_negative(self.torch_threads, "torch_threads")
         _require(self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
                  "model.lora_r", "LoRA runs generate with pipeline.backend=hf (the generators receive the "

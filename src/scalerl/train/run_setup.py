@@ -136,9 +136,9 @@ def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
 
 
 def build_optimisation(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
-    """(AdamW, warm-up LR schedule) of the run's optimiser settings."""
+    """(AdamW, warm-up then optim.lr_schedule LR schedule over max_steps) of the run's optimiser settings."""
     optimizer = build_optimizer(model, config.optim)
-    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
+    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps, config.optim.lr_schedule, config.max_steps)
 
 
 def _leaf_values(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
