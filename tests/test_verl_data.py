@@ -144,5 +144,10 @@ def test_verl_gsm8k_files_train_and_validate_on_the_test_file(tiny_set_options, 
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows if "val_pass_rate" in row][-1] == 2
+    assert all("val_reward_mean" in row for row in rows if "val_pass_rate" in row)
+    table = [json.loads(line) for line in (out / "completions.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in table] == [0] * 8 + [1] * 8 + [2] * 8  # eval_logged_completions=8 each time
+    assert table[0]["prompt"].startswith("100+1=") and table[0]["answer"] == "101"
+    assert {row["reward"] for row in table} <= {1.0, -1.0}
     saved = json.loads((out / "config.json").read_text())["task"]
     assert saved["train_files"] == str(train) and saved["val_files"] == str(test)

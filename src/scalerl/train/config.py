@@ -225,6 +225,9 @@ class TrainConfig:
     eval_greedy: bool = field(
         default=False,
         metadata={"help": "validate with greedy decoding (one completion per prompt) instead of sampling"})
+    eval_logged_completions: int = field(default=8, metadata={
+        "help": "validation samples appended to RUN/completions.jsonl at each evaluation (prompt, completion, "
+                "reward, verdict; 0: none)"})
     checkpoint_every: int = field(
         default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"})
     keep_checkpoints: int = field(default=1, metadata={"help": "how many of the newest checkpoints to keep"})
@@ -260,6 +263,7 @@ class TrainConfig:
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_choice(self.config_defaults, "config_defaults", CONFIG_DEFAULTS)
         _require_non_negative(self.torch_threads, "torch_threads")
+        _require_non_negative(self.eval_logged_completions, "eval_logged_completions")
         _require(self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
                  "model.lora_r", "LoRA runs generate with pipeline.backend=hf (the generators receive the "
                  "adapter weights only), not vllm")

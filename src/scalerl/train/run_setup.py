@@ -33,7 +33,8 @@ from scalerl.train.generation_settings import length_control, sampling_settings
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 # train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
 # non-finite steps), never what it computes.
-RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
+RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast",
+                     "eval_logged_completions")
 
 
 def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
@@ -77,7 +78,7 @@ def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] =
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    scored_by_functions = bool(reward_functions) or bool(config.task.reward.strip())
+    scored_by_functions = (bool(reward_functions) or bool(config.task.reward.strip())) and not config.task.pass_by_verifier
     task = load_task(config.task, render_chat=chat_renderer(config.model.path, config.model.chat_template), answers_required=not scored_by_functions)
     if reward_functions:
         return with_reward_functions(task, list(reward_functions), config.task.reward_weights, config.max_steps)

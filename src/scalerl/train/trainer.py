@@ -161,7 +161,8 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
            on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
-        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config)
+        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config, run_dir=run.run_dir,
+                                      step=row["step"])
         require_finite_validation(row["step"], rates[PASS_RATE_COLUMN])
         row.update(rates)
     if row.get("nonfinite"):
