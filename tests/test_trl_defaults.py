@@ -157,3 +157,16 @@ def test_the_cli_says_which_defaults_a_trl_file_took(tmp_path, monkeypatch):
     result = invoke("train", "--config", path, "--out", tmp_path / "run")
     assert "note: " in result.output and "TRL's defaults" in result.output
     assert "logging_steps: accepted" in result.output
+
+
+def test_device_auto_is_cuda_when_torch_sees_one(monkeypatch):
+    from scalerl.train.run_setup import with_device_resolved
+
+    config = TrainConfig().with_overrides(["device=auto"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert with_device_resolved(config).device == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert with_device_resolved(config).device == "cuda"
+    assert with_device_resolved(TrainConfig()).device == "cpu"
+    with pytest.raises(ConfigError, match="auto"):
+        TrainConfig().with_overrides(["device=gpu"])

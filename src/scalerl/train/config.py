@@ -232,7 +232,7 @@ class TrainConfig:
         default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"})
     keep_checkpoints: int = field(default=1, metadata={"help": "how many of the newest checkpoints to keep"})
     seed: int = field(default=0, metadata={"help": "seed of the run (sampling, prompts, built-in model)"})
-    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N or mps"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N, mps or auto (cuda when available, else cpu)"})
     dtype: str = field(default="float32", metadata={"help": "model body dtype: float32 or bfloat16"})
     num_devices: int = field(default=1, metadata={"help": "devices counted in device_hours"})
     # 1 is much faster than torch's default on a CPU shared with other jobs.
@@ -257,8 +257,8 @@ class TrainConfig:
                      "checkpoint_every", "keep_checkpoints", "num_devices"):
             _require_positive(getattr(self, name), name)
         device_index = self.device[len("cuda:"):] if self.device.startswith("cuda:") else "0"
-        _require(self.device in ("cpu", "cuda", "mps") or (self.device.startswith("cuda:") and device_index.isdigit()),
-                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
+        _require(self.device in ("cpu", "cuda", "mps", "auto") or (self.device.startswith("cuda:") and device_index.isdigit()),
+                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps, auto")
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_choice(self.config_defaults, "config_defaults", CONFIG_DEFAULTS)

@@ -8,6 +8,7 @@ reproduces the synchronous run because both call these very functions.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -58,6 +59,14 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
         from scalerl.train.wandb_log import require_wandb
 
         require_wandb()
+
+
+def with_device_resolved(config: TrainConfig) -> TrainConfig:
+    """`config` with device=auto made cuda when torch sees a CUDA device, else cpu (the saved
+    config names the device the run used)."""
+    if config.device != "auto":
+        return config
+    return dataclasses.replace(config, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def check_device(device: str) -> None:

@@ -32,6 +32,7 @@ from scalerl.train.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrup
 from scalerl.train.progress import RunProgress
 from scalerl.train.run_setup import (
     build_optimisation,
+    with_device_resolved,
     build_task,
     check_paths,
     generate_step,
@@ -213,6 +214,7 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     Under torchrun (WORLD_SIZE > 1) every rank calls this: rank 0 runs and writes the run, the
     others follow it (scalerl.train.data_parallel_run) and return its last step with their rank;
     the process group this joins is left at the end (data_parallel.leave_process_group)."""
+    config = with_device_resolved(config)
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     joins = joins_from_environment()
