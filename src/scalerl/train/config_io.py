@@ -24,7 +24,6 @@ from scalerl.errors import ConfigError
 from scalerl.parsing_limits import MAX_INT, load_json, load_toml, load_yaml, shown
 from scalerl.rl.config import RLConfig, gather_loss_params, spread_loss_params
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.safe_writes import write_atomically, writing
 from scalerl.train.trl_config import DIRECT_KEYS, is_trl_key, refused_keys, trl_assignments
 
 # Names TRL / transformers users type, and the key that does the job here (suggestions only).
@@ -453,6 +452,8 @@ def run_directory_of(path: str | os.PathLike) -> str | None:
 def write_json_config(values: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Write nested config values as indented, key-sorted JSON (atomically; OutputError names the
     file when the write fails) and return the path."""
+    from scalerl.train.safe_writes import write_atomically, writing  # safetensors: not in the forecaster-only install
+
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
