@@ -55,7 +55,7 @@ def test_missing_config_file_and_config_with_resume_are_errors(tmp_path):
 
 
 @pytest.mark.parametrize(("key", "suggestion"), [
-    ("learning_rate", "optim.lr"), ("num_generations", "sampling.generations_per_prompt"),
+    ("learning_rat", "learning_rate"), ("num_generation", "num_generations"),
     ("rl.los", "rl.loss"), ("max_step", "max_steps"), ("temprature", "sampling.temperature"),
 ])
 def test_unknown_keys_suggest_the_closest_ones_and_the_listing(tmp_path, key, suggestion):

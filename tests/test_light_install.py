@@ -1,6 +1,6 @@
 """The forecaster without the extras: with torch, transformers, safetensors, tensorboard and
 protobuf hidden from the interpreter, `scalerl fit` reads a CSV and a TensorBoard folder, and the
-training commands end with one `error:` naming the extra (exit 2); the core dependencies are the
+training commands end with one `error:` naming the extra (exit 2) while `config keys` lists the keys; the core dependencies are the
 forecaster's only; FitResult's repr is one short line. (The real fresh-venv install is measured
 by `python -m benchmarks.install_size`.)"""
 
@@ -58,7 +58,13 @@ def test_fit_works_without_the_extras(logs, log):
     assert '"A"' in done.stdout
 
 
-@pytest.mark.parametrize("command", [["train", "--max-steps", "1"], ["demo"], ["config", "keys"]])
+def test_config_keys_works_without_the_extras(logs):
+    done = scalerl_without_extras("config", "keys", cwd=logs)
+    assert done.returncode == 0, done.stderr
+    assert "optim.lr" in done.stdout and "task.train_files" in done.stdout
+
+
+@pytest.mark.parametrize("command", [["train", "--out", "run", "--max-steps", "1"], ["demo"]])
 def test_training_commands_name_the_extra(logs, command):
     done = scalerl_without_extras(*command, cwd=logs)
     assert done.returncode == 2, done.stderr

@@ -116,7 +116,7 @@ def _rising_validation(monkeypatch, *run_dirs):
     import scalerl.train.trainer as trainer_module
     from scalerl.train.records.metrics_log import read_rows
 
-    def fake_pass_rate(*_args):
+    def fake_pass_rate(*_args, **_options):
         evaluations = sum("val_pass_rate" in row for row in read_rows(current[0] / "metrics.jsonl"))
         return {"val_pass_rate": float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05))
                 + 0.003 * (evaluations % 2)}

@@ -62,7 +62,7 @@ def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_grouped_n
             assert logged[(key, row["step"])] == pytest.approx(value, rel=1e-6), key
     assert {tag.split("/")[0] for tag, _ in logged} == {"train", "eval"}  # forecast/ once a fit exists
 
-    run_files = list((out / "wandb").glob("offline-run-*/run-*.wandb"))
+    run_files = list((tmp_path / "wandb-home" / "wandb").glob("offline-run-*/run-*.wandb"))  # WANDB_DIR honoured
     assert len(run_files) == 1
     items = wandb_history_items(run_files[0])
     assert {("_step", row["step"]) for row in rows} <= items
@@ -114,5 +114,7 @@ def test_an_offline_wandb_run_takes_project_group_and_name_from_the_environment(
         run = mirror._run
         assert (run.project, run.group, run.name) == ("team-rl", "sweep-1", "try-3")
         mirror.write({"step": 1, "loss": 0.5, "val_pass_rate": 0.25})
+        # W&B's own files go to WANDB_DIR, not into the run directory
+        assert (tmp_path / "wandb-home" / "wandb").is_dir() and not (tmp_path / "run" / "wandb").exists()
     finally:
         mirror.close()

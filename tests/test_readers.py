@@ -252,3 +252,9 @@ def test_bad_utf16_after_its_bom_is_refused(tmp_path):
     path.write_bytes(b"\xff\xfes\x00t\x00\x00\xd8")  # a lone high surrogate
     with pytest.raises(InputError, match="not valid UTF-16"):
         read_curve(path)
+
+
+def test_scalerls_own_tensorboard_tag_is_a_default_y_column():
+    from scalerl.forecast.readers.columns import choose_y
+
+    assert choose_y(["step", "train/loss", "eval/pass_rate"], None, "a scalerl TensorBoard folder") == "eval/pass_rate"

@@ -124,3 +124,26 @@ def test_a_model_hub_id_becomes_its_cached_snapshot_folder(tmp_path, monkeypatch
     assert config.model.path == str(folder / "snapshots" / commit)
     with pytest.raises(InputError, match="neither a local path nor a model in the local Hugging Face cache"):
         build_train_config(None, [], "org/absent", None, None)
+
+
+@pytest.mark.slow  # one tiny training step: ~4 s
+def test_scalerl_train_takes_a_hub_dataset_id_from_the_local_cache(tmp_path, monkeypatch, tiny_set_options):
+    pytest.importorskip("huggingface_hub")
+    home = tmp_path / "hf"
+    fake_hub_cache(home, "myorg/gsm8k-verl", {
+        "data/train-00000-of-00001.jsonl": lambda p: write_jsonl(p, [{"prompt": f"{i}+1=", "answer": str(i + 1)}
+                                                                     for i in range(8)]),
+        "data/test-00000-of-00001.jsonl": lambda p: write_jsonl(p, [{"prompt": f"{i}+2=", "answer": str(i + 2)}
+                                                                    for i in range(4)]),
+    })
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "run"
+    result = invoke("train", "--task", "myorg/gsm8k-verl", "--out", out, "--no-progress",
+                    *tiny_set_options("max_steps=1", "eval_prompts=4"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "config.json").read_text())["task"]["name"] == "myorg/gsm8k-verl"
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "val_pass_rate" in row] == [0, 1]

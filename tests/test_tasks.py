@@ -216,7 +216,7 @@ def test_jsonl_task_without_split_uses_a_seeded_disjoint_hold_out(tmp_path):
 @pytest.mark.parametrize("bad_line, message", [
     ("{not json", "line 2: not valid JSON"),
     ('["a", "b"]', "line 2: expected a JSON object"),
-    ('{"prompt": "q"}', "line 2: missing field 'answer'"),
+    ('{"prompt": "q"}', "have no 'answer' .* prompt 'q'"),
     ('{"answer": "1"}', "line 2: missing field 'prompt'"),
     ('{"prompt": "", "answer": "1"}', "line 2: 'prompt' must be a non-empty string"),
     ('{"prompt": "q", "answer": null}', "line 2: 'answer' must be a string or a number"),

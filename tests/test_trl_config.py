@@ -39,7 +39,12 @@ def test_a_trl_grpo_config_yaml_maps_each_key_to_ours(tmp_path):
         "sampling.generations_per_prompt=8", "sampling.max_new_tokens=32", "rl.loss=grpo", "rl.aggregation=sample",
         "rl.grpo_eps=0.25", "rl.grpo_kl_coef=0.04", "rl.advantage_norm=batch", "max_steps=50",
         "sampling.temperature=0.9", "seed=3", "tensorboard=true", "wandb=true", "dtype=bfloat16",
-        "checkpoint_every=25"])
+        "checkpoint_every=25",
+        "train.micro_batch_size=16",  # gradient_accumulation_steps 2: micro-batches of per_device_train_batch_size
+        # the keys the file leaves out take TRL's defaults, and the run TRL's behaviour
+        "optim.warmup_steps=0", "optim.adam_eps=1e-8", "optim.weight_decay=0", "optim.lr_schedule=linear",
+        "optim.grad_clip=1", "sampling.top_p=1", "rl.zero_variance_filter=false", "rl.npr=false",
+        "sampling.length_control=truncate", "model.fp32_head=false", "config_defaults=trl"])
     assert config == expected
     assert (config.sampling.thinking_budget_min, config.sampling.thinking_budget_max) == (20, 24)  # 5/8, 3/4 of 32
 
@@ -61,7 +66,7 @@ def test_trl_loss_types_carry_trl_clipping(tmp_path):
     ("learnin_rate: 1\nrl.los: cispo\nnum_generatons: 3\nrl: {aggregaton: token}\n",
      ["unknown config keys 'learnin_rate' (did you mean learning_rate?)", "'rl.los' (did you mean rl.loss?)",
       "'num_generatons' (did you mean num_generations", "'rl.aggregaton' (did you mean rl.aggregation?)"]),
-    ("num_train_epochs: 3\nlogging_steps: 5\n", ["num_train_epochs (", "set max_steps", "logging_steps ("]),
+    ("num_train_epochs: 3\nuse_vllm: true\n", ["num_train_epochs (", "set max_steps", "use_vllm: True ("]),
     ("per_device_train_batch_size: 6\nnum_generations: 4\n", ["6 completions", "not a multiple of num_generations = 4"]),
     ("loss_type: dr_grpo\n", ["loss_type 'dr_grpo'", "grpo, bnpo, dapo, cispo"]),
     ("report_to: [comet_ml]\n", ["report_to takes all, none"]),

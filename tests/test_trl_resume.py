@@ -95,6 +95,22 @@ def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
     assert any("joined 2 TensorBoard folders as one resumed run" in note for note in curve.notes)
 
 
+@pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
+def test_a_resumed_grpo_run_with_eval_on_start_keeps_forecasting_on_the_tokens_axis(tmp_path):
+    first = grpo_trainer(tmp_path, max_steps=4)
+    add_forecast_callback(first, compute_axis="tokens", plot=False)
+    first.train()
+    time.sleep(1.1)
+    resumed = grpo_trainer(tmp_path, max_steps=8)
+    callback = add_forecast_callback(resumed, compute_axis="tokens", plot=False)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert resumed.state.num_input_tokens_seen > 0 or callback.compute[-1] > 0
+    assert callback.steps == list(range(9)) and callback.compute[0] == 0.0  # eval_on_start: no tokens yet
+    assert all(later >= earlier for earlier, later in zip(callback.compute, callback.compute[1:]))
+    assert "went backwards" not in (callback.last_refusal or "")
+    assert callback.last_forecast is not None and callback.last_forecast.fit.r0 == pytest.approx(step_reward(0), abs=1e-6)
+
+
 # --- the same rules on a callback driven by hand -------------------------------------------------------
 
 
@@ -126,7 +142,29 @@ def test_on_train_begin_rebuilds_the_curve_from_the_log_history():
     assert callback.steps == [] and callback.rewards == [] and callback.last_forecast is None
 
 
-def test_a_forecast_that_stops_updating_is_said_once(caplog):
+@pytest.mark.parametrize("axis", ["tokens", "flops"])
+def test_a_resumed_eval_on_start_entry_takes_no_restored_tokens(axis):
+    """eval_on_start's step-0 evaluation comes before any token count in the history: it is at 0
+    tokens, not at the restored state's num_input_tokens_seen (which made compute go backwards)."""
+    import torch
+
+    from scalerl.integrations.trl_callback import ScaleRLForecastCallback
+
+    history = [{"eval_reward": step_reward(0), "step": 0}]
+    for step in range(1, 7):
+        history.append({"loss": 0.1, "num_tokens": 176.0 * step, "step": step})
+        history.append({"eval_reward": step_reward(step), "step": step})
+    state = _state(6, history)
+    state.num_input_tokens_seen = 1056
+    model = torch.nn.Linear(2, 3)  # 9 parameters
+    callback = ScaleRLForecastCallback(compute_axis=axis, plot=False)
+    callback.on_train_begin(None, state, None, model=model)
+    per_token = 1.0 if axis == "tokens" else 6.0 * 9
+    assert callback.compute == [per_token * 176.0 * step for step in range(7)]
+    assert callback.last_forecast is not None and callback.refused_fits == 0
+
+
+def test_a_forecast_that_stops_updating_is_said_at_each_evaluation(caplog):
     from scalerl.integrations.trl_callback import STALE_AFTER, ScaleRLForecastCallback
 
     callback = ScaleRLForecastCallback(compute_axis="tokens", plot=False)
@@ -139,9 +177,11 @@ def test_a_forecast_that_stops_updating_is_said_once(caplog):
             callback.on_log(None, _state(step), None, logs={"num_tokens": 10.0 * step})
             callback._tokens_seen = 10.0 * step
             callback.on_log(None, _state(step), None, logs={"eval_reward": step_reward(step)})
-    assert len(caplog.records) == 1
+    assert len(caplog.records) == 3  # at STALE_AFTER evaluations without a forecast, and each one after
     message = caplog.records[0].getMessage()
     assert f"has not updated for {STALE_AFTER} evaluations" in message and "from step 7" in message
+    assert f"has not updated for {STALE_AFTER + 2} evaluations" in caplog.records[-1].getMessage()
+    assert len(callback.warnings) == 1
     assert "went backwards" in message
 
 

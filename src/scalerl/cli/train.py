@@ -53,6 +53,18 @@ def build_train_config(preset: Optional[str], assignments: List[str], model: Opt
     return with_cached_model(config.with_overrides(options))
 
 
+def config_file_notes(config_file: Optional[Path]) -> List[str]:
+    """What a --config file's TRL keys mean here (trl_config.trl_notes): the TRL defaults its
+    missing keys took, the harmless keys accepted."""
+    if config_file is None:
+        return []
+    from scalerl.train.config.config_io import is_trl_file, read_config_file
+    from scalerl.train.config.trl_config import trl_notes
+
+    values = read_config_file(config_file)
+    return trl_notes(values, is_trl_file(TrainConfig, values))
+
+
 def with_cached_model(config: TrainConfig) -> TrainConfig:
     """`config` with a hub id in model.path (`org/name`, not a local folder) replaced by its
     snapshot folder in the local Hugging Face cache, which the saved config then names."""
@@ -217,6 +229,8 @@ def train_command(
         config = resumed_train_config(out, set_, max_steps)
     else:
         config = build_train_config(preset, set_, model, task, max_steps, config_file)
+        for note in config_file_notes(config_file):
+            say(f"note: {config_file}: {note}")
     if config.pipeline.mode != "sync":
         run_on_ray(config, out, resume, show_progress=progress, accept_old=accept_old)
         return

@@ -17,10 +17,13 @@ logged with `trainer.log(...)`: it lands in `state.log_history` and in every rep
 
 A resumed run (`trainer.train(resume_from_checkpoint=...)`) restores `state.log_history` before
 `on_train_begin`: the curve is rebuilt from its evaluations there, so R0 stays the run's first
-evaluation. When evaluations keep arriving but no fit succeeds for STALE_AFTER of them, the
-callback warns that `last_forecast` is stale, with the fitter's reason. Whenever the fit's verdict
-(forecast.verdict: plateaued, still rising, collapsed, ...) changes, its sentence goes to the log;
-`last_forecast.verdict` holds it.
+evaluation; on a tokens or FLOPs axis each restored evaluation takes the tokens its history had
+counted by then (the step-0 evaluation of eval_on_start: none). When evaluations keep arriving but
+no fit succeeds for STALE_AFTER of them, the callback warns at each further evaluation that
+`last_forecast` is stale, with the fitter's reason; fits refused before any forecast are said at
+each evaluation too, from the REFUSALS_BEFORE_WARNING-th on.
+Whenever the fit's verdict (forecast.verdict: plateaued, still rising, collapsed, ...) changes,
+its sentence goes to the log; `last_forecast.verdict` holds it.
 """
 
 from __future__ import annotations
@@ -115,10 +118,13 @@ class ScaleRLForecastCallback(TrainerCallback):
     def _compute_now(self, state, model) -> float:
         return self._compute_at(state.global_step, state, model)
 
-    def _compute_at(self, step: int, state, model) -> float:
+    def _compute_at(self, step: int, state, model, tokens: float | None = None) -> float:
+        """Compute at `step`: the step, or the tokens seen by then (`tokens`: as the log history
+        counted them; else the logged count, else the trainer state's) and 6 N tokens."""
         if self.compute_axis == "steps":
             return float(step)
-        tokens = self._tokens_seen or float(getattr(state, "num_input_tokens_seen", 0) or 0)
+        if tokens is None:
+            tokens = self._tokens_seen or float(getattr(state, "num_input_tokens_seen", 0) or 0)
         if self.compute_axis == "tokens":
             return tokens
         n_parameters = sum(p.numel() for p in model.parameters()) if model is not None else 0
@@ -145,7 +151,9 @@ class ScaleRLForecastCallback(TrainerCallback):
             self.seen_keys.update(entry)
             value = entry.get(self.metric)
             if isinstance(value, (int, float)) and isinstance(entry.get("step"), int):
-                self._record(entry["step"], self._compute_at(entry["step"], state, model), float(value))
+                # the tokens counted up to this entry, never the restored state's (step 0 has seen none)
+                compute = self._compute_at(entry["step"], state, model, tokens=self._tokens_seen)
+                self._record(entry["step"], compute, float(value))
         self.resumed_points = len(self.rewards)
         if self.compute:
             self.last_forecast = self._fit(state, self.compute[-1])
@@ -194,6 +202,14 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.warnings.append(message)
         logger.warning(message)
 
+    def _warn_each_time(self, kind: str, message: str) -> None:
+        """Log `message` now (a fit not made is said at every evaluation); `warnings` keeps the first
+        of each kind."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self.warnings.append(message)
+        logger.warning(message)
+
     def _missing_metric_message(self) -> str:
         eval_keys = sorted(key for key in self.seen_keys if key.startswith("eval_"))
         shown = eval_keys or sorted(self.seen_keys)
@@ -217,7 +233,7 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.refused_fits += 1
         self.last_refusal = reason
         if self.last_forecast is None and len(self.rewards) >= REFUSALS_BEFORE_WARNING:
-            self._warn_once("refused", self._refused_message())
+            self._warn_each_time("refused", self._refused_message())
 
     def _flush(self) -> None:
         if self._pending is not None and self.trainer is not None:
@@ -267,7 +283,7 @@ class ScaleRLForecastCallback(TrainerCallback):
             if self.last_forecast is not None:
                 self.evaluations_since_forecast += 1
                 if self.evaluations_since_forecast >= STALE_AFTER:
-                    self._warn_once("stale", self._stale_message())
+                    self._warn_each_time("stale", self._stale_message())
             return None
         self.evaluations_since_forecast = 0
         if self.last_forecast is None or self.last_forecast.verdict.kind != forecast.verdict.kind:

@@ -5,6 +5,7 @@ datasets, so the policy sees the prompt format it was tuned on.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 from scalerl.errors import InputError
@@ -28,14 +29,28 @@ def render_chat_prompt(tokenizer: Any, messages: Messages, *, source: str = "the
     return text
 
 
-def chat_renderer(model_path: str) -> Callable[[Messages], str]:
-    """A renderer for the tokenizer of `model_path` ('builtin' or a local folder), loaded on first
-    use only: a task without chat lines never loads it."""
+def template_text(chat_template: str) -> str:
+    """model.chat_template's Jinja text: the file's contents for a .jinja / .j2 path, else itself."""
+    if chat_template.endswith((".jinja", ".j2")):
+        try:
+            return Path(chat_template).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(f"model.chat_template: cannot read {chat_template}: {error}") from None
+    return chat_template
+
+
+def chat_renderer(model_path: str, chat_template: str = "") -> Callable[[Messages], str]:
+    """A renderer for the tokenizer of `model_path` ('builtin' or a local folder), with
+    `chat_template` (model.chat_template) in place of its own when given; loaded on first use
+    only: a task without chat lines never loads it."""
     loaded: list[Any] = []
 
     def render(messages: Messages) -> str:
         if not loaded:
-            loaded.append(_load_tokenizer(model_path))
+            tokenizer = _load_tokenizer(model_path)
+            if chat_template:
+                tokenizer.chat_template = template_text(chat_template)
+            loaded.append(tokenizer)
         return render_chat_prompt(loaded[0], messages, source=repr(model_path))
 
     return render

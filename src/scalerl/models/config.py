@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from scalerl.checks import require, require_fraction, require_non_negative, require_positive
 
@@ -41,8 +42,14 @@ class ModelConfig:
         "help": "modules LoRA adapts: comma-separated names (q_proj,v_proj) or 'all-linear' (every linear layer "
                 "but the LM head)"})
 
+    chat_template: str = field(default="", metadata={
+        "help": "Jinja chat template that renders chat-form prompts in place of the tokenizer's: the template text "
+                "or a .jinja file holding it ('': the tokenizer's own)"})
+
     def __post_init__(self) -> None:
         require(bool(self.path), "model.path", "must be 'builtin' or a model directory")
+        require(not self.chat_template.endswith((".jinja", ".j2")) or Path(self.chat_template).is_file(),
+                "model.chat_template", f"no template file {self.chat_template!r}")
         for name in ("hidden_size", "num_layers", "num_heads"):
             require_positive(getattr(self, name), f"model.{name}")
         require(self.hidden_size % self.num_heads == 0, "model.hidden_size",

@@ -70,6 +70,25 @@ def normalise_by_prompt_std(
     return centred / (group_variance.clamp(min=0.0).sqrt() + eps)
 
 
+TRL_STD_EPS = 1e-4
+
+
+def normalise_by_prompt_sample_std(
+    centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
+) -> torch.Tensor:
+    """TRL's scale_rewards="group": A_i / (s_{group(i)} + 1e-4), s the sample std (Bessel's
+    n - 1) of the group's rewards, the same as of its centred advantages; a group of one keeps its
+    centred value 0. `eps` is not used: TRL's 1e-4 is part of the rule."""
+    group_of_sequence, num_groups = _group_index(group_ids.to(centred.device), centred.shape[0])
+    if num_groups == 0:
+        return centred.clone()
+    sizes = torch.bincount(group_of_sequence, minlength=num_groups).to(centred.dtype)
+    squares = torch.zeros(num_groups, dtype=centred.dtype, device=centred.device).index_add_(
+        0, group_of_sequence, centred**2)
+    sample_std = (squares / (sizes - 1).clamp(min=1)).sqrt()
+    return centred / (sample_std[group_of_sequence] + TRL_STD_EPS)
+
+
 def no_normalisation(
     centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
 ) -> torch.Tensor:

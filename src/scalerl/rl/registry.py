@@ -123,6 +123,8 @@ AGGREGATIONS: dict[str, BlockSpec] = _catalog(
 ADVANTAGE_NORMALISATIONS: dict[str, BlockSpec] = _catalog(
     BlockSpec("batch", "scalerl.rl.advantages:normalise_by_batch_std", "divide by the batch std, ScaleRL"),
     BlockSpec("prompt", "scalerl.rl.advantages:normalise_by_prompt_std", "divide by each prompt group's std, GRPO"),
+    BlockSpec("prompt_sample_std", "scalerl.rl.advantages:normalise_by_prompt_sample_std",
+              "divide by each prompt group's sample std (n - 1) + 1e-4, TRL's scale_rewards=group"),
     BlockSpec("none", "scalerl.rl.advantages:no_normalisation", "centred advantages as they are"),
 )
 

@@ -1,4 +1,5 @@
-"""The `task` section of a run's config: the built-in arithmetic task's difficulty or a JSONL file (torch-free).
+"""The `task` section of a run's config: the built-in arithmetic task's difficulty, a JSONL or
+parquet file, or verl-style train and validation files (torch-free).
 
 The one settings type of the tasks: `ArithmeticTask(TaskConfig(...))` and `load_task(TaskConfig(...))`.
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scalerl.checks import require, require_choice, require_positive
+from scalerl.checks import require, require_choice, require_finite, require_positive
 from scalerl.tasks.custom_reward import parse_reward_weights
 from scalerl.tasks.verifiers import ANSWER_CHECKS as _CHECKS
 
@@ -46,6 +47,18 @@ class TaskConfig:
                 "('': the answer check)"})
     reward_weights: str = field(default="", metadata={
         "help": "weights of the task.reward functions, comma-separated ('': 1 each)"})
+    pass_threshold: float = field(default=0.0, metadata={
+        "help": "validation: a sample passes when its reward (the weighted sum of task.reward functions, else the "
+                "verifier's +1/-1) is above this"})
+    pass_by_verifier: bool = field(default=False, metadata={
+        "help": "validation with task.reward functions: a sample passes by the answer check's or data_source "
+                "verifier's verdict (rows need answers), not by its reward"})
+    train_files: str = field(default="", metadata={
+        "help": "training files, comma-separated (parquet or JSONL, as verl's data.train_files; every row trains "
+                "unless task.val_files is empty); in place of task.name"})
+    val_files: str = field(default="", metadata={
+        "help": "validation files, comma-separated (parquet or JSONL, as verl's data.val_files; every row "
+                "validates); needs task.train_files"})
 
     def __post_init__(self) -> None:
         require(bool(self.name), "task.name", "must be 'builtin' or a JSONL file path")
@@ -68,3 +81,25 @@ class TaskConfig:
         require(bool(self.reward.strip()) or not self.reward_weights.strip(), "task.reward_weights",
                 "weights reward functions: set task.reward too")
         parse_reward_weights(self.reward_weights, len([part for part in self.reward.split(",") if part.strip()]))
+        require_finite(self.pass_threshold, "task.pass_threshold")
+        require(not self.pass_by_verifier or bool(self.reward.strip()), "task.pass_by_verifier",
+                "chooses the verifier over task.reward functions: set task.reward too")
+        require(not self.val_files.strip() or bool(self.train_files.strip()), "task.val_files",
+                "needs task.train_files beside it (the training rows)")
+        require(not self.train_files.strip() or self.name == "builtin", "task.train_files",
+                f"give task.name ({self.name!r}) or task.train_files, not both")
+
+    @property
+    def train_paths(self) -> tuple[str, ...]:
+        """The files of task.train_files, in order."""
+        return file_list(self.train_files)
+
+    @property
+    def val_paths(self) -> tuple[str, ...]:
+        """The files of task.val_files, in order."""
+        return file_list(self.val_files)
+
+
+def file_list(text: str) -> tuple[str, ...]:
+    """"a.parquet, b.jsonl" -> ("a.parquet", "b.jsonl"); blanks dropped."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())

@@ -1,7 +1,14 @@
 """Reward functions of the user's own, called as TRL calls its `reward_funcs`: keyword arguments
-`prompts`, `completions`, `answers` (lists, one entry per sample) and every dataset column of the
-samples' examples (e.g. `answer`, or a JSONL line's extra fields), returning one float per sample.
-Several are combined as a weighted sum.
+`prompts`, `completions`, `answers` (lists, one entry per sample), every dataset column of the
+samples' examples (e.g. `answer`, `solution`, verl's `data_source` / `reward_model` /
+`extra_info`), `trainer_state` (its `global_step` and `max_steps`) when the trainer knows the
+step, and TRL's `log_extra` / `log_metric` hooks (accepted, their values dropped), returning one
+float per sample. For conversational rows (prompts given as chat messages)
+prompts are the message lists and each completion is `[{"role": "assistant", "content": text}]`,
+as TRL passes them; otherwise both are text. A function with verl's signature
+`compute_score(data_source, solution_str, ground_truth, extra_info)` is called once per sample
+with the completion text and the row's reward_model.ground_truth (else its answer), and may return
+a number or a dict holding "score". Several functions are combined as a weighted sum.
 
     task.reward = "my_rewards:correct, my_rewards.format:tags"    task.reward_weights = "1, 0.2"
 
@@ -40,6 +47,51 @@ class WeightedReward:
     name: str
     function: RewardFunction
     weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class RewardTrainerState:
+    """What TRL's `trainer_state` keyword tells a reward function: optimiser steps done and the run's length."""
+
+    global_step: int
+    max_steps: int
+
+
+def _ignored(*_: Any) -> None:
+    """TRL's log_extra / log_metric hooks, accepted and dropped: scalerl logs each function's mean itself."""
+
+
+TRL_LOGGING_HOOKS = {"log_extra": _ignored, "log_metric": _ignored}
+VERL_PARAMETERS = ("data_source", "solution_str", "ground_truth")
+
+
+def is_verl_compute_score(function: Callable) -> bool:
+    """Whether `function` takes verl's compute_score arguments (data_source, solution_str, ground_truth)."""
+    try:
+        names = set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return False
+    return set(VERL_PARAMETERS) <= names
+
+
+def verl_score(value: Any) -> Any:
+    """A compute_score result as a number: the number itself, or a dict's "score"."""
+    return value.get("score") if isinstance(value, dict) else value
+
+
+def as_trl_function(compute_score: Callable) -> RewardFunction:
+    """A TRL-style reward function calling verl's `compute_score` once per sample with the
+    completion text, the data_source, reward_model.ground_truth (else the answer) and extra_info."""
+
+    def scores(completion_texts, data_source=None, reward_model=None, answers=None, extra_info=None, **_):
+        count = len(completion_texts)
+        sources, models = data_source or [None] * count, reward_model or [None] * count
+        extras, references = extra_info or [None] * count, answers or [None] * count
+        return [verl_score(compute_score(data_source=source, solution_str=text, extra_info=extra,
+                                         ground_truth=model.get("ground_truth") if isinstance(model, dict) else reference))
+                for text, source, model, extra, reference in zip(completion_texts, sources, models, extras, references)]
+
+    return scores
 
 
 def _import_module(module_name: str, spec: str):
@@ -103,6 +155,8 @@ def reward_functions(specs: str | Sequence[str | RewardFunction], weights: str |
                  else (getattr(item, "__qualname__", repr(item)), item) for item in items]
     if not all(callable(function) for _, function in functions):
         raise ConfigError("reward functions must be callables or 'module.path:function' names")
+    functions = [(name, as_trl_function(function) if is_verl_compute_score(function) else function)
+                 for name, function in functions]
     values = parse_reward_weights(weights, len(functions)) if isinstance(weights, str) else tuple(map(float, weights))
     if len(values) != len(functions):
         raise ConfigError(f"{len(values)} reward weight(s) for {len(functions)} reward function(s)")
@@ -122,13 +176,21 @@ def _accepted(function: RewardFunction, arguments: dict[str, Any]) -> dict[str, 
 
 
 def reward_arguments(completions: Sequence[str], examples: Sequence[TaskExample]) -> dict[str, list]:
-    """TRL-style keyword arguments: prompts, completions, answers, and one list per dataset column
-    (`answer` and each extra field of the examples; a column an example lacks is None there)."""
-    columns = {"answer": [example.answer for example in examples]}
+    """TRL-style keyword arguments: prompts, completions (both as chat messages when every example
+    is conversational), completion_texts, answers, and one list per dataset column (`answer` when
+    a row has one, and each extra field of the examples; a column an example lacks is None there)."""
+    answers = [example.answer for example in examples]
+    columns = {"answer": answers} if any(answer is not None for answer in answers) else {}
     for name in dict.fromkeys(key for example in examples for key, _ in example.columns):
         columns.setdefault(name, [dict(example.columns).get(name) for example in examples])
-    return {"prompts": [example.prompt for example in examples], "completions": list(completions),
-            "answers": [example.answer for example in examples], **columns}
+    conversational = bool(examples) and all(example.prompt_messages is not None for example in examples)
+    if conversational:
+        prompts = [[dict(message) for message in example.prompt_messages] for example in examples]
+        shown_completions = [[{"role": "assistant", "content": text}] for text in completions]
+    else:
+        prompts, shown_completions = [example.prompt for example in examples], list(completions)
+    return {**columns, "prompts": prompts, "completions": shown_completions, "completion_texts": list(completions),
+            "answers": answers}
 
 
 def _checked(values: Any, count: int) -> list[float]:
@@ -149,11 +211,11 @@ def _failure(reward: WeightedReward, arguments: dict[str, list], error: Exceptio
     one sample at a time; the batch as a whole when each sample alone passes)."""
     count = len(arguments["completions"])
     for index in range(count):
-        single = {key: value[index:index + 1] for key, value in arguments.items()}
+        single = {key: value[index:index + 1] if isinstance(value, list) else value for key, value in arguments.items()}
         try:
             _checked(reward.function(**_accepted(reward.function, single)), 1)
         except Exception as sample_error:  # the user's code: any exception is its failure
-            prompt, completion = arguments["prompts"][index], arguments["completions"][index]
+            prompt, completion = str(arguments["prompts"][index]), arguments["completion_texts"][index]
             return RewardFunctionError(
                 f"reward function {reward.name} failed on sample {index} (prompt {prompt[:60]!r}, completion "
                 f"{completion[:60]!r}): {type(sample_error).__name__}: {sample_error}")
@@ -161,16 +223,27 @@ def _failure(reward: WeightedReward, arguments: dict[str, list], error: Exceptio
                                f"{type(error).__name__}: {error}")
 
 
-def combined_rewards(rewards: Sequence[WeightedReward], completions: Sequence[str],
-                     examples: Sequence[TaskExample]) -> list[float]:
-    """sum_f weight_f * f(prompts=..., completions=..., answers=..., **columns)[i] for each sample i."""
-    arguments = reward_arguments(completions, examples)
-    totals = [0.0] * len(completions)
+def function_rewards(rewards: Sequence[WeightedReward], completions: Sequence[str],
+                     examples: Sequence[TaskExample], trainer_state: RewardTrainerState | None = None) -> list[list[float]]:
+    """Each function's unweighted rewards f(prompts=..., completions=..., answers=..., **columns),
+    one list per function (trainer_state passed when given)."""
+    arguments: dict[str, Any] = {**reward_arguments(completions, examples), **TRL_LOGGING_HOOKS}
+    if trainer_state is not None:
+        arguments["trainer_state"] = trainer_state
+    values = []
     for reward in rewards:
         try:
-            values = _checked(reward.function(**_accepted(reward.function, arguments)), len(completions))
+            values.append(_checked(reward.function(**_accepted(reward.function, arguments)), len(completions)))
         except Exception as error:  # the user's code: any exception is its failure
             raise _failure(reward, arguments, error) from None
+    return values
+
+
+def combined_rewards(rewards: Sequence[WeightedReward], completions: Sequence[str],
+                     examples: Sequence[TaskExample], trainer_state: RewardTrainerState | None = None) -> list[float]:
+    """sum_f weight_f * f(prompts=..., completions=..., answers=..., **columns)[i] for each sample i."""
+    totals = [0.0] * len(completions)
+    for reward, values in zip(rewards, function_rewards(rewards, completions, examples, trainer_state)):
         totals = [total + reward.weight * value for total, value in zip(totals, values)]
     return totals
 
@@ -179,26 +252,29 @@ class RewardFunctionTask:
     """A task whose rewards come from the user's functions instead of its answer check; prompts and
     validation split unchanged. A validation sample passes when its combined reward is > 0."""
 
-    def __init__(self, task: Task, rewards: Sequence[WeightedReward]) -> None:
+    def __init__(self, task: Task, rewards: Sequence[WeightedReward], max_steps: int = 0) -> None:
         if not rewards:
             raise ConfigError("a reward-function task needs at least one reward function")
+        self.max_steps = max_steps
         self.base = task
         self.name = task.name
         self.train = task.train
         self.validation = task.validation
         self.reward_functions = tuple(rewards)
 
-    def rewards(self, completions: Sequence[str], examples: Sequence[TaskExample]) -> list[float]:
+    def rewards(self, completions: Sequence[str], examples: Sequence[TaskExample],
+                trainer_state: RewardTrainerState | None = None) -> list[float]:
         """The combined reward of each (completion, example) pair, in one call per function."""
-        return combined_rewards(self.reward_functions, completions, examples)
+        return combined_rewards(self.reward_functions, completions, examples, trainer_state)
 
     def reward(self, completion_text: str, example: TaskExample) -> float:
         return self.rewards([completion_text], [example])[0]
 
 
 def with_reward_functions(task: Task, specs: str | Sequence[str | RewardFunction] = "",
-                          weights: str | Sequence[float] = "") -> Task:
-    """`task` itself when no reward function is given, else a RewardFunctionTask scoring with them."""
+                          weights: str | Sequence[float] = "", max_steps: int = 0) -> Task:
+    """`task` itself when no reward function is given, else a RewardFunctionTask scoring with them
+    (`max_steps`: the run's length, told to functions in trainer_state)."""
     if not specs:
         return task
-    return RewardFunctionTask(task, reward_functions(specs, weights))
+    return RewardFunctionTask(task, reward_functions(specs, weights), max_steps)

@@ -9,22 +9,28 @@ reference, unless an `answer` is given. Lines are parsed with the bounds of scal
 
 An optional `"split"` field ("train" or "validation"/"val"/"test") places a line; when no line has
 one, a seeded random hold-out (`val_fraction`) is used; when some lines have it, lines without it
-go to train. Answers are checked exactly or math-verify-style (`answer_check`).
+go to train. Answers are checked exactly or math-verify-style (`answer_check`), or by the verifier
+of the row's `data_source` when scalerl.tasks.data_sources has one (verl's GSM8K and MATH names).
+A row without an answer is read (TRL's reward functions may read another column, e.g. `solution`);
+`require_answers` refuses it where the answer check would score it.
 """
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from scalerl.errors import InputError
 from scalerl.parsing_limits import load_json
 from scalerl.tasks.types import TaskExample
-from scalerl.tasks.verifiers import answer_reward, extract_final_answer, get_answer_check
+from scalerl.tasks.data_sources import verifier_for
+from scalerl.tasks.verifiers import (CORRECT_REWARD, INCORRECT_REWARD, answer_reward, extract_final_answer,
+                                     get_answer_check)
 
 TRAIN_SPLITS = ("train",)
 VALIDATION_SPLITS = ("validation", "val", "test", "eval")
+DATA_SOURCE_COLUMN = "data_source"
 
 
 ChatRenderer = Callable[[list[dict[str, str]]], str]
@@ -54,21 +60,24 @@ def _rendered(messages: list[dict[str, str]], where: str, field: str, render_cha
         raise InputError(f"{where}: {error}") from None
 
 
-def _prompt_of(record: dict, where: str, render_chat: ChatRenderer | None) -> str:
+def _prompt_of(record: dict, where: str,
+               render_chat: ChatRenderer | None) -> tuple[str, tuple[dict[str, str], ...] | None]:
+    """(prompt text, the chat messages it was rendered from or None)."""
     if "prompt" in record and "messages" in record:
         raise InputError(f"{where}: give 'prompt' or 'messages', not both")
     field = "messages" if "messages" in record else "prompt"
     if field not in record:
         raise InputError(f"{where}: missing field 'prompt' (or 'messages')")
-    value = record[field]
+    value = messages = record[field]
     if field == "messages" or isinstance(value, list):
-        value = _rendered(_chat_messages(value, where, field), where, field, render_chat)
+        messages = _chat_messages(value, where, field)
+        value = _rendered(messages, where, field, render_chat)
     elif not isinstance(value, str) or not value:
         raise InputError(f"{where}: 'prompt' must be a non-empty string or a list of {{role, content}} messages")
     if len(value) > MAX_PROMPT_CHARS:
         raise InputError(f"{where}: the prompt is {len(value)} characters long; a task prompt may hold at "
                          f"most {MAX_PROMPT_CHARS}")
-    return value
+    return value, (tuple(messages) if isinstance(messages, list) else None)
 
 
 def _completion_text(completion: Any, where: str) -> str:
@@ -81,13 +90,12 @@ def _completion_text(completion: Any, where: str) -> str:
     return completion
 
 
-def _answer_of(record: dict, where: str) -> tuple[str, str | None]:
-    """(reference answer, demonstration or None): `answer`, else the final answer of `completion`."""
+def _answer_of(record: dict, where: str) -> tuple[str | None, str | None]:
+    """(reference answer, demonstration or None): `answer`, else the final answer of `completion`,
+    else None (a row only reward functions can score: `require_answers` checks)."""
     demonstration = _completion_text(record["completion"], where) if "completion" in record else None
     if "answer" not in record:
-        if demonstration is None:
-            raise InputError(f"{where}: missing field 'answer' (or TRL's 'completion')")
-        return extract_final_answer(demonstration), demonstration
+        return (None if demonstration is None else extract_final_answer(demonstration)), demonstration
     answer = record["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         raise InputError(f"{where}: 'answer' must be a string or a number")
@@ -101,14 +109,25 @@ def parse_record(record: Any, where: str,
     if not isinstance(record, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(record).__name__}")
     answer, demonstration = _answer_of(record, where)
-    prompt = _prompt_of(record, where, render_chat)
+    prompt, messages = _prompt_of(record, where, render_chat)
     split = record.get("split")
     if split is not None and split not in TRAIN_SPLITS + VALIDATION_SPLITS:
         raise InputError(
             f"{where}: unknown split {str(split)[:40]!r}; use one of {', '.join(TRAIN_SPLITS + VALIDATION_SPLITS)}"
         )
     columns = tuple((key, value) for key, value in record.items() if key not in ("prompt", "messages", "answer", "completion", "split"))
-    return TaskExample(prompt=prompt, answer=answer, demonstration=demonstration, columns=columns), split
+    example = TaskExample(prompt=prompt, answer=answer, demonstration=demonstration, columns=columns,
+                          prompt_messages=messages)
+    return example, split
+
+
+def require_answers(examples: Sequence[TaskExample], name: str) -> None:
+    """InputError naming the first example without a reference answer (the answer check and the
+    data_source verifiers need one; reward functions may not)."""
+    missing = [example for example in examples if example.answer is None]
+    if missing:
+        raise InputError(f"task {name!r}: {len(missing)} row(s) have no 'answer' (nor TRL's 'completion'), the first "
+                         f"with prompt {missing[0].prompt[:60]!r}; give one, or score with task.reward functions")
 
 
 def _parse_line(line: str, line_number: int, path: Path,
@@ -183,7 +202,13 @@ class JsonlTask:
         if not 0 <= val_fraction < 1:
             raise InputError(f"val_fraction must be in [0, 1), got {val_fraction}")
         train, validation = split_examples(read_task_examples(path, render_chat), val_fraction, seed)
+        require_answers(train + validation, Path(path).stem)
         return cls(Path(path).stem, train, validation, answer_check)
 
     def reward(self, completion_text: str, example: TaskExample) -> float:
+        """The verifier of the example's data_source when it names one (data_sources), else the
+        answer check: +1 correct, -1 otherwise."""
+        verifier = verifier_for(dict(example.columns).get(DATA_SOURCE_COLUMN))
+        if verifier is not None:
+            return CORRECT_REWARD if verifier(completion_text, example.answer) else INCORRECT_REWARD
         return answer_reward(completion_text, example.answer, check=self.answer_check)

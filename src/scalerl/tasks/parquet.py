@@ -18,12 +18,13 @@ PARQUET_SUFFIX = ".parquet"
 
 def verl_record(row: dict[str, Any]) -> dict[str, Any]:
     """A verl row as a task record: prompt as it is, answer = reward_model.ground_truth, split =
-    extra_info.split when it is one the task format knows, data_source and the rest kept as columns.
-    A row without reward_model is returned unchanged (the JSONL task format)."""
+    extra_info.split when it is one the task format knows, every column (data_source, ability,
+    reward_model, extra_info, ...) kept as it is for reward functions. A row without reward_model is
+    returned unchanged (the JSONL task format)."""
     reward_model = row.get("reward_model")
     if not isinstance(reward_model, dict):
         return row
-    record = {key: value for key, value in row.items() if key not in ("reward_model", "extra_info")}
+    record = dict(row)
     if reward_model.get("ground_truth") is not None:
         record["answer"] = reward_model["ground_truth"]
     extra = row.get("extra_info")

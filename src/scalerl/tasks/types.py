@@ -9,13 +9,16 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True)
 class TaskExample:
-    """One prompt, its reference answer, (if known) a worked completion for warm-up, and the
-    dataset's other columns as (name, value) pairs (what user reward functions receive)."""
+    """One prompt, its reference answer (None when the row has none: only reward functions can
+    score it), (if known) a worked completion for warm-up, the dataset's other columns as (name,
+    value) pairs (what user reward functions receive), and the chat messages the prompt was
+    rendered from (conversational rows: reward functions receive messages, as TRL passes them)."""
 
     prompt: str
-    answer: str
+    answer: str | None
     demonstration: str | None = None
     columns: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+    prompt_messages: tuple[dict[str, str], ...] | None = field(default=None, compare=False)
 
 
 class Task(Protocol):

@@ -22,6 +22,7 @@ import torch
 from scalerl.errors import InputError
 from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.models.policy import policy_forward, positions_from_mask
+from scalerl.tasks.passing import ScoredSamples, score_samples
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 from scalerl.train.batch.packed_rollouts import PackedRollouts
@@ -359,6 +360,9 @@ def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, to
     )
 
 
+SamplesCallback = Callable[[Sequence[TaskExample], Sequence[Rollout], ScoredSamples], None]
+
+
 def evaluate_correct_counts(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -370,8 +374,13 @@ def evaluate_correct_counts(
     length_control: LengthControl = LengthControl(),
     torch_generator: torch.Generator | None = None,
     prompts_per_batch: int = 64,
+    pass_threshold: float = 0.0,
+    pass_by_verifier: bool = False,
+    on_samples: SamplesCallback | None = None,
 ) -> list[int]:
-    """Per example, how many of its `samples_per_prompt` samples earn a reward > 0 (validation)."""
+    """Per example, how many of its `samples_per_prompt` samples pass (validation): reward >
+    pass_threshold, or the verifier's verdict (passing.score_samples), scored one prompt batch
+    at a time; `on_samples(examples of the batch, rollouts, scores)` sees every batch."""
     if not prompts:
         raise InputError("an evaluation needs at least one prompt")
     if torch_generator is None:
@@ -385,8 +394,12 @@ def evaluate_correct_counts(
             num_generations=samples_per_prompt, sampling=sampling,
             length_control=length_control, torch_generator=torch_generator,
         )
-        for rollout in rollouts:
-            counts[start + rollout.prompt_index] += task.reward(rollout.completion_text, batch[rollout.prompt_index]) > 0
+        scores = score_samples(task, [r.completion_text for r in rollouts], [batch[r.prompt_index] for r in rollouts],
+                               pass_threshold=pass_threshold, by_verifier=pass_by_verifier)
+        for rollout, passed in zip(rollouts, scores.passed):
+            counts[start + rollout.prompt_index] += passed
+        if on_samples is not None:
+            on_samples(batch, rollouts, scores)
     return counts
 
 

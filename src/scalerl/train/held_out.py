@@ -15,7 +15,9 @@ it still fails.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,6 +25,7 @@ import torch
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import evaluate_correct_counts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.tasks.passing import ScoredSamples
 from scalerl.tasks.rollout import SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 
@@ -66,16 +69,62 @@ def pass_rate_columns(counts: list[int], samples_per_prompt: int,
     return columns
 
 
-def validation_pass_rates(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig) -> dict[str, float]:
-    """The validation columns of a metrics row: {"val_pass_rate": mean of (reward > 0) over the
-    held-out prompts x `eval_samples_per_prompt` samples (one greedy completion each with
-    eval_greedy)} plus one pass rate per difficulty group (difficulty_groups)."""
+def validation_pass_rates(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
+                          *, run_dir: Path | None = None, step: int | None = None) -> dict[str, float]:
+    """The validation columns of a metrics row: {"val_pass_rate": share of the held-out prompts x
+    `eval_samples_per_prompt` samples that pass (reward > task.pass_threshold, or the verifier
+    with task.pass_by_verifier; one greedy completion each with eval_greedy)}, one pass rate per
+    difficulty group (difficulty_groups), "val_reward_mean" and, with task.reward functions,
+    "val_reward_<function>" (each function's mean). With `run_dir`, the first
+    `eval_logged_completions` samples are appended to RUN/completions.jsonl, tagged with `step`."""
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(config.seed + _EVAL_SEED_OFFSET)
     examples = validation_examples(task, config)
+    samples = SampleLog(config.eval_logged_completions if run_dir is not None else 0)
     counts = evaluate_correct_counts(
         model, tokenizer, task, examples, config.eval_samples_per_prompt,
         sampling=validation_sampling(config), length_control=length_control(config),
-        torch_generator=generator,
+        torch_generator=generator, pass_threshold=config.task.pass_threshold,
+        pass_by_verifier=config.task.pass_by_verifier, on_samples=samples.add,
     )
-    return pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples))
+    if run_dir is not None and samples.rows:
+        append_completions(run_dir / COMPLETIONS_FILE, samples.rows, step)
+    return {**pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples)),
+            **samples.reward_means()}
+
+
+COMPLETIONS_FILE = "completions.jsonl"
+
+
+class SampleLog:
+    """What an evaluation keeps of its samples: the first `limit` as table rows, and the sums
+    behind each reward mean."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.rows: list[dict[str, Any]] = []
+        self.sums: dict[str, float] = {}
+        self.count = 0
+
+    def add(self, examples, rollouts, scores: ScoredSamples) -> None:
+        self.count += len(rollouts)
+        self.sums["val_reward_mean"] = self.sums.get("val_reward_mean", 0.0) + sum(scores.rewards)
+        for name, values in scores.function_values.items():
+            column = f"val_reward_{re.sub(r'[^A-Za-z0-9.]+', '_', name).strip('_')}"
+            self.sums[column] = self.sums.get(column, 0.0) + sum(values)
+        for index, rollout in enumerate(rollouts[: max(0, self.limit - len(self.rows))]):
+            example = examples[rollout.prompt_index]
+            self.rows.append({"prompt": example.prompt, "completion": rollout.completion_text,
+                              "answer": example.answer, "reward": scores.rewards[index],
+                              "passed": scores.passed[index],
+                              **{name: values[index] for name, values in scores.function_values.items()}})
+
+    def reward_means(self) -> dict[str, float]:
+        return {column: total / self.count for column, total in self.sums.items()} if self.count else {}
+
+
+def append_completions(path: Path, rows: list[dict[str, Any]], step: int | None) -> None:
+    """Append one JSON line per sampled completion, each tagged with the step it was validated at."""
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps({"step": step, **row}, default=str) + "\n")

@@ -7,6 +7,7 @@ resume's config. One step's rollouts are scalerl.train.step_rollouts'.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -18,6 +19,7 @@ from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
 from scalerl.tasks.types import Task
 from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
+from scalerl.tasks.hub_datasets import is_hub_dataset_id
 from scalerl.tasks.loading import load_task
 from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.train_step import build_optimizer, build_scheduler
@@ -25,7 +27,8 @@ from scalerl.train.train_step import build_optimizer, build_scheduler
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 # train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
 # non-finite steps), never what it computes.
-RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast")
+RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast",
+                     "eval_logged_completions")
 
 
 def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
@@ -36,14 +39,27 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
         raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
                           "model directory (no config.json)")
     task_name = config.task.name
-    if task_name != "builtin" and not Path(task_name).is_file():
-        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin' nor an existing JSONL file")
+    if task_name != "builtin" and not Path(task_name).is_file() and not is_hub_dataset_id(task_name):
+        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin', an existing JSONL or parquet file, "
+                          "nor a dataset id (org/name)")
+    for key, names in (("task.train_files", config.task.train_paths), ("task.val_files", config.task.val_paths)):
+        missing = [name for name in names if not Path(name).is_file() and not is_hub_dataset_id(name)]
+        if missing:
+            raise ConfigError(f"{key}: {', '.join(map(repr, missing))} is no existing file nor dataset id")
     if device_here:
         check_device(config.device)
     if config.wandb:
         from scalerl.train.records.wandb_log import require_wandb
 
         require_wandb()
+
+
+def with_device_resolved(config: TrainConfig) -> TrainConfig:
+    """`config` with device=auto made cuda when torch sees a CUDA device, else cpu (the saved
+    config names the device the run used)."""
+    if config.device != "auto":
+        return config
+    return dataclasses.replace(config, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def check_device(device: str) -> None:
@@ -64,10 +80,11 @@ def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] =
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    task = load_task(config.task, render_chat=chat_renderer(config.model.path))
+    scored_by_functions = (bool(reward_functions) or bool(config.task.reward.strip())) and not config.task.pass_by_verifier
+    task = load_task(config.task, render_chat=chat_renderer(config.model.path, config.model.chat_template), answers_required=not scored_by_functions)
     if reward_functions:
-        return with_reward_functions(task, list(reward_functions), config.task.reward_weights)
-    return with_reward_functions(task, config.task.reward, config.task.reward_weights)
+        return with_reward_functions(task, list(reward_functions), config.task.reward_weights, config.max_steps)
+    return with_reward_functions(task, config.task.reward, config.task.reward_weights, config.max_steps)
 
 
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
@@ -122,9 +139,9 @@ def reference_policy(config: TrainConfig, task: Task) -> torch.nn.Module | None:
 
 
 def build_optimisation(model: torch.nn.Module, config: TrainConfig) -> tuple[torch.optim.Optimizer, Any]:
-    """(AdamW, warm-up LR schedule) of the run's optimiser settings."""
+    """(AdamW, warm-up then optim.lr_schedule LR schedule over max_steps) of the run's optimiser settings."""
     optimizer = build_optimizer(model, config.optim)
-    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps)
+    return optimizer, build_scheduler(optimizer, config.optim.warmup_steps, config.optim.lr_schedule, config.max_steps)
 
 
 def _leaf_values(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.tasks.custom_reward import RewardTrainerState
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import Task
 from scalerl.train.batch.packed_rollouts import PackedRollouts
@@ -21,19 +22,25 @@ from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import generate_packed
 
 
-def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int]) -> list[float]:
+def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int],
+                     global_step: int | None = None) -> list[float]:
     """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
-    task with a batch `rewards` method (user reward functions) is called once for all of them."""
+    task with a batch `rewards` method (user reward functions) is called once for all of them,
+    told `global_step` (optimiser steps done: the newest weight version that sampled them) in
+    TRL's trainer_state."""
     examples = [task.train[int(i)] for i in prompt_indices]
     batch_rewards = getattr(task, "rewards", None)
     if batch_rewards is not None:
-        return [float(value) for value in batch_rewards(list(texts), examples)]
+        state = None if global_step is None else RewardTrainerState(global_step, getattr(task, "max_steps", 0))
+        return [float(value) for value in batch_rewards(list(texts), examples, state)]
     return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
 
 
 def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
     """The verifier's reward of each rollout (the length penalty is added at training)."""
-    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts])
+    global_step = max((max(r.token_policy_versions, default=0) for r in rollouts), default=0)
+    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts],
+                               global_step)
     return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
 
 
@@ -41,7 +48,9 @@ def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
     """score_rollouts on a packed batch: the same rewards, read from its texts."""
     text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
     texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
-    return packed.with_rewards(np.array(verifier_rewards(task, texts, packed.prompt_index.tolist()), dtype=np.float64))
+    global_step = int(packed.versions.max()) if packed.versions.size else 0
+    rewards = verifier_rewards(task, texts, packed.prompt_index.tolist(), global_step)
+    return packed.with_rewards(np.array(rewards, dtype=np.float64))
 
 
 def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,

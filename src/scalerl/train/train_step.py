@@ -20,6 +20,7 @@ arXiv 2510.13786, section 4).
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -28,12 +29,12 @@ import numpy as np
 import torch
 
 from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.errors import InputError
+from scalerl.errors import ConfigError, InputError
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
-from scalerl.train.config.train_config import OptimConfig, TrainConfig
+from scalerl.train.config.train_config import LR_SCHEDULES, OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.train.guards.divergence_guard import DivergenceGuard
 from scalerl.train.guards.finite_checks import NonFiniteStep, require_bounded_step, require_finite_rollouts, require_finite_update
@@ -104,10 +105,25 @@ def build_optimizer(model: torch.nn.Module, optim: OptimConfig) -> torch.optim.A
     )
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """LambdaLR applying `warmup_lr_factor` (its state is plain numbers: JSON-serialisable)."""
+def lr_factor(step: int, warmup_steps: int, schedule: str = "constant", total_steps: int = 0) -> float:
+    """`warmup_lr_factor` during the warm-up, then by `schedule` with progress
+    p = (step - warmup_steps) / (total_steps - warmup_steps) clamped to [0, 1]:
+    constant 1, linear 1 - p, cosine (1 + cos(pi p)) / 2 (transformers' decays to 0 at total_steps)."""
+    if step < warmup_steps or schedule == "constant":
+        return warmup_lr_factor(step, warmup_steps)
+    progress = min(1.0, max(0.0, (step - warmup_steps) / max(1, total_steps - warmup_steps)))
+    if schedule == "linear":
+        return 1.0 - progress
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    raise ConfigError(f"optim.lr_schedule: {schedule!r} is not one of {', '.join(LR_SCHEDULES)}")
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, schedule: str = "constant",
+                    total_steps: int = 0) -> torch.optim.lr_scheduler.LambdaLR:
+    """LambdaLR applying `lr_factor` (its state is plain numbers: JSON-serialisable)."""
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: warmup_lr_factor(step, warmup_steps))
+        optimizer, lambda step: lr_factor(step, warmup_steps, schedule, total_steps))
 
 
 def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int, fill: float, *, left: bool,

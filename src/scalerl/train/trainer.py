@@ -30,7 +30,7 @@ from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
 from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.records.progress import RunProgress
-from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy
+from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy, with_device_resolved
 from scalerl.train.step_rollouts import generate_step, training_rewards
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.parallel.data_parallel import (
@@ -157,7 +157,8 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
            on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
-        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config)
+        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config, run_dir=run.run_dir,
+                                      step=row["step"])
         require_finite_validation(row["step"], rates[PASS_RATE_COLUMN])
         row.update(rates)
     if row.get("nonfinite"):
@@ -209,6 +210,7 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     Under torchrun (WORLD_SIZE > 1) every rank calls this: rank 0 runs and writes the run, the
     others follow it (scalerl.train.data_parallel_run) and return its last step with their rank;
     the process group this joins is left at the end (data_parallel.leave_process_group)."""
+    config = with_device_resolved(config)
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     joins = joins_from_environment()

@@ -127,6 +127,9 @@ def warm_start(
         raise ConfigError(f"warm-start steps must be >= 0, got {steps}")
     if not task.train:
         raise InputError(f"task {task.name!r} has no training examples to warm up on")
+    if any(example.demonstration is None and example.answer is None for example in task.train):
+        raise InputError(f"task {task.name!r} has rows with neither an answer nor a completion to warm up on: "
+                         "set model.warmstart_steps=0")
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     history: list[tuple[int, float]] = []

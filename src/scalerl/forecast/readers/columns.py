@@ -19,7 +19,7 @@ DEFAULT_X_TIERS: tuple[tuple[str, ...], ...] = (
     ("training/global_step", "train/global_step", "global_step", "step", "Step", "_step"),
 )
 DEFAULT_Y_TIERS: tuple[tuple[str, ...], ...] = (
-    ("val_pass_rate", "val/pass_rate"),
+    ("val_pass_rate", "val/pass_rate", "eval/pass_rate"),  # scalerl: metrics.jsonl, TRL-style, its TensorBoard tag
     ("eval_reward", "eval/reward"),
     ("eval_rewards/*/mean", "eval/rewards/*/mean"),  # TRL: one column per reward function
     ("val-core/*/reward/mean@1",),

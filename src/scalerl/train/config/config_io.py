@@ -24,8 +24,7 @@ from scalerl.errors import ConfigError
 from scalerl.parsing_limits import MAX_INT, load_json, load_toml, load_yaml, shown
 from scalerl.rl.config import RLConfig, gather_loss_params, spread_loss_params
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.records.safe_writes import write_atomically, writing
-from scalerl.train.config.trl_config import DIRECT_KEYS, is_trl_key, trl_assignments
+from scalerl.train.config.trl_config import DIRECT_KEYS, is_trl_key, refused_keys, trl_assignments
 
 # Names TRL / transformers users type, and the key that does the job here (suggestions only).
 FOREIGN_KEY_NAMES: dict[str, str] = {
@@ -229,6 +228,40 @@ def parse_assignment(root: type, assignment: str) -> tuple[str, Any]:
     return path, parse_value(text, value_type, path)
 
 
+def _assigned_values(root: type, values: Mapping[str, Any], assignment: str) -> dict[str, Any]:
+    """{dotted key: value} of one `key=value`: our key, or a TRL GRPOConfig name (its value read
+    as a YAML scalar, mapped as in a TRL config file against the current `values`)."""
+    key, sep, text = assignment.partition("=")
+    key = key.strip().lstrip("+")
+    try:
+        resolve_key(root, key)
+    except ConfigError as error:
+        if not is_trl_key(key):
+            raise ConfigError(unknown_key_message(root, key, trl_names=True)) if "unknown" in str(error) else error
+    else:
+        return dict([parse_assignment(root, assignment)])
+    if not sep:
+        raise ConfigError(f"expected key=value, got {shown(assignment)}")
+    if key in DIRECT_KEYS:
+        return dict([parse_assignment(root, f"{DIRECT_KEYS[key]}={text}")])
+    value = _scalar(text)
+    refused = refused_keys({key: value})
+    if refused:
+        raise ConfigError("TRL key with no counterpart here: " + "; ".join(refused))
+    return trl_assignments({key: value}, values)
+
+
+def _scalar(text: str) -> Any:
+    """A `--set` value in TRL's words: a number, true/false/null, or the text."""
+    for parse in (int, float):
+        try:
+            return parse(text.strip())
+        except ValueError:
+            pass
+    lowered = text.strip().lower()
+    return {"true": True, "false": False, "null": None, "none": None}.get(lowered, text.strip())
+
+
 def _set_path(values: dict[str, Any], path: str, value: Any) -> None:
     """Set dotted `path` in nested `values` in place (each section on the way copied once)."""
     *sections, leaf = path.split(".")
@@ -269,9 +302,9 @@ def apply_assignments(root: type, values: Mapping[str, Any], assignments: Iterab
     updated = dict(values)
     set_paths = set()
     for assignment in assignments:
-        path, value = parse_assignment(root, assignment)
-        _set_path(updated, path, value)
-        set_paths.add(path)
+        for path, value in _assigned_values(root, updated, assignment).items():
+            _set_path(updated, path, value)
+            set_paths.add(path)
     follow_scaled_keys(root, values, updated, set_paths)
     return updated
 
@@ -339,11 +372,24 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
 RUN_DIRECTORY_KEY = "output_dir"  # TRL's name of the run directory: the caller's, never a config key
 
 
+def leaf_names(root: type) -> set[str]:
+    """The last part of every dotted key of `root` (what a file may name a key by)."""
+    return {path.rsplit(".", 1)[-1] for path in field_paths(root)}
+
+
+def is_trl_file(root: type, values: Mapping[str, Any]) -> bool:
+    """Whether a config file's values are a TRL GRPOConfig: some key is a TRL name and neither a
+    key nor a leaf name of `root` (`temperature` alone is ours; `learning_rate` is TRL's)."""
+    ours = set(field_paths(root)) | leaf_names(root)
+    return any(is_trl_key(str(key)) and str(key) not in ours for key in values)
+
+
 def file_assignments(root: type, values: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """{dotted key: value} of a config file's values: sections as objects (`rl: {loss: cispo}`),
     dotted keys (`rl.loss: cispo`), unique leaf names (`lr: 1e-4`) and TRL GRPOConfig names
-    (scalerl.train.config.trl_config, read against the nested `base` values). Every unknown key is
-    listed in one ConfigError, each with its closest keys."""
+    (scalerl.train.config.trl_config, read against the nested `base` values; a TRL file's missing keys
+    take TRL's defaults). Every unknown or refused key is listed in one ConfigError, each unknown
+    one with its closest keys."""
     paths = set(field_paths(root))
     sections = {name for name, kind in field_types(root).items() if dataclasses.is_dataclass(kind)}
     ours: dict[str, Any] = {}
@@ -351,7 +397,7 @@ def file_assignments(root: type, values: Mapping[str, Any], base: Mapping[str, A
     unknown: list[str] = []
     for key, value in values.items():
         key = str(key)
-        if key in sections:
+        if key in sections and not (is_trl_key(key) and isinstance(value, str)):  # TRL's optim: adamw_torch
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{key}: expected an object of its keys, got {shown(value)}")
             for leaf, leaf_value in value.items():
@@ -367,11 +413,15 @@ def file_assignments(root: type, values: Mapping[str, Any], base: Mapping[str, A
             ours[resolve_key(root, key)[0]] = value
         elif key != RUN_DIRECTORY_KEY:
             unknown.append(key)
-    if unknown:
-        raise ConfigError(unknown_keys_message(root, unknown, trl_names=True))
+    refused = refused_keys({**trl, **({"max_steps": ours["max_steps"]} if "max_steps" in ours else {})})
+    if unknown or refused:
+        messages = [unknown_keys_message(root, unknown, trl_names=True)] if unknown else []
+        messages += ["TRL keys with no counterpart here: " + "; ".join(refused)] if refused else []
+        raise ConfigError("; ".join(messages))
     if trl:
         context = {"max_steps": ours["max_steps"]} if "max_steps" in ours else {}
-        return {**trl_assignments({**trl, **context}, base), **ours}
+        assigned = trl_assignments({**trl, **context}, base, with_defaults=is_trl_file(root, values))
+        return {**assigned, **ours}
     return ours
 
 
@@ -402,6 +452,8 @@ def run_directory_of(path: str | os.PathLike) -> str | None:
 def write_json_config(values: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Write nested config values as indented, key-sorted JSON (atomically; OutputError names the
     file when the write fails) and return the path."""
+    from scalerl.train.records.safe_writes import write_atomically, writing  # safetensors: not in the forecaster-only install
+
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -78,14 +78,21 @@ class SamplingConfig:
                  f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]")
 
 
+LR_SCHEDULES = ("constant", "linear", "cosine")
+CONFIG_DEFAULTS = ("scalerl", "trl")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
-    """AdamW with linear warm-up then a constant learning rate, and gradient clipping."""
+    """AdamW with linear warm-up then a constant (or decaying) learning rate, and gradient clipping."""
 
     lr: float = field(default=1e-4, metadata={
         "help": "AdamW learning rate (TRL's learning_rate); below 1: AdamW moves each weight by about lr "
                 "per step, so lr >= 1 replaces the weights (RL fine-tuning uses 1e-6 to 1e-4)"})
     warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
+    lr_schedule: str = field(default="constant", metadata={
+        "help": "learning rate after the warm-up: constant, linear or cosine decay to 0 at max_steps "
+                "(TRL's lr_scheduler_type)"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
     adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
     adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
@@ -98,6 +105,7 @@ class OptimConfig:
         _require(self.lr < MAX_LR, "optim.lr", f"must be below {MAX_LR:g} (AdamW moves each weight by about lr per "
                  f"step: a larger rate replaces the weights), got {self.lr!r}")
         _require_non_negative(self.warmup_steps, "optim.warmup_steps")
+        _require_choice(self.lr_schedule, "optim.lr_schedule", LR_SCHEDULES)
         _require_non_negative(self.weight_decay, "optim.weight_decay")
         _require_positive(self.adam_eps, "optim.adam_eps")
         for name in ("adam_beta1", "adam_beta2"):
@@ -225,11 +233,14 @@ class TrainConfig:
     eval_greedy: bool = field(
         default=False,
         metadata={"help": "validate with greedy decoding (one completion per prompt) instead of sampling"})
+    eval_logged_completions: int = field(default=8, metadata={
+        "help": "validation samples appended to RUN/completions.jsonl at each evaluation (prompt, completion, "
+                "reward, verdict; 0: none)"})
     checkpoint_every: int = field(
         default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"})
     keep_checkpoints: int = field(default=1, metadata={"help": "how many of the newest checkpoints to keep"})
     seed: int = field(default=0, metadata={"help": "seed of the run (sampling, prompts, built-in model)"})
-    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N or mps"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N, mps or auto (cuda when available, else cpu)"})
     dtype: str = field(default="float32", metadata={"help": "model body dtype: float32 or bfloat16"})
     num_devices: int = field(default=1, metadata={"help": "devices counted in device_hours"})
     # 1 is much faster than torch's default on a CPU shared with other jobs.
@@ -242,6 +253,9 @@ class TrainConfig:
     wandb_project: str = field(default="", metadata={"help": "W&B project ('': $WANDB_PROJECT, else scalerl)"})
     wandb_run_name: str = field(
         default="", metadata={"help": "W&B run name ('': $WANDB_NAME, else the run directory's name)"})
+    config_defaults: str = field(default="scalerl", metadata={
+        "help": "whose defaults the keys a --config file left out took: scalerl (the preset's) or trl (a TRL "
+                "GRPOConfig file: TRL's defaults and behaviour)"})
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
@@ -251,18 +265,20 @@ class TrainConfig:
                      "checkpoint_every", "keep_checkpoints", "num_devices"):
             _require_positive(getattr(self, name), name)
         device_index = self.device[len("cuda:"):] if self.device.startswith("cuda:") else "0"
-        _require(self.device in ("cpu", "cuda", "mps") or (self.device.startswith("cuda:") and device_index.isdigit()),
-                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps")
+        _require(self.device in ("cpu", "cuda", "mps", "auto") or (self.device.startswith("cuda:") and device_index.isdigit()),
+                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps, auto")
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
+        _require_choice(self.config_defaults, "config_defaults", CONFIG_DEFAULTS)
         _require_non_negative(self.torch_threads, "torch_threads")
+        _require_non_negative(self.eval_logged_completions, "eval_logged_completions")
         _require(self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
                  "model.lora_r", "LoRA runs generate with pipeline.backend=hf (the generators receive the "
                  "adapter weights only), not vllm")
         _require(not self.eval_greedy or self.eval_samples_per_prompt == 1, "eval_samples_per_prompt",
                  f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
                  f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}")
-        _require(self.task.name != "builtin" or self.eval_prompts <= self.task.num_val_prompts,
+        _require(self.task.name != "builtin" or bool(self.task.train_paths) or self.eval_prompts <= self.task.num_val_prompts,
                  "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
                  f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
         _require(self.task.name != "builtin" or self.sampling.prompts_per_step <= self.task.num_train_prompts,

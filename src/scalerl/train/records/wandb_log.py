@@ -63,7 +63,8 @@ def _run_id(run_dir: Path) -> str:
 
 
 class WandbMirror:
-    """Logs each metrics row to one W&B run at the row's step."""
+    """Logs each metrics row to one W&B run at the row's step; W&B's files go to $WANDB_DIR when
+    set, else into the run directory."""
 
     def __init__(self, run_dir: str | os.PathLike, *, project: str, run_name: str = "",
                  config: Mapping[str, Any] | None = None):
@@ -73,7 +74,8 @@ class WandbMirror:
         run_dir = Path(run_dir)
         try:
             self._run = wandb.init(**run_identity(project, run_name, run_dir, os.environ), id=_run_id(run_dir),
-                                   resume="allow", dir=str(run_dir), config=dict(config or {}),
+                                   resume="allow", dir=os.environ.get("WANDB_DIR") or str(run_dir),
+                                   config=dict(config or {}),
                                    settings=wandb.Settings(console="off", quiet=True))
         except Exception as error:  # wandb raises its own types (UsageError, CommError, ...) and more
             raise ConfigError(f"wandb: could not start a W&B run ({' '.join(str(error).split())}); "
