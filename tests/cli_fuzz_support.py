@@ -28,10 +28,10 @@ def file_bytes(draw, text):
         at = draw(st.integers(0, len(data)))
         data = data[:at] + b"\x00" + data[at:]
     elif damage == "cut" and data:
-        data = data[:draw(st.integers(0, len(data) - 1))]
+        data = data[: draw(st.integers(0, len(data) - 1))]
     elif damage == "flip" and data:
         at = draw(st.integers(0, len(data) - 1))
-        data = data[:at] + bytes([data[at] ^ (1 << draw(st.integers(0, 7)))]) + data[at + 1:]
+        data = data[:at] + bytes([data[at] ^ (1 << draw(st.integers(0, 7)))]) + data[at + 1 :]
     event(f"encoding {encoding}, damage {damage}")
     return data
 
@@ -43,8 +43,11 @@ def run_scalerl(argv: list[str]) -> tuple[int, str, str]:
     sys.argv = ["scalerl", *argv]
     exit_code = 0
     try:
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(stdout), \
-                contextlib.redirect_stderr(stderr):
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+        ):
             warnings.simplefilter("always")
             try:
                 main()
@@ -65,7 +68,9 @@ def check_outcome(argv: list[str], exit_code: int, stdout: str, stderr: str) -> 
     if exit_code == 0:
         if "--json" in argv:
             assert stdout.count("\n") == 1 and stdout.endswith("\n"), shown
-            payload = json.loads(stdout, parse_constant=lambda token: pytest.fail(f"non-standard JSON {token}\n{shown}"))
+            payload = json.loads(
+                stdout, parse_constant=lambda token: pytest.fail(f"non-standard JSON {token}\n{shown}")
+            )
             assert {"params", "intervals", "n_points", "warnings"} <= set(payload), shown
             assert stderr == "", shown
         else:

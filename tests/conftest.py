@@ -8,10 +8,20 @@ from __future__ import annotations
 import pytest
 
 TINY_SIZES = (
-    "model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0",
-    "eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "num_train_prompts=50",
-    "prompts_per_step=3", "generations_per_prompt=3",
-    "max_new_tokens=16", "thinking_budget_min=6", "thinking_budget_max=8", "penalty_cache_tokens=8",
+    "model.num_layers=1",
+    "model.hidden_size=32",
+    "model.num_heads=2",
+    "model.warmstart_steps=0",
+    "eval_prompts=4",
+    "num_val_prompts=8",
+    "eval_samples_per_prompt=2",
+    "num_train_prompts=50",
+    "prompts_per_step=3",
+    "generations_per_prompt=3",
+    "max_new_tokens=16",
+    "thinking_budget_min=6",
+    "thinking_budget_max=8",
+    "penalty_cache_tokens=8",
 )
 # length-penalty rewards vary with the length, so even the untrained model gets gradients
 LEARNS_FROM_THE_START = ("sampling.length_control=penalty", "optim.lr=1e-2", "warmup_steps=2")

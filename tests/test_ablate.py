@@ -10,13 +10,13 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.errors import ConfigError
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.study.knobs import knob_assignments, resolve_knob, split_knob
+from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
 from scalerl.study.ablate_plan import parse_sweep, plan_leave_one_out, plan_sweep
+from scalerl.study.knobs import knob_assignments, resolve_knob, split_knob
+from scalerl.study.study_runs import read_plan, run_study, variant_config, variant_run_dirs, write_plan
+from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
 from scalerl.train.config.train_config import save_config
 from scalerl.train.records.metrics_log import append_row
-from scalerl.models.sizes import MODEL_SIZES, model_size_assignments
-from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
-from scalerl.study.study_runs import read_plan, run_study, variant_config, variant_run_dirs, write_plan
 
 runner = CliRunner()
 DEFAULT = preset_config("scalerl")
@@ -54,11 +54,16 @@ def test_compound_knobs_set_every_field_they_need():
         model_size_assignments("huge")
     # default: max_new_tokens 64, thinking budget 40..48, penalty cache 16 -> scaled by 96/64
     assert knob_assignments("gen_length", "96", DEFAULT) == (
-        "sampling.max_new_tokens=96", "sampling.thinking_budget_min=60", "sampling.thinking_budget_max=72",
-        "sampling.penalty_cache_tokens=24")
+        "sampling.max_new_tokens=96",
+        "sampling.thinking_budget_min=60",
+        "sampling.thinking_budget_max=72",
+        "sampling.penalty_cache_tokens=24",
+    )
     # default batch 32 x 16 = 512 sequences
     assert knob_assignments("generations_fixed_batch", "8", DEFAULT) == (
-        "sampling.generations_per_prompt=8", "sampling.prompts_per_step=64")
+        "sampling.generations_per_prompt=8",
+        "sampling.prompts_per_step=64",
+    )
     with pytest.raises(ConfigError, match="must divide the total batch of 512"):
         knob_assignments("generations_fixed_batch", "3", DEFAULT)
     with pytest.raises(ConfigError, match="gen_length=0: expected a positive integer"):
@@ -205,8 +210,19 @@ RUN_SCHEDULE = ("eval_every=1", "checkpoint_every=1")
 
 @pytest.mark.slow
 def test_tiny_ablation_trains_then_skips_finished_runs(tiny_study_options, tmp_path):
-    command = ["ablate", "--out", str(tmp_path), "--leave-one-out", "loss=dapo", "--seeds", "2", "--max-steps", "2",
-               "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
+    command = [
+        "ablate",
+        "--out",
+        str(tmp_path),
+        "--leave-one-out",
+        "loss=dapo",
+        "--seeds",
+        "2",
+        "--max-steps",
+        "2",
+        "--no-progress",
+        *tiny_study_options(*RUN_SCHEDULE),
+    ]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     for run in ("scalerl/seed-0", "scalerl/seed-1", "loss-dapo/seed-0", "loss-dapo/seed-1"):
@@ -223,8 +239,20 @@ def test_tiny_ablation_trains_then_skips_finished_runs(tiny_study_options, tmp_p
 
 @pytest.mark.slow
 def test_parallel_ablation_on_ray_trains_each_run_once(tiny_study_options, tmp_path):
-    command = ["ablate", "--out", str(tmp_path), "--sweep", "lr=1e-4,2e-4", "--max-steps", "2", "--parallel",
-               "--ray-cpus", "2", "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
+    command = [
+        "ablate",
+        "--out",
+        str(tmp_path),
+        "--sweep",
+        "lr=1e-4,2e-4",
+        "--max-steps",
+        "2",
+        "--parallel",
+        "--ray-cpus",
+        "2",
+        "--no-progress",
+        *tiny_study_options(*RUN_SCHEDULE),
+    ]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     assert "2 runs to train on Ray (0 finished, skipped)" in result.output
@@ -251,7 +279,8 @@ def test_a_failed_ray_run_is_named_in_one_error_and_the_others_finish(tmp_path):
 
     lines = []
     with pytest.raises(RunsFailedError, match=r"1 run\(s\) failed: loss-dapo \(.*out of memory.*run the same command"):
-        run_jobs_on_ray(jobs, ["scalerl", "loss-dapo"], RayOptions(1.0, "", 2), log=lines.append,
-                        train_fn=train_or_fail)
+        run_jobs_on_ray(
+            jobs, ["scalerl", "loss-dapo"], RayOptions(1.0, "", 2), log=lines.append, train_fn=train_or_fail
+        )
     assert (tmp_path / "scalerl" / "done").read_text() == "ok"
     assert "run loss-dapo failed" in lines and any(line.startswith("run scalerl finished") for line in lines)

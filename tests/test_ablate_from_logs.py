@@ -35,8 +35,9 @@ def seed_rewards(variant: str, seed: str, noise: float, **changes) -> np.ndarray
 
 
 def write_log(path, rewards, x_column="compute"):
-    lines = [f"step,{x_column},reward"] + [f"{step},{c:.6g},{r:.6f}" for step, (c, r) in
-                                           enumerate(zip(COMPUTE, rewards))]
+    lines = [f"step,{x_column},reward"] + [
+        f"{step},{c:.6g},{r:.6f}" for step, (c, r) in enumerate(zip(COMPUTE, rewards))
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -165,7 +166,8 @@ def test_cli_prints_the_table_and_writes_the_report_files(tmp_path):
 def test_yaml_manifest_with_selectors(tmp_path):
     (tmp_path / "runs.yaml").write_text(
         "runs:\n  - {path: a.csv, variant: base, seed: 1, run: r1, segment: 2}\n"
-        "  - {path: b.csv, variant: base, seed: 2}\n")
+        "  - {path: b.csv, variant: base, seed: 2}\n"
+    )
     rows = read_manifest(tmp_path / "runs.yaml")
     assert (rows[0].source.run, rows[0].source.segment, rows[0].seed) == ("r1", 2, "1")
     assert rows[1].source.path == tmp_path / "b.csv"
@@ -173,11 +175,15 @@ def test_yaml_manifest_with_selectors(tmp_path):
 
 @pytest.mark.slow
 def test_a_wandb_export_is_split_into_variants_and_seeds_by_the_pattern(tmp_path):
-    runs = {f"{variant}-seed{seed}": seed_rewards(variant, seed, 0.002, **changes)
-            for variant, changes in (("base", {}), ("bigA", {"a": 0.65})) for seed in ("1", "2", "3")}
+    runs = {
+        f"{variant}-seed{seed}": seed_rewards(variant, seed, 0.002, **changes)
+        for variant, changes in (("base", {}), ("bigA", {"a": 0.65}))
+        for seed in ("1", "2", "3")
+    }
     header = ["Step"] + [f"{name} - eval/reward" for name in runs]
-    lines = [",".join(header)] + [",".join([f"{c:.6g}", *(f"{r[i]:.6f}" for r in runs.values())])
-                                  for i, c in enumerate(COMPUTE)]
+    lines = [",".join(header)] + [
+        ",".join([f"{c:.6g}", *(f"{r[i]:.6f}" for r in runs.values())]) for i, c in enumerate(COMPUTE)
+    ]
     export = tmp_path / "export.csv"
     export.write_text("\n".join(lines) + "\n")
     rows = wandb_rows(export, r"(?P<variant>\w+)-seed(?P<seed>\d+)")
@@ -187,8 +193,13 @@ def test_a_wandb_export_is_split_into_variants_and_seeds_by_the_pattern(tmp_path
 
 
 def test_compute_axis_of_a_column_name():
-    assert [compute_axis(name) for name in ("gpu_hours", "flops", "num_tokens", "global_step", "compute")] == \
-        ["GPU-hours", "FLOPs", "tokens", "steps", "compute"]
+    assert [compute_axis(name) for name in ("gpu_hours", "flops", "num_tokens", "global_step", "compute")] == [
+        "GPU-hours",
+        "FLOPs",
+        "tokens",
+        "steps",
+        "compute",
+    ]
 
 
 def _error_line(result):
@@ -200,8 +211,9 @@ def _error_line(result):
 
 
 def _ablate(manifest, tmp_path, *extra):
-    return runner.invoke(app, ["ablate", "--from-logs", str(manifest), "--base", "base",
-                               "--out", str(tmp_path / "out"), *extra])
+    return runner.invoke(
+        app, ["ablate", "--from-logs", str(manifest), "--base", "base", "--out", str(tmp_path / "out"), *extra]
+    )
 
 
 def test_a_missing_file_is_one_error_line(tmp_path):
@@ -258,15 +270,21 @@ def test_logs_in_percent_get_the_pass_rates_verdicts_with_the_margin_in_points(t
     for row in manifest.read_text().splitlines()[1:]:
         path = tmp_path / row.split(",")[0]
         lines = path.read_text().splitlines()
-        path.write_text("\n".join([lines[0]] + [f"{s},{c},{100 * float(r):.4f}" for s, c, r in
-                                                (line.split(",") for line in lines[1:])]) + "\n")
+        path.write_text(
+            "\n".join(
+                [lines[0]] + [f"{s},{c},{100 * float(r):.4f}" for s, c, r in (line.split(",") for line in lines[1:])]
+            )
+            + "\n"
+        )
     given = build_from_logs_report(read_manifest(manifest), "base", reward_range=(0.0, 100.0))
     assert given.margin == pytest.approx(2.0) and given.margin_source == "paper default"
     assert (verdict_of(given, "a-up").verdict, verdict_of(given, "a-up").direction) == (CEILING, "up")
     assert verdict_of(given, "a-up").delta_a.mean == pytest.approx(5.0, abs=1.0)
     assert verdict_of(given, "a-close").verdict == NO_EFFECT
     inferred = build_from_logs_report(read_manifest(manifest), "base")
-    assert all(seed.fit is not None and seed.fit.reward_range is None for item in inferred.variants for seed in item.seeds)
+    assert all(
+        seed.fit is not None and seed.fit.reward_range is None for item in inferred.variants for seed in item.seeds
+    )
     assert (verdict_of(inferred, "a-up").verdict, verdict_of(inferred, "a-up").direction) == (CEILING, "up")
 
 
@@ -281,14 +299,18 @@ def test_a_log_source_with_a_fit_window_reads_the_first_part(tmp_path):
     np.testing.assert_array_equal(half.reward, whole.reward[: len(half)])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--fit-fraction", "0"], "--fit-fraction must be in (0, 1]"),
-    (["--fit-until", "1e4", "--fit-fraction", "0.5"], "not both"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fit-fraction", "0"], "--fit-fraction must be in (0, 1]"),
+        (["--fit-until", "1e4", "--fit-fraction", "0.5"], "not both"),
+    ],
+)
 def test_from_logs_refuses_a_bad_fit_window_in_one_line(tmp_path, args, message):
     manifest = write_study(tmp_path / "logs", {"base": {}, "a-up": {"a": 0.65}}, seeds=("1", "2"))
-    result = runner.invoke(app, ["ablate", "--from-logs", str(manifest), "--base", "base", "--out",
-                                 str(tmp_path / "out"), *args])
+    result = runner.invoke(
+        app, ["ablate", "--from-logs", str(manifest), "--base", "base", "--out", str(tmp_path / "out"), *args]
+    )
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "out").exists()
 

@@ -36,8 +36,9 @@ def test_the_three_aggregations_differ_on_a_ragged_batch_and_agree_on_a_uniform_
     # Equal lengths and equal group sizes: all three are the plain mean.
     assert uniform["token"] == pytest.approx(uniform["sample"])
     assert uniform["sample"] != pytest.approx(uniform["prompt"])  # groups of 2 and 1 sequences
-    equal_groups = {name: fn(TOKEN_LOSS[:2], torch.ones(2, 3), torch.tensor([0, 1])).item()
-                    for name, fn in _FUNCTIONS.items()}
+    equal_groups = {
+        name: fn(TOKEN_LOSS[:2], torch.ones(2, 3), torch.tensor([0, 1])).item() for name, fn in _FUNCTIONS.items()
+    }
     assert len({round(value, 6) for value in equal_groups.values()}) == 1
 
 

@@ -116,7 +116,7 @@ def step_functions(step: str) -> list[tuple[str, str, ast.AST | None, bool]]:
             name = span
         else:
             continue
-        arrowed = text[:match.start()].rstrip().endswith("->")
+        arrowed = text[: match.start()].rstrip().endswith("->")
         result.append((span, called_name(name), resolve(name, file), arrowed))
     return result
 
@@ -137,8 +137,11 @@ PATHS = ("Synchronous (", "Asynchronous (")
 def test_every_reference_in_the_map_is_defined() -> None:
     references = REFERENCE.findall(MAP.read_text(encoding="utf-8"))
     assert len(references) > 40
-    missing = [f"{path}:{name}" for path, name in references
-               if source_file(path) is None or name not in definitions(source_file(path))]
+    missing = [
+        f"{path}:{name}"
+        for path, name in references
+        if source_file(path) is None or name not in definitions(source_file(path))
+    ]
     assert missing == []
 
 
@@ -174,5 +177,10 @@ def test_the_checks_fail_on_a_wrong_map() -> None:
     assert called_name("step_rollouts.generate_step") in calls_in(resolve("_generate", trainer))
     assert "train_step" not in calls_in(resolve("_generate", trainer))
     assert resolve("validation_pass_rate", source_file("train/held_out.py")) is None
-    assert [span for span, _, _, arrowed in step_functions("`train/trainer.py:run_one_step` -> `_generate` "
-                                                          "(`train/x.py:y` -> `z`)") if arrowed] == ["_generate"]
+    assert [
+        span
+        for span, _, _, arrowed in step_functions(
+            "`train/trainer.py:run_one_step` -> `_generate` (`train/x.py:y` -> `z`)"
+        )
+        if arrowed
+    ] == ["_generate"]

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.save_load import (
     latest_checkpoint,
     list_checkpoints,
@@ -11,7 +12,6 @@ from scalerl.train.checkpoint.save_load import (
     save_checkpoint,
 )
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
@@ -33,9 +33,17 @@ def _trained_setup(seed):
 
 
 def _save(tmp_path, step, model, optimizer, scheduler, generator, rng, keep=1):
-    return save_checkpoint(tmp_path, step, model=model, optimizer=optimizer, scheduler=scheduler,
-                           torch_generators={"rollout": generator}, numpy_rng=rng,
-                           state={"pool": {"removed": [3, 5]}, "flops": 1.5e9}, keep=keep)
+    return save_checkpoint(
+        tmp_path,
+        step,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        torch_generators={"rollout": generator},
+        numpy_rng=rng,
+        state={"pool": {"removed": [3, 5]}, "flops": 1.5e9},
+        keep=keep,
+    )
 
 
 def test_round_trip_restores_weights_optimizer_scheduler_and_rng(tmp_path):
@@ -52,9 +60,14 @@ def test_round_trip_restores_weights_optimizer_scheduler_and_rng(tmp_path):
     other_model, other_optimizer, other_scheduler = _trained_setup(seed=1)
     other_generator, other_rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
     torch.manual_seed(0)
-    step, state = load_checkpoint(path, model=other_model, optimizer=other_optimizer,
-                                  scheduler=other_scheduler,
-                                  torch_generators={"rollout": other_generator}, numpy_rng=other_rng)
+    step, state = load_checkpoint(
+        path,
+        model=other_model,
+        optimizer=other_optimizer,
+        scheduler=other_scheduler,
+        torch_generators={"rollout": other_generator},
+        numpy_rng=other_rng,
+    )
     assert step == 7 and state == {"pool": {"removed": [3, 5]}, "flops": 1.5e9}
     for a, b in zip(model.state_dict().values(), other_model.state_dict().values()):
         assert torch.equal(a, b)
@@ -74,8 +87,15 @@ def test_no_pickle_files_and_state_is_json(tmp_path):
     model, optimizer, scheduler = _trained_setup(seed=0)
     path = _save(tmp_path, 1, model, optimizer, scheduler, torch.Generator(), np.random.default_rng())
     names = sorted(p.name for p in path.rglob("*") if p.is_file())
-    assert names == ["config.json", "generation_config.json", "manifest.json", "model.safetensors",
-                     "optimizer.safetensors", "rng.safetensors", "state.json"]
+    assert names == [
+        "config.json",
+        "generation_config.json",
+        "manifest.json",
+        "model.safetensors",
+        "optimizer.safetensors",
+        "rng.safetensors",
+        "state.json",
+    ]
     assert json.loads((path / "training_state" / "state.json").read_text())["step"] == 1
 
 
@@ -97,5 +117,11 @@ def test_unreadable_checkpoint_is_an_input_error(tmp_path):
     path = _save(tmp_path, 1, model, optimizer, scheduler, torch.Generator(), np.random.default_rng())
     (path / "training_state" / "state.json").write_text("{broken")
     with pytest.raises(InputError, match="unreadable"):
-        load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler,
-                        torch_generators={}, numpy_rng=np.random.default_rng())
+        load_checkpoint(
+            path,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            torch_generators={},
+            numpy_rng=np.random.default_rng(),
+        )

@@ -11,17 +11,17 @@ import struct
 import numpy as np
 import pytest
 import torch
+from cli_invocation import assert_one_line_error, invoke
 from safetensors.torch import load_file, save_file
 
-from cli_invocation import assert_one_line_error, invoke
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
+from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
 from scalerl.train.checkpoint.verify import verify_checkpoint
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
 from scalerl.train.guards.finite_checks import DivergenceError
-from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
@@ -40,9 +40,18 @@ def _setup():
 
 
 def _save(run_dir, step, model, tokenizer, optimizer, scheduler):
-    return save_checkpoint(run_dir, step, model=model, optimizer=optimizer, scheduler=scheduler,
-                           torch_generators={"rollout": torch.Generator().manual_seed(1)},
-                           numpy_rng=np.random.default_rng(2), state={}, keep=2, tokenizer=tokenizer)
+    return save_checkpoint(
+        run_dir,
+        step,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        torch_generators={"rollout": torch.Generator().manual_seed(1)},
+        numpy_rng=np.random.default_rng(2),
+        state={},
+        keep=2,
+        tokenizer=tokenizer,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +108,11 @@ def _fallback_warning(run_dir):
 def test_the_manifest_lists_every_file_with_its_size_and_sha256(run):
     checkpoint = _newest(run)
     files = read_manifest(checkpoint)
-    on_disk = sorted(p.relative_to(checkpoint).as_posix() for p in checkpoint.rglob("*")
-                     if p.is_file() and p != manifest_path(checkpoint))
+    on_disk = sorted(
+        p.relative_to(checkpoint).as_posix()
+        for p in checkpoint.rglob("*")
+        if p.is_file() and p != manifest_path(checkpoint)
+    )
     assert sorted(files) == on_disk and "model.safetensors" in files
     assert files["model.safetensors"]["size"] == (checkpoint / "model.safetensors").stat().st_size
     assert len(files["training_state/rng.safetensors"]["sha256"]) == 64
@@ -122,8 +134,10 @@ def test_a_crash_before_the_manifest_leaves_no_checkpoint(tmp_path, monkeypatch)
 CHECKSUM_DAMAGES = {  # one changed byte the headers and JSON checks alone would miss
     "flipped weight bit": ("model.safetensors", lambda c: _flip_bit(c / "model.safetensors")),
     "flipped rng byte": ("rng.safetensors", lambda c: _flip_bit(c / "training_state" / "rng.safetensors")),
-    "flipped optimiser bit": ("optimizer.safetensors",
-                              lambda c: _flip_bit(c / "training_state" / "optimizer.safetensors")),
+    "flipped optimiser bit": (
+        "optimizer.safetensors",
+        lambda c: _flip_bit(c / "training_state" / "optimizer.safetensors"),
+    ),
     "lr=inf": ("state.json", lambda c: _edit_state(c, lambda s: s["optimizer"]["param_groups"][0].update(lr=1e999))),
 }
 
@@ -138,16 +152,26 @@ def test_a_changed_byte_fails_the_checksum_and_resume_falls_back(run, damage):
 
 CONTENT_DAMAGES = {  # damage with a manifest rewritten to match: the content checks must find it
     "NaN weight": ("holds a NaN or an infinity", lambda c: _set_tensor_value(c / "model.safetensors", float("nan"))),
-    "inf optimiser state": ("holds a NaN or an infinity",
-                            lambda c: _set_tensor_value(c / "training_state" / "optimizer.safetensors", float("inf"))),
-    "lr=inf": ("optimizer lr is inf", lambda c: _edit_state(
-        c, lambda s: s["optimizer"]["param_groups"][0].update(lr=float("inf")))),
-    "betas out of range": ("betas", lambda c: _edit_state(
-        c, lambda s: s["optimizer"]["param_groups"][0].update(betas=[1.5, 0.9]))),
-    "non-numeric scheduler": ("scheduler base_lrs", lambda c: _edit_state(
-        c, lambda s: s["scheduler"].update(base_lrs=["fast"]))),
-    "scheduler step a string": ("scheduler last_epoch", lambda c: _edit_state(
-        c, lambda s: s["scheduler"].update(last_epoch="four"))),
+    "inf optimiser state": (
+        "holds a NaN or an infinity",
+        lambda c: _set_tensor_value(c / "training_state" / "optimizer.safetensors", float("inf")),
+    ),
+    "lr=inf": (
+        "optimizer lr is inf",
+        lambda c: _edit_state(c, lambda s: s["optimizer"]["param_groups"][0].update(lr=float("inf"))),
+    ),
+    "betas out of range": (
+        "betas",
+        lambda c: _edit_state(c, lambda s: s["optimizer"]["param_groups"][0].update(betas=[1.5, 0.9])),
+    ),
+    "non-numeric scheduler": (
+        "scheduler base_lrs",
+        lambda c: _edit_state(c, lambda s: s["scheduler"].update(base_lrs=["fast"])),
+    ),
+    "scheduler step a string": (
+        "scheduler last_epoch",
+        lambda c: _edit_state(c, lambda s: s["scheduler"].update(last_epoch="four")),
+    ),
 }
 
 
@@ -162,8 +186,9 @@ def test_values_out_of_range_or_not_finite_are_damage_even_with_a_matching_manif
 def _huge_safetensors(path, declared_bytes):
     """A safetensors file whose header declares one uint8 tensor of `declared_bytes`, made the
     matching size as a sparse file (nothing is written but the header)."""
-    header = json.dumps({"global_cpu": {"dtype": "U8", "shape": [declared_bytes],
-                                        "data_offsets": [0, declared_bytes]}}).encode()
+    header = json.dumps(
+        {"global_cpu": {"dtype": "U8", "shape": [declared_bytes], "data_offsets": [0, declared_bytes]}}
+    ).encode()
     header += b" " * (-len(header) % 8)
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", len(header)) + header)
@@ -186,8 +211,13 @@ def test_a_checkpoint_without_a_manifest_is_damage_unless_old_checkpoints_are_ac
     with pytest.raises(InputError, match="manifest.json is missing, so no file's checksum can be checked"):
         verify_checkpoint(_newest(run), require_manifest=True)
     refused = invoke("export", run, tmp_path / "model")
-    assert_one_line_error(refused, "cannot export step_00000004", "manifest.json is missing",
-                          "--accept-old-checkpoints", "to export an older one, name it with --step (kept: 2)")
+    assert_one_line_error(
+        refused,
+        "cannot export step_00000004",
+        "manifest.json is missing",
+        "--accept-old-checkpoints",
+        "to export an older one, name it with --step (kept: 2)",
+    )
     result = invoke("export", run, tmp_path / "model", "--accept-old-checkpoints")
     assert result.exit_code == 0, result.output
     assert "warning: " in result.stderr and "no manifest" in result.stderr
@@ -196,8 +226,9 @@ def test_a_checkpoint_without_a_manifest_is_damage_unless_old_checkpoints_are_ac
 def test_export_never_passes_over_an_incomplete_newest_checkpoint(run, tmp_path):
     _state_file(_newest(run)).unlink()
     result = invoke("export", run, tmp_path / "model")
-    assert_one_line_error(result, "cannot export step_00000004", "state.json is missing",
-                          "name it with --step (kept: 2)")
+    assert_one_line_error(
+        result, "cannot export step_00000004", "state.json is missing", "name it with --step (kept: 2)"
+    )
     assert not (tmp_path / "model").exists()
     older = invoke("export", run, tmp_path / "model", "--step", "2")
     assert older.exit_code == 0, older.output
@@ -237,8 +268,11 @@ def test_a_weights_header_claiming_20_gib_is_refused_before_any_file_is_hashed(r
     entries["model.safetensors"] = {"size": weights.stat().st_size, "sha256": "0" * 64}
     manifest_path(checkpoint).write_text(json.dumps({"format": 1, "files": entries}))
     monkeypatch.setattr(manifest, "file_sha256", lambda path: pytest.fail(f"{path} was hashed"))
-    with pytest.raises(InputError, match="model.safetensors is damaged: tensor 'global_cpu' has 21474836480 elements, "
-                                         "more than the model's largest weight"):
+    with pytest.raises(
+        InputError,
+        match="model.safetensors is damaged: tensor 'global_cpu' has 21474836480 elements, "
+        "more than the model's largest weight",
+    ):
         verify_checkpoint(checkpoint)
 
 
@@ -322,8 +356,9 @@ def test_a_small_weights_file_whose_header_claims_20_gib_is_refused_at_once_by_e
     os.truncate(weights, 4096)  # the header, then far fewer bytes than it claims
     write_manifest(_newest(run))  # the checksums agree: only the header's claim is wrong
     result = invoke("export", run, tmp_path / "model")
-    assert_one_line_error(result, "cannot export step_00000004", "model.safetensors is damaged",
-                          "file not fully covered")
+    assert_one_line_error(
+        result, "cannot export step_00000004", "model.safetensors is damaged", "file not fully covered"
+    )
     assert not (tmp_path / "model").exists()
 
 

@@ -12,12 +12,12 @@ import torch
 import scalerl.train.export as export_module
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.train.checkpoint.layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
+from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
 from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
 from scalerl.train.checkpoint.verify import verify_checkpoint
-from scalerl.train.checkpoint.layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.export import export_model
-from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
@@ -35,9 +35,18 @@ def trainer():
         with torch.no_grad():
             for parameter in model.parameters():
                 parameter.add_(0.01)
-        return save_checkpoint(run_dir, step, model=model, optimizer=optimizer, scheduler=scheduler,
-                               torch_generators={}, numpy_rng=np.random.default_rng(2), state={}, keep=1,
-                               tokenizer=tokenizer)
+        return save_checkpoint(
+            run_dir,
+            step,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            torch_generators={},
+            numpy_rng=np.random.default_rng(2),
+            state={},
+            keep=1,
+            tokenizer=tokenizer,
+        )
 
     return save
 
@@ -78,8 +87,9 @@ def test_a_reader_between_any_two_deletions_sees_only_complete_checkpoints(train
         trainer(run_dir, step)
     files_per_checkpoint = len(read_manifest(run_dir / CHECKPOINTS_DIR_NAME / "step_00000006")) + 1
     assert len(seen) == 3 * files_per_checkpoint  # step 2, the first step 4 and the second step 4 removed
-    assert all(found and all(state == "complete" for _, state in found) for found in seen), \
-        [found for found in seen if not found or any(state != "complete" for _, state in found)][:2]
+    assert all(found and all(state == "complete" for _, state in found) for found in seen), [
+        found for found in seen if not found or any(state != "complete" for _, state in found)
+    ][:2]
     assert [name for name, _ in seen[0]] == ["step_00000004"] and [name for name, _ in seen[-1]] == ["step_00000006"]
     assert sorted(p.name for p in (run_dir / CHECKPOINTS_DIR_NAME).iterdir()) == ["step_00000006"]
 
@@ -100,8 +110,11 @@ def _model_files_of(folder):
 
 
 def _listed_model_files(checkpoint):
-    return {name: entry["sha256"] for name, entry in read_manifest(checkpoint).items()
-            if not name.startswith(f"{TRAINING_STATE_DIR}/")}
+    return {
+        name: entry["sha256"]
+        for name, entry in read_manifest(checkpoint).items()
+        if not name.startswith(f"{TRAINING_STATE_DIR}/")
+    }
 
 
 def test_an_export_whose_checkpoint_is_pruned_mid_copy_starts_again_on_the_newest(trainer, tmp_path, monkeypatch):
@@ -154,8 +167,9 @@ def test_a_damaged_checkpoint_still_in_place_is_refused_without_a_retry(trainer,
     weights.write_bytes(bytes(data))
     attempts = []
     real_export = export_module._export_checkpoint
-    monkeypatch.setattr(export_module, "_export_checkpoint",
-                        lambda *arguments: attempts.append(1) or real_export(*arguments))
+    monkeypatch.setattr(
+        export_module, "_export_checkpoint", lambda *arguments: attempts.append(1) or real_export(*arguments)
+    )
     with pytest.raises(InputError, match="cannot export step_00000002: .*model.safetensors is damaged"):
         export_model(run_dir, tmp_path / "model")
     assert attempts == [1] and not (tmp_path / "model").exists()

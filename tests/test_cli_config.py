@@ -6,8 +6,8 @@ import json
 import sys
 
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.cli.app import main
 from scalerl.cli.fit_inputs import split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
@@ -27,17 +27,21 @@ def test_yaml_config_names_a_few_keys_over_the_preset(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("rl:\n  aggregation: token\noptim:\n  lr: 2.0e-5\nmax_steps: 12\n")
     config = build_train_config("grpo", ["seed=3"], None, None, None, path)
-    expected = build_train_config("grpo", ["rl.aggregation=token", "optim.lr=2e-5", "max_steps=12", "seed=3"],
-                                  None, None, None)
+    expected = build_train_config(
+        "grpo", ["rl.aggregation=token", "optim.lr=2e-5", "max_steps=12", "seed=3"], None, None, None
+    )
     assert config == expected and config.rl.loss == "grpo"
 
 
-@pytest.mark.parametrize(("text", "suffix", "fragment"), [
-    ("rl: [1, 2", ".yaml", "not valid YAML"),
-    ("{\"rl\": {\"los\": \"dapo\"}}", ".json", "rl.loss"),
-    ("[1, 2]", ".json", "expected an object"),
-    ("{\"max_steps\": \"ten\"}", ".json", "max_steps"),
-])
+@pytest.mark.parametrize(
+    ("text", "suffix", "fragment"),
+    [
+        ("rl: [1, 2", ".yaml", "not valid YAML"),
+        ('{"rl": {"los": "dapo"}}', ".json", "rl.loss"),
+        ("[1, 2]", ".json", "expected an object"),
+        ('{"max_steps": "ten"}', ".json", "max_steps"),
+    ],
+)
 def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, suffix, fragment):
     path = tmp_path / f"bad{suffix}"
     path.write_text(text)
@@ -47,17 +51,26 @@ def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, suffix, 
 
 
 def test_missing_config_file_and_config_with_resume_are_errors(tmp_path):
-    assert_one_line_error(invoke("train", "--out", tmp_path / "run", "--config", tmp_path / "no.json"),
-                          "config file not found", "no.json")
+    assert_one_line_error(
+        invoke("train", "--out", tmp_path / "run", "--config", tmp_path / "no.json"), "config file not found", "no.json"
+    )
     save_config(TrainConfig(), tmp_path / "run")
-    assert_one_line_error(invoke("train", "--out", tmp_path / "run", "--resume", "--config",
-                                 tmp_path / "run" / "config.json"), "--resume uses the saved config")
+    assert_one_line_error(
+        invoke("train", "--out", tmp_path / "run", "--resume", "--config", tmp_path / "run" / "config.json"),
+        "--resume uses the saved config",
+    )
 
 
-@pytest.mark.parametrize(("key", "suggestion"), [
-    ("learning_rat", "learning_rate"), ("num_generation", "num_generations"),
-    ("rl.los", "rl.loss"), ("max_step", "max_steps"), ("temprature", "sampling.temperature"),
-])
+@pytest.mark.parametrize(
+    ("key", "suggestion"),
+    [
+        ("learning_rat", "learning_rate"),
+        ("num_generation", "num_generations"),
+        ("rl.los", "rl.loss"),
+        ("max_step", "max_steps"),
+        ("temprature", "sampling.temperature"),
+    ],
+)
 def test_unknown_keys_suggest_the_closest_ones_and_the_listing(tmp_path, key, suggestion):
     result = invoke("train", "--out", tmp_path / "run", "--set", f"{key}=1")
     assert_one_line_error(result, f"unknown config key '{key}'", "did you mean", suggestion, "scalerl config keys")
@@ -87,16 +100,20 @@ def test_config_keys_lists_every_key_with_type_default_and_meaning():
     assert "policy loss, one of cispo: " in loss_line and "; dapo: " in loss_line  # the registry's choices
     payload = json.loads(invoke("config", "keys", "--json").stdout)
     by_key = {item["key"]: item for item in payload}
-    assert by_key["rl.npr"] == {"key": "rl.npr", "type": "bool", "default": True, "meaning": by_key["rl.npr"]["meaning"]}
+    assert by_key["rl.npr"] == {
+        "key": "rl.npr",
+        "type": "bool",
+        "default": True,
+        "meaning": by_key["rl.npr"]["meaning"],
+    }
     assert by_key["max_steps"]["default"] == 100
 
 
 def test_train_flags_that_set_a_config_key_show_its_field_help():
-    from scalerl.train.config.config_keys import field_help
-
     from typer.main import get_command
 
     from scalerl.cli.app import app
+    from scalerl.train.config.config_keys import field_help
 
     flags = {param.name: param.help for param in get_command(app).commands["train"].params}
     assert flags["max_lag"] == f"pipeline.max_lag: {field_help('pipeline.max_lag')}; default 8."
@@ -107,8 +124,11 @@ def test_report_to_and_logger_flags_become_config_keys():
     assert logging_assignments(False, False, None, None, None) == []
     assert logging_assignments(False, False, None, None, "wandb,tensorboard") == ["tensorboard=True", "wandb=True"]
     assert logging_assignments(False, False, None, None, "none") == ["tensorboard=False", "wandb=False"]
-    assert logging_assignments(True, False, "proj", None, None) == ["tensorboard=true", "wandb=true",
-                                                                     "wandb_project=proj"]
+    assert logging_assignments(True, False, "proj", None, None) == [
+        "tensorboard=true",
+        "wandb=true",
+        "wandb_project=proj",
+    ]
     with pytest.raises(ConfigError, match="--report-to"):
         logging_assignments(False, False, None, None, "mlflow")
     config = TrainConfig().with_overrides(logging_assignments(False, True, None, "r1", None))
@@ -119,32 +139,43 @@ def test_report_to_and_logger_flags_become_config_keys():
 
 
 def _chat_task(path, extra_line=""):
-    lines = [{"messages": [{"role": "system", "content": "Add."}, {"role": "user", "content": f"{a}+{a}"}],
-              "answer": str(2 * a)} for a in range(1, 9)]
+    lines = [
+        {
+            "messages": [{"role": "system", "content": "Add."}, {"role": "user", "content": f"{a}+{a}"}],
+            "answer": str(2 * a),
+        }
+        for a in range(1, 9)
+    ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines) + extra_line)
     return path
 
 
 def test_chat_form_task_prompts_use_the_tokenizers_chat_template(tmp_path):
-    from scalerl.tasks.config import TaskConfig
-    from scalerl.tasks.loading import load_task
-    from scalerl.models.chat import chat_renderer
     from tiny_hf import save_tiny_hf_model
 
+    from scalerl.models.chat import chat_renderer
+    from scalerl.tasks.config import TaskConfig
+    from scalerl.tasks.loading import load_task
+
     model_dir = save_tiny_hf_model("qwen2", tmp_path / "qwen2")
-    task = load_task(TaskConfig(name=str(_chat_task(tmp_path / "chat.jsonl")), val_fraction=0.25),
-                     render_chat=chat_renderer(str(model_dir)))
+    task = load_task(
+        TaskConfig(name=str(_chat_task(tmp_path / "chat.jsonl")), val_fraction=0.25),
+        render_chat=chat_renderer(str(model_dir)),
+    )
     prompts = {example.prompt: example.answer for example in task.train + task.validation}
     assert prompts["system: Add.\nuser: 3+3\nassistant: "] == "6"
     assert len(task.train) == 6 and len(task.validation) == 2
 
 
-@pytest.mark.parametrize(("extra", "model", "fragment"), [
-    ("", "builtin", "no chat template"),
-    ('{"messages": [{"role": "user"}], "answer": "1"}\n', "qwen2", "line 9: message 1"),
-    ('{"messages": [], "answer": "1"}\n', "qwen2", "line 9: 'messages' must be a non-empty list"),
-    ('{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "answer": "1"}\n', "qwen2", "not both"),
-])
+@pytest.mark.parametrize(
+    ("extra", "model", "fragment"),
+    [
+        ("", "builtin", "no chat template"),
+        ('{"messages": [{"role": "user"}], "answer": "1"}\n', "qwen2", "line 9: message 1"),
+        ('{"messages": [], "answer": "1"}\n', "qwen2", "line 9: 'messages' must be a non-empty list"),
+        ('{"prompt": "x", "messages": [{"role": "user", "content": "x"}], "answer": "1"}\n', "qwen2", "not both"),
+    ],
+)
 def test_bad_chat_tasks_give_one_error_naming_the_line(tmp_path, extra, model, fragment):
     from tiny_hf import save_tiny_hf_model
 
@@ -164,11 +195,25 @@ def test_help_shows_flags_without_a_value_type():
     assert "<bool>" not in result.stdout and "--json" in result.stdout and "LOW HIGH" in result.stdout
 
 
-@pytest.mark.parametrize("argv", [["--reward-range", "-1,1"], ["--reward-range=-1,1"], ["--reward-range", "-1 1"],
-                                  ["--reward-range", "-1", "1"], ["--reward-range", "-1, 1"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--reward-range", "-1,1"],
+        ["--reward-range=-1,1"],
+        ["--reward-range", "-1 1"],
+        ["--reward-range", "-1", "1"],
+        ["--reward-range", "-1, 1"],
+    ],
+)
 def test_reward_range_takes_a_comma_or_a_space(argv):
-    assert split_pair_values(["fit", "x.csv", *argv, "--json"]) == ["fit", "x.csv", "--reward-range", "-1", "1",
-                                                                      "--json"]
+    assert split_pair_values(["fit", "x.csv", *argv, "--json"]) == [
+        "fit",
+        "x.csv",
+        "--reward-range",
+        "-1",
+        "1",
+        "--json",
+    ]
 
 
 def _run_main(monkeypatch, capsys, *argv):

@@ -12,28 +12,76 @@ before any fit, and fits use the fewest posterior draws allowed. The config and 
 
 import json
 
+from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
-
 N_BOOTSTRAP = ["--n-draws", "20"]  # the least the fit accepts: the fuzz is about input, not bands
-FUZZ_SETTINGS = settings(max_examples=260, deadline=None, suppress_health_check=list(HealthCheck),
-                         derandomize=True)
+FUZZ_SETTINGS = settings(max_examples=260, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 
 # --- column names and cells -----------------------------------------------------------------------
 
-DEFAULT_NAMES = ["gpu_hours", "step", "_step", "Step", "global_step", "eval_reward", "eval/reward", "val_pass_rate",
-                 "val-core/gsm8k/reward/mean@1", "perf/total_num_tokens", "eval_num_tokens", "reward", "loss"]
-HOSTILE_NAMES = ["[/x]", "[red]", "[bold red]boom[/]", "$\\foo$", "$x$", "a\x1b[31mred", "tab\tname", "nl\rname",
-                 "é ü", "名前", "", " ", "a,b", "run", "x - y", "\u202eevil", "\\", "%s", "{0}", "NaN"]
-column_names = st.one_of(st.sampled_from(DEFAULT_NAMES), st.sampled_from(HOSTILE_NAMES),
-                         st.text(max_size=8))
+DEFAULT_NAMES = [
+    "gpu_hours",
+    "step",
+    "_step",
+    "Step",
+    "global_step",
+    "eval_reward",
+    "eval/reward",
+    "val_pass_rate",
+    "val-core/gsm8k/reward/mean@1",
+    "perf/total_num_tokens",
+    "eval_num_tokens",
+    "reward",
+    "loss",
+]
+HOSTILE_NAMES = [
+    "[/x]",
+    "[red]",
+    "[bold red]boom[/]",
+    "$\\foo$",
+    "$x$",
+    "a\x1b[31mred",
+    "tab\tname",
+    "nl\rname",
+    "é ü",
+    "名前",
+    "",
+    " ",
+    "a,b",
+    "run",
+    "x - y",
+    "\u202eevil",
+    "\\",
+    "%s",
+    "{0}",
+    "NaN",
+]
+column_names = st.one_of(st.sampled_from(DEFAULT_NAMES), st.sampled_from(HOSTILE_NAMES), st.text(max_size=8))
 number_cells = st.one_of(
     st.floats(-1.0, 2.0, allow_nan=False).map(repr),
     st.integers(-3, 10**6).map(str),
-    st.sampled_from(["", "nan", "inf", "-inf", "1e400", "1e-320", "-0", "abc", "True", "null", " 0.5 ",
-                     "np.float64(0.3)", "tensor(0.2)", "1_0", "0x10", "5" * 30]),
+    st.sampled_from(
+        [
+            "",
+            "nan",
+            "inf",
+            "-inf",
+            "1e400",
+            "1e-320",
+            "-0",
+            "abc",
+            "True",
+            "null",
+            " 0.5 ",
+            "np.float64(0.3)",
+            "tensor(0.2)",
+            "1_0",
+            "0x10",
+            "5" * 30,
+        ]
+    ),
 )
 
 
@@ -45,7 +93,7 @@ def curve_rows(draw):
     rows = [(i * step, round(0.1 + 0.5 * i / (i + 3), 4)) for i in range(n_rows)]
     shape = draw(st.sampled_from(["plain", "plain", "plain", "resumed", "appended", "flat", "damaged", "shuffled"]))
     if shape == "resumed" and n_rows > 4:
-        rows += rows[n_rows // 2:]
+        rows += rows[n_rows // 2 :]
     elif shape == "appended" and n_rows > 1:
         rows += [(x, y * 0.8) for x, y in rows]
     elif shape == "flat":
@@ -115,9 +163,11 @@ def trainer_state_logs(draw):
 def verl_console_logs(draw):
     rows = draw(curve_rows())
     dataset = draw(st.sampled_from(["gsm8k", "math", "[red]"]))
-    lines = [draw(st.sampled_from(["(TaskRunner pid=1) ", ""])) +
-             f"step:{index} - val-core/{dataset}/reward/mean@1:{y} - perf/total_num_tokens:{x}"
-             for index, (x, y) in enumerate(rows)]
+    lines = [
+        draw(st.sampled_from(["(TaskRunner pid=1) ", ""]))
+        + f"step:{index} - val-core/{dataset}/reward/mean@1:{y} - perf/total_num_tokens:{x}"
+        for index, (x, y) in enumerate(rows)
+    ]
     if draw(st.booleans()):
         lines.insert(draw(st.integers(0, len(lines))), "Training Progress: 10%|#  | 1/10")
     names = ["perf/total_num_tokens", f"val-core/{dataset}/reward/mean@1"]
@@ -138,8 +188,9 @@ garbage_logs = st.tuples(
     st.one_of(st.text(max_size=80), st.sampled_from(["[" * 3000, "{}", "[]", "null", '{"log_history": null}', "\n\n"])),
     st.just([]),
 )
-log_files = st.one_of(table_logs(), table_logs(), trainer_state_logs(), verl_console_logs(), wandb_chart_logs(),
-                      garbage_logs)
+log_files = st.one_of(
+    table_logs(), table_logs(), trainer_state_logs(), verl_console_logs(), wandb_chart_logs(), garbage_logs
+)
 
 
 # --- options --------------------------------------------------------------------------------------
@@ -162,17 +213,32 @@ def fit_options(draw, names):
         if kind in ("--x", "--y"):
             tokens += [kind, draw(st.one_of(some_name, column_names))]
         elif kind == "number":
-            option = draw(st.sampled_from(["--fit-fraction", "--r0", "--level", "--predict-at", "--target", "--min-x",
-                                           "--fit-until"]))
+            option = draw(
+                st.sampled_from(
+                    ["--fit-fraction", "--r0", "--level", "--predict-at", "--target", "--min-x", "--fit-until"]
+                )
+            )
             tokens += [option, draw(option_numbers)]
         elif kind == "range":
             low, high = draw(option_numbers), draw(option_numbers)
-            tokens += draw(st.sampled_from([["--reward-range", low, high], ["--reward-range", f"{low},{high}"],
-                                            [f"--reward-range={low},{high}"]]))
+            tokens += draw(
+                st.sampled_from(
+                    [
+                        ["--reward-range", low, high],
+                        ["--reward-range", f"{low},{high}"],
+                        [f"--reward-range={low},{high}"],
+                    ]
+                )
+            )
         elif kind == "flag":
-            tokens.append(draw(st.sampled_from(["--power-law", "--allow-partial", "--fit-through-collapse", "--bogus"])))
+            tokens.append(
+                draw(st.sampled_from(["--power-law", "--allow-partial", "--fit-through-collapse", "--bogus"]))
+            )
         elif kind == "run":
-            tokens += [draw(st.sampled_from(["--run", "--group"])), draw(st.sampled_from(["a", "b", "run", "seed", "[red]"]))]
+            tokens += [
+                draw(st.sampled_from(["--run", "--group"])),
+                draw(st.sampled_from(["a", "b", "run", "seed", "[red]"])),
+            ]
         elif kind == "segment":
             tokens += ["--segment", draw(st.sampled_from(["1", "2", "3", "0", "-1", "x"]))]
         else:

@@ -5,16 +5,21 @@ FIFO), with or without a manifest rewritten to match. Export writes the model or
 """
 
 import pytest
+from cli_fuzz_support import run_scalerl
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cli_fuzz_support import run_scalerl
-
 # --- damaged checkpoints through `scalerl export` -------------------------------------------------
 
-CHECKPOINT_FILES = ["model.safetensors", "config.json", "tokenizer.json", "training_state/state.json",
-                    "training_state/rng.safetensors", "training_state/optimizer.safetensors",
-                    "training_state/manifest.json"]
+CHECKPOINT_FILES = [
+    "model.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "training_state/state.json",
+    "training_state/rng.safetensors",
+    "training_state/optimizer.safetensors",
+    "training_state/manifest.json",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +33,23 @@ def checkpoint_template(tmp_path_factory):
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.train_step import build_optimizer, build_scheduler
 
-    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2,
-                                                      intermediate_size=32, max_positions=32), seed=0)
+    model, tokenizer = build_tiny_model(
+        TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32), seed=0
+    )
     optimizer = build_optimizer(model, TrainConfig().optim)
     scheduler = build_scheduler(optimizer, 2)
     run_dir = tmp_path_factory.mktemp("checkpoint_fuzz") / "run"
-    save_checkpoint(run_dir, 3, model=model, optimizer=optimizer, scheduler=scheduler,
-                    torch_generators={"rollout": torch.Generator().manual_seed(1)},
-                    numpy_rng=np.random.default_rng(2), state={}, tokenizer=tokenizer)
+    save_checkpoint(
+        run_dir,
+        3,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        torch_generators={"rollout": torch.Generator().manual_seed(1)},
+        numpy_rng=np.random.default_rng(2),
+        state={},
+        tokenizer=tokenizer,
+    )
     return run_dir
 
 
@@ -43,9 +57,13 @@ def checkpoint_template(tmp_path_factory):
 def checkpoint_damages(draw):
     """(file, how, where, value, restamp): one damage to one file of the checkpoint; `restamp`
     rewrites the manifest to match, so the content checks (not the checksums) must catch it."""
-    return (draw(st.sampled_from(CHECKPOINT_FILES)),
-            draw(st.sampled_from(["flip", "truncate", "empty", "garbage", "0xff", "symlink", "delete", "fifo"])),
-            draw(st.floats(0.0, 1.0)), draw(st.integers(0, 255)), draw(st.booleans()))
+    return (
+        draw(st.sampled_from(CHECKPOINT_FILES)),
+        draw(st.sampled_from(["flip", "truncate", "empty", "garbage", "0xff", "symlink", "delete", "fifo"])),
+        draw(st.floats(0.0, 1.0)),
+        draw(st.integers(0, 255)),
+        draw(st.booleans()),
+    )
 
 
 def _damage_checkpoint(checkpoint, damage, outside):
@@ -58,7 +76,7 @@ def _damage_checkpoint(checkpoint, damage, outside):
     data = path.read_bytes()
     offset = min(int(where * len(data)), len(data) - 1)
     if how == "flip":
-        path.write_bytes(data[:offset] + bytes([data[offset] ^ (value or 1)]) + data[offset + 1:])
+        path.write_bytes(data[:offset] + bytes([data[offset] ^ (value or 1)]) + data[offset + 1 :])
     elif how == "truncate":
         path.write_bytes(data[:offset])
     elif how == "empty":
@@ -66,7 +84,7 @@ def _damage_checkpoint(checkpoint, damage, outside):
     elif how == "garbage":
         path.write_bytes(bytes([value]) * 64)
     elif how == "0xff":
-        path.write_bytes(data[:offset] + b"\xff" + data[offset + 1:])
+        path.write_bytes(data[:offset] + b"\xff" + data[offset + 1 :])
     elif how == "symlink":
         path.unlink()
         path.symlink_to(outside)
@@ -99,7 +117,8 @@ def test_fuzz_export_of_a_damaged_checkpoint(checkpoint_template, tmp_path_facto
         exported = {p.name for p in (work / "model").iterdir()}
         assert "outside.txt" not in exported and "training_state" not in exported, shown
         assert "a file outside the run" not in "".join(
-            p.read_text(errors="replace") for p in (work / "model").iterdir()), shown
+            p.read_text(errors="replace") for p in (work / "model").iterdir()
+        ), shown
         return
     assert exit_code == 2, shown
     lines = [line for line in stderr.splitlines() if line.strip()]

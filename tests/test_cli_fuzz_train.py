@@ -7,50 +7,100 @@ one `error: ...` line on stderr with exit code 2, never a traceback.
 import io
 import json
 
+from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-from cli_fuzz_support import check_outcome, file_bytes, run_scalerl
 
 # --- config and task files of `scalerl train` ------------------------------------------------------
 # The trainer is replaced by a stub that ends the command with one `error:` line, so a case costs
 # the parsing and validation only: every generated config or task file must end in that line or in
 # another single `error:` line (never a traceback), whatever its format, nesting or numbers.
 
-FILE_FUZZ_SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck),
-                              derandomize=True)
-CONFIG_KEYS = ["rl.loss", "rl", "optim", "sampling", "max_steps", "seed", "lr", "temperature", "rl.los", "max_new_tokens",
-               "sampling.max_new_tokens", "task.name", "model.path", "learning_rate", "num_generations", "beta",
-               "per_device_train_batch_size", "gradient_accumulation_steps", "loss_type", "report_to", "output_dir",
-               "num_train_epochs", "epsilon", "epsilon_high", "bf16", "scale_rewards", "[red]x[/]", "", "a.b.c",
-               "\x1b[31mred", "é", "1"]
+FILE_FUZZ_SETTINGS = settings(
+    max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
+CONFIG_KEYS = [
+    "rl.loss",
+    "rl",
+    "optim",
+    "sampling",
+    "max_steps",
+    "seed",
+    "lr",
+    "temperature",
+    "rl.los",
+    "max_new_tokens",
+    "sampling.max_new_tokens",
+    "task.name",
+    "model.path",
+    "learning_rate",
+    "num_generations",
+    "beta",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "loss_type",
+    "report_to",
+    "output_dir",
+    "num_train_epochs",
+    "epsilon",
+    "epsilon_high",
+    "bf16",
+    "scale_rewards",
+    "[red]x[/]",
+    "",
+    "a.b.c",
+    "\x1b[31mred",
+    "é",
+    "1",
+]
 config_values = st.recursive(
-    st.one_of(st.integers(-3, 300), st.sampled_from([10**30, -(2**63), 2**63, 10**400 // 10**399, 0]),
-              st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(), st.text(max_size=12),
-              st.sampled_from(["cispo", "dapo", "grpo", "all", "none", "token", "1e-6", "x" * 300, "[/]"])),
-    lambda children: st.one_of(st.lists(children, max_size=3),
-                               st.dictionaries(st.sampled_from(CONFIG_KEYS), children, max_size=3)),
-    max_leaves=8)
+    st.one_of(
+        st.integers(-3, 300),
+        st.sampled_from([10**30, -(2**63), 2**63, 10**400 // 10**399, 0]),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.booleans(),
+        st.none(),
+        st.text(max_size=12),
+        st.sampled_from(["cispo", "dapo", "grpo", "all", "none", "token", "1e-6", "x" * 300, "[/]"]),
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=3), st.dictionaries(st.sampled_from(CONFIG_KEYS), children, max_size=3)
+    ),
+    max_leaves=8,
+)
 HOSTILE_CONFIGS = [
-    ("yaml", "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-             "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-             "g: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"),
-    ("yaml", "a: &a [*a]\n"), ("yaml", "rl: " + "[" * 3000 + "]" * 3000 + "\n"),
-    ("json", '{"rl": ' + "[" * 100_000 + "]" * 100_000 + "}"), ("toml", "a = " + "[" * 3000 + "]" * 3000 + "\n"),
-    ("json", '{"max_steps": ' + "9" * 5000 + "}"), ("yaml", "max_steps: " + "9" * 5000 + "\n"),
-    ("toml", "seed = " + "9" * 5000 + "\n"), ("json", '{"optim": {"lr": NaN}}'), ("yaml", "optim.lr: .inf\n"),
-    ("json", "[1, 2]"), ("yaml", ""), ("toml", "= 1"), ("yaml", "task.name: " + "x" * 5000 + "\n"),
+    (
+        "yaml",
+        "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        "g: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n",
+    ),
+    ("yaml", "a: &a [*a]\n"),
+    ("yaml", "rl: " + "[" * 3000 + "]" * 3000 + "\n"),
+    ("json", '{"rl": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    ("toml", "a = " + "[" * 3000 + "]" * 3000 + "\n"),
+    ("json", '{"max_steps": ' + "9" * 5000 + "}"),
+    ("yaml", "max_steps: " + "9" * 5000 + "\n"),
+    ("toml", "seed = " + "9" * 5000 + "\n"),
+    ("json", '{"optim": {"lr": NaN}}'),
+    ("yaml", "optim.lr: .inf\n"),
+    ("json", "[1, 2]"),
+    ("yaml", ""),
+    ("toml", "= 1"),
+    ("yaml", "task.name: " + "x" * 5000 + "\n"),
 ]
 
 
 def _toml_text(values) -> str:
     """Top-level scalars and one level of tables as TOML (values TOML cannot hold are left out)."""
+
     def literal(value):
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, (int, float, str)):
             return json.dumps(value).replace("NaN", "nan").replace("Infinity", "inf")
         return None
+
     lines, tables = [], []
     for key, value in values.items():
         if isinstance(value, dict):
@@ -83,10 +133,18 @@ def config_files(draw):
 
 
 TASK_RECORD_VALUES = st.one_of(
-    st.text(max_size=8), st.integers(-5, 5), st.none(), st.booleans(),
-    st.lists(st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", ""]),
-                                    "content": st.text(max_size=6)}), max_size=3),
-    st.sampled_from([[{"role": "user"}], [1, 2], {"a": 1}, "x" * 140_000]))
+    st.text(max_size=8),
+    st.integers(-5, 5),
+    st.none(),
+    st.booleans(),
+    st.lists(
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["user", "system", "assistant", ""]), "content": st.text(max_size=6)}
+        ),
+        max_size=3,
+    ),
+    st.sampled_from([[{"role": "user"}], [1, 2], {"a": 1}, "x" * 140_000]),
+)
 
 
 @st.composite
@@ -95,16 +153,25 @@ def task_files(draw):
     hostile = draw(st.sampled_from(["", "", "", "deep", "digits", "long", "bytes"]))
     if hostile:
         event(f"task: hostile {hostile}")
-        line = {"deep": "[" * 100_000 + "]" * 100_000, "digits": '{"prompt": "1+1=", "answer": ' + "9" * 5000 + "}",
-                "long": json.dumps({"prompt": "x" * 1_000_000, "answer": "1"}),
-                "bytes": "\udcff{}"}[hostile]
+        line = {
+            "deep": "[" * 100_000 + "]" * 100_000,
+            "digits": '{"prompt": "1+1=", "answer": ' + "9" * 5000 + "}",
+            "long": json.dumps({"prompt": "x" * 1_000_000, "answer": "1"}),
+            "bytes": "\udcff{}",
+        }[hostile]
         return ".jsonl", line.encode("utf-8", errors="surrogateescape") + b"\n"
-    keys = st.sampled_from(["prompt", "messages", "answer", "completion", "split", "reward_model", "extra_info",
-                            "data_source"])
+    keys = st.sampled_from(
+        ["prompt", "messages", "answer", "completion", "split", "reward_model", "extra_info", "data_source"]
+    )
     records = draw(st.lists(st.dictionaries(keys, TASK_RECORD_VALUES, max_size=4), min_size=0, max_size=4))
     if draw(st.booleans()):
-        records.append({"prompt": [{"role": "user", "content": "1+1="}], "reward_model": {"ground_truth": "2"},
-                        "extra_info": {"split": draw(st.sampled_from(["train", "test", "other"]))}})
+        records.append(
+            {
+                "prompt": [{"role": "user", "content": "1+1="}],
+                "reward_model": {"ground_truth": "2"},
+                "extra_info": {"split": draw(st.sampled_from(["train", "test", "other"]))},
+            }
+        )
     if draw(st.booleans()):
         import pandas as pd
 
@@ -138,8 +205,17 @@ def run_train_stubbed(argv: list[str]) -> tuple[int, str, str]:
         return run_scalerl(argv)
 
 
-OVERRIDE_TOKENS = ["rl.loss=cispo", "rl.los=x", "optim.lr=nan", "max_steps=" + "9" * 5000, "=", "+seed=1",
-                   "sampling.max_new_tokens=32", "++optim.lr=1e-6", "x" * 500]
+OVERRIDE_TOKENS = [
+    "rl.loss=cispo",
+    "rl.los=x",
+    "optim.lr=nan",
+    "max_steps=" + "9" * 5000,
+    "=",
+    "+seed=1",
+    "sampling.max_new_tokens=32",
+    "++optim.lr=1e-6",
+    "x" * 500,
+]
 
 
 @given(config=config_files(), overrides=st.lists(st.sampled_from(OVERRIDE_TOKENS), max_size=2))

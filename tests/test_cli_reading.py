@@ -92,9 +92,13 @@ def test_power_law_on_subnormal_compute_keeps_stdout_one_json_object(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("compute,val_pass_rate\n1e-320,0.1\n1e-310,0.2\n1,0.3\n2,0.4\n3,0.5\n")
     code = "import sys; from scalerl.cli import main; sys.argv = ['scalerl'] + sys.argv[1:]; main()"
-    completed = subprocess.run([sys.executable, "-c", code, "fit", str(path), "--power-law", "--json", *FAST],
-                               capture_output=True, text=True, timeout=120,
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    completed = subprocess.run(
+        [sys.executable, "-c", code, "fit", str(path), "--power-law", "--json", *FAST],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")},
+    )
     assert completed.returncode == 0, completed.stderr
     payload = json.loads(completed.stdout)
     assert payload["n_points"] == 4

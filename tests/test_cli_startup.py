@@ -18,9 +18,10 @@ HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "emcee", "rich", "pydantic", 
 
 def imported_by(script: str, *argv: str) -> set[str]:
     """The HEAVY top-level modules a fresh interpreter holds after running `script` with `argv`."""
-    probe = (f"{script}\nimport sys\n"
-             f"print('imported:', *(name for name in {HEAVY!r} if name in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120, check=False)
+    probe = f"{script}\nimport sys\nprint('imported:', *(name for name in {HEAVY!r} if name in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     return set(done.stdout.splitlines()[-1].split()[1:])
 
@@ -30,18 +31,24 @@ def test_importing_the_command_line_loads_no_heavy_module():
 
 
 def test_top_level_help_loads_no_heavy_module():
-    script = ("import sys\nfrom scalerl.cli.app import main\nsys.argv = ['scalerl', '--help']\n"
-              "try:\n    main()\nexcept SystemExit:\n    pass")
+    script = (
+        "import sys\nfrom scalerl.cli.app import main\nsys.argv = ['scalerl', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
     assert imported_by(script) == set()
 
 
 def test_fit_on_a_short_csv_needs_neither_pandas_nor_matplotlib(tmp_path):
     log = tmp_path / "run.csv"
-    log.write_text("gpu_hours,val_pass_rate\n" + "".join(
-        f"{c},{0.1 + 0.5 / (1 + (40 / c) ** 1.5) if c else 0.1:.4f}\n" for c in range(0, 200, 10)))
-    script = ("import sys\nfrom scalerl.cli.app import main\n"
-              f"sys.argv = ['scalerl', 'fit', {str(log)!r}, '--json', '--n-draws', '50']\n"
-              "try:\n    main()\nexcept SystemExit as stop:\n    assert stop.code in (0, None), stop.code")
+    log.write_text(
+        "gpu_hours,val_pass_rate\n"
+        + "".join(f"{c},{0.1 + 0.5 / (1 + (40 / c) ** 1.5) if c else 0.1:.4f}\n" for c in range(0, 200, 10))
+    )
+    script = (
+        "import sys\nfrom scalerl.cli.app import main\n"
+        f"sys.argv = ['scalerl', 'fit', {str(log)!r}, '--json', '--n-draws', '50']\n"
+        "try:\n    main()\nexcept SystemExit as stop:\n    assert stop.code in (0, None), stop.code"
+    )
     modules = imported_by(script)
     assert "pandas" not in modules and "matplotlib" not in modules and "torch" not in modules
     assert {"numpy", "scipy"} <= modules  # the fit itself ran
@@ -49,8 +56,11 @@ def test_fit_on_a_short_csv_needs_neither_pandas_nor_matplotlib(tmp_path):
 
 def command_names() -> list[str]:
     group = get_command(app)
-    return sorted(name for name, command in group.commands.items()
-                  if command.add_help_option and any(param.opts[0].startswith("-") for param in command.params))
+    return sorted(
+        name
+        for name, command in group.commands.items()
+        if command.add_help_option and any(param.opts[0].startswith("-") for param in command.params)
+    )
 
 
 @pytest.mark.parametrize("command", command_names())

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
 
 
@@ -133,8 +132,13 @@ def test_scalerl_fit_reads_a_run_metrics_file_directly(tmp_path):
 @pytest.mark.slow  # a 2-step demo: ~4 s
 def test_a_demo_too_short_to_fit_trains_says_so_and_exits_0(tiny_set_options, tmp_path):
     out = tmp_path / "demo"
-    result = invoke("demo", "--out", out, "--no-progress",
-                    *tiny_set_options("max_steps=2", "eval_every=1", "eval_samples_per_prompt=1"))
+    result = invoke(
+        "demo",
+        "--out",
+        out,
+        "--no-progress",
+        *tiny_set_options("max_steps=2", "eval_every=1", "eval_samples_per_prompt=1"),
+    )
     assert result.exit_code == 0, result.output
     assert "no forecast" in result.stdout and "too few points" in result.stdout
     assert "scalerl demo --out" in result.stdout and not (out / "forecast.json").exists()

@@ -26,11 +26,22 @@ def write_run(path, a, b, *, c_mid=300.0, seed=0, x="gpu_hours"):
 
 
 def payload(clusters, ceilings, decided_by="efficiency"):
-    runs = {name: {"params": {"A": a, "B": 1.0, "C_mid": 1.0}, "fixed_ceiling": {"A": 0.835}}
-            for name, a in ceilings.items()}
+    runs = {
+        name: {"params": {"A": a, "B": 1.0, "C_mid": 1.0}, "fixed_ceiling": {"A": 0.835}}
+        for name, a in ceilings.items()
+    }
     ranking = [name for cluster in clusters for name in cluster]
-    return {"winner": ranking[0], "decided_by": decided_by, "ceiling_undecided": False, "margin": 0.02,
-            "level": 0.8, "clusters": clusters, "ranking": ranking, "runs": runs, "more_compute": None}
+    return {
+        "winner": ranking[0],
+        "decided_by": decided_by,
+        "ceiling_undecided": False,
+        "margin": 0.02,
+        "level": 0.8,
+        "clusters": clusters,
+        "ranking": ranking,
+        "runs": runs,
+        "more_compute": None,
+    }
 
 
 def test_decision_names_both_ceiling_groups_of_four_runs():
@@ -52,15 +63,18 @@ def test_short_name_keeps_start_and_end():
 
 
 def test_compare_of_four_runs_names_both_ceiling_groups(tmp_path):
-    paths = [write_run(tmp_path / f"{name}.csv", a, b, seed=seed)
-             for seed, (name, a, b) in enumerate([("a", 0.84, 1.8), ("b", 0.83, 1.2), ("c", 0.80, 1.8),
-                                                  ("d", 0.79, 1.2)])]
+    paths = [
+        write_run(tmp_path / f"{name}.csv", a, b, seed=seed)
+        for seed, (name, a, b) in enumerate([("a", 0.84, 1.8), ("b", 0.83, 1.2), ("c", 0.80, 1.8), ("d", 0.79, 1.2)])
+    ]
     result = invoke("compare", *paths, "--json", *FAST)
     assert result.exit_code == 0, result.output
     clusters = json.loads(result.stdout)["clusters"]
     assert sorted(map(sorted, clusters)) == [["a", "b"], ["c", "d"]]
     text = invoke("compare", *paths, *FAST).stdout
-    assert re.search(r"ceiling groups: \{a, b\} \(A 0\.8\d*-0\.8\d*\) > \{c, d\} \(A 0\.[78]\d*-0\.7\d*\); ", text), text
+    assert re.search(r"ceiling groups: \{a, b\} \(A 0\.8\d*-0\.8\d*\) > \{c, d\} \(A 0\.[78]\d*-0\.7\d*\); ", text), (
+        text
+    )
     assert "(ceilings within" not in text
 
 
@@ -77,12 +91,15 @@ def test_labels_name_runs_and_long_ones_are_cut_in_text_only(tmp_path):
     assert json.loads(named.stdout)["ranking"] == ["new", "old"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--label", "one"], "--label given 1 time(s) for 2 runs"),
-    (["--label", "same", "--label", "same"], "used twice"),
-    (["--fit-fraction", "1.5"], "--fit-fraction must be in (0, 1]"),
-    (["--fit-fraction", "0.5", "--fit-until", "100"], "not both"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--label", "one"], "--label given 1 time(s) for 2 runs"),
+        (["--label", "same", "--label", "same"], "used twice"),
+        (["--fit-fraction", "1.5"], "--fit-fraction must be in (0, 1]"),
+        (["--fit-fraction", "0.5", "--fit-until", "100"], "not both"),
+    ],
+)
 def test_bad_labels_and_windows_are_one_line_errors(tmp_path, args, message):
     first, second = write_run(tmp_path / "r1.csv", 0.6, 1.5), write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1)
     assert_one_line_error(invoke("compare", first, second, *args, *FAST), message)

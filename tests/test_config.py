@@ -5,13 +5,13 @@ import pytest
 
 from scalerl.errors import ConfigError
 from scalerl.train.config import config_io
+from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 from scalerl.train.config.train_config import (
     TrainConfig,
     load_config,
     parse_assignment,
     save_config,
 )
-from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 
 
 @pytest.mark.parametrize(
@@ -51,8 +51,15 @@ def test_json_round_trip_is_identical(tmp_path):
 
 def test_set_parses_bool_float_int_and_nested_paths():
     config = TrainConfig().with_overrides(
-        ["rl.zero_variance_filter=false", "npr=off", "optim.lr=2.5e-4", "max_steps=1e3",
-         "sampling.prompts_per_step=12", "model.path=/models/x", "tensorboard=yes"]
+        [
+            "rl.zero_variance_filter=false",
+            "npr=off",
+            "optim.lr=2.5e-4",
+            "max_steps=1e3",
+            "sampling.prompts_per_step=12",
+            "model.path=/models/x",
+            "tensorboard=yes",
+        ]
     )
     assert config.rl.zero_variance_filter is False and config.rl.npr is False
     assert config.optim.lr == 2.5e-4
@@ -96,8 +103,7 @@ def test_from_dict_rejects_unknown_and_mistyped_keys():
 
 def test_presets_differ_from_scalerl_where_the_recipes_differ():
     scalerl = preset_config("scalerl")
-    assert (scalerl.rl.loss, scalerl.rl.aggregation, scalerl.rl.advantage_norm) == (
-        "cispo", "prompt", "batch")
+    assert (scalerl.rl.loss, scalerl.rl.aggregation, scalerl.rl.advantage_norm) == ("cispo", "prompt", "batch")
     assert scalerl.rl.zero_variance_filter and scalerl.rl.npr and scalerl.model.fp32_head
     assert scalerl.rl.npr_threshold == 0.9
     assert scalerl.sampling.length_control == "interrupt"
@@ -106,8 +112,7 @@ def test_presets_differ_from_scalerl_where_the_recipes_differ():
     assert not grpo.rl.zero_variance_filter and not grpo.rl.npr
     assert grpo.sampling.length_control == "truncate"
     dapo = preset_config("dapo")
-    assert (dapo.rl.loss, dapo.rl.aggregation, dapo.sampling.length_control) == (
-        "dapo", "token", "penalty")
+    assert (dapo.rl.loss, dapo.rl.aggregation, dapo.sampling.length_control) == ("dapo", "token", "penalty")
     assert {"gspo", "minimax", "magistral"} <= set(PRESETS)
 
 
@@ -115,8 +120,13 @@ def test_each_leave_one_out_flips_exactly_one_field():
     base = preset_config("scalerl").to_dict()
     for assignment in LEAVE_ONE_OUT.values():
         flipped = preset_config("scalerl", [assignment]).to_dict()
-        changed = [(section, key) for section, values in flipped.items() if isinstance(values, dict)
-                   for key in values if values[key] != base[section][key]]
+        changed = [
+            (section, key)
+            for section, values in flipped.items()
+            if isinstance(values, dict)
+            for key in values
+            if values[key] != base[section][key]
+        ]
         assert len(changed) == 1, assignment
 
 
@@ -141,8 +151,7 @@ def test_greedy_validation_needs_one_sample_per_prompt_and_evaluates_at_temperat
 
     with pytest.raises(ConfigError, match="eval_samples_per_prompt=1, not 4"):
         TrainConfig().with_overrides(["eval_greedy=true"])
-    greedy = TrainConfig().with_overrides(["eval_greedy=true", "eval_samples_per_prompt=1",
-                                           "sampling.temperature=0.7"])
+    greedy = TrainConfig().with_overrides(["eval_greedy=true", "eval_samples_per_prompt=1", "sampling.temperature=0.7"])
     assert validation_sampling(greedy).temperature == 0.0
     assert validation_sampling(TrainConfig().with_overrides(["sampling.temperature=0.7"])).temperature == 0.7
     assert TrainConfig.from_dict(greedy.to_dict()) == greedy

@@ -9,17 +9,23 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_micro_batches import _model, _rollouts
 
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.parallel.data_parallel import shard_rows
 from scalerl.train.train_step import build_scheduler, train_step
-from test_micro_batches import _model, _rollouts
 
 TESTS = Path(__file__).resolve().parent
-OPTIONS = ["rl.loss=cispo", "rl.aggregation=prompt", "model.fp32_head=false", "optim.grad_clip=1e9",
-           "warmup_steps=0", "train.micro_batch_size=3"]
-WORKER = '''
+OPTIONS = [
+    "rl.loss=cispo",
+    "rl.aggregation=prompt",
+    "model.fp32_head=false",
+    "optim.grad_clip=1e9",
+    "warmup_steps=0",
+    "train.micro_batch_size=3",
+]
+WORKER = """
 import sys
 import torch
 sys.path.insert(0, {tests!r})
@@ -38,7 +44,7 @@ stats = train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts,
                    TrainConfig().with_overrides({options!r}))
 torch.save({{"parameters": [p.detach() for p in model.parameters()], "loss": stats.loss,
             "entropy": stats.entropy, "grad_norm": stats.grad_norm}}, {out!r} + f".rank{{rank}}")
-'''
+"""
 
 
 def test_shards_cover_the_batch_once():
@@ -51,21 +57,30 @@ def test_two_gloo_ranks_with_half_the_batch_each_equal_one_rank_with_all_of_it(t
     out = str(tmp_path / "result")
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(WORKER.format(tests=str(TESTS), options=OPTIONS, out=out)))
-    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                           "--standalone", str(script)], start_new_session=True, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", str(script)],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     base = _model()
     rollouts = pack_rollouts(_rollouts(base))
     single = copy.deepcopy(base)
     optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
-    stats = train_step(single, optimizer, build_scheduler(optimizer, 0), rollouts,
-                       TrainConfig().with_overrides(OPTIONS[:-1]))
+    stats = train_step(
+        single, optimizer, build_scheduler(optimizer, 0), rollouts, TrainConfig().with_overrides(OPTIONS[:-1])
+    )
     for rank in range(2):
         result = torch.load(f"{out}.rank{rank}")
         assert result["loss"] == pytest.approx(stats.loss, abs=1e-12)
         assert result["entropy"] == pytest.approx(stats.entropy, rel=1e-12)
         assert result["grad_norm"] == pytest.approx(stats.grad_norm, rel=1e-9)
-        moved = [float((after - before).detach().abs().max()) for after, before in zip(single.parameters(), base.parameters())]
+        moved = [
+            float((after - before).detach().abs().max())
+            for after, before in zip(single.parameters(), base.parameters())
+        ]
         assert max(moved) > 1e-4  # the step did move the weights
         for expected, got in zip(single.parameters(), result["parameters"]):
             torch.testing.assert_close(got, expected.detach(), rtol=0, atol=1e-9)

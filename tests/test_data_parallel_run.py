@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TINY_RUN, set_options
 from safetensors.torch import load_file
 
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.save_load import latest_checkpoint
-from scalerl.train.parallel.data_parallel import shard_rows
-from scalerl.train.generation import generate_rollout_shard, generate_rollouts, skip_decoding_steps
 from scalerl.train.config.generation_settings import length_control, sampling_settings
-from conftest import TINY_RUN, set_options
+from scalerl.train.generation import generate_rollout_shard, generate_rollouts, skip_decoding_steps
+from scalerl.train.parallel.data_parallel import shard_rows
 
 PROMPTS = ["12+7=", "3*4=", "20-5=", "9+9=", "1+2="]
 
@@ -32,20 +32,31 @@ def test_shards_generated_apart_are_the_whole_batch_and_end_the_stream_where_it_
     whole_generator = torch.Generator().manual_seed(0)
     whole = generate_rollouts(model, tokenizer, PROMPTS, indices, torch_generator=whole_generator, **options)
     generators = [torch.Generator().manual_seed(0) for _ in range(world_size)]
-    shards = [generate_rollout_shard(model, tokenizer, PROMPTS, indices, torch_generator=generator,
-                                     prompt_rows=shard_rows(len(PROMPTS), rank, world_size), **options)
-              for rank, generator in enumerate(generators)]
+    shards = [
+        generate_rollout_shard(
+            model,
+            tokenizer,
+            PROMPTS,
+            indices,
+            torch_generator=generator,
+            prompt_rows=shard_rows(len(PROMPTS), rank, world_size),
+            **options,
+        )
+        for rank, generator in enumerate(generators)
+    ]
     most = max(steps for _, steps in shards)
     assert most > min(steps for _, steps in shards)  # a shard finished early: the skip is exercised
     for generator, (_, steps) in zip(generators, shards):
         skip_decoding_steps(generator, most - steps, len(PROMPTS) * 3, model.config.vocab_size)
         assert torch.equal(generator.get_state(), whole_generator.get_state())
     together = [rollout for part, _ in shards for rollout in part]
-    assert [(r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in together] == \
-        [(r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in whole]
+    assert [(r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in together] == [
+        (r.prompt_index, r.group_index, r.completion_token_ids, r.interrupted) for r in whole
+    ]
     for got, expected in zip(together, whole):
-        torch.testing.assert_close(torch.tensor(got.generator_logprobs), torch.tensor(expected.generator_logprobs),
-                                   rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            torch.tensor(got.generator_logprobs), torch.tensor(expected.generator_logprobs), rtol=0, atol=1e-5
+        )
 
 
 def _rows(run_dir: Path) -> list[dict]:
@@ -56,13 +67,30 @@ def _rows(run_dir: Path) -> list[dict]:
 @pytest.mark.slow
 def test_torchrun_with_two_ranks_writes_the_run_one_process_writes(tmp_path):
     options = set_options([*TINY_RUN, "max_steps=2", "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
-               "-m", "scalerl.cli", "train", "--out", str(tmp_path / "two"), "--no-progress", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--standalone",
+        "-m",
+        "scalerl.cli",
+        "train",
+        "--out",
+        str(tmp_path / "two"),
+        "--no-progress",
+        *options,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("trained 2 steps into") == 1  # rank 0 alone reports
-    single = subprocess.run([sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"),
-                             "--no-progress", *options], capture_output=True, text=True, timeout=600)
+    single = subprocess.run(
+        [sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"), "--no-progress", *options],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert single.returncode == 0, single.stderr[-3000:]
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
     two, one = _rows(tmp_path / "two"), _rows(tmp_path / "one")
@@ -87,16 +115,41 @@ def test_a_torchrun_run_resumes_under_torchrun_as_the_straight_run(tmp_path):
     options = set_options([*TINY_RUN, "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
 
     def torchrun(*arguments):
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
-                   "-m", "scalerl.cli", "train", "--no-progress", *arguments]
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--standalone",
+            "-m",
+            "scalerl.cli",
+            "train",
+            "--no-progress",
+            *arguments,
+        ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
         assert done.returncode == 0, done.stderr[-3000:]
 
     torchrun("--out", str(tmp_path / "resumed"), "--max-steps", "1", *options)
     torchrun("--out", str(tmp_path / "resumed"), "--resume", "--max-steps", "2")
-    single = subprocess.run([sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"),
-                             "--no-progress", "--max-steps", "2", *options], capture_output=True, text=True,
-                            timeout=600)
+    single = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalerl.cli",
+            "train",
+            "--out",
+            str(tmp_path / "one"),
+            "--no-progress",
+            "--max-steps",
+            "2",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert single.returncode == 0, single.stderr[-3000:]
     resumed, one = _rows(tmp_path / "resumed"), _rows(tmp_path / "one")
     assert [row["step"] for row in resumed] == [0, 1, 2]

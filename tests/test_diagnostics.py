@@ -187,6 +187,7 @@ def test_erratic_falls_after_a_small_rise_are_collapses():
 
 # --- late plateau: the interval of A reaches down to a level the data cannot exclude ----------
 
+
 def test_late_stretch_level_and_slope_by_hand():
     from scalerl.forecast.diagnostics import late_stretch
 
@@ -197,7 +198,9 @@ def test_late_stretch_level_and_slope_by_hand():
     beta, intercept = np.polyfit(x, y, 1)
     s = np.sqrt(np.sum((y - (intercept + beta * x)) ** 2) / 3)
     assert late.n == 5 and late.level == pytest.approx(y.mean()) and late.level_sd == pytest.approx(y.std(ddof=1))
-    assert late.slope == pytest.approx(beta) and late.slope_se == pytest.approx(s / np.sqrt(np.sum((x - x.mean()) ** 2)))
+    assert late.slope == pytest.approx(beta) and late.slope_se == pytest.approx(
+        s / np.sqrt(np.sum((x - x.mean()) ** 2))
+    )
     assert late.is_flat(0.8)
 
 

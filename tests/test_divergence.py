@@ -7,24 +7,39 @@ import re
 
 import pytest
 import torch
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import train_step as train_step_module
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.guards.divergence_guard import DivergenceGuard, require_finite_validation
-from scalerl.train.guards.finite_checks import (DivergenceError, NonFiniteStep, nonfinite_logprobs,
-                                                require_bounded_step, require_finite_update)
+from scalerl.train.guards.finite_checks import (
+    DivergenceError,
+    NonFiniteStep,
+    nonfinite_logprobs,
+    require_bounded_step,
+    require_finite_update,
+)
 from scalerl.train.guards.update_size import adamw_update_norms, update_problem
-from scalerl.train.trainer import open_run, run_one_step
 from scalerl.train.train_step import build_optimizer, build_scheduler, guarded_train_step
+from scalerl.train.trainer import open_run, run_one_step
 
 
 def _rollout(logprobs, loss_mask):
     n = len(logprobs)
-    return Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1, 2), completion_token_ids=(3,) * n,
-                   generator_logprobs=tuple(logprobs), token_policy_versions=(0,) * n, reward=1.0,
-                   truncated=False, interrupted=False, completion_text="x" * n, loss_mask=tuple(loss_mask))
+    return Rollout(
+        prompt_index=0,
+        group_index=0,
+        prompt_token_ids=(1, 2),
+        completion_token_ids=(3,) * n,
+        generator_logprobs=tuple(logprobs),
+        token_policy_versions=(0,) * n,
+        reward=1.0,
+        truncated=False,
+        interrupted=False,
+        completion_text="x" * n,
+        loss_mask=tuple(loss_mask),
+    )
 
 
 def _batch(logprobs, loss_mask):
@@ -70,8 +85,9 @@ def test_skipping_is_bounded_and_each_skip_is_said(monkeypatch, tiny_config):
     with pytest.raises(DivergenceError, match="step 4: the loss is nan; the run stopped before applying it"):
         guarded_train_step(guard, 4, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config())
     with pytest.raises(DivergenceError, match="--set train.skip_nonfinite_steps=N"):
-        guarded_train_step(DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, _batch([-1.0], [1]),
-                           tiny_config())
+        guarded_train_step(
+            DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config()
+        )
 
 
 def test_a_nan_validation_pass_rate_is_an_error_never_a_row():
@@ -114,9 +130,12 @@ def test_an_out_of_bounds_step_is_named_before_anything_changes(tiny_config):
     model(torch.randn(5, 4)).square().sum().backward()
     assert update_problem(optimizer) is None  # lr 1e-2: about 1e-2 per weight of size ~0.3
     before = [p.detach().clone() for p in model.parameters()]
-    for lr, named in [(1e3, "the learning rate is 1000.0, not a finite number below 1.0"),
-                      (1e300, "the learning rate is 1e+300"), (math.inf, "the learning rate is inf"),
-                      (0.9, "times the weights' norm (at most 1: a blow-up)")]:
+    for lr, named in [
+        (1e3, "the learning rate is 1000.0, not a finite number below 1.0"),
+        (1e300, "the learning rate is 1e+300"),
+        (math.inf, "the learning rate is inf"),
+        (0.9, "times the weights' norm (at most 1: a blow-up)"),
+    ]:
         optimizer.param_groups[0]["lr"] = lr
         with pytest.raises(NonFiniteStep, match=re.escape(named)):
             require_bounded_step(optimizer)
@@ -127,7 +146,8 @@ def test_a_generation_log_prob_out_of_its_range_is_named():
     assert nonfinite_logprobs(_batch([-0.5, -900.0], [1, 1])) is None
     assert nonfinite_logprobs(_batch([-0.5, -5e7], [1, 0])) is None  # forced, not sampled
     assert "out of range (1 of 2 tokens outside [-1000, 0], first -5e+07)" in nonfinite_logprobs(
-        _batch([-0.5, -5e7], [1, 1]))
+        _batch([-0.5, -5e7], [1, 1])
+    )
     assert "first 0.5" in nonfinite_logprobs(_batch([0.5, -1.0], [1, 1]))
     with pytest.raises(NonFiniteStep, match=r"the loss is 3e\+07, beyond \+-1e\+06"):
         require_finite_update(3e7, 1.0, torch.nn.Linear(2, 2))
@@ -160,8 +180,15 @@ def test_a_learning_rate_of_one_or_more_is_refused_at_config_time(tiny_set_optio
 
 
 def test_a_blow_up_below_the_config_bound_exits_2_naming_the_step(tiny_set_options, tmp_path):
-    result = invoke("train", "--out", tmp_path / "run", *tiny_set_options("optim.lr=0.9", "optim.warmup_steps=0"),
-                    "--max-steps", "4", "--no-progress")
+    result = invoke(
+        "train",
+        "--out",
+        tmp_path / "run",
+        *tiny_set_options("optim.lr=0.9", "optim.warmup_steps=0"),
+        "--max-steps",
+        "4",
+        "--no-progress",
+    )
     assert_one_line_error(result, "error: step ", "times the weights' norm", "the run stopped before applying it")
     assert "trained" not in result.stdout
 
@@ -173,8 +200,7 @@ def test_after_a_stop_export_ships_the_last_good_checkpoint(tiny_set_options, tm
 
     monkeypatch.setattr(train_step_module, "warmup_lr_factor", lambda step, _warmup: 1.0 if step < 2 else 1e5)
     out = tmp_path / "run"
-    result = invoke("train", "--out", out, *tiny_set_options("checkpoint_every=1"), "--max-steps", "6",
-                    "--no-progress")
+    result = invoke("train", "--out", out, *tiny_set_options("checkpoint_every=1"), "--max-steps", "6", "--no-progress")
     assert_one_line_error(result, ": the learning rate is 1000.0", "the run stopped before applying it")
     stopped_at = int(re.match(r"error: step (\d+):", result.stderr).group(1))  # >= 3 (a filtered step has no update)
     good = f"step_{stopped_at - 1:08d}"

@@ -6,17 +6,17 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from tiny_hf import build_tiny_hf_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
 from scalerl.errors import InputError
-from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint, save_checkpoint
 from scalerl.train.checkpoint.layout import TRAINING_STATE_DIR
+from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint, save_checkpoint
 from scalerl.train.config.train_config import TrainConfig, save_config
 from scalerl.train.export import export_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
-from tiny_hf import build_tiny_hf_model
 
 PROMPTS = ["3+4=", "12+7=9"]
 
@@ -36,9 +36,18 @@ def _trained(kind, seed=0):
 
 
 def _save(run_dir, step, model, tokenizer, optimizer, scheduler, keep=1):
-    return save_checkpoint(run_dir, step, model=model, optimizer=optimizer, scheduler=scheduler,
-                           torch_generators={"rollout": torch.Generator().manual_seed(1)},
-                           numpy_rng=np.random.default_rng(2), state={"pool": {}}, keep=keep, tokenizer=tokenizer)
+    return save_checkpoint(
+        run_dir,
+        step,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        torch_generators={"rollout": torch.Generator().manual_seed(1)},
+        numpy_rng=np.random.default_rng(2),
+        state={"pool": {}},
+        keep=keep,
+        tokenizer=tokenizer,
+    )
 
 
 def _logits(model, tokenizer):
@@ -67,7 +76,11 @@ def test_checkpoint_is_a_model_folder_from_pretrained_loads(tmp_path, kind):
     # model loaders glob *.safetensors at the top: only the weights may be there
     assert sorted(p.name for p in checkpoint.glob("*.safetensors")) == ["model.safetensors"]
     assert sorted(p.name for p in (checkpoint / TRAINING_STATE_DIR).iterdir()) == [
-        "manifest.json", "optimizer.safetensors", "rng.safetensors", "state.json"]
+        "manifest.json",
+        "optimizer.safetensors",
+        "rng.safetensors",
+        "state.json",
+    ]
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "gpt2"])  # tied embeddings: the head is not saved twice
@@ -75,8 +88,14 @@ def test_resume_loads_the_model_folder_back_exactly(tmp_path, kind):
     model, tokenizer, optimizer, scheduler = _trained(kind)
     checkpoint = _save(tmp_path, 3, model, tokenizer, optimizer, scheduler)
     other, _, other_optimizer, other_scheduler = _trained(kind, seed=1)
-    step, _ = load_checkpoint(checkpoint, model=other, optimizer=other_optimizer, scheduler=other_scheduler,
-                              torch_generators={}, numpy_rng=np.random.default_rng())
+    step, _ = load_checkpoint(
+        checkpoint,
+        model=other,
+        optimizer=other_optimizer,
+        scheduler=other_scheduler,
+        torch_generators={},
+        numpy_rng=np.random.default_rng(),
+    )
     assert step == 3
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, other.state_dict()[name]), name
@@ -112,11 +131,13 @@ def test_export_cli_newest_step_and_errors(tmp_path):
     assert json.loads((tmp_path / "a" / "config.json").read_text())["model_type"] == "gpt2"
     result = runner.invoke(app, ["export", str(run), "-o", str(tmp_path / "b"), "--step", "5"])
     assert result.exit_code == 0 and (tmp_path / "b" / "model.safetensors").is_file()
-    for arguments, fragment in [([str(run)], "missing the output folder"),
-                                ([str(tmp_path / "none"), str(tmp_path / "c")], "does not exist"),
-                                ([str(run), str(tmp_path / "c"), "--step", "4"], "kept steps: 5")]:
+    for arguments, fragment in [
+        ([str(run)], "missing the output folder"),
+        ([str(tmp_path / "none"), str(tmp_path / "c")], "does not exist"),
+        ([str(run), str(tmp_path / "c"), "--step", "4"], "kept steps: 5"),
+    ]:
         result = runner.invoke(app, ["export", *arguments])
-        assert result.exit_code == 2 and result.stderr.startswith(f"error: "), result.output
+        assert result.exit_code == 2 and result.stderr.startswith("error: "), result.output
         assert fragment in result.stderr and not (tmp_path / "c").exists()
 
 
@@ -146,20 +167,44 @@ def test_a_trained_local_qwen2_run_checkpoint_loads_and_generates(tmp_path):
 
     model_dir = save_tiny_hf_model("qwen2", tmp_path / "qwen2")
     run = tmp_path / "run"
-    settings = ["eval_prompts=4", "num_val_prompts=8", "eval_samples_per_prompt=2", "prompts_per_step=2",
-                "generations_per_prompt=2", "max_new_tokens=16", "thinking_budget_min=6",
-                "thinking_budget_max=8", "penalty_cache_tokens=8", "num_train_prompts=20", "max_steps=2",
-                "checkpoint_every=1", "keep_checkpoints=2", "zero_variance_filter=false"]
+    settings = [
+        "eval_prompts=4",
+        "num_val_prompts=8",
+        "eval_samples_per_prompt=2",
+        "prompts_per_step=2",
+        "generations_per_prompt=2",
+        "max_new_tokens=16",
+        "thinking_budget_min=6",
+        "thinking_budget_max=8",
+        "penalty_cache_tokens=8",
+        "num_train_prompts=20",
+        "max_steps=2",
+        "checkpoint_every=1",
+        "keep_checkpoints=2",
+        "zero_variance_filter=false",
+    ]
     runner = CliRunner()
-    result = runner.invoke(app, ["train", "--out", str(run), "--model", str(model_dir), "--no-progress",
-                                 *[token for s in settings for token in ("--set", s)]])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--out",
+            str(run),
+            "--model",
+            str(model_dir),
+            "--no-progress",
+            *[token for s in settings for token in ("--set", s)],
+        ],
+    )
     assert result.exit_code == 0, result.output
     checkpoint = latest_checkpoint(run)
     assert checkpoint.name == "step_00000002"
     trained = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     start = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True)
-    assert not torch.allclose(_logits(trained, tokenizer), _logits(start, tokenizer))  # the optimiser stepped (weight decay at least)
+    assert not torch.allclose(
+        _logits(trained, tokenizer), _logits(start, tokenizer)
+    )  # the optimiser stepped (weight decay at least)
     assert len(_greedy(trained, tokenizer)[0]) > len(tokenizer(PROMPTS[0]).input_ids)
     result = runner.invoke(app, ["export", str(run), str(tmp_path / "exported"), "--step", "1"])
     assert result.exit_code == 0, result.output

@@ -8,14 +8,14 @@ import stat
 
 import numpy as np
 import torch
+from cli_invocation import invoke
 from safetensors import safe_open
+from tiny_hf import build_tiny_hf_model
 from transformers import AutoModelForCausalLM
 
-from cli_invocation import invoke
 from scalerl.train.checkpoint.save_load import save_checkpoint
 from scalerl.train.config.train_config import TrainConfig, save_config
 from scalerl.train.train_step import build_optimizer, build_scheduler
-from tiny_hf import build_tiny_hf_model
 
 
 def _bf16_run(run_dir):
@@ -24,9 +24,18 @@ def _bf16_run(run_dir):
     model, tokenizer = build_tiny_hf_model("llama")
     model = model.to(torch.bfloat16)
     optimizer = build_optimizer(model, TrainConfig().optim)
-    save_checkpoint(run_dir, 2, model=model, optimizer=optimizer, scheduler=build_scheduler(optimizer, 2),
-                    torch_generators={"rollout": torch.Generator().manual_seed(1)},
-                    numpy_rng=np.random.default_rng(2), state={"pool": {}}, keep=1, tokenizer=tokenizer)
+    save_checkpoint(
+        run_dir,
+        2,
+        model=model,
+        optimizer=optimizer,
+        scheduler=build_scheduler(optimizer, 2),
+        torch_generators={"rollout": torch.Generator().manual_seed(1)},
+        numpy_rng=np.random.default_rng(2),
+        state={"pool": {}},
+        keep=1,
+        tokenizer=tokenizer,
+    )
     return model
 
 

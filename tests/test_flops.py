@@ -68,15 +68,36 @@ def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
     from scalerl.train.run_state import RunState
     from scalerl.train.train_step import StepStats
 
-    rollout = Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1, 2), completion_token_ids=(3,),
-                      generator_logprobs=(-1.0,), token_policy_versions=(0,), reward=1.0, truncated=False,
-                      interrupted=False, completion_text="3")
+    rollout = Rollout(
+        prompt_index=0,
+        group_index=0,
+        prompt_token_ids=(1, 2),
+        completion_token_ids=(3,),
+        generator_logprobs=(-1.0,),
+        token_policy_versions=(0,),
+        reward=1.0,
+        truncated=False,
+        interrupted=False,
+        completion_text="3",
+    )
 
     def flops_of(recomputed_tokens, recomputed_context):
-        stats = StepStats(loss=0.0, grad_norm=0.0, lr=1e-3, entropy=0.0, mean_ratio=1.0, clipped_fraction=0.0,
-                          kept_prompts=1, total_prompts=1, kept_sequences=2, tokens_trained=10,
-                          trained_context_sum=100, updated=True, tokens_recomputed=recomputed_tokens,
-                          recomputed_context_sum=recomputed_context)
+        stats = StepStats(
+            loss=0.0,
+            grad_norm=0.0,
+            lr=1e-3,
+            entropy=0.0,
+            mean_ratio=1.0,
+            clipped_fraction=0.0,
+            kept_prompts=1,
+            total_prompts=1,
+            kept_sequences=2,
+            tokens_trained=10,
+            trained_context_sum=100,
+            updated=True,
+            tokens_recomputed=recomputed_tokens,
+            recomputed_context_sum=recomputed_context,
+        )
         state = RunState(TrainConfig(), tmp_path / f"run{recomputed_tokens}", num_train_prompts=4)
         try:
             return state.book_step(1, [rollout], stats, shape=SHAPE, wall_seconds=0.0)["flops"]

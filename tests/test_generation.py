@@ -9,32 +9,46 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train import generation
-from scalerl.train.generation import (
-    evaluate_pass_rate,
-    gumbel_noise,
-    sample_with_noise,
-    should_compact,
-    generate_rollouts,
-    left_pad,
-    top_p_filter,
-)
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import TaskExample
+from scalerl.train import generation
+from scalerl.train.generation import (
+    evaluate_pass_rate,
+    generate_rollouts,
+    gumbel_noise,
+    left_pad,
+    sample_with_noise,
+    should_compact,
+    top_p_filter,
+)
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 PROMPTS = ["12+47+30=", "5+6=", "123+4+56+7="]
 TRUNCATE = LengthControl(mode="truncate")
 
 
-def _generate(model, tokenizer, *, seed=0, max_new_tokens=24, length_control=TRUNCATE, hook=None,
-              num_generations=3, prompts=PROMPTS, fp32_head=True):
+def _generate(
+    model,
+    tokenizer,
+    *,
+    seed=0,
+    max_new_tokens=24,
+    length_control=TRUNCATE,
+    hook=None,
+    num_generations=3,
+    prompts=PROMPTS,
+    fp32_head=True,
+):
     return generate_rollouts(
-        model, tokenizer, prompts, list(range(10, 10 + len(prompts))),
+        model,
+        tokenizer,
+        prompts,
+        list(range(10, 10 + len(prompts))),
         num_generations=num_generations,
         sampling=SamplingSettings(max_new_tokens=max_new_tokens, fp32_head=fp32_head),
-        length_control=length_control, torch_generator=torch.Generator().manual_seed(seed),
+        length_control=length_control,
+        torch_generator=torch.Generator().manual_seed(seed),
         weight_update_hook=hook,
     )
 
@@ -97,7 +111,7 @@ def test_generator_logprobs_equal_a_fresh_teacher_forced_pass(policy):
         with torch.no_grad():
             logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))
         recorded = torch.tensor(rollout.generator_logprobs)
-        assert torch.allclose(logprobs[0, -len(recorded):], recorded, atol=1e-5)
+        assert torch.allclose(logprobs[0, -len(recorded) :], recorded, atol=1e-5)
 
 
 def test_fp32_head_shrinks_generator_trainer_mismatch_in_bf16():
@@ -109,14 +123,13 @@ def test_fp32_head_shrinks_generator_trainer_mismatch_in_bf16():
     trainer_model = copy.deepcopy(generator_model).float()
     mismatch = {}
     for fp32_head in (True, False):
-        rollouts = _generate(generator_model, tokenizer, max_new_tokens=20, fp32_head=fp32_head,
-                             num_generations=4)
+        rollouts = _generate(generator_model, tokenizer, max_new_tokens=20, fp32_head=fp32_head, num_generations=4)
         sequences = [r.prompt_token_ids + r.completion_token_ids for r in rollouts]
         ids, mask = left_pad(sequences, tokenizer.pad_token_id)
         with torch.no_grad():
             trainer = teacher_forced_logprobs(trainer_model, ids, mask, fp32_head=fp32_head)
         errors = [
-            (trainer[row, -r.num_completion_tokens:] - torch.tensor(r.generator_logprobs)).abs()
+            (trainer[row, -r.num_completion_tokens :] - torch.tensor(r.generator_logprobs)).abs()
             for row, r in enumerate(rollouts)
         ]
         mismatch[fp32_head] = torch.cat(errors).mean().item()
@@ -205,8 +218,15 @@ def test_weight_update_hook_changes_versions_of_later_tokens_only(policy):
 def test_policy_version_argument_is_recorded(policy):
     model, tokenizer = policy
     rollouts = generate_rollouts(
-        model, tokenizer, ["1+1="], [0], num_generations=2, sampling=SamplingSettings(max_new_tokens=4),
-        length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(0), policy_version=3,
+        model,
+        tokenizer,
+        ["1+1="],
+        [0],
+        num_generations=2,
+        sampling=SamplingSettings(max_new_tokens=4),
+        length_control=TRUNCATE,
+        torch_generator=torch.Generator().manual_seed(0),
+        policy_version=3,
     )
     assert all(set(r.token_policy_versions) == {3} for r in rollouts)
 
@@ -227,9 +247,16 @@ def test_left_pad_aligns_real_tokens_right():
 def test_bad_arguments_raise_input_error(policy):
     model, tokenizer = policy
     with pytest.raises(InputError, match="prompt indices"):
-        generate_rollouts(model, tokenizer, ["1+1="], [0, 1], num_generations=1,
-                          sampling=SamplingSettings(), length_control=TRUNCATE,
-                          torch_generator=torch.Generator())
+        generate_rollouts(
+            model,
+            tokenizer,
+            ["1+1="],
+            [0, 1],
+            num_generations=1,
+            sampling=SamplingSettings(),
+            length_control=TRUNCATE,
+            torch_generator=torch.Generator(),
+        )
 
 
 class _EvenLengthTask:
@@ -247,14 +274,30 @@ def test_evaluate_pass_rate_is_the_mean_of_positive_rewards(policy):
     model, tokenizer = policy
     examples = [TaskExample(prompt=p, answer="") for p in PROMPTS]
     sampling = SamplingSettings(max_new_tokens=9)
-    rate = evaluate_pass_rate(model, tokenizer, _EvenLengthTask(), examples, 4, sampling=sampling,
-                              length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(9),
-                              prompts_per_batch=2)
+    rate = evaluate_pass_rate(
+        model,
+        tokenizer,
+        _EvenLengthTask(),
+        examples,
+        4,
+        sampling=sampling,
+        length_control=TRUNCATE,
+        torch_generator=torch.Generator().manual_seed(9),
+        prompts_per_batch=2,
+    )
     generator = torch.Generator().manual_seed(9)
     rollouts = []
     for batch in (PROMPTS[:2], PROMPTS[2:]):
-        rollouts += generate_rollouts(model, tokenizer, batch, list(range(len(batch))), num_generations=4,
-                                      sampling=sampling, length_control=TRUNCATE, torch_generator=generator)
+        rollouts += generate_rollouts(
+            model,
+            tokenizer,
+            batch,
+            list(range(len(batch))),
+            num_generations=4,
+            sampling=sampling,
+            length_control=TRUNCATE,
+            torch_generator=generator,
+        )
     expected = sum(len(r.completion_text) % 2 == 0 for r in rollouts) / 12
     assert math.isclose(rate, expected)
     assert 0 < rate < 1
@@ -270,22 +313,29 @@ def test_correct_counts_per_example_sum_to_the_pass_rate_and_split_by_difficulty
     tags = ("easy", "hard", "easy")
     examples = [TaskExample(prompt=p, answer="", columns=(("difficulty", tag),)) for p, tag in zip(PROMPTS, tags)]
     options = dict(sampling=SamplingSettings(max_new_tokens=9), length_control=TRUNCATE, prompts_per_batch=2)
-    counts = evaluate_correct_counts(model, tokenizer, _EvenLengthTask(), examples, 4,
-                                     torch_generator=torch.Generator().manual_seed(9), **options)
-    rate = evaluate_pass_rate(model, tokenizer, _EvenLengthTask(), examples, 4,
-                              torch_generator=torch.Generator().manual_seed(9), **options)
+    counts = evaluate_correct_counts(
+        model, tokenizer, _EvenLengthTask(), examples, 4, torch_generator=torch.Generator().manual_seed(9), **options
+    )
+    rate = evaluate_pass_rate(
+        model, tokenizer, _EvenLengthTask(), examples, 4, torch_generator=torch.Generator().manual_seed(9), **options
+    )
     assert len(counts) == 3 and all(0 <= c <= 4 for c in counts) and math.isclose(sum(counts) / 12, rate)
     columns = pass_rate_columns(counts, 4, difficulty_groups(tuple(examples)))
-    assert columns == {"val_pass_rate": sum(counts) / 12, "val_pass_rate_easy": (counts[0] + counts[2]) / 8,
-                       "val_pass_rate_hard": counts[1] / 4}
+    assert columns == {
+        "val_pass_rate": sum(counts) / 12,
+        "val_pass_rate_easy": (counts[0] + counts[2]) / 8,
+        "val_pass_rate_hard": counts[1] / 4,
+    }
 
 
 def test_difficulty_groups_need_a_column_on_every_example_and_two_to_eight_values():
     from scalerl.train.held_out import difficulty_groups, pass_rate_columns
 
     def tagged(*values):
-        return tuple(TaskExample(prompt=str(i), answer="", columns=() if v is None else (("difficulty", v),))
-                     for i, v in enumerate(values))
+        return tuple(
+            TaskExample(prompt=str(i), answer="", columns=() if v is None else (("difficulty", v),))
+            for i, v in enumerate(values)
+        )
 
     assert difficulty_groups(tagged("Level 1", 2, "Level 1")) == {"Level_1": [0, 2], "2": [1]}
     assert difficulty_groups(tagged("easy", "easy")) is None  # one group: the total says it all
@@ -295,16 +345,34 @@ def test_difficulty_groups_need_a_column_on_every_example_and_two_to_eight_value
 
 
 def test_rollout_defaults_validation_and_staleness():
-    rollout = Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1,), completion_token_ids=(7, 8, 2),
-                      generator_logprobs=(-1.0, -2.0, -0.5), token_policy_versions=(4, 5, 5), reward=0.0,
-                      truncated=False, interrupted=False, completion_text="78")
+    rollout = Rollout(
+        prompt_index=0,
+        group_index=0,
+        prompt_token_ids=(1,),
+        completion_token_ids=(7, 8, 2),
+        generator_logprobs=(-1.0, -2.0, -0.5),
+        token_policy_versions=(4, 5, 5),
+        reward=0.0,
+        truncated=False,
+        interrupted=False,
+        completion_text="78",
+    )
     assert rollout.loss_mask == (1, 1, 1)
     assert rollout.oldest_policy_version == 4
     assert rollout.with_reward(1).reward == 1.0 and rollout.reward == 0.0
     with pytest.raises(InputError, match="token_policy_versions has 2 entries for 3"):
-        Rollout(prompt_index=0, group_index=0, prompt_token_ids=(1,), completion_token_ids=(7, 8, 2),
-                generator_logprobs=(-1.0, -2.0, -0.5), token_policy_versions=(4, 5), reward=0.0,
-                truncated=False, interrupted=False, completion_text="78")
+        Rollout(
+            prompt_index=0,
+            group_index=0,
+            prompt_token_ids=(1,),
+            completion_token_ids=(7, 8, 2),
+            generator_logprobs=(-1.0, -2.0, -0.5),
+            token_policy_versions=(4, 5),
+            reward=0.0,
+            truncated=False,
+            interrupted=False,
+            completion_text="78",
+        )
 
 
 def test_sampling_and_length_settings_are_validated():
@@ -345,9 +413,19 @@ def test_temperature_zero_is_greedy_whatever_the_noise():
 def test_greedy_rollouts_repeat_for_any_generator_seed(policy):
     model, tokenizer = policy
     greedy = SamplingSettings(max_new_tokens=12, temperature=0.0)
-    first, second = (generate_rollouts(model, tokenizer, PROMPTS, [0, 1, 2], num_generations=2, sampling=greedy,
-                                       length_control=TRUNCATE, torch_generator=torch.Generator().manual_seed(s))
-                     for s in (1, 2))
+    first, second = (
+        generate_rollouts(
+            model,
+            tokenizer,
+            PROMPTS,
+            [0, 1, 2],
+            num_generations=2,
+            sampling=greedy,
+            length_control=TRUNCATE,
+            torch_generator=torch.Generator().manual_seed(s),
+        )
+        for s in (1, 2)
+    )
     assert [r.completion_token_ids for r in first] == [r.completion_token_ids for r in second]
     # both generations of a prompt are the argmax path
     assert first[0].completion_token_ids == first[1].completion_token_ids
@@ -390,8 +468,10 @@ def test_finished_rows_leave_the_batch_without_changing_the_rollouts(policy, mon
 
 
 def _packed_fields_equal(a, b):
-    return all(np.array_equal(getattr(a, name), getattr(b, name)) and getattr(a, name).dtype == getattr(b, name).dtype
-               for name in a.__dataclass_fields__)
+    return all(
+        np.array_equal(getattr(a, name), getattr(b, name)) and getattr(a, name).dtype == getattr(b, name).dtype
+        for name in a.__dataclass_fields__
+    )
 
 
 @pytest.mark.parametrize("mode", ["truncate", "interrupt", "eos"])
@@ -400,14 +480,17 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
     pack_rollouts gives for generate_rollouts' Rollouts with the same generator seed, with ragged
     lengths (EOS stops), forced interruption phrases, an in-flight version change and the same
     generator state after."""
-    from scalerl.train.generation import generate_packed
     from scalerl.train.batch.packed_rollouts import pack_rollouts
+    from scalerl.train.generation import generate_packed
 
     model, tokenizer = policy
     if mode == "eos":
         model = _constant_logits_model(tokenizer, {"<eos>": 1.5})
-    control = (LengthControl(thinking_budget_min=3, thinking_budget_max=8, interruption_phrase="!!</think>")
-               if mode == "interrupt" else TRUNCATE)
+    control = (
+        LengthControl(thinking_budget_min=3, thinking_budget_max=8, interruption_phrase="!!</think>")
+        if mode == "interrupt"
+        else TRUNCATE
+    )
     results = []
     for packed in (False, True):
         calls = []
@@ -417,16 +500,27 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
             return 4 if len(calls) == 6 else None
 
         generator = torch.Generator().manual_seed(3)
-        kwargs = dict(num_generations=4, sampling=SamplingSettings(max_new_tokens=16), length_control=control,
-                      torch_generator=generator, policy_version=2, weight_update_hook=hook)
+        kwargs = dict(
+            num_generations=4,
+            sampling=SamplingSettings(max_new_tokens=16),
+            length_control=control,
+            torch_generator=generator,
+            policy_version=2,
+            weight_update_hook=hook,
+        )
         indices = list(range(10, 10 + len(PROMPTS)))
-        batch = (generate_packed(model, tokenizer, PROMPTS, indices, **kwargs) if packed
-                 else pack_rollouts(generate_rollouts(model, tokenizer, PROMPTS, indices, **kwargs)))
+        batch = (
+            generate_packed(model, tokenizer, PROMPTS, indices, **kwargs)
+            if packed
+            else pack_rollouts(generate_rollouts(model, tokenizer, PROMPTS, indices, **kwargs))
+        )
         results.append((batch, generator.get_state()))
     (expected, state_a), (got, state_b) = results
     assert _packed_fields_equal(got, expected) and torch.equal(state_a, state_b)
     if mode == "eos":
-        assert len(set(np.diff(got.completion_offsets).tolist())) > 1  # ragged: EOS ended sequences at different lengths
+        assert (
+            len(set(np.diff(got.completion_offsets).tolist())) > 1
+        )  # ragged: EOS ended sequences at different lengths
     if mode == "interrupt":
         assert got.interrupted.any() and (got.loss_mask == 0).any()
     assert set(got.versions.tolist()) == {2, 4}

@@ -1,15 +1,16 @@
 """The generator interface contract (tests/generator_contract.py) on CPU: a fake
 rollout backend with vLLM's interface passes it, broken outputs are caught, and the generator
 worker's vLLM path (backend swapped for the fake) answers a request within the contract."""
+
 import dataclasses
 
 import pytest
-
 from generator_contract import batch_violations, check, rollout_violations
+
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 
 
 class FakeRolloutBackend:
@@ -28,41 +29,49 @@ class FakeRolloutBackend:
         for group, (prompt, index) in enumerate(zip(prompts, prompt_indices)):
             for j in range(num_generations):
                 sampled = 5 + (seed + j) % 2
-                rollouts.append(Rollout(
-                    prompt_index=int(index), group_index=group,
-                    prompt_token_ids=tuple(ord(c) % 50 for c in prompt) or (0,),
-                    completion_token_ids=(5,) * (sampled + 2),
-                    generator_logprobs=(-0.5,) * sampled + (0.0, 0.0),
-                    token_policy_versions=(policy_version,) * (sampled + 2), reward=0.0,
-                    truncated=False, interrupted=True, completion_text="4",
-                    loss_mask=(1,) * sampled + (0, 0)))
+                rollouts.append(
+                    Rollout(
+                        prompt_index=int(index),
+                        group_index=group,
+                        prompt_token_ids=tuple(ord(c) % 50 for c in prompt) or (0,),
+                        completion_token_ids=(5,) * (sampled + 2),
+                        generator_logprobs=(-0.5,) * sampled + (0.0, 0.0),
+                        token_policy_versions=(policy_version,) * (sampled + 2),
+                        reward=0.0,
+                        truncated=False,
+                        interrupted=True,
+                        completion_text="4",
+                        loss_mask=(1,) * sampled + (0, 0),
+                    )
+                )
         return rollouts
 
 
 def _fake_rollouts(version=3):
-    return FakeRolloutBackend().generate(["1+1=", "2+2=", "3+3="], [7, 2, 9], num_generations=2,
-                                         seed=0, policy_version=version)
+    return FakeRolloutBackend().generate(
+        ["1+1=", "2+2=", "3+3="], [7, 2, 9], num_generations=2, seed=0, policy_version=version
+    )
 
 
 def test_fake_backend_meets_the_contract():
     assert rollout_violations(_fake_rollouts(), [7, 2, 9], 2, min_version=3, max_version=3) == []
 
 
-@pytest.mark.parametrize("breakage, message", [
-    (lambda rs: rs[:-1], "expected 6 rollouts"),
-    (lambda rs: [rs[1], rs[0], *rs[2:]], None),  # still grouped: same group, same prompt
-    (lambda rs: [rs[2], rs[1], rs[0], *rs[3:]], "group/prompt"),
-    (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(0.5,) * 5 + (0.0, 0.0)), *rs[1:]],
-     "log-prob"),
-    (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(-0.5,) * 7), *rs[1:]], "forced"),
-    (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(3, 3, 3, 2, 3, 3, 3)), *rs[1:]],
-     "backwards"),
-    (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(4,) * 7), *rs[1:]], "outside"),
-    (lambda rs: [dataclasses.replace(rs[0], reward=float("nan")), *rs[1:]], "reward"),
-])
+@pytest.mark.parametrize(
+    "breakage, message",
+    [
+        (lambda rs: rs[:-1], "expected 6 rollouts"),
+        (lambda rs: [rs[1], rs[0], *rs[2:]], None),  # still grouped: same group, same prompt
+        (lambda rs: [rs[2], rs[1], rs[0], *rs[3:]], "group/prompt"),
+        (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(0.5,) * 5 + (0.0, 0.0)), *rs[1:]], "log-prob"),
+        (lambda rs: [dataclasses.replace(rs[0], generator_logprobs=(-0.5,) * 7), *rs[1:]], "forced"),
+        (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(3, 3, 3, 2, 3, 3, 3)), *rs[1:]], "backwards"),
+        (lambda rs: [dataclasses.replace(rs[0], token_policy_versions=(4,) * 7), *rs[1:]], "outside"),
+        (lambda rs: [dataclasses.replace(rs[0], reward=float("nan")), *rs[1:]], "reward"),
+    ],
+)
 def test_broken_outputs_are_caught(breakage, message):
-    problems = rollout_violations(breakage(_fake_rollouts()), [7, 2, 9], 2, min_version=3,
-                                  max_version=3)
+    problems = rollout_violations(breakage(_fake_rollouts()), [7, 2, 9], 2, min_version=3, max_version=3)
     if message is None:
         assert problems == []
     else:
@@ -73,9 +82,16 @@ def test_broken_outputs_are_caught(breakage, message):
 
 def test_batch_contract_checks_step_and_versions():
     request = GenerationRequest(step=5, prompt_indices=(7, 2, 9), seed=0, min_version=3)
-    batch = GeneratedBatch(step=5, generator_id=0, packed=pack_rollouts(_fake_rollouts()), start_version=3,
-                           started_at=1.0, finished_at=2.0, weight_sync_seconds=0.01,
-                           num_weight_swaps=1)
+    batch = GeneratedBatch(
+        step=5,
+        generator_id=0,
+        packed=pack_rollouts(_fake_rollouts()),
+        start_version=3,
+        started_at=1.0,
+        finished_at=2.0,
+        weight_sync_seconds=0.01,
+        num_weight_swaps=1,
+    )
     assert batch_violations(batch, request, 2, published_version=4) == []
     wrong = dataclasses.replace(batch, step=6, start_version=2)
     problems = batch_violations(wrong, request, 2, published_version=4)
@@ -93,8 +109,9 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     from scalerl.train.run_setup import fresh_policy
 
     monkeypatch.setattr(vllm_generator, "VllmRolloutBackend", FakeRolloutBackend)
-    config = TrainConfig().with_overrides(["model.num_layers=1", "model.hidden_size=32",
-                                           "model.num_heads=2", "generations_per_prompt=2"])
+    config = TrainConfig().with_overrides(
+        ["model.num_layers=1", "model.hidden_size=32", "model.num_heads=2", "generations_per_prompt=2"]
+    )
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)

@@ -78,9 +78,12 @@ def write_run(directory: Path, a: float, b: float, seed: int) -> Path:
     reward = sigmoid_reward(FLOPS, a, b, 2542.0, 0.1) + np.random.default_rng(seed).normal(0, 0.004, FLOPS.size)
     reward[0] = 0.1
     directory.mkdir(parents=True)
-    (directory / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)}) + "\n"
-        for i, (c, r) in enumerate(zip(FLOPS, reward))))
+    (directory / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)}) + "\n"
+            for i, (c, r) in enumerate(zip(FLOPS, reward))
+        )
+    )
     return directory
 
 
@@ -92,19 +95,56 @@ def read_points(directory: Path) -> tuple[list, list]:
 def write_study(directory: Path) -> dict:
     """A study directory as `scalerl study` leaves it: study.json (its documented shape) and study.png."""
     directory.mkdir()
-    payload = {"base": "scalerl", "x": "flops", "y": "val_pass_rate", "margin": 0.02, "level": 0.8, "variants": [
-        {"slug": "scalerl", "name": "scalerl (base)", "knob": None, "is_base": True, "metrics": [], "error": None,
-         "fit": {"params": {"A": 0.6123, "B": 1.91, "C_mid": 2500.0, "R0": 0.1},
-                 "intervals": {"A": [0.6, 0.625], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
-                 "ceiling_identified": True, "n_points": 11, "warnings": []},
-         "paper_moves": None, "versus_base": None},
-        {"slug": "loss-dapo", "name": "DAPO loss", "knob": "rl.loss=dapo", "is_base": False, "metrics": [],
-         "fit": {"params": {"A": 0.5511, "B": 1.5, "C_mid": 2600.0, "R0": 0.1},
-                 "intervals": {"A": [0.54, 0.56], "B": [1.3, 1.7], "C_mid": [2400.0, 2800.0]},
-                 "ceiling_identified": False, "n_points": 11, "warnings": ["ceiling not identified yet"]},
-         "error": None, "paper_moves": "A",
-         "versus_base": {"verdict": "lower ceiling", "decided_by": "ceiling", "delta_A": -0.0612,
-                         "B_at_shared_A": None, "shared_A": None, "note": None}}]}
+    payload = {
+        "base": "scalerl",
+        "x": "flops",
+        "y": "val_pass_rate",
+        "margin": 0.02,
+        "level": 0.8,
+        "variants": [
+            {
+                "slug": "scalerl",
+                "name": "scalerl (base)",
+                "knob": None,
+                "is_base": True,
+                "metrics": [],
+                "error": None,
+                "fit": {
+                    "params": {"A": 0.6123, "B": 1.91, "C_mid": 2500.0, "R0": 0.1},
+                    "intervals": {"A": [0.6, 0.625], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
+                    "ceiling_identified": True,
+                    "n_points": 11,
+                    "warnings": [],
+                },
+                "paper_moves": None,
+                "versus_base": None,
+            },
+            {
+                "slug": "loss-dapo",
+                "name": "DAPO loss",
+                "knob": "rl.loss=dapo",
+                "is_base": False,
+                "metrics": [],
+                "fit": {
+                    "params": {"A": 0.5511, "B": 1.5, "C_mid": 2600.0, "R0": 0.1},
+                    "intervals": {"A": [0.54, 0.56], "B": [1.3, 1.7], "C_mid": [2400.0, 2800.0]},
+                    "ceiling_identified": False,
+                    "n_points": 11,
+                    "warnings": ["ceiling not identified yet"],
+                },
+                "error": None,
+                "paper_moves": "A",
+                "versus_base": {
+                    "verdict": "lower ceiling",
+                    "decided_by": "ceiling",
+                    "delta_A": -0.0612,
+                    "B_at_shared_A": None,
+                    "shared_A": None,
+                    "note": None,
+                },
+            },
+        ],
+    }
     (directory / "study.json").write_text(json.dumps(payload))
     buffer = io.BytesIO()
     Image.new("RGB", (64, 32), (200, 30, 30)).save(buffer, format="PNG")
@@ -166,8 +206,10 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
 def test_a_single_run_directory_needs_no_comparison(tmp_path, inputs):
     runs, *_ = inputs
     output = tmp_path / "one.html"
-    assert runner.invoke(app, ["report", str(runs[0]), "-o", str(output), "--target-x", "20000",
-                               *N_BOOTSTRAP]).exit_code == 0
+    assert (
+        runner.invoke(app, ["report", str(runs[0]), "-o", str(output), "--target-x", "20000", *N_BOOTSTRAP]).exit_code
+        == 0
+    )
     page = PageParser()
     page.feed(output.read_text())
     assert "comparison" not in page.tables and len(page.images) == 1
@@ -175,13 +217,16 @@ def test_a_single_run_directory_needs_no_comparison(tmp_path, inputs):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["report", "missing_dir", "-o", "r.html"], "no such file or directory"),
-    (["report", "{empty}", "-o", "r.html"], "neither a run directory"),
-    (["report", "{run}", "-o", "r.txt"], "must end in .html"),
-    (["report", "{run}", "-o", "r.html", "--level", "1.5"], "--level"),
-    (["report", "{run}", "-o", "r.html", "--target-x", "-3"], "--target-x"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["report", "missing_dir", "-o", "r.html"], "no such file or directory"),
+        (["report", "{empty}", "-o", "r.html"], "neither a run directory"),
+        (["report", "{run}", "-o", "r.txt"], "must end in .html"),
+        (["report", "{run}", "-o", "r.html", "--level", "1.5"], "--level"),
+        (["report", "{run}", "-o", "r.html", "--target-x", "-3"], "--target-x"),
+    ],
+)
 def test_bad_input_is_one_error_line(tmp_path, inputs, monkeypatch, arguments, message):
     runs, *_ = inputs
     (tmp_path / "empty").mkdir()
@@ -197,8 +242,9 @@ def test_a_run_with_live_forecasts_gets_their_history_figure(tmp_path, inputs):
     metrics = runs[0] / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     for index, row in enumerate(rows[4:], start=4):  # what the trainer logs from the 4th validation on
-        row.update(forecast_A=0.5 + 0.01 * index, forecast_A_low=0.45, forecast_A_high=0.7,
-                   ceiling_identified=index > 6)
+        row.update(
+            forecast_A=0.5 + 0.01 * index, forecast_A_low=0.45, forecast_A_high=0.7, ceiling_identified=index > 6
+        )
     metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
     output = tmp_path / "report.html"
     assert runner.invoke(app, ["report", str(runs[0]), "-o", str(output), *N_BOOTSTRAP]).exit_code == 0
@@ -212,11 +258,27 @@ def test_a_run_with_live_forecasts_gets_their_history_figure(tmp_path, inputs):
 def test_forecast_history_reads_the_logged_forecasts():
     from scalerl.forecast.live import forecast_history
 
-    history = forecast_history([{"step": 0, "flops": 0.0, "val_pass_rate": 0.1},
-                                {"step": 10, "flops": 5.0, "forecast_A": 0.4, "forecast_A_low": 0.3,
-                                 "forecast_A_high": 0.6, "ceiling_identified": False},
-                                {"step": 20, "flops": 9.0, "forecast_A": 0.45, "forecast_A_low": 0.42,
-                                 "forecast_A_high": 0.5, "ceiling_identified": True}])
+    history = forecast_history(
+        [
+            {"step": 0, "flops": 0.0, "val_pass_rate": 0.1},
+            {
+                "step": 10,
+                "flops": 5.0,
+                "forecast_A": 0.4,
+                "forecast_A_low": 0.3,
+                "forecast_A_high": 0.6,
+                "ceiling_identified": False,
+            },
+            {
+                "step": 20,
+                "flops": 9.0,
+                "forecast_A": 0.45,
+                "forecast_A_low": 0.42,
+                "forecast_A_high": 0.5,
+                "ceiling_identified": True,
+            },
+        ]
+    )
     assert history["flops"].tolist() == [5.0, 9.0] and history["A"].tolist() == [0.4, 0.45]
     assert history["A_low"].tolist() == [0.3, 0.42] and history["identified"].tolist() == [False, True]
     assert forecast_history([{"step": 0, "flops": 0.0}]) is None
@@ -224,26 +286,57 @@ def test_forecast_history_reads_the_logged_forecasts():
 
 def ablation_payload(kind: str) -> dict:
     """ablation.json / sweep.json in the shape `scalerl ablate` writes (seed-mean params, effects)."""
+
     def stats(mean, lo, hi):
         return {"mean": mean, "lo": lo, "hi": hi, "n": 2}
 
     def seed(a, error=None):
-        return {"metrics": "m.jsonl", "params": None if error else {"A": a}, "ceiling_identified": True,
-                "error": error}
+        return {"metrics": "m.jsonl", "params": None if error else {"A": a}, "ceiling_identified": True, "error": error}
 
-    return {"kind": kind, "sweep_knob": "batch_prompts" if kind == "sweep" else None, "base": "scalerl",
-            "x": "flops", "y": "val_pass_rate", "level": 0.8, "seeds": 2,
-            "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01, "dof": 2},
-            "variants": [
-                {"slug": "scalerl", "name": "base", "knob": None, "is_base": True, "seeds": [seed(0.6), seed(0.62)],
-                 "params": {"A": stats(0.61, 0.6, 0.62), "B": stats(1.9, 1.8, 2.0), "C_mid": stats(2500.0, 2400, 2600)},
-                 "effect": None, "shared_A": None, "B_at_shared_A": None, "paper": "-"},
-                {"slug": "loss-dapo", "name": "dapo", "knob": "rl.loss=dapo", "is_base": False,
-                 "seeds": [seed(0.5), seed(None, "fit failed: flat run")],
-                 "params": {"A": stats(0.5, 0.5, 0.5), "B": stats(1.5, 1.5, 1.5), "C_mid": stats(2600.0, 2600, 2600)},
-                 "effect": {"effect": "moves the ceiling", "direction": "down", "delta_A": -0.11, "margin": 0.031,
-                            "delta_B": None, "B_margin": None, "reason": "|dA| > margin"},
-                 "shared_A": None, "B_at_shared_A": None, "paper": "moves the ceiling A"}]}
+    return {
+        "kind": kind,
+        "sweep_knob": "batch_prompts" if kind == "sweep" else None,
+        "base": "scalerl",
+        "x": "flops",
+        "y": "val_pass_rate",
+        "level": 0.8,
+        "seeds": 2,
+        "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01, "dof": 2},
+        "variants": [
+            {
+                "slug": "scalerl",
+                "name": "base",
+                "knob": None,
+                "is_base": True,
+                "seeds": [seed(0.6), seed(0.62)],
+                "params": {"A": stats(0.61, 0.6, 0.62), "B": stats(1.9, 1.8, 2.0), "C_mid": stats(2500.0, 2400, 2600)},
+                "effect": None,
+                "shared_A": None,
+                "B_at_shared_A": None,
+                "paper": "-",
+            },
+            {
+                "slug": "loss-dapo",
+                "name": "dapo",
+                "knob": "rl.loss=dapo",
+                "is_base": False,
+                "seeds": [seed(0.5), seed(None, "fit failed: flat run")],
+                "params": {"A": stats(0.5, 0.5, 0.5), "B": stats(1.5, 1.5, 1.5), "C_mid": stats(2600.0, 2600, 2600)},
+                "effect": {
+                    "effect": "moves the ceiling",
+                    "direction": "down",
+                    "delta_A": -0.11,
+                    "margin": 0.031,
+                    "delta_B": None,
+                    "B_margin": None,
+                    "reason": "|dA| > margin",
+                },
+                "shared_A": None,
+                "B_at_shared_A": None,
+                "paper": "moves the ceiling A",
+            },
+        ],
+    }
 
 
 def test_ablation_and_sweep_summaries_become_tables(tmp_path):
@@ -272,8 +365,9 @@ def _render_script():
 
 @pytest.mark.slow
 def test_headless_browser_renders_the_page(tmp_path, inputs):
-    if not any(shutil.which(name) for name in ("chromium-headless-shell", "chromium", "chromium-browser",
-                                               "google-chrome")):
+    if not any(
+        shutil.which(name) for name in ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+    ):
         pytest.skip("no headless browser installed")
     runs, *_ = inputs
     page = tmp_path / "report.html"
@@ -283,8 +377,12 @@ def test_headless_browser_renders_the_page(tmp_path, inputs):
     fractions = {}
     for html in (page, blank):
         shot = tmp_path / f"{html.stem}.png"
-        done = subprocess.run([sys.executable, str(_render_script()), str(html), "-o", str(shot)],
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, str(_render_script()), str(html), "-o", str(shot)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert done.returncode == 0, done.stderr
         fractions[html.stem] = float(done.stdout.rsplit("px, ", 1)[1].split("%")[0]) / 100
     assert fractions["blank"] < 0.001 < 0.01 < fractions["report"]
@@ -303,8 +401,7 @@ def test_a_symlinked_image_out_of_the_study_folder_is_not_embedded(tmp_path):
     page = PageParser()
     page.feed(output.read_text())
     assert base64.b64encode(secret.read_bytes()).decode("ascii") not in output.read_text()
-    assert any("symbolic link out of the study folder; its image is not embedded" in item
-               for item in page.list_items)
+    assert any("symbolic link out of the study folder; its image is not embedded" in item for item in page.list_items)
     (study / "ablation.png").unlink()
     (study / "ablation.json").rename(tmp_path / "elsewhere.json")
     (study / "ablation.json").symlink_to(tmp_path / "elsewhere.json")

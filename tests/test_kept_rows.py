@@ -23,8 +23,11 @@ def verl_rows(n_steps: int = 10, test_freq: int = 5):
     training/global_step), then per-step training metrics, the validation every `test_freq` steps."""
     yield 0, {VAL: 0.21}
     for step in range(1, n_steps + 1):
-        row = {"training/global_step": float(step), "perf/total_num_tokens": 1000.0 + 10 * step,
-               "critic/score/mean": 0.3 + 0.03 * step}
+        row = {
+            "training/global_step": float(step),
+            "perf/total_num_tokens": 1000.0 + 10 * step,
+            "critic/score/mean": 0.3 + 0.03 * step,
+        }
         if step % test_freq == 0:
             row[VAL] = 0.5 + 0.02 * step
         yield step, row
@@ -40,8 +43,9 @@ def expected_verl_curve(n_steps: int = 10, test_freq: int = 5):
 def write_verl_console(path):
     lines = ["(TaskRunner pid=2811) Training Progress:   0%|          | 0/10"]
     for step, row in verl_rows():
-        fields = " - ".join(f"{key}:np.float64({value})" if key == VAL else f"{key}:{value:g}"
-                            for key, value in row.items())
+        fields = " - ".join(
+            f"{key}:np.float64({value})" if key == VAL else f"{key}:{value:g}" for key, value in row.items()
+        )
         lines.append(f"(TaskRunner pid=2811) step:{step} - {fields}")
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -63,20 +67,25 @@ def write_verl_tensorboard(folder):
 
 @pytest.mark.parametrize("layout", ["console", "tensorboard"])
 def test_verl_validation_before_training_is_r0_at_compute_0(tmp_path, layout):
-    path = write_verl_console(tmp_path / "train.log") if layout == "console" else write_verl_tensorboard(tmp_path / "tb")
+    path = (
+        write_verl_console(tmp_path / "train.log") if layout == "console" else write_verl_tensorboard(tmp_path / "tb")
+    )
     curve = read_curve(path)
     compute, reward = expected_verl_curve()
     assert curve.x_name == "perf/total_num_tokens" and curve.y_name == VAL
     np.testing.assert_allclose(curve.compute, compute)
     np.testing.assert_allclose(curve.reward, reward)
-    assert any("at step 0 without 'perf/total_num_tokens'" in note and "R0 at compute 0" in note
-               for note in curve.notes)
+    assert any(
+        "at step 0 without 'perf/total_num_tokens'" in note and "R0 at compute 0" in note for note in curve.notes
+    )
     assert curve.rows_not_used == ()
 
 
 @pytest.mark.parametrize("layout", ["console", "tensorboard"])
 def test_verl_step_axis_keeps_the_validation_before_training(tmp_path, layout):
-    path = write_verl_console(tmp_path / "train.log") if layout == "console" else write_verl_tensorboard(tmp_path / "tb")
+    path = (
+        write_verl_console(tmp_path / "train.log") if layout == "console" else write_verl_tensorboard(tmp_path / "tb")
+    )
     curve = read_curve(path, x="training/global_step")
     np.testing.assert_array_equal(curve.compute, [0.0, 5.0, 10.0])
     np.testing.assert_allclose(curve.reward, [0.21, 0.6, 0.7])
@@ -111,12 +120,15 @@ def test_an_appended_run_with_its_own_r0_is_one_segment(tmp_path):
     assert second.rows_not_used[0].count == 3 and "another segment" in second.rows_not_used[0].reason
 
 
-@pytest.mark.parametrize(("header", "row", "training"), [
-    ("step,loss,reward", "{s},1.0,{r}", True),  # TRL's log: `reward` is the rollouts'
-    ("step,compute,reward", "{s},{s},{r}", False),  # a table of evaluations named `reward`
-    ("step,train/reward", "{s},{r}", True),
-    ("step,val_pass_rate,train/reward", "{s},{r},{r}", False),  # y is the evaluation
-])
+@pytest.mark.parametrize(
+    ("header", "row", "training"),
+    [
+        ("step,loss,reward", "{s},1.0,{r}", True),  # TRL's log: `reward` is the rollouts'
+        ("step,compute,reward", "{s},{s},{r}", False),  # a table of evaluations named `reward`
+        ("step,train/reward", "{s},{r}", True),
+        ("step,val_pass_rate,train/reward", "{s},{r},{r}", False),  # y is the evaluation
+    ],
+)
 def test_a_training_reward_as_y_is_said_to_be_one(tmp_path, header, row, training):
     path = tmp_path / "run.csv"
     path.write_text(header + "\n" + "".join(row.format(s=s, r=0.1 * s) + "\n" for s in range(1, 6)))

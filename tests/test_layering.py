@@ -18,8 +18,19 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "scalerl"
-LAYERS = ("errors", "forecast", "report", "rl", "models", "tasks", "train", "distributed", "study",
-          "integrations", "cli")
+LAYERS = (
+    "errors",
+    "forecast",
+    "report",
+    "rl",
+    "models",
+    "tasks",
+    "train",
+    "distributed",
+    "study",
+    "integrations",
+    "cli",
+)
 ROOMS = {
     "train": ("records", "config", "batch", "parallel", "guards", "checkpoint"),
     "distributed": ("weight_sync",),
@@ -53,8 +64,11 @@ def imports_of(path: Path) -> list[tuple[str, int]]:
             if target.startswith("scalerl"):
                 found.append((target, node.lineno))
                 # `from scalerl.x import y` may name a submodule y
-                found += [(f"{target}.{alias.name}", node.lineno) for alias in node.names
-                          if _is_module(f"{target}.{alias.name}")]
+                found += [
+                    (f"{target}.{alias.name}", node.lineno)
+                    for alias in node.names
+                    if _is_module(f"{target}.{alias.name}")
+                ]
     return found
 
 
@@ -103,8 +117,9 @@ def test_no_import_cycle() -> None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [node, nxt]) if nxt in stack
-                              else f"{node} -> {nxt}")
+                cycles.append(
+                    " -> ".join(stack[stack.index(nxt) :] + [node, nxt]) if nxt in stack else f"{node} -> {nxt}"
+                )
             elif nxt not in state:
                 visit(nxt, stack + [node])
         state[node] = 2
@@ -127,8 +142,11 @@ def room_of(name: str) -> tuple[str, int] | None:
 
 def test_every_sub_package_is_a_room_in_the_order() -> None:
     packages = {module_name(p) for p in SOURCES if p.name == "__init__.py"}
-    unplaced = [name for name in packages if name.count(".") == 2
-                and name.split(".")[2] not in ROOMS.get(name.split(".")[1], ())]
+    unplaced = [
+        name
+        for name in packages
+        if name.count(".") == 2 and name.split(".")[2] not in ROOMS.get(name.split(".")[1], ())
+    ]
     nested = [name for name in packages if name.count(".") > 2]
     assert unplaced == [] and nested == []
 
@@ -170,9 +188,12 @@ def test_the_checker_sees_a_crossing_and_a_cycle(tmp_path: Path) -> None:
 
 
 def test_no_find_spec_guard_for_shipped_modules() -> None:
-    offenders = [str(p.relative_to(SRC.parent)) for p in SOURCES
-                 if "find_spec(\"scalerl" in p.read_text(encoding="utf-8")
-                 or "find_spec('scalerl" in p.read_text(encoding="utf-8")]
+    offenders = [
+        str(p.relative_to(SRC.parent))
+        for p in SOURCES
+        if 'find_spec("scalerl' in p.read_text(encoding="utf-8")
+        or "find_spec('scalerl" in p.read_text(encoding="utf-8")
+    ]
     assert offenders == []
 
 

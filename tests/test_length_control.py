@@ -5,7 +5,12 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl.length_control import INTERRUPTION_PHRASE, overlong_length_penalty, sample_interruption_budget, truncation_rate
+from scalerl.rl.length_control import (
+    INTERRUPTION_PHRASE,
+    overlong_length_penalty,
+    sample_interruption_budget,
+    truncation_rate,
+)
 
 
 @pytest.mark.parametrize("make_rng", [lambda: np.random.default_rng(0), lambda: torch.Generator().manual_seed(0)])

@@ -6,11 +6,11 @@ by `python -m benchmarks.install_size`.)"""
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 
 from scalerl.forecast.fitting import fit_sigmoid
 
@@ -30,8 +30,14 @@ main()
 
 
 def scalerl_without_extras(*args, cwd):
-    return subprocess.run([sys.executable, "-c", RUNNER, *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.fixture(scope="module")

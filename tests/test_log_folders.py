@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve
 from scalerl.forecast.readers.log_files import MAX_LOG_BYTES
@@ -20,8 +20,9 @@ FAST = ("--n-draws", "20")
 def trainer_state(folder, rewards, first_step=0):
     """A transformers trainer_state.json in `folder`: one evaluation per step."""
     folder.mkdir(parents=True, exist_ok=True)
-    history = [{"step": first_step + index, "eval_reward": reward, "epoch": 0.1}
-               for index, reward in enumerate(rewards)]
+    history = [
+        {"step": first_step + index, "eval_reward": reward, "epoch": 0.1} for index, reward in enumerate(rewards)
+    ]
     (folder / "trainer_state.json").write_text(json.dumps({"global_step": len(rewards), "log_history": history}))
     return folder
 
@@ -90,7 +91,9 @@ def test_a_file_over_the_size_limit_is_refused_before_reading(tmp_path, monkeypa
     huge = tmp_path / "huge.csv"
     with huge.open("wb") as handle:
         handle.truncate(MAX_LOG_BYTES + 1)  # sparse: no disk used, and never read
-    assert_one_line_error(invoke("fit", huge), "huge.csv holds 1.0 GiB, over the 1.0 GiB", "SCALERL_MAX_LOG_BYTES=BYTES")
+    assert_one_line_error(
+        invoke("fit", huge), "huge.csv holds 1.0 GiB, over the 1.0 GiB", "SCALERL_MAX_LOG_BYTES=BYTES"
+    )
     monkeypatch.setenv("SCALERL_MAX_LOG_BYTES", "1000")
     small = tmp_path / "small.csv"
     small.write_text("step,loss\n" + "".join(f"{i},0.5\n" for i in range(200)))
@@ -106,7 +109,9 @@ def test_a_sparse_or_binary_text_log_is_refused_from_its_first_bytes(tmp_path):
     with sparse.open("wb") as handle:
         handle.write(b"step,val_pass_rate\n")
         handle.truncate(900 * 2**20)
-    assert_one_line_error(invoke("fit", sparse), "sparse.csv is not a UTF-8 or UTF-16 text file (a NUL byte at byte 19)")
+    assert_one_line_error(
+        invoke("fit", sparse), "sparse.csv is not a UTF-8 or UTF-16 text file (a NUL byte at byte 19)"
+    )
 
 
 def test_a_csv_header_with_a_million_columns_is_refused_before_parsing(tmp_path):
@@ -157,8 +162,10 @@ def test_rewards_outside_the_unit_range_fit_with_an_inferred_open_range(tmp_path
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["params"]["A"] == pytest.approx(1.8, abs=0.03)  # in the reward's own units
-    assert any("go from 1.2 to 1.775" in w and "outside [0, 1]: the reward range is inferred as open" in w
-               for w in payload["warnings"])
+    assert any(
+        "go from 1.2 to 1.775" in w and "outside [0, 1]: the reward range is inferred as open" in w
+        for w in payload["warnings"]
+    )
     explicit = json.loads(invoke("fit", path, "--json", "--reward-range", "0", "2", *FAST).stdout)
     assert not any("inferred" in w for w in explicit["warnings"])
     assert_one_line_error(invoke("fit", path, "--reward-range", "0", "1"), "outside the reward range [0, 1]")
@@ -167,25 +174,33 @@ def test_rewards_outside_the_unit_range_fit_with_an_inferred_open_range(tmp_path
 def test_pass_rates_keep_the_unit_range(tmp_path):
     steps = np.arange(0, 30)
     path = tmp_path / "p.csv"
-    path.write_text("step,val_pass_rate\n" + "".join(
-        f"{s},{0.1 + 0.5 / (1 + (6.0 / max(s, 1e-9)) ** 2):.6f}\n" for s in steps))
+    path.write_text(
+        "step,val_pass_rate\n" + "".join(f"{s},{0.1 + 0.5 / (1 + (6.0 / max(s, 1e-9)) ** 2):.6f}\n" for s in steps)
+    )
     payload = json.loads(invoke("fit", path, "--json", *FAST).stdout)
     assert not any("inferred" in w for w in payload["warnings"])
     explicit = json.loads(invoke("fit", path, "--json", "--reward-range", "0", "1", *FAST).stdout)
     assert payload["params"] == explicit["params"]  # the default is [0, 1] itself
 
 
-@pytest.mark.parametrize(("columns", "chosen"), [
-    (["val-core/openai/gsm8k/acc/mean@1"], "val-core/openai/gsm8k/acc/mean@1"),
-    (["val-core/gsm8k/reward/mean@1", "val-core/gsm8k/acc/mean@1"], "val-core/gsm8k/reward/mean@1"),
-    (["loss", "eval_rewards/accuracy/mean"], "eval_rewards/accuracy/mean"),
-    (["reward", "rewards/accuracy/mean"], "reward"),
-    (["loss", "rewards/accuracy/mean"], "rewards/accuracy/mean"),
-])
+@pytest.mark.parametrize(
+    ("columns", "chosen"),
+    [
+        (["val-core/openai/gsm8k/acc/mean@1"], "val-core/openai/gsm8k/acc/mean@1"),
+        (["val-core/gsm8k/reward/mean@1", "val-core/gsm8k/acc/mean@1"], "val-core/gsm8k/reward/mean@1"),
+        (["loss", "eval_rewards/accuracy/mean"], "eval_rewards/accuracy/mean"),
+        (["reward", "rewards/accuracy/mean"], "reward"),
+        (["loss", "rewards/accuracy/mean"], "rewards/accuracy/mean"),
+    ],
+)
 def test_verl_acc_and_trl_per_function_rewards_are_default_columns(tmp_path, columns, chosen):
     path = tmp_path / "log.csv"
-    path.write_text("step," + ",".join(columns) + "\n" + "".join(
-        f"{step}," + ",".join(f"{0.1 * step:.1f}" for _ in columns) + "\n" for step in range(1, 6)))
+    path.write_text(
+        "step,"
+        + ",".join(columns)
+        + "\n"
+        + "".join(f"{step}," + ",".join(f"{0.1 * step:.1f}" for _ in columns) + "\n" for step in range(1, 6))
+    )
     assert read_curve(path).y_name == chosen
 
 

@@ -95,8 +95,10 @@ def test_cumulative_option_accumulates_any_column_and_no_cumulative_keeps_it(tmp
 
 
 def test_verl_file_logger_step_data_records(tmp_path):
-    lines = [json.dumps({"step": s, "data": {"val-core/gsm8k/reward/mean@1": 0.1 * s, "training/global_step": s}})
-             for s in range(1, 5)]
+    lines = [
+        json.dumps({"step": s, "data": {"val-core/gsm8k/reward/mean@1": 0.1 * s, "training/global_step": s}})
+        for s in range(1, 5)
+    ]
     curve = read_curve(write(tmp_path / "metrics.jsonl", "\n".join(lines) + "\n"))
     assert (curve.x_name, curve.y_name) == ("training/global_step", "val-core/gsm8k/reward/mean@1")
     np.testing.assert_allclose(curve.reward, [0.1, 0.2, 0.3, 0.4])
@@ -109,8 +111,10 @@ def test_verl_flat_file_logger_records(tmp_path):
 
 
 def test_several_verl_datasets_are_listed(tmp_path):
-    lines = [json.dumps({"step": s, "val-core/gsm8k/reward/mean@1": 0.1, "val-core/math/reward/mean@1": 0.2})
-             for s in range(1, 4)]
+    lines = [
+        json.dumps({"step": s, "val-core/gsm8k/reward/mean@1": 0.1, "val-core/math/reward/mean@1": 0.2})
+        for s in range(1, 4)
+    ]
     path = write(tmp_path / "m.jsonl", "\n".join(lines))
     with pytest.raises(InputError, match="val-core/gsm8k/reward/mean@1, val-core/math/reward/mean@1.*--y"):
         read_curve(path)
@@ -142,8 +146,10 @@ def test_wandb_history_export_with_eval_slash_names(tmp_path):
 
 
 def test_wandb_chart_export_one_run_is_read_with_defaults(tmp_path):
-    text = ('"Step","grpo-7b - eval/reward","grpo-7b - eval/reward__MIN","grpo-7b - eval/reward__MAX"\n'
-            '"10","0.1","0.1","0.1"\n"20","0.2","0.2","0.2"\n"30","0.35","0.35","0.35"\n')
+    text = (
+        '"Step","grpo-7b - eval/reward","grpo-7b - eval/reward__MIN","grpo-7b - eval/reward__MAX"\n'
+        '"10","0.1","0.1","0.1"\n"20","0.2","0.2","0.2"\n"30","0.35","0.35","0.35"\n'
+    )
     curve = read_curve(write(tmp_path / "chart.csv", text))
     assert (curve.x_name, curve.y_name) == ("Step", "eval/reward")
     np.testing.assert_array_equal(curve.compute, [10, 20, 30])
@@ -151,8 +157,7 @@ def test_wandb_chart_export_one_run_is_read_with_defaults(tmp_path):
 
 
 def test_wandb_chart_export_with_two_runs_needs_run(tmp_path):
-    text = ('Step,run-a - eval/reward,run-b - eval/reward\n'
-            '10,0.1,0.5\n20,0.2,0.6\n30,0.3,\n')
+    text = "Step,run-a - eval/reward,run-b - eval/reward\n10,0.1,0.5\n20,0.2,0.6\n30,0.3,\n"
     path = write(tmp_path / "chart.csv", text)
     with pytest.raises(InputError, match="2 runs in column 'run' \\(run-a, run-b\\).*--run NAME"):
         read_curve(path)

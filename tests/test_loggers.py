@@ -20,12 +20,12 @@ def wandb_history_items(run_file):
     for start in (index for index, byte in enumerate(data[:-1]) if byte == 0x12):  # overlapping candidates
         size = data[start + 1]
         end = start + 2 + size
-        key, rest = data[start + 2:end], data[end:end + 2]
+        key, rest = data[start + 2 : end], data[end : end + 2]
         if rest != b"\x82\x01" or not re.fullmatch(rb"[A-Za-z_][\w/]*", key):
             continue
         size = data[end + 2]
         try:
-            value = json.loads(data[end + 3:end + 3 + size])
+            value = json.loads(data[end + 3 : end + 3 + size])
         except (ValueError, UnicodeDecodeError):
             continue
         items.add((key.decode(), value))
@@ -33,13 +33,17 @@ def wandb_history_items(run_file):
 
 
 def numeric_items(row):
-    return {(grouped_metric_name(key), value) for key, value in row.items()
-            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return {
+        (grouped_metric_name(key), value)
+        for key, value in row.items()
+        if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
 
 
 @pytest.mark.slow  # a 2-step tiny run with both trackers: ~6 s
-def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_grouped_names(tiny_set_options, tmp_path,
-                                                                            monkeypatch):
+def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_grouped_names(
+    tiny_set_options, tmp_path, monkeypatch
+):
     pytest.importorskip("wandb")
     from tbparse import SummaryReader
 
@@ -47,9 +51,22 @@ def test_tensorboard_and_offline_wandb_receive_the_metrics_under_their_grouped_n
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-home"))
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", "--out", str(out), "--no-progress", "--tensorboard", "--wandb",
-                                      "--wandb-project", "scalerl-test", "--wandb-run-name", "tiny",
-                                      *tiny_set_options("max_steps=2", "eval_every=1")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--tensorboard",
+            "--wandb",
+            "--wandb-project",
+            "scalerl-test",
+            "--wandb-run-name",
+            "tiny",
+            *tiny_set_options("max_steps=2", "eval_every=1"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     saved = json.loads((out / "config.json").read_text())
@@ -77,8 +94,9 @@ def test_wandb_without_the_package_is_one_error_before_anything_is_written(tmp_p
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "wandb" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real_find_spec(name, *a)
+    )
     result = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "run"), "--report-to", "wandb"])
     assert result.exit_code == 2 and result.stderr.startswith("error: wandb: logging to W&B needs the wandb package")
     assert not (tmp_path / "run").exists()
@@ -86,7 +104,12 @@ def test_wandb_without_the_package_is_one_error_before_anything_is_written(tmp_p
 
 def test_metric_names_are_grouped_as_trl_groups_them():
     assert [grouped_metric_name(name) for name in ("loss", "flops", "val_pass_rate", "forecast_A", "val_")] == [
-        "train/loss", "train/flops", "eval/pass_rate", "forecast/A", "train/val_"]
+        "train/loss",
+        "train/flops",
+        "eval/pass_rate",
+        "forecast/A",
+        "train/val_",
+    ]
 
 
 def test_wandb_environment_variables_win_over_defaults_and_lose_to_set_values(tmp_path, monkeypatch):
@@ -94,10 +117,18 @@ def test_wandb_environment_variables_win_over_defaults_and_lose_to_set_values(tm
 
     environ = {"WANDB_PROJECT": "team-rl", "WANDB_ENTITY": "lab", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}
     assert run_identity("", "", tmp_path / "run", environ) == {
-        "project": "team-rl", "name": "try-3", "entity": "lab", "group": "sweep-1"}
+        "project": "team-rl",
+        "name": "try-3",
+        "entity": "lab",
+        "group": "sweep-1",
+    }
     assert run_identity("mine", "named", tmp_path / "run", environ)["project"] == "mine"
-    assert run_identity("", "", tmp_path / "run", {}) == {"project": "scalerl", "name": "run", "entity": None,
-                                                         "group": None}
+    assert run_identity("", "", tmp_path / "run", {}) == {
+        "project": "scalerl",
+        "name": "run",
+        "entity": None,
+        "group": None,
+    }
 
 
 @pytest.mark.slow  # starts an offline W&B run: ~5 s
@@ -105,8 +136,14 @@ def test_an_offline_wandb_run_takes_project_group_and_name_from_the_environment(
     pytest.importorskip("wandb")
     from scalerl.train.records.wandb_log import WandbMirror
 
-    for name, value in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb-home"), "WANDB_SILENT": "true",
-                        "WANDB_PROJECT": "team-rl", "WANDB_RUN_GROUP": "sweep-1", "WANDB_NAME": "try-3"}.items():
+    for name, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path / "wandb-home"),
+        "WANDB_SILENT": "true",
+        "WANDB_PROJECT": "team-rl",
+        "WANDB_RUN_GROUP": "sweep-1",
+        "WANDB_NAME": "try-3",
+    }.items():
         monkeypatch.setenv(name, value)
     (tmp_path / "run").mkdir()
     mirror = WandbMirror(tmp_path / "run", project="", run_name="")

@@ -22,13 +22,34 @@ SOURCE = Path("log.csv")
 
 def floats_or_error(columns, name):
     try:
-        return [None if value != value else value for value in column_to_floats(columns[name], name, str(SOURCE)).tolist()]
+        return [
+            None if value != value else value for value in column_to_floats(columns[name], name, str(SOURCE)).tolist()
+        ]
     except InputError as error:  # an infinite number is shown as read: `inf` either way, `1e400` by csv only
         return re.sub(r"non-finite value \([^)]*\)", "non-finite value", f"error: {error}")
 
 
-cells = st.sampled_from(["1", "2.5", " 3 ", "", "  ", "nan", "inf", "-1e400", "True", "x", "99999999999999999999999",
-                         "+4", ".5", "1e3", "0x1", "é", "NA"])
+cells = st.sampled_from(
+    [
+        "1",
+        "2.5",
+        " 3 ",
+        "",
+        "  ",
+        "nan",
+        "inf",
+        "-1e400",
+        "True",
+        "x",
+        "99999999999999999999999",
+        "+4",
+        ".5",
+        "1e3",
+        "0x1",
+        "é",
+        "NA",
+    ]
+)
 
 
 @st.composite
@@ -39,8 +60,15 @@ def plain_csv_texts(draw):
     for _ in range(draw(st.integers(0, 8))):
         kind = draw(st.sampled_from(["row", "row", "row", "blank", "short", "long", "spaces"]))
         row = [draw(cells) for _ in range(width)]
-        lines.append({"row": ",".join(row), "blank": "", "short": ",".join(row[:-1]), "long": ",".join(row + ["1"]),
-                      "spaces": "   "}[kind])
+        lines.append(
+            {
+                "row": ",".join(row),
+                "blank": "",
+                "short": ",".join(row[:-1]),
+                "long": ",".join(row + ["1"]),
+                "spaces": "   ",
+            }[kind]
+        )
     ending = draw(st.sampled_from(["\n", "\r\n"]))
     blank_lines_before = ending * draw(st.integers(0, 2))
     return blank_lines_before + ending.join(lines) + draw(st.sampled_from(["", ending]))
@@ -77,8 +105,17 @@ def test_json_lines_in_chunks_are_numbered_as_splitlines_numbers_them(text, chun
     assert [last for _, _, last in numbered] == [index == len(lines) - 1 for index in range(len(lines))]
 
 
-@given(column=st.lists(st.one_of(cells, st.sampled_from(["1_000", "\uff11\uff12", None]), st.integers(-5, 5),
-                                   st.floats(allow_nan=False, allow_infinity=False)), max_size=8))
+@given(
+    column=st.lists(
+        st.one_of(
+            cells,
+            st.sampled_from(["1_000", "\uff11\uff12", None]),
+            st.integers(-5, 5),
+            st.floats(allow_nan=False, allow_infinity=False),
+        ),
+        max_size=8,
+    )
+)
 @settings(max_examples=300, deadline=None, derandomize=True)
 def test_short_and_long_columns_are_converted_alike(column):
     """A short column is converted cell by cell (no pandas import), a long one by pandas: both give
@@ -127,11 +164,14 @@ def test_a_long_csv_is_binned_to_max_points_with_a_note(tmp_path):
     assert any(f"{n_rows} points binned into {MAX_POINTS}" in note for note in curve.notes)
 
 
-@pytest.mark.parametrize("line, message", [
-    ("7,8", "row 1002 has 2 fields, the header has 3"),
-    ("7,8,inf", "non-finite value (inf) at row 1001"),
-    ("7,8,high", "non-numeric value 'high' in column 'val_pass_rate' at row 1001"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("7,8", "row 1002 has 2 fields, the header has 3"),
+        ("7,8,inf", "non-finite value (inf) at row 1001"),
+        ("7,8,high", "non-numeric value 'high' in column 'val_pass_rate' at row 1001"),
+    ],
+)
 def test_a_bad_row_deep_in_a_long_csv_is_named(tmp_path, line, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         read_curve(long_csv(tmp_path / "long.csv", 60_000, extra_line=line, at=1001))
@@ -175,8 +215,9 @@ def test_a_million_row_log_is_read_and_fitted(tmp_path, suffix):
             handle.write("gpu_hours,val_pass_rate\n")
             handle.writelines(f"{c!r},{r!r}\n" for c, r in zip(compute.tolist(), reward.tolist()))
         else:
-            handle.writelines(f'{{"gpu_hours": {c!r}, "val_pass_rate": {r!r}}}\n'
-                              for c, r in zip(compute.tolist(), reward.tolist()))
+            handle.writelines(
+                f'{{"gpu_hours": {c!r}, "val_pass_rate": {r!r}}}\n' for c, r in zip(compute.tolist(), reward.tolist())
+            )
     result = CliRunner().invoke(app, ["fit", str(path), "--json", "--n-draws", "20"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)

@@ -8,10 +8,13 @@ import sys
 
 import pytest
 import torch
+from test_micro_batches import _rollouts
+from tiny_hf import build_tiny_hf_model, save_tiny_hf_model
 from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
+from scalerl.models.hf_folder import load_weights_into
 from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state, is_lora
 from scalerl.models.policy import policy_logits
 from scalerl.train.batch.packed_rollouts import pack_rollouts
@@ -19,19 +22,17 @@ from scalerl.train.checkpoint.save_load import latest_checkpoint
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.lora_policy import adapted, run_policy
 from scalerl.train.run_setup import build_task
-from scalerl.models.hf_folder import load_weights_into
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 from scalerl.train.trainer import train
-from test_micro_batches import _rollouts
-from tiny_hf import build_tiny_hf_model, save_tiny_hf_model
 
 LORA = ("model.lora_r=4", "model.lora_alpha=8")
 
 
 def test_a_lora_step_changes_the_adapter_and_leaves_the_starting_weights_bit_identical():
     base, _ = build_tiny_hf_model("llama")
-    config = TrainConfig().with_overrides([*LORA, "rl.loss=cispo", "model.fp32_head=false", "warmup_steps=0",
-                                           "optim.lr=1e-2"])
+    config = TrainConfig().with_overrides(
+        [*LORA, "rl.loss=cispo", "model.fp32_head=false", "warmup_steps=0", "optim.lr=1e-2"]
+    )
     model = adapted(copy.deepcopy(base), config)
     assert is_lora(model)
     optimizer = build_optimizer(model, config.optim)
@@ -40,8 +41,9 @@ def test_a_lora_step_changes_the_adapter_and_leaves_the_starting_weights_bit_ide
     assert in_optimizer == trainable
     assert trainable == {id(p) for name, p in model.named_parameters() if "lora_" in name}
     before_adapter = {name: tensor.clone() for name, tensor in adapter_state(model).items()}
-    before_base = {name: tensor.clone() for name, tensor in model.get_base_model().state_dict().items()
-                   if "lora_" not in name}
+    before_base = {
+        name: tensor.clone() for name, tensor in model.get_base_model().state_dict().items() if "lora_" not in name
+    }
     stats = train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(_rollouts(model)), config)
     assert stats.updated and stats.grad_norm > 0
     after_base = {name: tensor for name, tensor in model.get_base_model().state_dict().items() if "lora_" not in name}
@@ -88,8 +90,11 @@ def _rows(run_dir):
 def test_resuming_a_lora_run_continues_it_exactly(tmp_path, tiny_config):
     config = tiny_config(*LORA, "max_steps=4", "checkpoint_every=2", "eval_every=2")
     train(config, tmp_path / "straight", show_progress=False)
-    train(tiny_config(*LORA, "max_steps=2", "checkpoint_every=2", "eval_every=2"), tmp_path / "resumed",
-          show_progress=False)
+    train(
+        tiny_config(*LORA, "max_steps=2", "checkpoint_every=2", "eval_every=2"),
+        tmp_path / "resumed",
+        show_progress=False,
+    )
     train(config, tmp_path / "resumed", resume=True, show_progress=False)
     assert _rows(tmp_path / "resumed") == _rows(tmp_path / "straight")
     from safetensors.torch import load_file

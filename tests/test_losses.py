@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl.aggregation import prompt_mean
 from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.aggregation import prompt_mean
 from scalerl.rl.losses import cispo, dapo, grpo, gspo
 from scalerl.rl.registry import LOSSES, get_loss, loss_kwargs
 from scalerl.rl.stats import importance_ratio_stats, masked_mean, token_entropy
@@ -82,8 +82,9 @@ def test_grpo_k3_kl_term():
     logprobs, generator_logprobs = _inputs([[0.0, 0.0]], logprob_value=-1.0)
     ref_logprobs = torch.tensor([[-1.5, -0.5]], dtype=torch.float64)
     advantages = torch.tensor([1.0], dtype=torch.float64)
-    out = grpo(logprobs, generator_logprobs, advantages, torch.ones(1, 2), eps=0.2, kl_coef=0.1,
-               ref_logprobs=ref_logprobs)
+    out = grpo(
+        logprobs, generator_logprobs, advantages, torch.ones(1, 2), eps=0.2, kl_coef=0.1, ref_logprobs=ref_logprobs
+    )
     diff = ref_logprobs - (-1.0)
     kl = diff.exp() - diff - 1.0
     assert torch.allclose(out.token_loss, -1.0 + 0.1 * kl)
@@ -118,8 +119,9 @@ def test_padding_garbage_never_leaks_into_losses_or_gradients():
     generator_logprobs = torch.tensor([[-0.4, -math.inf]], dtype=torch.float64)
     mask = torch.tensor([[True, False]])
     for name in LOSSES:
-        out = get_loss(name)(logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask,
-                             **LOSSES[name].kwargs({}))
+        out = get_loss(name)(
+            logprobs, generator_logprobs, torch.tensor([1.0], dtype=torch.float64), mask, **LOSSES[name].kwargs({})
+        )
         gradient = _grad(out, logprobs)
         assert torch.isfinite(out.token_loss).all(), name
         assert out.token_loss[0, 1] == 0.0 and gradient[0, 1] == 0.0, name

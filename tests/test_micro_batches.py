@@ -19,10 +19,18 @@ from scalerl.train.train_step import build_optimizer, build_scheduler, train_ste
 SPEC = TinyModelSpec(num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
 # (prompt length, completion length, reward, group); group 1 has one reward only: the
 # zero-variance filter drops it. Lengths are ragged within and across groups.
-SHAPES = [(3, 7, 1.0, 0), (5, 2, -1.0, 0), (4, 9, -1.0, 0),
-          (6, 4, 1.0, 1), (2, 6, 1.0, 1),
-          (7, 1, -1.0, 2), (3, 5, 1.0, 2), (4, 8, 1.0, 2),
-          (5, 3, 1.0, 3), (2, 10, -1.0, 3)]
+SHAPES = [
+    (3, 7, 1.0, 0),
+    (5, 2, -1.0, 0),
+    (4, 9, -1.0, 0),
+    (6, 4, 1.0, 1),
+    (2, 6, 1.0, 1),
+    (7, 1, -1.0, 2),
+    (3, 5, 1.0, 2),
+    (4, 8, 1.0, 2),
+    (5, 3, 1.0, 3),
+    (2, 10, -1.0, 3),
+]
 
 
 def _model():
@@ -41,19 +49,29 @@ def _rollouts(model):
             own = teacher_forced_logprobs(model, ids[None], torch.ones_like(ids[None]), fp32_head=False)[0]
         noise = 0.3 * torch.randn(completion_length, generator=generator, dtype=torch.float64)
         loss_mask = tuple(0 if completion_length == 10 and t == 4 else 1 for t in range(completion_length))
-        rollouts.append(Rollout(
-            prompt_index=group, group_index=group, prompt_token_ids=tuple(ids[:prompt_length].tolist()),
-            completion_token_ids=tuple(ids[prompt_length:].tolist()),
-            generator_logprobs=tuple((own[prompt_length - 1:] + noise).tolist()),
-            token_policy_versions=(0,) * completion_length, reward=reward, truncated=False,
-            interrupted=False, completion_text="", loss_mask=loss_mask))
+        rollouts.append(
+            Rollout(
+                prompt_index=group,
+                group_index=group,
+                prompt_token_ids=tuple(ids[:prompt_length].tolist()),
+                completion_token_ids=tuple(ids[prompt_length:].tolist()),
+                generator_logprobs=tuple((own[prompt_length - 1 :] + noise).tolist()),
+                token_policy_versions=(0,) * completion_length,
+                reward=reward,
+                truncated=False,
+                interrupted=False,
+                completion_text="",
+                loss_mask=loss_mask,
+            )
+        )
     return rollouts
 
 
 def _gradients_of_one_step(model, rollouts, config, reference):
     optimizer = build_optimizer(model, config.optim)
-    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config,
-                       reference=reference)
+    stats = train_step(
+        model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config, reference=reference
+    )
     return stats, [parameter.grad.clone() for parameter in model.parameters()]
 
 
@@ -62,8 +80,14 @@ def _gradients_of_one_step(model, rollouts, config, reference):
 def test_micro_batches_accumulate_the_whole_batch_gradient(loss, aggregation):
     base = _model()
     rollouts = _rollouts(base)
-    options = [f"rl.loss={loss}", f"rl.aggregation={aggregation}", "model.fp32_head=false",
-               "rl.zero_variance_filter=true", "optim.grad_clip=1e9", "warmup_steps=0"]
+    options = [
+        f"rl.loss={loss}",
+        f"rl.aggregation={aggregation}",
+        "model.fp32_head=false",
+        "rl.zero_variance_filter=true",
+        "optim.grad_clip=1e9",
+        "warmup_steps=0",
+    ]
     if loss == "grpo":
         options.append("rl.grpo_kl_coef=0.1")
     whole_config = TrainConfig().with_overrides(options)
@@ -74,8 +98,7 @@ def test_micro_batches_accumulate_the_whole_batch_gradient(loss, aggregation):
     whole_stats, whole = _gradients_of_one_step(copy.deepcopy(base), rollouts, whole_config, reference)
     assert whole_stats.updated and (whole_stats.kept_prompts, whole_stats.total_prompts) == (3, 4)
     for micro, chunk in ((1, 0), (2, 3), (3, 4)):
-        config = whole_config.with_overrides([f"train.micro_batch_size={micro}",
-                                              f"train.logprob_chunk_size={chunk}"])
+        config = whole_config.with_overrides([f"train.micro_batch_size={micro}", f"train.logprob_chunk_size={chunk}"])
         stats, accumulated = _gradients_of_one_step(copy.deepcopy(base), rollouts, config, reference)
         scale = max(float(g.abs().max()) for g in whole)
         assert scale > 1e-4  # a real gradient, not zeros on both sides
@@ -124,8 +147,7 @@ def test_chunked_logprobs_and_their_gradients_equal_the_plain_ones(fp32_head):
     def logprobs_and_gradient(chunk_size):
         model.zero_grad(set_to_none=True)
         hidden = policy_hidden(model, ids, mask)[:, :-1]
-        logprobs, entropy = hidden_token_logprobs(model, hidden, ids[:, 1:], fp32_head=fp32_head,
-                                                  chunk_size=chunk_size)
+        logprobs, entropy = hidden_token_logprobs(model, hidden, ids[:, 1:], fp32_head=fp32_head, chunk_size=chunk_size)
         (logprobs * torch.linspace(-1, 1, 10)).sum().backward()
         return logprobs.detach(), entropy, [p.grad.clone() for p in model.parameters()]
 
@@ -151,15 +173,19 @@ def _head_holder(head):
     return type("Holder", (), {"get_output_embeddings": lambda self: head})()
 
 
-@pytest.mark.parametrize("dtype, fp32_head, head_class, frozen", [
-    (torch.float64, False, torch.nn.Linear, False),
-    (torch.float32, True, torch.nn.Linear, False),
-    (torch.bfloat16, True, torch.nn.Linear, False),
-    (torch.float32, True, torch.nn.Linear, True),
-    (torch.float64, False, _ScaledHead, False),
-])
-def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weights(dtype, fp32_head, head_class,
-                                                                                     frozen):
+@pytest.mark.parametrize(
+    "dtype, fp32_head, head_class, frozen",
+    [
+        (torch.float64, False, torch.nn.Linear, False),
+        (torch.float32, True, torch.nn.Linear, False),
+        (torch.bfloat16, True, torch.nn.Linear, False),
+        (torch.float32, True, torch.nn.Linear, True),
+        (torch.float64, False, _ScaledHead, False),
+    ],
+)
+def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weights(
+    dtype, fp32_head, head_class, frozen
+):
     generator = torch.Generator().manual_seed(3)
     head = head_class(8, 50, bias=True).to(dtype)
     head.weight.requires_grad_(not frozen)
@@ -187,7 +213,9 @@ def test_chunked_head_gradients_equal_autograd_with_bias_dtypes_and_frozen_weigh
             assert (expected is None) == (got is None)
             if expected is not None:
                 assert got.dtype == expected.dtype
-                torch.testing.assert_close(got, expected, **({} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}))
+                torch.testing.assert_close(
+                    got, expected, **({} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6})
+                )
     with torch.no_grad():
         logprobs, _ = hidden_token_logprobs(holder, hidden, tokens, fp32_head=fp32_head, chunk_size=3)
     assert not logprobs.requires_grad
@@ -200,8 +228,11 @@ def test_gradient_checkpointing_switches_transformers_on_and_keeps_the_gradient(
     plain = TrainConfig().with_overrides(["model.fp32_head=false", "optim.grad_clip=1e9"])
     checkpointed_model = copy.deepcopy(base)
     _, expected = _gradients_of_one_step(copy.deepcopy(base), rollouts, plain, None)
-    _, got = _gradients_of_one_step(checkpointed_model, rollouts,
-                                    plain.with_overrides(["train.gradient_checkpointing=true"]), None)
-    assert getattr(checkpointed_model, "is_activation_checkpointing", None) or checkpointed_model.is_gradient_checkpointing
+    _, got = _gradients_of_one_step(
+        checkpointed_model, rollouts, plain.with_overrides(["train.gradient_checkpointing=true"]), None
+    )
+    assert (
+        getattr(checkpointed_model, "is_activation_checkpointing", None) or checkpointed_model.is_gradient_checkpointing
+    )
     for expected_grad, grad in zip(expected, got):
         torch.testing.assert_close(grad, expected_grad, rtol=0, atol=1e-12)

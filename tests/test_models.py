@@ -40,7 +40,10 @@ def test_saved_tokenizer_loads_with_autotokenizer(tmp_path):
     loaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
     assert loaded(TEXT)["input_ids"] == tokenizer(TEXT)["input_ids"]
     assert (loaded.eos_token_id, loaded.pad_token_id, loaded.bos_token_id) == (
-        tokenizer.eos_token_id, tokenizer.pad_token_id, tokenizer.bos_token_id)
+        tokenizer.eos_token_id,
+        tokenizer.pad_token_id,
+        tokenizer.bos_token_id,
+    )
     batch = loaded(["1+2=", "10+20="], padding=True)
     assert batch["attention_mask"][0][:2] == [0, 0]  # left padding
 

@@ -1,4 +1,5 @@
 """Weight snapshots (what the trainer publishes) and the PPO-off-policy-k round slicing."""
+
 import numpy as np
 import pytest
 import torch
@@ -6,8 +7,7 @@ import torch
 from scalerl.distributed.weight_sync.object_store import load_snapshot, snapshot_weights
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
-TINY = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
-                     max_positions=64)
+TINY = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -28,10 +28,18 @@ def test_snapshot_round_trip_is_bit_exact_and_in_place(dtype):
 def _rollout(group_index, prompt_index, versions=(0,)):
     from scalerl.tasks.rollout import Rollout
 
-    return Rollout(prompt_index=prompt_index, group_index=group_index, prompt_token_ids=(1,),
-                   completion_token_ids=(2,) * len(versions), generator_logprobs=(0.0,) * len(versions),
-                   token_policy_versions=tuple(versions), reward=1.0, truncated=False,
-                   interrupted=False, completion_text="x")
+    return Rollout(
+        prompt_index=prompt_index,
+        group_index=group_index,
+        prompt_token_ids=(1,),
+        completion_token_ids=(2,) * len(versions),
+        generator_logprobs=(0.0,) * len(versions),
+        token_policy_versions=tuple(versions),
+        reward=1.0,
+        truncated=False,
+        interrupted=False,
+        completion_text="x",
+    )
 
 
 def test_split_groups_keeps_order_and_balances():

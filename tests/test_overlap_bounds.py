@@ -1,4 +1,5 @@
 """The analytic overlap bounds of the pipeline modes, with hand-computed answers."""
+
 import pytest
 
 from benchmarks import overlap_bounds as ob
@@ -9,13 +10,16 @@ def test_sync_is_generation_plus_training():
     assert ob.sync_step_seconds(0.3, 0.1) == pytest.approx(0.4)
 
 
-@pytest.mark.parametrize("gen, train, n, expected", [
-    (0.1, 0.1, 1, 0.1),    # 1:1, one generator: both sides busy, 2x the synchronous rate
-    (0.3, 0.1, 1, 0.3),    # 3:1, one generator: generation-bound
-    (0.3, 0.1, 2, 0.15),   # 3:1, two generators: still generation-bound
-    (0.3, 0.1, 4, 0.1),    # 3:1, four generators: the trainer is saturated
-    (0.8, 0.1, 8, 0.1),    # 8:1, eight generators: exactly saturated
-])
+@pytest.mark.parametrize(
+    "gen, train, n, expected",
+    [
+        (0.1, 0.1, 1, 0.1),  # 1:1, one generator: both sides busy, 2x the synchronous rate
+        (0.3, 0.1, 1, 0.3),  # 3:1, one generator: generation-bound
+        (0.3, 0.1, 2, 0.15),  # 3:1, two generators: still generation-bound
+        (0.3, 0.1, 4, 0.1),  # 3:1, four generators: the trainer is saturated
+        (0.8, 0.1, 8, 0.1),  # 8:1, eight generators: exactly saturated
+    ],
+)
 def test_async_bound_is_the_slower_side(gen, train, n, expected):
     assert ob.async_step_seconds(gen, train, n) == pytest.approx(expected)
 
@@ -54,13 +58,16 @@ def test_weight_bytes_one_put_and_one_fetch_per_generator():
     assert sizes == {"put": 2_000_000_000, "fetched": 8_000_000_000, "total": 10_000_000_000}
 
 
-@pytest.mark.parametrize("call", [
-    lambda: ob.sync_step_seconds(0.0, 0.1),
-    lambda: ob.async_step_seconds(0.1, 0.1, 0),
-    lambda: ob.lag_limited_step_seconds(0.1, 0.1, -1),
-    lambda: ob.offpolicy_step_seconds(0.1, 0.1, 1, 0),
-    lambda: ob.weight_bytes_per_step(0, 2, 1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ob.sync_step_seconds(0.0, 0.1),
+        lambda: ob.async_step_seconds(0.1, 0.1, 0),
+        lambda: ob.lag_limited_step_seconds(0.1, 0.1, -1),
+        lambda: ob.offpolicy_step_seconds(0.1, 0.1, 1, 0),
+        lambda: ob.weight_bytes_per_step(0, 2, 1),
+    ],
+)
 def test_bad_input_is_an_input_error(call):
     with pytest.raises(InputError):
         call()

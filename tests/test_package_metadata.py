@@ -25,12 +25,14 @@ def _built_requirements(tmp_path: Path) -> list[Requirement]:
     (project / "src" / "scalerl" / "__init__.py").write_text("")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, project / name)
-    script = ("from setuptools import build_meta; import sys; "
-              "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    script = (
+        "from setuptools import build_meta; import sys; print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))"
+    )
     out = project / "metadata"
     out.mkdir()
-    done = subprocess.run([sys.executable, "-c", script, str(out)], cwd=project, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(out)], cwd=project, capture_output=True, text=True, timeout=120, check=True
+    )
     dist_info = out / done.stdout.strip().splitlines()[-1]
     lines = (dist_info / "METADATA").read_text().splitlines()
     return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]

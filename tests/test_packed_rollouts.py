@@ -1,5 +1,6 @@
 """Rollouts packed into arrays (scalerl.train.batch.packed_rollouts) come back exactly as they went in,
 also through Ray's serialiser, and the driver's reads of a packed batch match the unpacked one."""
+
 from __future__ import annotations
 
 import pickle
@@ -7,24 +8,51 @@ import pickle
 import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch
-from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts, unpack_rollouts
 
 
 def ragged_rollouts() -> list[Rollout]:
     """Ragged prompts and completions, an empty completion, forced tokens, non-ASCII text,
     log-probs that need every bit of a float64, versions that change mid-sequence."""
     return [
-        Rollout(prompt_index=7, group_index=0, prompt_token_ids=(5, 6, 7), completion_token_ids=(9, 10, 11, 2),
-                generator_logprobs=(-0.1, -1e-300, -2.5, 0.1 + 0.2), token_policy_versions=(3, 3, 4, 5),
-                reward=1.0, truncated=False, interrupted=True, completion_text="7 = 3 + 4 – ok ✓",
-                loss_mask=(1, 0, 0, 1)),
-        Rollout(prompt_index=7, group_index=0, prompt_token_ids=(5, 6, 7), completion_token_ids=(),
-                generator_logprobs=(), token_policy_versions=(), reward=-1.0, truncated=True,
-                interrupted=False, completion_text=""),
-        Rollout(prompt_index=123456789012, group_index=1, prompt_token_ids=(), completion_token_ids=(2**40,),
-                generator_logprobs=(-np.pi,), token_policy_versions=(0,), reward=-0.25, truncated=False,
-                interrupted=False, completion_text="x"),
+        Rollout(
+            prompt_index=7,
+            group_index=0,
+            prompt_token_ids=(5, 6, 7),
+            completion_token_ids=(9, 10, 11, 2),
+            generator_logprobs=(-0.1, -1e-300, -2.5, 0.1 + 0.2),
+            token_policy_versions=(3, 3, 4, 5),
+            reward=1.0,
+            truncated=False,
+            interrupted=True,
+            completion_text="7 = 3 + 4 – ok ✓",
+            loss_mask=(1, 0, 0, 1),
+        ),
+        Rollout(
+            prompt_index=7,
+            group_index=0,
+            prompt_token_ids=(5, 6, 7),
+            completion_token_ids=(),
+            generator_logprobs=(),
+            token_policy_versions=(),
+            reward=-1.0,
+            truncated=True,
+            interrupted=False,
+            completion_text="",
+        ),
+        Rollout(
+            prompt_index=123456789012,
+            group_index=1,
+            prompt_token_ids=(),
+            completion_token_ids=(2**40,),
+            generator_logprobs=(-np.pi,),
+            token_policy_versions=(0,),
+            reward=-0.25,
+            truncated=False,
+            interrupted=False,
+            completion_text="x",
+        ),
     ]
 
 
@@ -65,8 +93,16 @@ def test_packed_rollouts_survive_ray_serialisation_and_pickle():
 
 def test_generated_batch_reads_its_packed_rollouts():
     rollouts = ragged_rollouts()
-    batch = GeneratedBatch(step=2, generator_id=0, packed=pack_rollouts(rollouts), start_version=3,
-                           started_at=0.0, finished_at=1.0, weight_sync_seconds=0.0, num_weight_swaps=0)
+    batch = GeneratedBatch(
+        step=2,
+        generator_id=0,
+        packed=pack_rollouts(rollouts),
+        start_version=3,
+        started_at=0.0,
+        finished_at=1.0,
+        weight_sync_seconds=0.0,
+        num_weight_swaps=0,
+    )
     assert batch.rollouts == tuple(rollouts)
     assert batch.oldest_policy_version == 0  # the third rollout's token was made by version 0
     assert as_rollouts(batch.packed) == rollouts and as_rollouts(tuple(rollouts)) == rollouts

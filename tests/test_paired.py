@@ -30,7 +30,8 @@ def interval(lo, hi):
 
 def test_paired_differences_pair_by_seed_index_and_drop_unfitted_pairs():
     assert paired_differences([0.7, 0.72, None, 0.69], [0.6, 0.61, 0.6, float("nan")]).tolist() == pytest.approx(
-        [0.1, 0.11])
+        [0.1, 0.11]
+    )
     with pytest.raises(ConfigError, match="one per seed"):
         paired_differences([0.1, 0.2], [0.1])
 
@@ -58,13 +59,26 @@ def test_pairing_removes_the_noise_shared_by_the_pair():
 
 def test_single_pair_interval_combines_the_fit_intervals():
     result = single_pair_interval(0.1, (0.03, 0.04))
-    assert (result.lo, result.hi, result.n, result.source) == (pytest.approx(0.05), pytest.approx(0.15), 1,
-                                                                "fit intervals")
+    assert (result.lo, result.hi, result.n, result.source) == (
+        pytest.approx(0.05),
+        pytest.approx(0.15),
+        1,
+        "fit intervals",
+    )
 
 
-@pytest.mark.parametrize("lo, hi, call", [
-    (0.03, 0.09, "up"), (-0.09, -0.03, "down"), (-0.01, 0.015, "within"), (-0.02, 0.02, "within"),
-    (0.01, 0.04, "unclear"), (-0.05, 0.05, "unclear"), (float("nan"), float("nan"), "unclear")])
+@pytest.mark.parametrize(
+    "lo, hi, call",
+    [
+        (0.03, 0.09, "up"),
+        (-0.09, -0.03, "down"),
+        (-0.01, 0.015, "within"),
+        (-0.02, 0.02, "within"),
+        (0.01, 0.04, "unclear"),
+        (-0.05, 0.05, "unclear"),
+        (float("nan"), float("nan"), "unclear"),
+    ],
+)
 def test_ceiling_call_reads_the_interval_against_the_margin(lo, hi, call):
     assert ceiling_call(interval(lo, hi), 0.02) == call
 

@@ -26,7 +26,9 @@ def write_seed(path, seed_index, replicate, own_noise, **changes):
     params = {**BASE, **changes}
     rewards = sigmoid_reward(FLOPS, params["a"] + SEED_LUCK_A[seed_index], params["b"], params["c_mid"], params["r0"])
     shared = np.random.default_rng([replicate, seed_index]).normal(0.0, 0.006, FLOPS.size)
-    own = np.random.default_rng([zlib.crc32(str(path.parent.parent.name).encode()), seed_index, replicate]).normal(0.0, own_noise, FLOPS.size)
+    own = np.random.default_rng([zlib.crc32(str(path.parent.parent.name).encode()), seed_index, replicate]).normal(
+        0.0, own_noise, FLOPS.size
+    )
     noise = shared + own
     noise[0] = 0.0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -39,15 +41,17 @@ def write_seed(path, seed_index, replicate, own_noise, **changes):
 def synthetic_runs(root, specs, replicate=0, seeds=3, own_noise=0.002):
     runs = []
     for slug, changes in specs.items():
-        paths = tuple(write_seed(root / slug / f"seed-{k}" / "metrics.jsonl", k, replicate, own_noise, **changes)
-                      for k in range(seeds))
+        paths = tuple(
+            write_seed(root / slug / f"seed-{k}" / "metrics.jsonl", k, replicate, own_noise, **changes)
+            for k in range(seeds)
+        )
         runs.append(ReportRun(slug, slug, None if slug == "base" else f"knob={slug}", slug == "base", paths))
     return runs
 
 
 # "later": the base's curve shifted 0.2 decades along log compute (a lower learning rate): same
 # ceiling, same B, half the gain reached at 1.58x the compute
-SPECS = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}, "same": {}, "later": {"c_mid": 10 ** 13.2}}
+SPECS = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}, "same": {}, "later": {"c_mid": 10**13.2}}
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +110,9 @@ def test_the_seed_luck_is_far_larger_than_the_margin_yet_cancels_in_the_pairs(pa
 @pytest.mark.parametrize("replicate", [1, 2, 3])
 def test_moving_only_b_is_never_a_ceiling_and_moving_a_by_0_1_always_is(tmp_path, replicate):
     specs = {"base": {}, "a-up": {"a": 0.7}, "b-only": {"b": 3.0}}
-    report = build_ablation_report(synthetic_runs(tmp_path, specs, replicate=replicate, own_noise=0.003),
-                                   seeds=3, margin=0.02)
+    report = build_ablation_report(
+        synthetic_runs(tmp_path, specs, replicate=replicate, own_noise=0.003), seeds=3, margin=0.02
+    )
     by_slug = {item.run.slug: item.verdict for item in report.variants}
     assert by_slug["b-only"].verdict != CEILING
     assert all(pair.verdict[0] != CEILING for pair in by_slug["b-only"].pairs)
@@ -115,8 +120,11 @@ def test_moving_only_b_is_never_a_ceiling_and_moving_a_by_0_1_always_is(tmp_path
 
 
 def test_one_seed_uses_the_fits_own_intervals(paired_report):
-    single = [ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
-              for item in paired_report.variants if item.run.slug in ("base", "a-up")]
+    single = [
+        ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
+        for item in paired_report.variants
+        if item.run.slug in ("base", "a-up")
+    ]
     report = build_ablation_report(single, seeds=1)
     assert (report.margin, report.margin_source) == (0.02, "paper default")
     verdict = report.variants[1].verdict
@@ -158,8 +166,10 @@ def test_summarise_is_the_t_interval_of_the_mean_or_the_single_fit_interval():
 
 
 def test_the_rule_and_the_report_import_without_torch_or_ray():
-    code = ("import sys; import scalerl.study.paired, scalerl.study.ablate_analysis, scalerl.study.ablation_views, "
-            "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)")
+    code = (
+        "import sys; import scalerl.study.paired, scalerl.study.ablate_analysis, scalerl.study.ablation_views, "
+        "scalerl.study.ablate_plan, scalerl.cli.app; print('torch' in sys.modules, 'ray' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "False"]
 
@@ -171,8 +181,10 @@ def test_the_json_passes_the_report_schema(paired_report):
     from scalerl.report.schemas import AblationSummary
     from scalerl.study.ablation_views import report_payload
 
-    runs = [ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
-            for item in paired_report.variants[:2]]
+    runs = [
+        ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
+        for item in paired_report.variants[:2]
+    ]
     single = build_ablation_report(runs, seeds=1)  # one pair: no spread (NaN -> null)
     for report in (paired_report, single):
         summary = AblationSummary.model_validate(json.loads(json_text(report_payload(report))))
@@ -211,8 +223,10 @@ def test_unidentified_seeds_get_the_run_length_that_would_pin_their_ceilings(tmp
     from scalerl.study.ablation_views import run_length_advice
 
     compute = np.concatenate([[0.0], np.geomspace(100.0, 1500.0, 14)])
-    fits = [fit_sigmoid(compute, sigmoid_reward(compute, 0.6, 1.5, 1000.0, 0.2) + shift * (compute > 0),
-                        n_draws=60) for shift in (0.0, 0.001, -0.001)]
+    fits = [
+        fit_sigmoid(compute, sigmoid_reward(compute, 0.6, 1.5, 1000.0, 0.2) + shift * (compute > 0), n_draws=60)
+        for shift in (0.0, 0.001, -0.001)
+    ]
     advice = run_length_advice(fits, 0.02)
     times = float(advice.split("at about ")[1].split(" times")[0])
     assert times == pytest.approx(7.12 / 1.5, rel=0.1)
@@ -246,11 +260,15 @@ def test_pairs_with_a_run_not_bent_over_are_left_out_of_da(tmp_path):
     for slug, run_index in (("base", 0), ("a-up", 1)):
         path = tmp_path / slug / "seed-3" / "metrics.jsonl"
         cut = FLOPS <= (3e12 if slug == "base" else FLOPS[-1])
-        rewards = sigmoid_reward(FLOPS, BASE["a"] + (0.1 if slug == "a-up" else 0.0), BASE["b"], BASE["c_mid"], BASE["r0"])
+        rewards = sigmoid_reward(
+            FLOPS, BASE["a"] + (0.1 if slug == "a-up" else 0.0), BASE["b"], BASE["c_mid"], BASE["r0"]
+        )
         path.parent.mkdir(parents=True)
         for step, (flops, reward) in enumerate(zip(FLOPS[cut], rewards[cut])):
             append_row(path, {"step": step, "flops": float(flops), "val_pass_rate": float(reward)})
-        runs[run_index] = ReportRun(slug, slug, runs[run_index].knob, slug == "base", runs[run_index].metrics_paths + (path,))
+        runs[run_index] = ReportRun(
+            slug, slug, runs[run_index].knob, slug == "base", runs[run_index].metrics_paths + (path,)
+        )
     report = build_ablation_report(runs, seeds=4, margin=0.02)
     base, a_up = report.variants
     assert not base.seeds[3].fit.ceiling_identified

@@ -3,12 +3,13 @@
 MemoryError or a message that embeds the value."""
 
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.parsing_limits import check_values, load_json, load_toml, load_yaml, shown
 
 LAUGHS = ["a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]"] + [
-    f"{name}: &{name} [{','.join([f'*{previous}'] * 9)}]" for previous, name in zip("abcdefgh", "bcdefghi")]
+    f"{name}: &{name} [{','.join([f'*{previous}'] * 9)}]" for previous, name in zip("abcdefgh", "bcdefghi")
+]
 ALIAS_BOMB = "\n".join(LAUGHS) + "\n"  # 9**9 values once expanded
 
 
@@ -21,22 +22,32 @@ def test_the_alias_bomb_is_refused_before_any_expansion():
     assert load_yaml("base: &b {lr: 1}\nrun: *b\n") == {"base": {"lr": 1}, "run": {"lr": 1}}  # a few aliases are fine
 
 
-@pytest.mark.parametrize("load, text", [
-    (load_json, "[" * 100_000 + "]" * 100_000), (load_yaml, "[" * 100_000 + "]" * 100_000),
-    (load_toml, "a = " + "[" * 100_000 + "]" * 100_000), (load_json, "[" * 66 + "]" * 66),
-])
+@pytest.mark.parametrize(
+    "load, text",
+    [
+        (load_json, "[" * 100_000 + "]" * 100_000),
+        (load_yaml, "[" * 100_000 + "]" * 100_000),
+        (load_toml, "a = " + "[" * 100_000 + "]" * 100_000),
+        (load_json, "[" * 66 + "]" * 66),
+    ],
+)
 def test_deep_nesting_is_one_value_error(load, text):
     with pytest.raises(ValueError, match="nested deeper than 64 levels"):
         load(text)
 
 
-@pytest.mark.parametrize("load, text, fragment", [
-    (load_json, '{"a": ' + "9" * 5000 + "}", "integer of 5000 digits"),
-    (load_yaml, "a: " + "9" * 5000, "integer of thousands of digits"),
-    (load_toml, "a = " + "9" * 5000, "integer of thousands of digits"),
-    (load_json, '{"a": 9223372036854775808}', "out of range"),
-    (load_json, '{"a": 1e400}', "non-finite"), (load_json, '{"a": NaN}', "NaN"), (load_yaml, "a: .nan", "non-finite"),
-])
+@pytest.mark.parametrize(
+    "load, text, fragment",
+    [
+        (load_json, '{"a": ' + "9" * 5000 + "}", "integer of 5000 digits"),
+        (load_yaml, "a: " + "9" * 5000, "integer of thousands of digits"),
+        (load_toml, "a = " + "9" * 5000, "integer of thousands of digits"),
+        (load_json, '{"a": 9223372036854775808}', "out of range"),
+        (load_json, '{"a": 1e400}', "non-finite"),
+        (load_json, '{"a": NaN}', "NaN"),
+        (load_yaml, "a: .nan", "non-finite"),
+    ],
+)
 def test_numbers_are_range_checked(load, text, fragment):
     with pytest.raises(ValueError, match=fragment):
         load(text)
@@ -50,13 +61,16 @@ def test_check_values_passes_plain_documents_and_shown_cuts_values():
     assert len(shown([list(range(100))] * 100)) <= 220
 
 
-@pytest.mark.parametrize("suffix, text, fragment", [
-    (".yaml", ALIAS_BOMB, "expands to more than 100000 values"),
-    (".json", '{"rl": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64 levels"),
-    (".json", '{"max_steps": ' + "9" * 5000 + "}", "integer of 5000 digits"),
-    (".yaml", "task.name: " + "x" * 100_000 + "\n", "task.name"),
-    (".yaml", "optim.lr: " + "1" * 400 + "\n", "holds an integer out of range"),
-])
+@pytest.mark.parametrize(
+    "suffix, text, fragment",
+    [
+        (".yaml", ALIAS_BOMB, "expands to more than 100000 values"),
+        (".json", '{"rl": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 64 levels"),
+        (".json", '{"max_steps": ' + "9" * 5000 + "}", "integer of 5000 digits"),
+        (".yaml", "task.name: " + "x" * 100_000 + "\n", "task.name"),
+        (".yaml", "optim.lr: " + "1" * 400 + "\n", "holds an integer out of range"),
+    ],
+)
 def test_hostile_config_files_are_one_short_error_line(tmp_path, suffix, text, fragment):
     path = tmp_path / f"hostile{suffix}"
     path.write_text(text)

@@ -1,6 +1,7 @@
 """The Ray pipeline on a local 2-CPU Ray instance with the tiny model: k = 0 equivalence with the
 synchronous trainer, bounded lag, in-flight weight swaps, PPO-off-policy-k lags, a generator
 killed mid-run, Ctrl-C then resume. One Ray instance serves the whole module."""
+
 import copy
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from scalerl.distributed.settings import PipelineConfig
 from scalerl.errors import ConfigError
 from scalerl.train.records.metrics_log import TRAIN_COLUMNS, read_rows
 
+
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, **overrides})
 
@@ -21,8 +23,13 @@ def _pipeline(**overrides):
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+    )
     yield ray
     ray.shutdown()
 
@@ -33,10 +40,12 @@ def _quiet(_message):
 
 @pytest.mark.slow
 def test_importing_the_package_and_the_cpu_path_never_import_vllm():
-    code = ("import sys, scalerl.distributed, scalerl.distributed.pipeline, "
-            "scalerl.distributed.actors, scalerl.distributed.offpolicy; "
-            "assert 'vllm' not in sys.modules, 'vllm imported'; "
-            "assert 'ray' not in sys.modules, 'ray imported at import time'")
+    code = (
+        "import sys, scalerl.distributed, scalerl.distributed.pipeline, "
+        "scalerl.distributed.actors, scalerl.distributed.offpolicy; "
+        "assert 'vllm' not in sys.modules, 'vllm imported'; "
+        "assert 'ray' not in sys.modules, 'ray imported at import time'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -63,8 +72,7 @@ def test_k0_pipeline_reproduces_the_synchronous_trainer(tiny_config, ray_session
         train(config, tmp_path / "sync", show_progress=False)
     finally:
         torch.set_num_threads(threads)
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe",
-                          keep_weights=True, log=_quiet)
+    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe", keep_weights=True, log=_quiet)
 
     sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
     pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
@@ -97,8 +105,13 @@ def test_k0_lora_pipeline_reproduces_the_synchronous_lora_trainer(tiny_config, r
         train(config, tmp_path / "sync", show_progress=False)
     finally:
         torch.set_num_threads(threads)
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=0, weight_sync=weight_sync), tmp_path / "pipe",
-                          keep_weights=True, log=_quiet)
+    result = run_pipeline(
+        config,
+        _pipeline(mode="async", max_lag=0, weight_sync=weight_sync),
+        tmp_path / "pipe",
+        keep_weights=True,
+        log=_quiet,
+    )
 
     sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
     pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
@@ -124,8 +137,9 @@ def test_two_data_parallel_trainer_actors_train_like_one(tiny_config, ray_sessio
     shared = {"mode": "async", "max_lag": 0, "trainer_cpus": 0.5, "generator_cpus": 0.5}
     one = run_pipeline(config, _pipeline(**shared), tmp_path / "one", keep_weights=True, log=_quiet)
     lines = []
-    two = run_pipeline(config, _pipeline(**shared, num_trainers=2), tmp_path / "two", keep_weights=True,
-                       log=lines.append)
+    two = run_pipeline(
+        config, _pipeline(**shared, num_trainers=2), tmp_path / "two", keep_weights=True, log=lines.append
+    )
     assert any("data parallel on 2 trainer actors" in line for line in lines)
 
     one_rows = [strip_timing_columns(r) for r in read_rows(tmp_path / "one" / "metrics.jsonl")]
@@ -175,16 +189,24 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ra
     from scalerl.train.batch.packed_rollouts import unpack_rollouts
     from scalerl.train.step_rollouts import generate_step
 
-    rollouts = unpack_rollouts(generate_step(worker.model, worker.tokenizer, worker.task, config, [0, 1],
-                                             torch_generator=torch.Generator().manual_seed(0), policy_version=0,
-                                             weight_update_hook=hook))
+    rollouts = unpack_rollouts(
+        generate_step(
+            worker.model,
+            worker.tokenizer,
+            worker.task,
+            config,
+            [0, 1],
+            torch_generator=torch.Generator().manual_seed(0),
+            policy_version=0,
+            weight_update_hook=hook,
+        )
+    )
     assert any(r.num_completion_tokens > 4 for r in rollouts), "no sequence outlived the swap"
     for rollout in rollouts:  # tokens sampled before the swap keep version 0, later ones get 1
         versions = rollout.token_policy_versions
         assert versions == (0,) * min(4, len(versions)) + (1,) * max(0, len(versions) - 4)
     swapped = snapshot_weights(worker.model, 1).arrays
-    assert all((swapped[name] == array).all()
-               for name, array in snapshot_weights(new_model, 1).arrays.items())
+    assert all((swapped[name] == array).all() for name, array in snapshot_weights(new_model, 1).arrays.items())
     assert worker.subscriber.num_swaps == 2 and worker.subscriber.sync_seconds > 0
     assert "vllm" not in sys.modules
 
@@ -206,8 +228,7 @@ def test_async_run_with_a_killed_generator_finishes_within_the_lag_bound(tiny_co
     config = tiny_config("max_steps=6", "eval_every=3", "checkpoint_every=6", "max_new_tokens=48")
     pipeline = _pipeline(mode="async", max_lag=max_lag, num_generators=2, generator_cpus=0.5)
     lines = []
-    result = run_pipeline(config, pipeline, tmp_path, on_row=kill_a_generator_mid_batch,
-                          log=lines.append)
+    result = run_pipeline(config, pipeline, tmp_path, on_row=kill_a_generator_mid_batch, log=lines.append)
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert killed, "no generator was ever caught in the middle of a batch"
     assert result.steps_done == 6 and result.generator_failures == 1
@@ -256,9 +277,24 @@ def test_scalerl_train_routes_to_the_pipeline(tiny_set_options, ray_session, tmp
 
     sets = tiny_set_options("eval_every=2")
     runner = CliRunner()
-    result = runner.invoke(app, ["train", "--out", str(tmp_path / "run"), "--pipeline", "async",
-                                 "--max-lag", "1", "--generators", "1", "--max-steps", "2",
-                                 "--no-progress", *sets])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--out",
+            str(tmp_path / "run"),
+            "--pipeline",
+            "async",
+            "--max-lag",
+            "1",
+            "--generators",
+            "1",
+            "--max-steps",
+            "2",
+            "--no-progress",
+            *sets,
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = read_rows(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]

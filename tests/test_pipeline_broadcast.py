@@ -1,5 +1,6 @@
 """The Ray pipeline with pipeline.weight_sync = broadcast (a gloo group of the trainer and the
 generator actors): k = 0 still reproduces the synchronous trainer, and the lag bound holds."""
+
 import pytest
 import torch
 
@@ -20,8 +21,13 @@ def _quiet(_message):
 @pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+    )
     yield ray
     ray.shutdown()
 
@@ -50,8 +56,7 @@ def test_k0_broadcast_pipeline_reproduces_the_synchronous_trainer(tiny_config, r
     finally:
         torch.set_num_threads(threads)
     # 0.05 MiB buckets: the tiny model's weights go in several buckets per version
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe",
-                          keep_weights=True, log=_quiet)
+    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe", keep_weights=True, log=_quiet)
     sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
     pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
     assert [r["step"] for r in pipe_rows] == [0, 1, 2, 3]

@@ -143,7 +143,10 @@ def test_plot_of_a_real_fit(tmp_path):
     from scalerl.forecast.fitting import fit_sigmoid
 
     compute = np.array([0.0, 250, 500, 1000, 1500, 2000, 3000, 4000, 6000, 8000])
-    reward = sigmoid_reward(compute, 0.61, 1.92, 2542.0, 0.1) + np.r_[0, 0.004, -0.003, 0.002, -0.004, 0.003, 0, -0.002, 0.003, -0.001]
+    reward = (
+        sigmoid_reward(compute, 0.61, 1.92, 2542.0, 0.1)
+        + np.r_[0, 0.004, -0.003, 0.002, -0.004, 0.003, 0, -0.002, 0.003, -0.001]
+    )
     result = fit_sigmoid(compute, reward, n_draws=40)
     path = plot_fit(result, tmp_path / "real.svg", not_fitted=(compute[:1], reward[:1]), target_compute=20000.0)
     assert b"<svg" in path.read_bytes()
@@ -157,7 +160,9 @@ def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_ban
     ceiling = patches["ceiling A 80% interval [0.600, 0.630]"]
     assert tuple(np.round(ceiling.get_facecolor()[:3], 3)) != tuple(np.round(band.get_facecolor()[0][:3], 3))
     # the interval is a bar right of the plot (x in axes units beyond 1), never over the band
-    assert ceiling.get_x() > 1.0 and (ceiling.get_y(), ceiling.get_y() + ceiling.get_height()) == pytest.approx((0.60, 0.63))
+    assert ceiling.get_x() > 1.0 and (ceiling.get_y(), ceiling.get_y() + ceiling.get_height()) == pytest.approx(
+        (0.60, 0.63)
+    )
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert "ceiling A 80% interval [0.600, 0.630]" in legend and "80% prediction band" in legend
     target = line_by_label(axes, "target reward 0.5")
@@ -167,7 +172,10 @@ def test_ceiling_interval_has_its_own_colour_and_legend_entry_apart_from_the_ban
 def test_headline_on_top_of_the_figure_says_the_ceiling_and_the_budget():
     identified = fit_figure(StubResult(), target_compute=40000.0)
     headline = identified._suptitle.get_text()
-    assert headline.startswith("plateaued: ceiling A 0.61 [0.6, 0.63]") and "final reward at the budget 4e+04: " in headline
+    assert (
+        headline.startswith("plateaued: ceiling A 0.61 [0.6, 0.63]")
+        and "final reward at the budget 4e+04: " in headline
+    )
     early = fit_figure(StubResult(ceiling_identified=False, c_mid=13000.0))
     assert early._suptitle.get_text().startswith("still rising: run ~6.5x longer")
 

@@ -26,10 +26,17 @@ def _pair(seed, verdict, direction, delta_a):
 
 
 def test_ceiling_check_counts_pairs_with_the_right_verdict_sign_and_size():
-    effect = {"effect": "moves the ceiling", "direction": "down", "pairs": [
-        _pair(0, "moves the ceiling", "down", -0.23), _pair(1, "moves the ceiling", "down", -0.26),
-        _pair(2, "moves the ceiling", "up", -0.22), _pair(3, "no measurable effect", None, -0.22),
-        _pair(4, "moves the ceiling", "down", -0.20)]}
+    effect = {
+        "effect": "moves the ceiling",
+        "direction": "down",
+        "pairs": [
+            _pair(0, "moves the ceiling", "down", -0.23),
+            _pair(1, "moves the ceiling", "down", -0.26),
+            _pair(2, "moves the ceiling", "up", -0.22),
+            _pair(3, "no measurable effect", None, -0.22),
+            _pair(4, "moves the ceiling", "down", -0.20),
+        ],
+    }
     check = ceiling_check(effect, -0.225)
     assert check["pairs_within"] == 2 and check["pairs_needed"] == 4 and not check["passed"]
     effect["pairs"] = [_pair(k, "moves the ceiling", "down", -0.225 + 0.01 * (k - 2)) for k in range(5)]
@@ -46,19 +53,32 @@ def test_settled_levels_are_the_last_three_evaluations_per_difficulty_averaged_o
         out = []
         for step, (total, easy, hard) in enumerate(rates):
             out.append({"step": 2 * step, "loss": 0.1})  # a training row: no validation columns
-            out.append({"step": 2 * step + 1, "val_pass_rate": total, "val_pass_rate_easy": easy,
-                        "val_pass_rate_hard": hard})
+            out.append(
+                {"step": 2 * step + 1, "val_pass_rate": total, "val_pass_rate_easy": easy, "val_pass_rate_hard": hard}
+            )
         return out
 
-    _write_run(tmp_path / "hard_fraction-0.5" / "seed-0", rows([(0.3, 0.5, 0.1), (0.5, 0.9, 0.1), (0.55, 1.0, 0.1),
-                                                                (0.6, 1.0, 0.2)]))
+    _write_run(
+        tmp_path / "hard_fraction-0.5" / "seed-0",
+        rows([(0.3, 0.5, 0.1), (0.5, 0.9, 0.1), (0.55, 1.0, 0.1), (0.6, 1.0, 0.2)]),
+    )
     _write_run(tmp_path / "hard_fraction-0.5" / "seed-1", rows([(0.5, 0.9, 0.1)] * 3))
     _write_run(tmp_path / "hard_fraction-0.25" / "seed-0", [{"step": 0, "val_pass_rate": 0.7}])  # an older run
-    assert settled_level(read_rows(tmp_path / "hard_fraction-0.5" / "seed-0" / "metrics.jsonl"), "val_pass_rate") == \
-        pytest.approx((0.5 + 0.55 + 0.6) / 3)
+    assert settled_level(
+        read_rows(tmp_path / "hard_fraction-0.5" / "seed-0" / "metrics.jsonl"), "val_pass_rate"
+    ) == pytest.approx((0.5 + 0.55 + 0.6) / 3)
     settled = settled_by_difficulty(tmp_path)
-    assert settled["hard_fraction-0.5"] == pytest.approx({
-        "seeds": 2, "val_pass_rate": ((0.5 + 0.55 + 0.6) / 3 + 0.5) / 2,
-        "val_pass_rate_easy": ((0.9 + 1.0 + 1.0) / 3 + 0.9) / 2, "val_pass_rate_hard": ((0.1 + 0.1 + 0.2) / 3 + 0.1) / 2})
-    assert settled["hard_fraction-0.25"] == {"seeds": 1, "val_pass_rate": 0.7, "val_pass_rate_easy": None,
-                                             "val_pass_rate_hard": None}
+    assert settled["hard_fraction-0.5"] == pytest.approx(
+        {
+            "seeds": 2,
+            "val_pass_rate": ((0.5 + 0.55 + 0.6) / 3 + 0.5) / 2,
+            "val_pass_rate_easy": ((0.9 + 1.0 + 1.0) / 3 + 0.9) / 2,
+            "val_pass_rate_hard": ((0.1 + 0.1 + 0.2) / 3 + 0.1) / 2,
+        }
+    )
+    assert settled["hard_fraction-0.25"] == {
+        "seeds": 1,
+        "val_pass_rate": 0.7,
+        "val_pass_rate_easy": None,
+        "val_pass_rate_hard": None,
+    }

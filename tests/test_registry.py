@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+from test_trainer import _rollout, _tiny_model  # noqa: E402  (tests/ is on sys.path)
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.rl import registry
@@ -19,11 +20,9 @@ from scalerl.rl.config import RLConfig
 from scalerl.rl.losses import LossOutput, grpo
 from scalerl.rl.registry import BlockSpec, ParamSpec, get_loss
 from scalerl.train.batch.packed_rollouts import pack_rollouts
-from scalerl.train.config.train_config import TrainConfig, load_config, save_config
 from scalerl.train.config.config_keys import describe_keys
+from scalerl.train.config.train_config import TrainConfig, load_config, save_config
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
-
-from test_trainer import _rollout, _tiny_model  # noqa: E402  (tests/ is on sys.path)
 
 
 def toy_loss(logprobs, generator_logprobs, advantages, mask, *, scale=1.0):
@@ -32,8 +31,12 @@ def toy_loss(logprobs, generator_logprobs, advantages, mask, *, scale=1.0):
     return LossOutput(token_loss=token_loss, mean_ratio=1.0, clipped_fraction=0.0)
 
 
-TOY = BlockSpec("toy", toy_loss, "scaled REINFORCE, for this test",
-                (ParamSpec("scale", "toy_scale", 1.0, "toy: factor of the loss", low=0.0, high=10.0),))
+TOY = BlockSpec(
+    "toy",
+    toy_loss,
+    "scaled REINFORCE, for this test",
+    (ParamSpec("scale", "toy_scale", 1.0, "toy: factor of the loss", low=0.0, high=10.0),),
+)
 
 
 @pytest.fixture
@@ -62,7 +65,9 @@ def test_the_toy_loss_trains_through_train_step(toy_registered):
         config = TrainConfig().with_overrides(["rl.loss=toy", f"rl.toy_scale={scale}", "warmup_steps=0"])
         copy_of_model = copy.deepcopy(model)
         optimizer = build_optimizer(copy_of_model, config.optim)
-        steps[scale] = train_step(copy_of_model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config)
+        steps[scale] = train_step(
+            copy_of_model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config
+        )
     assert steps[3.0].loss == pytest.approx(3.0 * steps[1.0].loss) and steps[1.0].loss != 0.0
 
 
@@ -77,12 +82,15 @@ def test_unknown_names_are_errors_listing_the_registered_choices():
         TrainConfig().with_overrides(["rl.foo_eps=1"])
 
 
-@pytest.mark.parametrize(("assignment", "message"), [
-    ("rl.grpo_kl_coef=-0.1", r"rl\.grpo_kl_coef: must be finite and in \[0, inf\)"),
-    ("rl.cispo_eps_max=nan", r"rl\.cispo_eps_max: (must be finite|expected a finite number)"),
-    ("rl.gspo_eps_high=inf", r"rl\.gspo_eps_high: (must be finite|expected a finite number)"),
-    ("rl.dapo_eps_low=0", r"rl\.dapo_eps_low: must be finite and in \(0, inf\)"),
-])
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("rl.grpo_kl_coef=-0.1", r"rl\.grpo_kl_coef: must be finite and in \[0, inf\)"),
+        ("rl.cispo_eps_max=nan", r"rl\.cispo_eps_max: (must be finite|expected a finite number)"),
+        ("rl.gspo_eps_high=inf", r"rl\.gspo_eps_high: (must be finite|expected a finite number)"),
+        ("rl.dapo_eps_low=0", r"rl\.dapo_eps_low: must be finite and in \(0, inf\)"),
+    ],
+)
 def test_loss_parameters_are_checked_by_their_spec(assignment, message):
     with pytest.raises(ConfigError, match=message):
         TrainConfig().with_overrides([assignment])
@@ -108,8 +116,14 @@ def test_grpo_kl_coef_from_the_config_adds_kl_coef_times_k3():
     # on-policy tokens (rho = 1, A = 1): surrogate -1 per token; k3 = e^d - d - 1 with d = ref - logp
     logprobs = torch.full((1, 2), -1.0, dtype=torch.float64, requires_grad=True)
     ref_logprobs = torch.tensor([[-1.5, -0.5]], dtype=torch.float64)
-    out = get_loss(config.rl.loss)(logprobs, logprobs.detach(), torch.ones(1, dtype=torch.float64),
-                                   torch.ones(1, 2), ref_logprobs=ref_logprobs, **arguments)
+    out = get_loss(config.rl.loss)(
+        logprobs,
+        logprobs.detach(),
+        torch.ones(1, dtype=torch.float64),
+        torch.ones(1, 2),
+        ref_logprobs=ref_logprobs,
+        **arguments,
+    )
     k3 = [math.exp(-0.5) + 0.5 - 1.0, math.exp(0.5) - 0.5 - 1.0]
     assert out.token_loss[0].tolist() == pytest.approx([-1.0 + 0.1 * k3[0], -1.0 + 0.1 * k3[1]])
 
@@ -120,23 +134,35 @@ def test_train_step_takes_the_kl_term_against_the_reference_policy():
     with torch.no_grad():
         for parameter in reference.parameters():
             parameter.add_(0.05 * torch.randn_like(parameter))
-    rollouts = [_rollout(model, tokenizer, "3+4=", "7", 1.0, 0), _rollout(model, tokenizer, "3+4=", "8", -1.0, 0),
-                _rollout(model, tokenizer, "5+1=", "6", 1.0, 1), _rollout(model, tokenizer, "5+1=", "9", -1.0, 1)]
-    reference_rollouts = [_rollout(reference, tokenizer, "3+4=", "7", 1.0, 0), _rollout(reference, tokenizer, "3+4=", "8", -1.0, 0),
-                          _rollout(reference, tokenizer, "5+1=", "6", 1.0, 1), _rollout(reference, tokenizer, "5+1=", "9", -1.0, 1)]
+    rollouts = [
+        _rollout(model, tokenizer, "3+4=", "7", 1.0, 0),
+        _rollout(model, tokenizer, "3+4=", "8", -1.0, 0),
+        _rollout(model, tokenizer, "5+1=", "6", 1.0, 1),
+        _rollout(model, tokenizer, "5+1=", "9", -1.0, 1),
+    ]
+    reference_rollouts = [
+        _rollout(reference, tokenizer, "3+4=", "7", 1.0, 0),
+        _rollout(reference, tokenizer, "3+4=", "8", -1.0, 0),
+        _rollout(reference, tokenizer, "5+1=", "6", 1.0, 1),
+        _rollout(reference, tokenizer, "5+1=", "9", -1.0, 1),
+    ]
     losses = {}
     for kl_coef in (0.0, 0.1):
         config = TrainConfig().with_overrides(["rl.loss=grpo", f"rl.grpo_kl_coef={kl_coef}", "warmup_steps=0"])
         policy = copy.deepcopy(model)
         optimizer = build_optimizer(policy, config.optim)
-        losses[kl_coef] = train_step(policy, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config,
-                                     reference=reference).loss
+        losses[kl_coef] = train_step(
+            policy, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config, reference=reference
+        ).loss
     # prompt aggregation: mean over the two prompts of the mean k3 over their completion tokens
     per_prompt = []
     for group in (0, 1):
-        k3 = [math.exp(ref - logp) - (ref - logp) - 1.0
-              for mine, theirs in zip(rollouts, reference_rollouts) if mine.group_index == group
-              for logp, ref in zip(mine.generator_logprobs, theirs.generator_logprobs)]
+        k3 = [
+            math.exp(ref - logp) - (ref - logp) - 1.0
+            for mine, theirs in zip(rollouts, reference_rollouts)
+            if mine.group_index == group
+            for logp, ref in zip(mine.generator_logprobs, theirs.generator_logprobs)
+        ]
         per_prompt.append(sum(k3) / len(k3))
     assert losses[0.1] - losses[0.0] == pytest.approx(0.1 * sum(per_prompt) / 2, rel=1e-4)
     assert losses[0.1] != losses[0.0]

@@ -14,20 +14,56 @@ from scalerl.report.schemas import field_path, validate_summary
 
 runner = CliRunner()
 
-STUDY = {"base": "scalerl", "x": "flops", "y": "val_pass_rate", "margin": 0.02, "level": 0.8, "variants": [
-    {"slug": "scalerl", "name": "base", "knob": None, "is_base": True, "metrics": [], "error": None,
-     "fit": {"params": {"A": 0.61, "B": 1.9, "C_mid": 2500.0, "R0": 0.1},
-             "intervals": {"A": [0.6, 0.62], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
-             "ceiling_identified": True, "n_points": 11, "warnings": []},
-     "paper_moves": None, "versus_base": None}]}
-ABLATION = {"kind": "leave-one-out", "sweep_knob": None, "base": "scalerl", "x": "flops", "y": "val_pass_rate",
-            "level": 0.8, "seeds": 2, "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01,
-                                                  "dof": 2},
-            "variants": [{"slug": "scalerl", "name": "base", "knob": None, "is_base": True,
-                          "seeds": [{"metrics": "m.jsonl", "params": {"A": 0.6}, "ceiling_identified": True,
-                                     "error": None}],
-                          "params": {"A": {"mean": 0.61, "lo": 0.6, "hi": 0.62, "n": 2}},
-                          "effect": None, "shared_A": None, "B_at_shared_A": None, "paper": "-"}]}
+STUDY = {
+    "base": "scalerl",
+    "x": "flops",
+    "y": "val_pass_rate",
+    "margin": 0.02,
+    "level": 0.8,
+    "variants": [
+        {
+            "slug": "scalerl",
+            "name": "base",
+            "knob": None,
+            "is_base": True,
+            "metrics": [],
+            "error": None,
+            "fit": {
+                "params": {"A": 0.61, "B": 1.9, "C_mid": 2500.0, "R0": 0.1},
+                "intervals": {"A": [0.6, 0.62], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
+                "ceiling_identified": True,
+                "n_points": 11,
+                "warnings": [],
+            },
+            "paper_moves": None,
+            "versus_base": None,
+        }
+    ],
+}
+ABLATION = {
+    "kind": "leave-one-out",
+    "sweep_knob": None,
+    "base": "scalerl",
+    "x": "flops",
+    "y": "val_pass_rate",
+    "level": 0.8,
+    "seeds": 2,
+    "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01, "dof": 2},
+    "variants": [
+        {
+            "slug": "scalerl",
+            "name": "base",
+            "knob": None,
+            "is_base": True,
+            "seeds": [{"metrics": "m.jsonl", "params": {"A": 0.6}, "ceiling_identified": True, "error": None}],
+            "params": {"A": {"mean": 0.61, "lo": 0.6, "hi": 0.62, "n": 2}},
+            "effect": None,
+            "shared_A": None,
+            "B_at_shared_A": None,
+            "paper": "-",
+        }
+    ],
+}
 
 
 def changed(document, path, value):
@@ -54,34 +90,52 @@ def assert_one_error(result, *fragments):
         assert fragment in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("name, document, fragments", [
-    ("study.json", changed(STUDY, ["variants"], None), ["study.json", "field variants:"]),
-    ("study.json", changed(STUDY, ["variants", 0, "fit", "params", "A"], "0.61"),
-     ["field variants[0].fit.params.A:", "valid number"]),
-    ("study.json", changed(STUDY, ["variants", 0, "fit", "intervals", "A"], [0.6]),
-     ["field variants[0].fit.intervals.A:", "at least 2 items"]),
-    ("study.json", changed(STUDY, ["variants", 0, "fit", "n_points"], True), ["field variants[0].fit.n_points"]),
-    ("study.json", changed(STUDY, ["variants", 0], None), ["field variants[0]:"]),
-    ("study.json", changed(STUDY, ["margin"], [1, 2]), ["field margin:"]),
-    ("study.json", [1, 2, 3], ["field (top level)"]),
-    ("ablation.json", changed(ABLATION, ["variants"], None), ["ablation.json", "field variants:"]),
-    ("ablation.json", changed(ABLATION, ["margin", "value"], "wide"), ["field margin.value:"]),
-    ("sweep.json", changed(ABLATION, ["variants", 0, "params", "A", "mean"], {"x": 1}),
-     ["sweep.json", "field variants[0].params.A.mean:"]),
-    ("sweep.json", changed(ABLATION, ["variants", 0, "seeds", 0, "params"], [0.6]),
-     ["field variants[0].seeds[0].params:"]),
-])
+@pytest.mark.parametrize(
+    "name, document, fragments",
+    [
+        ("study.json", changed(STUDY, ["variants"], None), ["study.json", "field variants:"]),
+        (
+            "study.json",
+            changed(STUDY, ["variants", 0, "fit", "params", "A"], "0.61"),
+            ["field variants[0].fit.params.A:", "valid number"],
+        ),
+        (
+            "study.json",
+            changed(STUDY, ["variants", 0, "fit", "intervals", "A"], [0.6]),
+            ["field variants[0].fit.intervals.A:", "at least 2 items"],
+        ),
+        ("study.json", changed(STUDY, ["variants", 0, "fit", "n_points"], True), ["field variants[0].fit.n_points"]),
+        ("study.json", changed(STUDY, ["variants", 0], None), ["field variants[0]:"]),
+        ("study.json", changed(STUDY, ["margin"], [1, 2]), ["field margin:"]),
+        ("study.json", [1, 2, 3], ["field (top level)"]),
+        ("ablation.json", changed(ABLATION, ["variants"], None), ["ablation.json", "field variants:"]),
+        ("ablation.json", changed(ABLATION, ["margin", "value"], "wide"), ["field margin.value:"]),
+        (
+            "sweep.json",
+            changed(ABLATION, ["variants", 0, "params", "A", "mean"], {"x": 1}),
+            ["sweep.json", "field variants[0].params.A.mean:"],
+        ),
+        (
+            "sweep.json",
+            changed(ABLATION, ["variants", 0, "seeds", 0, "params"], [0.6]),
+            ["field variants[0].seeds[0].params:"],
+        ),
+    ],
+)
 def test_malformed_summaries_name_file_and_field(tmp_path, name, document, fragments):
     assert_one_error(report(tmp_path, name, json.dumps(document).encode()), *fragments)
 
 
-@pytest.mark.parametrize("data, fragment", [
-    (b'{"variants": [\xff]}', "not UTF-8 text (byte 14)"),
-    (b"[" * 100_000 + b"]" * 100_000, "not usable JSON"),
-    (b'{"margin": ' + b"9" * 5000 + b', "variants": []}', "not usable JSON"),
-    (b'{"margin": NaN, "variants": []}', "field margin: Input should be a finite number"),
-    (b'{"variants": [', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        (b'{"variants": [\xff]}', "not UTF-8 text (byte 14)"),
+        (b"[" * 100_000 + b"]" * 100_000, "not usable JSON"),
+        (b'{"margin": ' + b"9" * 5000 + b', "variants": []}', "not usable JSON"),
+        (b'{"margin": NaN, "variants": []}', "field margin: Input should be a finite number"),
+        (b'{"variants": [', "not valid JSON"),
+    ],
+)
 def test_hostile_bytes_are_one_error(tmp_path, data, fragment):
     assert_one_error(report(tmp_path, "study.json", data), "study.json", fragment)
 
@@ -103,11 +157,19 @@ def metrics_run(tmp_path, forecast_a):
     return run
 
 
-@pytest.mark.parametrize("value, fragment", [("high", "valid number"), (float("inf"), "finite number"),
-                                             (float("nan"), "finite number"), ([0.5], "valid number")])
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ("high", "valid number"),
+        (float("inf"), "finite number"),
+        (float("nan"), "finite number"),
+        ([0.5], "valid number"),
+    ],
+)
 def test_bad_forecast_values_in_metrics_are_one_error(tmp_path, value, fragment):
-    result = runner.invoke(app, ["report", str(metrics_run(tmp_path, value)), "-o", str(tmp_path / "r.html"),
-                                 "--n-draws", "20"])
+    result = runner.invoke(
+        app, ["report", str(metrics_run(tmp_path, value)), "-o", str(tmp_path / "r.html"), "--n-draws", "20"]
+    )
     assert_one_error(result, "metrics.jsonl: line 9: field forecast_A:", fragment)
 
 

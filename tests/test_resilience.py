@@ -12,13 +12,14 @@ import sys
 
 import pytest
 import torch
+from cli_invocation import assert_one_line_error as _assert_one_error_line
+from cli_invocation import invoke as _cli
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from cli_invocation import assert_one_line_error as _assert_one_error_line, invoke as _cli
 from scalerl.errors import ConfigError, InputError, OutputError
-from scalerl.train.config.train_config import load_config
 from scalerl.train.checkpoint.manifest import write_manifest
+from scalerl.train.config.train_config import load_config
 from scalerl.train.records.metrics_log import append_row, read_rows
 from scalerl.train.trainer import open_run, train
 
@@ -84,13 +85,17 @@ DAMAGES = {  # name: (damage to the newest checkpoint, what the warning or error
     "truncated weights": (lambda c: _truncate(c / "model.safetensors"), "model.safetensors"),
     "random weights": (lambda c: (c / "model.safetensors").write_bytes(os.urandom(4096)), "model.safetensors"),
     "wrong tensor shape": (_wrong_shape, "has shape"),
-    "truncated optimizer": (lambda c: _truncate(c / "training_state" / "optimizer.safetensors"),
-                            "optimizer.safetensors"),
+    "truncated optimizer": (
+        lambda c: _truncate(c / "training_state" / "optimizer.safetensors"),
+        "optimizer.safetensors",
+    ),
     "empty rng": (lambda c: (c / "training_state" / "rng.safetensors").write_bytes(b""), "rng.safetensors"),
     "no run.pool": (lambda c: _edit_state(c, lambda s: s["run"].pop("pool")), "run.pool"),
     "step six": (lambda c: _edit_state(c, lambda s: s.update(step="six")), "'six'"),
-    "bad numpy rng": (lambda c: _edit_state(c, lambda s: s.update(numpy_rng={"bit_generator": "PCG64", "state": 7})),
-                      "state.json"),
+    "bad numpy rng": (
+        lambda c: _edit_state(c, lambda s: s.update(numpy_rng={"bit_generator": "PCG64", "state": 7})),
+        "state.json",
+    ),
     "broken state.json": (lambda c: (c / "training_state" / "state.json").write_text("{broken"), "state.json"),
     "state.json deleted": (lambda c: (c / "training_state" / "state.json").unlink(), "state.json is missing"),
     "bad counters": (lambda c: _edit_state(c, lambda s: s["run"].update(counters={"flops": "x"})), "run.counters"),
@@ -142,8 +147,12 @@ def test_a_checkpoint_without_a_manifest_is_resumed_only_when_old_checkpoints_ar
     assert opened.state.resumed_from.name == "step_00000002"
     assert "manifest.json is missing" in opened.state.notes[0] and "--accept-old-checkpoints" in opened.state.notes[0]
     manifest_path(run / "checkpoints" / "step_00000002").unlink()
-    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "cannot resume",
-                           "manifest.json is missing", "--accept-old-checkpoints")
+    _assert_one_error_line(
+        _cli("train", "--out", run, "--resume", "--no-progress"),
+        "cannot resume",
+        "manifest.json is missing",
+        "--accept-old-checkpoints",
+    )
 
 
 def test_a_bad_line_in_the_middle_of_metrics_is_an_error_naming_the_line(run):
@@ -185,11 +194,16 @@ def test_a_nan_or_a_repeated_step_in_metrics_is_an_error_naming_the_lines_never_
     nan_row["train_reward"] = "NaN-placeholder"
     lines_with_nan = [*lines[:3], json.dumps(nan_row).replace('"NaN-placeholder"', "NaN") + "\n", *lines[4:]]
     rows_path.write_text("".join(lines_with_nan))
-    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
-                           "line 4 (step 3): train_reward", "not finite")
+    _assert_one_error_line(
+        _cli("train", "--out", run, "--resume", "--no-progress"),
+        "metrics.jsonl",
+        "line 4 (step 3): train_reward",
+        "not finite",
+    )
     rows_path.write_text("".join([*lines[:5], lines[4]]))  # steps 0, 1, 2, 3, 4, 4
-    _assert_one_error_line(_cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl",
-                           "lines 5 and 6 both hold step 4")
+    _assert_one_error_line(
+        _cli("train", "--out", run, "--resume", "--no-progress"), "metrics.jsonl", "lines 5 and 6 both hold step 4"
+    )
     rows_path.write_text("".join([lines[0], lines[2], lines[1], *lines[3:]]))  # steps 0, 2, 1, 3, 4
     with pytest.raises(InputError, match="line 3 holds step 1 after step 2"):
         open_run(run_config("max_steps=6"), run, resume=True)
@@ -223,27 +237,48 @@ def test_a_hand_edited_config_is_refused_naming_the_keys_but_max_steps_may_grow(
 
 @pytest.mark.parametrize(
     ("assignment", "field"),
-    [("seed=-1", "seed"), ("seed=4294967296", "seed"), ("optim.lr=inf", "optim.lr"),
-     ("weight_decay=inf", "optim.weight_decay"), ("temperature=inf", "sampling.temperature"),
-     ("cispo_eps_max=inf", "rl.cispo_eps_max"), ("optim.lr=nan", "optim.lr"), ("max_steps=1e999", "max_steps"),
-     ("device=cuda:x", "device"), ("device=gpu", "device")],
+    [
+        ("seed=-1", "seed"),
+        ("seed=4294967296", "seed"),
+        ("optim.lr=inf", "optim.lr"),
+        ("weight_decay=inf", "optim.weight_decay"),
+        ("temperature=inf", "sampling.temperature"),
+        ("cispo_eps_max=inf", "rl.cispo_eps_max"),
+        ("optim.lr=nan", "optim.lr"),
+        ("max_steps=1e999", "max_steps"),
+        ("device=cuda:x", "device"),
+        ("device=gpu", "device"),
+    ],
 )
 def test_impossible_settings_are_config_errors_naming_the_field(run_config, assignment, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         run_config(assignment)
 
 
-@pytest.mark.parametrize(("assignments", "message"), [
-    (["sampling.prompts_per_step=1000000000000", "task.num_train_prompts=4000"],
-     ("sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
-      "(task.num_train_prompts=4000)")),
-    (["task.name=tasks.jsonl", "sampling.prompts_per_step=1000000000000"],  # a task file: bounded by memory
-     "sampling.prompts_per_step: 1000000000000 prompts x 3 completions is more than 1048576"),
-    (["task.num_train_prompts=4000", "prompts_per_step=4000", "generations_per_prompt=1000"],
-     "sampling.prompts_per_step: 4000 prompts x 1000 completions is more than 1048576 completions at once"),
-    (["eval_prompts=8", "eval_samples_per_prompt=1000000"],
-     "eval_prompts: 8 prompts x 1000000 completions is more than 1048576"),
-])
+@pytest.mark.parametrize(
+    ("assignments", "message"),
+    [
+        (
+            ["sampling.prompts_per_step=1000000000000", "task.num_train_prompts=4000"],
+            (
+                "sampling.prompts_per_step: 1000000000000 exceeds the built-in task's training prompts "
+                "(task.num_train_prompts=4000)"
+            ),
+        ),
+        (
+            ["task.name=tasks.jsonl", "sampling.prompts_per_step=1000000000000"],  # a task file: bounded by memory
+            "sampling.prompts_per_step: 1000000000000 prompts x 3 completions is more than 1048576",
+        ),
+        (
+            ["task.num_train_prompts=4000", "prompts_per_step=4000", "generations_per_prompt=1000"],
+            "sampling.prompts_per_step: 4000 prompts x 1000 completions is more than 1048576 completions at once",
+        ),
+        (
+            ["eval_prompts=8", "eval_samples_per_prompt=1000000"],
+            "eval_prompts: 8 prompts x 1000000 completions is more than 1048576",
+        ),
+    ],
+)
 def test_sampling_and_evaluation_sizes_are_bounded_at_config_time(tiny_set_options, tmp_path, assignments, message):
     result = _cli("train", "--out", tmp_path / "run", *tiny_set_options(*assignments), "--no-progress")
     _assert_one_error_line(result, message)
@@ -266,11 +301,17 @@ def _safetensors_disk_full(*_args, **_kwargs):
     raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
 
 
-@pytest.mark.parametrize(("target", "failure"), [("scalerl.train.checkpoint.save_load.save_file", _safetensors_disk_full),
-                                                 ("scalerl.train.checkpoint.save_load.save_file", _disk_full),
-                                                 ("os.replace", _disk_full)])
-def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(run_config, run, monkeypatch, target,
-                                                                              failure):
+@pytest.mark.parametrize(
+    ("target", "failure"),
+    [
+        ("scalerl.train.checkpoint.save_load.save_file", _safetensors_disk_full),
+        ("scalerl.train.checkpoint.save_load.save_file", _disk_full),
+        ("os.replace", _disk_full),
+    ],
+)
+def test_a_failed_checkpoint_write_names_it_and_leaves_no_partial_checkpoint(
+    run_config, run, monkeypatch, target, failure
+):
     opened = open_run(run_config("max_steps=6"), run, resume=True)
     from scalerl.train.trainer import _checkpoint
 
@@ -309,7 +350,8 @@ def test_ctrl_c_stops_after_the_step_with_a_checkpoint_and_resume_reproduces_the
     resumed = train(config, tmp_path / "run", resume=True, show_progress=False)
     assert not resumed.interrupted and resumed.last_step == 6
     assert _comparable(read_rows(tmp_path / "run" / "metrics.jsonl")) == _comparable(
-        read_rows(runs / "six" / "metrics.jsonl"))
+        read_rows(runs / "six" / "metrics.jsonl")
+    )
 
 
 def test_an_interrupted_run_exits_130_in_sync_and_async_mode(tmp_path, monkeypatch):
@@ -319,8 +361,15 @@ def test_an_interrupted_run_exits_130_in_sync_and_async_mode(tmp_path, monkeypat
 
     def interrupted_pipeline(config, pipeline, run_dir, **kwargs):
         assert kwargs["show_progress"] is False
-        return pipeline_module.PipelineResult(run_dir=run_dir, steps_done=3, rows=[], dropped_batches=0,
-                                              generator_failures=0, wall_seconds=1.0, interrupted=True)
+        return pipeline_module.PipelineResult(
+            run_dir=run_dir,
+            steps_done=3,
+            rows=[],
+            dropped_batches=0,
+            generator_failures=0,
+            wall_seconds=1.0,
+            interrupted=True,
+        )
 
     monkeypatch.setattr(pipeline_module, "run_pipeline", interrupted_pipeline)
     result = _cli("train", "--out", tmp_path / "a", "--pipeline", "async", "--no-progress", "--max-steps", "5")
@@ -345,8 +394,9 @@ def test_sigint_to_a_real_training_process_exits_130_and_resume_completes(tiny_s
     out = tmp_path / "run"
     sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
-    process = subprocess.Popen([*command, "--max-steps", "500", *sets], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*command, "--max-steps", "500", *sets], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None and not (out / "checkpoints").is_dir():
         time.sleep(0.05)
@@ -356,8 +406,9 @@ def test_sigint_to_a_real_training_process_exits_130_and_resume_completes(tiny_s
     assert "interrupted at step" in stdout and "Traceback" not in stderr
     steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
     assert steps == list(range(len(steps))) and steps[-1] < 500
-    resumed = subprocess.run([*command, "--resume", "--max-steps", str(steps[-1] + 2)], capture_output=True,
-                             text=True, timeout=300)
+    resumed = subprocess.run(
+        [*command, "--resume", "--max-steps", str(steps[-1] + 2)], capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert [row["step"] for row in read_rows(out / "metrics.jsonl")] == list(range(steps[-1] + 3))
 
@@ -400,8 +451,9 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
 
     session = object.__new__(PipelineSession)  # the driver's bookkeeping only: no Ray actors
     session.run_state = RunState.open(run_config("max_steps=4"), tmp_path / "run", resume=False, num_train_prompts=50)
-    session.pending = collections.deque([[{"step": step, "flops": float(step), "train_reward": 0.5}, None, None]
-                                         for step in (1, 2)])
+    session.pending = collections.deque(
+        [[{"step": step, "flops": float(step), "train_reward": 0.5}, None, None] for step in (1, 2)]
+    )
     console = _plain_console()
     with RunProgress(4, console=console) as session.progress:
         assert [row["step"] for row in session.flush()] == [1, 2]
@@ -413,9 +465,26 @@ def test_the_async_driver_reports_each_logged_row_as_the_synchronous_trainer_doe
 def test_an_async_run_shows_progress_and_logs_no_error_line(tiny_set_options, tmp_path):
     pytest.importorskip("ray")
     sets = tiny_set_options("eval_every=2", "pipeline.num_cpus=2")
-    result = subprocess.run([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out",
-                             str(tmp_path / "run"), "--pipeline", "async", "--max-lag", "1", "--max-steps", "2", *sets],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from scalerl.cli.app import main; main()",
+            "train",
+            "--out",
+            str(tmp_path / "run"),
+            "--pipeline",
+            "async",
+            "--max-lag",
+            "1",
+            "--max-steps",
+            "2",
+            *sets,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert "step 1/2  reward" in result.stderr and "step 2/2  reward" in result.stderr
     assert not [line for line in result.stderr.splitlines() if " E " in line or "ERROR" in line], result.stderr

@@ -4,13 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from cli_invocation import invoke
 
 from scalerl.forecast.compare import compare_runs
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.reward_unit import reward_unit
-
-from cli_invocation import invoke
 
 # (scale, shift, range): a pass rate, a percentage, the mean of +1/-1 rewards
 UNITS = [(1.0, 0.0, (0.0, 1.0)), (100.0, 0.0, (0.0, 100.0)), (2.0, -1.0, (-1.0, 1.0))]

@@ -13,27 +13,46 @@ from scalerl.train.records.metrics_log import read_rows
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler
 
-TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32,
-                          max_positions=32)
+TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
 SHAPE = ModelShape(n_params=1000, n_layers=1, d_model=8)
 
 
 def _config(*extra):
-    return TrainConfig().with_overrides(["max_steps=10", "eval_every=4", "checkpoint_every=3",
-                                         "prompts_per_step=2", "generations_per_prompt=2", *extra])
+    return TrainConfig().with_overrides(
+        ["max_steps=10", "eval_every=4", "checkpoint_every=3", "prompts_per_step=2", "generations_per_prompt=2", *extra]
+    )
 
 
 def _rollout(prompt, reward, tokens=3):
-    return Rollout(prompt_index=prompt, group_index=prompt, prompt_token_ids=(1, 2),
-                   completion_token_ids=(4,) * tokens, generator_logprobs=(-1.0,) * tokens,
-                   token_policy_versions=(0,) * tokens, reward=reward, truncated=False,
-                   interrupted=False, completion_text="x")
+    return Rollout(
+        prompt_index=prompt,
+        group_index=prompt,
+        prompt_token_ids=(1, 2),
+        completion_token_ids=(4,) * tokens,
+        generator_logprobs=(-1.0,) * tokens,
+        token_policy_versions=(0,) * tokens,
+        reward=reward,
+        truncated=False,
+        interrupted=False,
+        completion_text="x",
+    )
 
 
 def _stats(tokens=10):
-    return StepStats(loss=0.5, grad_norm=1.0, lr=1e-3, entropy=0.1, mean_ratio=1.0,
-                     clipped_fraction=0.0, kept_prompts=1, total_prompts=2, kept_sequences=2,
-                     tokens_trained=tokens, trained_context_sum=3 * tokens, updated=True)
+    return StepStats(
+        loss=0.5,
+        grad_norm=1.0,
+        lr=1e-3,
+        entropy=0.1,
+        mean_ratio=1.0,
+        clipped_fraction=0.0,
+        kept_prompts=1,
+        total_prompts=2,
+        kept_sequences=2,
+        tokens_trained=tokens,
+        trained_context_sum=3 * tokens,
+        updated=True,
+    )
 
 
 def test_schedule_validates_at_r0_every_eval_every_and_at_the_end(tmp_path):
@@ -49,8 +68,7 @@ def test_schedule_validates_at_r0_every_eval_every_and_at_the_end(tmp_path):
 def test_book_step_adds_generation_training_and_dropped_batches_to_the_counters(tmp_path):
     state = RunState(_config(), tmp_path, num_train_prompts=20)
     rollouts = [_rollout(0, 1.0), _rollout(0, -1.0, tokens=5)]
-    row = state.book_step(1, rollouts, _stats(), shape=SHAPE, wall_seconds=3600.0,
-                          dropped=[[_rollout(1, 1.0)]])
+    row = state.book_step(1, rollouts, _stats(), shape=SHAPE, wall_seconds=3600.0, dropped=[[_rollout(1, 1.0)]])
     assert state.step == 1 and row["step"] == 1
     assert row["samples"] == 3 and row["tokens_generated"] == 3 + 5 + 3
     assert row["tokens_trained"] == 10 and row["device_hours"] == pytest.approx(1.0)
@@ -77,14 +95,14 @@ def test_a_checkpoint_restores_the_run_state_and_drops_later_rows(tmp_path):
     state.append(state.initial_row())
     prompts = state.sample_prompts()
     state.update_pool([_rollout(prompts[0], 1.0), _rollout(prompts[0], 1.0)])  # solved: retired
-    state.append(state.book_step(1, [_rollout(prompts[0], 1.0)], _stats(), shape=SHAPE,
-                                 wall_seconds=1.0))
+    state.append(state.book_step(1, [_rollout(prompts[0], 1.0)], _stats(), shape=SHAPE, wall_seconds=1.0))
     model, tokenizer = build_tiny_model(TINY_SPEC, seed=0)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim.warmup_steps)
     snapshot = state.snapshot()
-    save_run_checkpoint(tmp_path, snapshot, model=model, optimizer=optimizer, scheduler=scheduler,
-                        keep=1, tokenizer=tokenizer)
+    save_run_checkpoint(
+        tmp_path, snapshot, model=model, optimizer=optimizer, scheduler=scheduler, keep=1, tokenizer=tokenizer
+    )
     next_prompts = state.sample_prompts()
     next_sample = torch.rand(3, generator=state.rollout_generator)
     state.append({"step": 2, "flops": 1.0})  # written after the checkpoint: dropped on resume
@@ -98,8 +116,12 @@ def test_a_checkpoint_restores_the_run_state_and_drops_later_rows(tmp_path):
     assert [row["step"] for row in read_rows(tmp_path / "metrics.jsonl")] == [0, 1]
     other, _ = build_tiny_model(TINY_SPEC, seed=1)
     other_optimizer = build_optimizer(other, config.optim)
-    assert restore_training(resumed.resumed_from, model=other, optimizer=other_optimizer,
-                            scheduler=build_scheduler(other_optimizer, 1)) == 1
+    assert (
+        restore_training(
+            resumed.resumed_from, model=other, optimizer=other_optimizer, scheduler=build_scheduler(other_optimizer, 1)
+        )
+        == 1
+    )
     assert all(torch.equal(a, b) for a, b in zip(other.parameters(), model.parameters()))
     assert load_checkpoint(resumed.resumed_from)[1]["pool"] == snapshot.run["pool"]
     resumed.close()

@@ -18,8 +18,8 @@ def rows(pairs):
 
 
 def test_resumed_run_keeps_the_later_rows_and_names_the_range(tmp_path):
-    first = [(step, 0.001 * step) for step in range(240, 280)]            # logged up to 279, then a crash
-    resumed = [(step, 0.5 + 0.001 * step) for step in range(251, 300)]   # restarted from the step-250 checkpoint
+    first = [(step, 0.001 * step) for step in range(240, 280)]  # logged up to 279, then a crash
+    resumed = [(step, 0.5 + 0.001 * step) for step in range(251, 300)]  # restarted from the step-250 checkpoint
     path = write(tmp_path / "m.csv", "step,val_pass_rate\n" + rows(first + resumed))
     curve = read_curve(path)
     np.testing.assert_array_equal(curve.compute, np.arange(240, 300))

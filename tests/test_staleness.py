@@ -1,4 +1,5 @@
 """The bounded-staleness rule: admit / wait / drop with known lags, and the lag statistics."""
+
 import pytest
 
 from scalerl.distributed.staleness import (
@@ -69,7 +70,7 @@ def test_oldest_version_falls_back_to_the_start_version():
 
 
 def test_idle_fraction_by_hand():
-    from scalerl.distributed.observability import BusyLedger, idle_fraction, BusyInterval
+    from scalerl.distributed.observability import BusyInterval, BusyLedger, idle_fraction
 
     # window [10, 20] with 2 workers: busy 3 s (one interval partly outside) + 5 s = 8 of 20 s
     intervals = [BusyInterval(8.0, 13.0), BusyInterval(15.0, 20.0)]
@@ -99,12 +100,19 @@ def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
     return SimpleNamespace(
         pipeline=SimpleNamespace(max_lag=max_lag, on_stale=on_stale),
         config=SimpleNamespace(max_steps=max_steps),
-        run_state=SimpleNamespace(step=committed, pool=SimpleNamespace(active_count=10),
-                              update_pool=lambda rollouts: None),
-        generators=[object(), object()], alive=[True, True],
-        steps_committed=committed, published_version=published, dropped_batches=0,
-        trainer=trainer, train=trainer.train.remote, log=lambda message: None,
-        checkpoint_pending=lambda: False)
+        run_state=SimpleNamespace(
+            step=committed, pool=SimpleNamespace(active_count=10), update_pool=lambda rollouts: None
+        ),
+        generators=[object(), object()],
+        alive=[True, True],
+        steps_committed=committed,
+        published_version=published,
+        dropped_batches=0,
+        trainer=trainer,
+        train=trainer.train.remote,
+        log=lambda message: None,
+        checkpoint_pending=lambda: False,
+    )
 
 
 def _batch(oldest_version):

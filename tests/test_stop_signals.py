@@ -50,13 +50,18 @@ def test_a_dead_actor_or_a_failure_inside_one_is_one_error_saying_how_to_resume(
 
 
 @pytest.mark.slow  # a real process: starts torch, trains until SIGTERM, resumes (~20-60 s on 2 shared cores)
-def test_sigterm_to_a_real_training_process_exits_143_with_a_checkpoint_and_resume_completes(tiny_set_options,
-                                                                                            tmp_path):
+def test_sigterm_to_a_real_training_process_exits_143_with_a_checkpoint_and_resume_completes(
+    tiny_set_options, tmp_path
+):
     out = tmp_path / "run"
     sets = tiny_set_options("eval_every=2", "checkpoint_every=2")
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
-    process = subprocess.Popen([*command, "--max-steps", "500", "--no-progress", *sets], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*command, "--max-steps", "500", "--no-progress", *sets],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None and not (out / "checkpoints").is_dir():
         time.sleep(0.05)
@@ -66,8 +71,12 @@ def test_sigterm_to_a_real_training_process_exits_143_with_a_checkpoint_and_resu
     assert "interrupted at step" in stdout and "Traceback" not in stderr
     steps = [row["step"] for row in read_rows(out / "metrics.jsonl")]
     assert steps == list(range(len(steps))) and (out / "checkpoints" / f"step_{steps[-1]:08d}").is_dir()
-    resumed = subprocess.run([*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
-                             capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(
+        [*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert [row["step"] for row in read_rows(out / "metrics.jsonl")] == list(range(steps[-1] + 2))
 
@@ -99,14 +108,18 @@ def short_tmp():
 
 
 @pytest.mark.slow  # a real async pipeline on a local Ray instance until SIGTERM, then a resume (~1-3 min)
-def test_sigterm_to_the_async_driver_exits_143_resumable_and_leaves_no_processes(tiny_set_options, tmp_path,
-                                                                                 short_tmp):
+def test_sigterm_to_the_async_driver_exits_143_resumable_and_leaves_no_processes(tiny_set_options, tmp_path, short_tmp):
     out, ray_tmp = tmp_path / "run", short_tmp
     sets = tiny_set_options("eval_every=2", "checkpoint_every=2", "pipeline.mode=async", "pipeline.max_lag=1")
     command = [sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(out)]
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
-    process = subprocess.Popen([*command, "--max-steps", "500", "--no-progress", *sets], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [*command, "--max-steps", "500", "--no-progress", *sets],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and process.poll() is None and not (out / "checkpoints").is_dir():
         time.sleep(0.1)
@@ -120,8 +133,13 @@ def test_sigterm_to_the_async_driver_exits_143_resumable_and_leaves_no_processes
     while time.monotonic() < deadline and _our_ray_processes(str(ray_tmp)):
         time.sleep(0.5)
     assert _our_ray_processes(str(ray_tmp)) == []
-    resumed = subprocess.run([*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
-                             capture_output=True, text=True, timeout=600, env=env)
+    resumed = subprocess.run(
+        [*command, "--resume", "--max-steps", str(steps[-1] + 1), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [row["step"] for row in read_rows(out / "metrics.jsonl")][-1] == steps[-1] + 1
 
@@ -134,10 +152,10 @@ def test_the_reaper_kills_what_it_recorded_even_past_sigterm_and_never_a_reused_
     assert is_ray_process("ray::DashboardAgent", ["ray::DashboardAgent"])
     assert is_ray_process("raylet", ["/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", "--x"])
     assert not is_ray_process("python3", ["python3", "-m", "scalerl.distributed.ray_reaper", "12"])
-    ignore_sigterm = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                      "print('ready', flush=True); time.sleep(60)")
-    stubborn = subprocess.Popen([sys.executable, "-c", ignore_sigterm],
-                                stdout=subprocess.PIPE, text=True)
+    ignore_sigterm = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
+    stubborn = subprocess.Popen([sys.executable, "-c", ignore_sigterm], stdout=subprocess.PIPE, text=True)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         assert stubborn.stdout.readline().strip() == "ready"  # SIGTERM is ignored from here on
@@ -158,10 +176,23 @@ def test_a_driver_killed_outright_takes_its_ray_processes_with_it(tiny_set_optio
 
     out = tmp_path / "run"
     sets = tiny_set_options("pipeline.mode=async", "pipeline.max_lag=1")
-    driver = subprocess.Popen([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out",
-                               str(out), "--max-steps", "500", "--no-progress", *sets],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "RAY_TMPDIR": str(short_tmp)})
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from scalerl.cli.app import main; main()",
+            "train",
+            "--out",
+            str(out),
+            "--max-steps",
+            "500",
+            "--no-progress",
+            *sets,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "RAY_TMPDIR": str(short_tmp)},
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and driver.poll() is None and len(read_rows(out / "metrics.jsonl")) < 3:

@@ -11,9 +11,6 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.train.config.train_config import save_config
-from scalerl.train.records.metrics_log import append_row
-from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
 from scalerl.study.ablate_plan import plan_leave_one_out, plan_recipes
 from scalerl.study.run_curves import WARM_START_RECORD, paper_axis, seed_mean_curve
 from scalerl.study.study_runs import (
@@ -26,6 +23,9 @@ from scalerl.study.study_runs import (
     variant_run_dirs,
     write_plan,
 )
+from scalerl.train.config.presets import LEAVE_ONE_OUT, preset_config
+from scalerl.train.config.train_config import save_config
+from scalerl.train.records.metrics_log import append_row
 
 
 def plan_study(preset="scalerl", *, leave_one_out=False, recipes=(), only=(), common_overrides=(), seeds=1):
@@ -33,6 +33,7 @@ def plan_study(preset="scalerl", *, leave_one_out=False, recipes=(), only=(), co
     if recipes:
         return plan_recipes(preset, recipes, common_overrides=common_overrides, seeds=seeds, only=only)
     return plan_leave_one_out(preset, common_overrides=common_overrides, seeds=seeds, only=only)
+
 
 runner = CliRunner()
 
@@ -68,7 +69,10 @@ def test_only_filters_by_slug_or_name_and_keeps_the_base():
     plan = plan_study(leave_one_out=True, only=["loss-dapo", "No FP32 LM head"])
     assert [v.slug for v in plan.variants] == ["scalerl", "loss-dapo", "fp32_head-false"]
     assert [v.slug for v in plan_study(leave_one_out=True, only=["npr-false,loss-gspo"]).variants] == [
-        "scalerl", "loss-gspo", "npr-false"]
+        "scalerl",
+        "loss-gspo",
+        "npr-false",
+    ]
     with pytest.raises(ConfigError, match="--only: unknown variant 'nope'.*loss-dapo"):
         plan_study(leave_one_out=True, only=["nope"])
 
@@ -164,8 +168,7 @@ def test_run_study_skips_finished_resumes_partial_starts_absent(tmp_path):
 
 
 def test_run_study_records_one_warm_start_per_configuration_in_every_run(tmp_path):
-    plan = plan_study(leave_one_out=True, only=["loss-dapo"],
-                      common_overrides=["max_steps=2"], seeds=2)
+    plan = plan_study(leave_one_out=True, only=["loss-dapo"], common_overrides=["max_steps=2"], seeds=2)
     asked = []
 
     def fake_warm_start(config):
@@ -174,8 +177,11 @@ def test_run_study_records_one_warm_start_per_configuration_in_every_run(tmp_pat
 
     run_study(plan, tmp_path, show_progress=False, train_fn=lambda *a, **k: None, warm_start_fn=fake_warm_start)
     assert asked == [0]  # one configuration (the RL seed and loss do not count), prepared once
-    records = [json.loads((d / WARM_START_RECORD).read_text()) for v in plan.variants
-               for d in variant_run_dirs(tmp_path, plan, v)]
+    records = [
+        json.loads((d / WARM_START_RECORD).read_text())
+        for v in plan.variants
+        for d in variant_run_dirs(tmp_path, plan, v)
+    ]
     assert len(records) == 4 and {r["weights_sha256"] for r in records} == {"d" * 64}
 
 
@@ -189,8 +195,9 @@ def _write_curve(run_dir, rewards):
     run_dir.mkdir(parents=True, exist_ok=True)
     for step, (flops, reward) in enumerate(zip(FLOPS, rewards)):
         append_row(run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "train_reward": 0.0})
-        append_row(run_dir / "metrics.jsonl",
-                   {"step": step * 10, "flops": float(flops), "val_pass_rate": float(reward)})
+        append_row(
+            run_dir / "metrics.jsonl", {"step": step * 10, "flops": float(flops), "val_pass_rate": float(reward)}
+        )
 
 
 def _sigmoid_rewards(seed, **changes):
@@ -251,8 +258,18 @@ RUN_SCHEDULE = ("eval_every=1", "checkpoint_every=1")
 
 @pytest.mark.slow
 def test_tiny_end_to_end_study_trains_two_variants_then_skips_them(tiny_study_options, tmp_path):
-    command = ["study", "--out", str(tmp_path), "--leave-one-out", "--only", "loss-dapo", "--max-steps", "2",
-               "--no-progress", *tiny_study_options(*RUN_SCHEDULE)]
+    command = [
+        "study",
+        "--out",
+        str(tmp_path),
+        "--leave-one-out",
+        "--only",
+        "loss-dapo",
+        "--max-steps",
+        "2",
+        "--no-progress",
+        *tiny_study_options(*RUN_SCHEDULE),
+    ]
     result = runner.invoke(app, command)
     assert result.exit_code == 0, result.output
     for slug in ("scalerl", "loss-dapo"):
@@ -274,10 +291,22 @@ def test_two_studies_share_the_warm_start_checkpoint_by_digest(tmp_path):
     from scalerl.study.ablate_plan import plan_sweep
     from scalerl.study.shared_start import shared_warm_start
 
-    tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.warmstart_steps=2",
-            "model.warmstart_probe_every=50", "num_train_prompts=40", "num_val_prompts=8", "eval_prompts=8",
-            "max_new_tokens=16", "thinking_budget_min=8", "thinking_budget_max=12", "penalty_cache_tokens=4",
-            f"model.warmstart_cache_dir={tmp_path / 'cache'}", "max_steps=1"]
+    tiny = [
+        "model.hidden_size=32",
+        "model.num_layers=1",
+        "model.num_heads=2",
+        "model.warmstart_steps=2",
+        "model.warmstart_probe_every=50",
+        "num_train_prompts=40",
+        "num_val_prompts=8",
+        "eval_prompts=8",
+        "max_new_tokens=16",
+        "thinking_budget_min=8",
+        "thinking_budget_max=12",
+        "penalty_cache_tokens=4",
+        f"model.warmstart_cache_dir={tmp_path / 'cache'}",
+        "max_steps=1",
+    ]
     loo = plan_leave_one_out("scalerl", ["loss=dapo", "fp32_head=false"], common_overrides=tiny, seeds=2)
     sweep = plan_sweep("scalerl", "batch_prompts=4,8", common_overrides=tiny)
     for plan, out in ((loo, tmp_path / "loo"), (sweep, tmp_path / "sweep")):

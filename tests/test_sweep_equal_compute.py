@@ -1,4 +1,5 @@
 """benchmarks/sweep_equal_compute.py: the equal-compute reading of a batch sweep, by hand."""
+
 import importlib.util
 from pathlib import Path
 

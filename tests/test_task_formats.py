@@ -5,8 +5,8 @@ cache (nothing downloaded); hostile task files end in one InputError."""
 import json
 
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.errors import InputError
 from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.loading import load_task
@@ -23,30 +23,50 @@ def write_jsonl(path, records):
 
 
 def test_trl_conversational_prompts_and_prompt_completion_rows(tmp_path):
-    path = write_jsonl(tmp_path / "trl.jsonl", [
-        {"prompt": [{"role": "system", "content": "Add."}, {"role": "user", "content": "1+2="}], "answer": "3",
-         "split": "train"},
-        {"prompt": "2+2=", "completion": "<think>2+2</think>4", "split": "train"},
-        {"prompt": [{"role": "user", "content": "3+3="}],
-         "completion": [{"role": "assistant", "content": "<think>3+3</think>6"}], "split": "test"},
-    ])
+    path = write_jsonl(
+        tmp_path / "trl.jsonl",
+        [
+            {
+                "prompt": [{"role": "system", "content": "Add."}, {"role": "user", "content": "1+2="}],
+                "answer": "3",
+                "split": "train",
+            },
+            {"prompt": "2+2=", "completion": "<think>2+2</think>4", "split": "train"},
+            {
+                "prompt": [{"role": "user", "content": "3+3="}],
+                "completion": [{"role": "assistant", "content": "<think>3+3</think>6"}],
+                "split": "test",
+            },
+        ],
+    )
     task = load_task(TaskConfig(name=str(path)), render_chat=render)
     assert [(e.prompt, e.answer, e.demonstration) for e in task.train] == [
-        ("<system>Add.<user>1+2=<assistant>", "3", None), ("2+2=", "4", "<think>2+2</think>4")]
+        ("<system>Add.<user>1+2=<assistant>", "3", None),
+        ("2+2=", "4", "<think>2+2</think>4"),
+    ]
     assert [(e.prompt, e.answer) for e in task.validation] == [("<user>3+3=<assistant>", "6")]
 
 
 def test_a_verl_parquet_file_written_by_pandas(tmp_path):
     pd = pytest.importorskip("pandas")
     pytest.importorskip("pyarrow")
-    rows = [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": f"{i}+1="}], "ability": "math",
-             "reward_model": {"style": "rule", "ground_truth": str(i + 1)},
-             "extra_info": {"split": "train" if i < 6 else "test", "index": i}} for i in range(8)]
+    rows = [
+        {
+            "data_source": "openai/gsm8k",
+            "prompt": [{"role": "user", "content": f"{i}+1="}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": str(i + 1)},
+            "extra_info": {"split": "train" if i < 6 else "test", "index": i},
+        }
+        for i in range(8)
+    ]
     pd.DataFrame(rows).to_parquet(tmp_path / "gsm8k.parquet")
     task = load_task(TaskConfig(name=str(tmp_path / "gsm8k.parquet")), render_chat=render)
     assert task.name == "gsm8k" and len(task.train) == 6
-    assert [(e.prompt, e.answer) for e in task.validation] == [("<user>6+1=<assistant>", "7"),
-                                                               ("<user>7+1=<assistant>", "8")]
+    assert [(e.prompt, e.answer) for e in task.validation] == [
+        ("<user>6+1=<assistant>", "7"),
+        ("<user>7+1=<assistant>", "8"),
+    ]
     assert dict(task.train[0].columns)["data_source"] == "openai/gsm8k"
 
 
@@ -66,11 +86,18 @@ def test_a_hub_dataset_id_is_read_from_the_local_cache_only(tmp_path, monkeypatc
     pd = pytest.importorskip("pandas")
     pytest.importorskip("huggingface_hub")
     home = tmp_path / "hf"
-    fake_hub_cache(home, "org/tiny-math", {
-        "data/train-00000-of-00001.jsonl": lambda p: write_jsonl(p, [{"prompt": f"{i}*2=", "answer": str(2 * i)}
-                                                                     for i in range(5)]),
-        "data/test-00000-of-00001.parquet": lambda p: pd.DataFrame([{"prompt": "9-1=", "answer": "8"}]).to_parquet(p),
-    })
+    fake_hub_cache(
+        home,
+        "org/tiny-math",
+        {
+            "data/train-00000-of-00001.jsonl": lambda p: write_jsonl(
+                p, [{"prompt": f"{i}*2=", "answer": str(2 * i)} for i in range(5)]
+            ),
+            "data/test-00000-of-00001.parquet": lambda p: pd.DataFrame([{"prompt": "9-1=", "answer": "8"}]).to_parquet(
+                p
+            ),
+        },
+    )
     monkeypatch.setenv("HF_HOME", str(home))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
@@ -81,13 +108,16 @@ def test_a_hub_dataset_id_is_read_from_the_local_cache_only(tmp_path, monkeypatc
         load_task(TaskConfig(name="org/not-cached"))
 
 
-@pytest.mark.parametrize(("content", "fragment"), [
-    (json.dumps({"prompt": "x" * 1_000_000, "answer": "1"}) + "\n", "1000000 characters"),
-    ("[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 64 levels"),
-    ('{"prompt": "1+1=", "answer": ' + "9" * 5000 + "}\n", "integer of 5000 digits"),
-    ('{"prompt": [{"role": "user"}], "answer": "1"}\n', "message 1 must be an object"),
-    ('{"prompt": "1+1=", "completion": [{"role": "assistant", "content": " "}]}\n', "'completion' must be"),
-])
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (json.dumps({"prompt": "x" * 1_000_000, "answer": "1"}) + "\n", "1000000 characters"),
+        ("[" * 100_000 + "]" * 100_000 + "\n", "nested deeper than 64 levels"),
+        ('{"prompt": "1+1=", "answer": ' + "9" * 5000 + "}\n", "integer of 5000 digits"),
+        ('{"prompt": [{"role": "user"}], "answer": "1"}\n', "message 1 must be an object"),
+        ('{"prompt": "1+1=", "completion": [{"role": "assistant", "content": " "}]}\n', "'completion' must be"),
+    ],
+)
 def test_hostile_task_lines_are_one_input_error(tmp_path, content, fragment):
     path = tmp_path / "bad.jsonl"
     path.write_text(content)
@@ -107,8 +137,9 @@ def test_a_parquet_task_named_jsonl_or_garbage_parquet_is_one_error_line(tmp_pat
 
 def test_a_model_hub_id_becomes_its_cached_snapshot_folder(tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
-    from scalerl.cli.train import build_train_config
     from tiny_hf import build_tiny_hf_model
+
+    from scalerl.cli.train import build_train_config
 
     commit = "1" * 40
     folder = tmp_path / "hf" / "hub" / "models--org--tiny-llama"
@@ -130,19 +161,32 @@ def test_a_model_hub_id_becomes_its_cached_snapshot_folder(tmp_path, monkeypatch
 def test_scalerl_train_takes_a_hub_dataset_id_from_the_local_cache(tmp_path, monkeypatch, tiny_set_options):
     pytest.importorskip("huggingface_hub")
     home = tmp_path / "hf"
-    fake_hub_cache(home, "myorg/gsm8k-verl", {
-        "data/train-00000-of-00001.jsonl": lambda p: write_jsonl(p, [{"prompt": f"{i}+1=", "answer": str(i + 1)}
-                                                                     for i in range(8)]),
-        "data/test-00000-of-00001.jsonl": lambda p: write_jsonl(p, [{"prompt": f"{i}+2=", "answer": str(i + 2)}
-                                                                    for i in range(4)]),
-    })
+    fake_hub_cache(
+        home,
+        "myorg/gsm8k-verl",
+        {
+            "data/train-00000-of-00001.jsonl": lambda p: write_jsonl(
+                p, [{"prompt": f"{i}+1=", "answer": str(i + 1)} for i in range(8)]
+            ),
+            "data/test-00000-of-00001.jsonl": lambda p: write_jsonl(
+                p, [{"prompt": f"{i}+2=", "answer": str(i + 2)} for i in range(4)]
+            ),
+        },
+    )
     monkeypatch.setenv("HF_HOME", str(home))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    result = invoke("train", "--task", "myorg/gsm8k-verl", "--out", out, "--no-progress",
-                    *tiny_set_options("max_steps=1", "eval_prompts=4"))
+    result = invoke(
+        "train",
+        "--task",
+        "myorg/gsm8k-verl",
+        "--out",
+        out,
+        "--no-progress",
+        *tiny_set_options("max_steps=1", "eval_prompts=4"),
+    )
     assert result.exit_code == 0, result.output
     assert json.loads((out / "config.json").read_text())["task"]["name"] == "myorg/gsm8k-verl"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

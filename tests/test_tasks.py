@@ -6,15 +6,15 @@ from fractions import Fraction
 import pytest
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.tasks.rollout import Rollout
-from scalerl.tasks.jsonl import JsonlTask
-from scalerl.tasks.config import TaskConfig
-from scalerl.tasks.loading import load_task
 from scalerl.tasks.arithmetic import (
     ArithmeticTask,
     arithmetic_example,
     solve_with_steps,
 )
+from scalerl.tasks.config import TaskConfig
+from scalerl.tasks.jsonl import JsonlTask
+from scalerl.tasks.loading import load_task
+from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import TaskExample
 from scalerl.tasks.verifiers import (
     answer_reward,
@@ -30,6 +30,7 @@ SMALL_TASK = TaskConfig(num_train_prompts=300, num_val_prompts=50, seed=0)
 
 # --- built-in task ---------------------------------------------------------------------------
 
+
 def test_worked_example_has_the_documented_format():
     example = arithmetic_example([12, 47, 30], ["+", "+"])
     assert example.prompt == "12+47+30="
@@ -44,8 +45,7 @@ def test_steps_respect_precedence_and_left_to_right_order():
 
 
 def test_every_demonstration_earns_the_reward_and_matches_python_arithmetic():
-    task = ArithmeticTask(TaskConfig(num_operands=4, operations="+-*", num_train_prompts=200,
-                                             num_val_prompts=20))
+    task = ArithmeticTask(TaskConfig(num_operands=4, operations="+-*", num_train_prompts=200, num_val_prompts=20))
     for example in task.train:
         assert task.reward(example.demonstration, example) == 1.0
         assert int(example.answer) == eval(example.prompt[:-1])  # the task's own expressions
@@ -106,8 +106,7 @@ def test_hard_share_bad_values_are_config_errors():
     with pytest.raises(ConfigError, match="task.hard_num_operands"):
         TaskConfig(hard_num_operands=1)
     with pytest.raises(ConfigError, match="with 2 operands"):
-        ArithmeticTask(TaskConfig(num_train_prompts=300, num_val_prompts=50, hard_fraction=0.5,
-                                  hard_num_operands=2))
+        ArithmeticTask(TaskConfig(num_train_prompts=300, num_val_prompts=50, hard_fraction=0.5, hard_num_operands=2))
 
 
 def test_validation_set_does_not_depend_on_the_training_pool_size():
@@ -117,8 +116,9 @@ def test_validation_set_does_not_depend_on_the_training_pool_size():
 
 
 def test_difficulty_knobs_shape_the_prompts():
-    task = ArithmeticTask(TaskConfig(num_operands=5, max_digits=1, operations="-",
-                                             num_train_prompts=100, num_val_prompts=10))
+    task = ArithmeticTask(
+        TaskConfig(num_operands=5, max_digits=1, operations="-", num_train_prompts=100, num_val_prompts=10)
+    )
     for example in task.train:
         operands = example.prompt[:-1].split("-")
         assert len(operands) == 5 and all(len(op) == 1 for op in operands)
@@ -138,15 +138,27 @@ def test_score_rollouts_rewards_each_rollout_against_its_train_prompt():
     from scalerl.train.step_rollouts import score_rollouts
 
     task = ArithmeticTask(SMALL_TASK)
+
     def rollout(index, text):
-        return Rollout(prompt_index=index, group_index=0, prompt_token_ids=(1,), completion_token_ids=(),
-                       generator_logprobs=(), token_policy_versions=(), reward=0.0, truncated=False,
-                       interrupted=False, completion_text=text)
+        return Rollout(
+            prompt_index=index,
+            group_index=0,
+            prompt_token_ids=(1,),
+            completion_token_ids=(),
+            generator_logprobs=(),
+            token_policy_versions=(),
+            reward=0.0,
+            truncated=False,
+            interrupted=False,
+            completion_text=text,
+        )
+
     rollouts = [rollout(3, task.train[3].demonstration), rollout(4, task.train[3].demonstration)]
     assert [r.reward for r in score_rollouts(task, rollouts)] == [1.0, -1.0]
 
 
 # --- verifiers -------------------------------------------------------------------------------
+
 
 def test_extract_final_answer():
     assert extract_final_answer("<think>a</think> 42 ") == "42"
@@ -154,10 +166,19 @@ def test_extract_final_answer():
     assert extract_final_answer(" 7\n") == "7"
 
 
-@pytest.mark.parametrize("predicted, reference", [
-    ("1/2", "0.5"), ("\\frac{1}{2}", "0.5"), ("$\\boxed{\\dfrac{1}{2}}$", "1/2"),
-    ("1,000", "1000"), ("-\\frac{3}{4}", "-0.75"), ("2.0", "2"), ("x + 1", "x+1"), ("50\\%", "50"),
-])
+@pytest.mark.parametrize(
+    "predicted, reference",
+    [
+        ("1/2", "0.5"),
+        ("\\frac{1}{2}", "0.5"),
+        ("$\\boxed{\\dfrac{1}{2}}$", "1/2"),
+        ("1,000", "1000"),
+        ("-\\frac{3}{4}", "-0.75"),
+        ("2.0", "2"),
+        ("x + 1", "x+1"),
+        ("50\\%", "50"),
+    ],
+)
 def test_math_equal_accepts_equivalent_forms(predicted, reference):
     assert math_equal(predicted, reference)
 
@@ -183,18 +204,22 @@ def test_exact_match_and_answer_checks():
 
 # --- JSONL tasks -----------------------------------------------------------------------------
 
+
 def _write(path, lines):
     path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
     return path
 
 
 def test_jsonl_task_with_split_field(tmp_path):
-    path = _write(tmp_path / "qa.jsonl", [
-        {"prompt": "1/2 as decimal?", "answer": "0.5", "split": "train"},
-        {"prompt": "2+2?", "answer": 4},
-        "",
-        {"prompt": "half of 3?", "answer": "3/2", "split": "validation"},
-    ])
+    path = _write(
+        tmp_path / "qa.jsonl",
+        [
+            {"prompt": "1/2 as decimal?", "answer": "0.5", "split": "train"},
+            {"prompt": "2+2?", "answer": 4},
+            "",
+            {"prompt": "half of 3?", "answer": "3/2", "split": "validation"},
+        ],
+    )
     task = JsonlTask.from_file(path)
     assert [e.prompt for e in task.train] == ["1/2 as decimal?", "2+2?"]
     assert [e.answer for e in task.validation] == ["3/2"]
@@ -213,15 +238,18 @@ def test_jsonl_task_without_split_uses_a_seeded_disjoint_hold_out(tmp_path):
     assert JsonlTask.from_file(path, val_fraction=0.25, seed=4).validation != task.validation
 
 
-@pytest.mark.parametrize("bad_line, message", [
-    ("{not json", "line 2: not valid JSON"),
-    ('["a", "b"]', "line 2: expected a JSON object"),
-    ('{"prompt": "q"}', "have no 'answer' .* prompt 'q'"),
-    ('{"answer": "1"}', "line 2: missing field 'prompt'"),
-    ('{"prompt": "", "answer": "1"}', "line 2: 'prompt' must be a non-empty string"),
-    ('{"prompt": "q", "answer": null}', "line 2: 'answer' must be a string or a number"),
-    ('{"prompt": "q", "answer": "1", "split": "dev"}', "line 2: unknown split 'dev'"),
-])
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("{not json", "line 2: not valid JSON"),
+        ('["a", "b"]', "line 2: expected a JSON object"),
+        ('{"prompt": "q"}', "have no 'answer' .* prompt 'q'"),
+        ('{"answer": "1"}', "line 2: missing field 'prompt'"),
+        ('{"prompt": "", "answer": "1"}', "line 2: 'prompt' must be a non-empty string"),
+        ('{"prompt": "q", "answer": null}', "line 2: 'answer' must be a string or a number"),
+        ('{"prompt": "q", "answer": "1", "split": "dev"}', "line 2: unknown split 'dev'"),
+    ],
+)
 def test_bad_jsonl_lines_raise_input_error_naming_the_line(tmp_path, bad_line, message):
     path = _write(tmp_path / "bad.jsonl", [{"prompt": "q", "answer": "1"}, bad_line])
     with pytest.raises(InputError, match=message):
@@ -252,11 +280,13 @@ def test_the_demo_task_caps_its_validation_pass_rate_at_three_quarters():
     config = demo_config()
     task = ArithmeticTask(config.task)
     held_out = task.validation[: config.eval_prompts]
-    too_long = [e for e in held_out
-                if len(e.demonstration.split("</think>")[0]) > config.sampling.thinking_budget_max]
+    too_long = [e for e in held_out if len(e.demonstration.split("</think>")[0]) > config.sampling.thinking_budget_max]
     assert len(held_out) == 512 and len(too_long) == 128
-    assert all(len(e.demonstration.split("</think>")[0]) <= config.sampling.thinking_budget_min
-               for e in held_out if e not in too_long)
+    assert all(
+        len(e.demonstration.split("</think>")[0]) <= config.sampling.thinking_budget_min
+        for e in held_out
+        if e not in too_long
+    )
     assert config.eval_greedy and config.eval_samples_per_prompt == 1
 
 

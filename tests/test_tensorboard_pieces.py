@@ -39,8 +39,12 @@ SMALL = st.floats(-1e4, 1e4, width=32)  # castable to every tensor type below
 TENSORS = st.sampled_from(["float32", "float64", "int32", "int64", "float16", "vector", "string"])
 
 
-@given(step=st.integers(-2**40, 2**62), wall_time=st.floats(0, 2e9), values=st.lists(
-    st.tuples(st.text(max_size=20), FINITE, SMALL, TENSORS, st.booleans()), max_size=4), start=st.booleans())
+@given(
+    step=st.integers(-(2**40), 2**62),
+    wall_time=st.floats(0, 2e9),
+    values=st.lists(st.tuples(st.text(max_size=20), FINITE, SMALL, TENSORS, st.booleans()), max_size=4),
+    start=st.booleans(),
+)
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_decoder_agrees_with_tensorboards_protobuf(step, wall_time, values, start):
     summary_values, expected = [], []
@@ -60,8 +64,9 @@ def test_decoder_agrees_with_tensorboards_protobuf(step, wall_time, values, star
         expected.append((tag, float(made.reshape(())) if numeric else None))
     event = event_pb2.Event(wall_time=wall_time, step=step, summary=summary_pb2.Summary(value=summary_values))
     if start:
-        event = event_pb2.Event(wall_time=wall_time, step=step,
-                                session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+        event = event_pb2.Event(
+            wall_time=wall_time, step=step, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START)
+        )
         expected = []
     data = event.SerializeToString()
     decoded = decode_event(data, 0, len(data))
@@ -81,7 +86,9 @@ def test_scalar_tensors_from_typed_lists_and_half_precision():
         (tensor_util.make_tensor_proto(-7, dtype="int64"), -7.0),
         (tensor_util.make_tensor_proto([[3.0]], dtype="float64"), 3.0),
     ]:
-        event = event_pb2.Event(step=1, summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="t", tensor=proto)]))
+        event = event_pb2.Event(
+            step=1, summary=summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag="t", tensor=proto)])
+        )
         data = event.SerializeToString()
         assert decode_event(data, 0, len(data)).values == [("t", want)]
 
@@ -91,7 +98,7 @@ def test_scalar_tensors_from_typed_lists_and_half_precision():
 
 def test_a_resumed_run_in_two_folders_is_joined_in_wall_time_order(tmp_path):
     runs = tmp_path / "runs"
-    write_piece(runs / "Nov27_10-00-00_host", range(0, 11), wall_start=1000.0)       # crashed after step 10
+    write_piece(runs / "Nov27_10-00-00_host", range(0, 11), wall_start=1000.0)  # crashed after step 10
     write_piece(runs / "Nov27_11-00-00_host", range(8, 16), wall_start=5000.0, offset=0.5)  # resumed at step 8
     curve = read_curve(runs, x="step")
     np.testing.assert_array_equal(curve.compute, np.arange(16.0))
@@ -109,10 +116,13 @@ def test_the_folder_names_do_not_decide_the_order(tmp_path):
     assert any("b_first, a_second" in note for note in curve.notes)
 
 
-@pytest.mark.parametrize(("second_steps", "second_start"), [
-    (range(0, 10), 5000.0),   # a new run: starts again from step 0
-    (range(5, 15), 1004.0),   # overlaps the first in time: two runs side by side
-])
+@pytest.mark.parametrize(
+    ("second_steps", "second_start"),
+    [
+        (range(0, 10), 5000.0),  # a new run: starts again from step 0
+        (range(5, 15), 1004.0),  # overlaps the first in time: two runs side by side
+    ],
+)
 def test_different_runs_still_need_run(tmp_path, second_steps, second_start):
     runs = tmp_path / "runs"
     write_piece(runs / "seed0", range(0, 10), wall_start=1000.0)

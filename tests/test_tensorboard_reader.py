@@ -52,13 +52,13 @@ def reference_count(data: bytes):
     while offset < len(data):
         if len(data) - offset < 12:
             return count, "truncated"
-        if masked_crc32c(data[offset:offset + 8]) != struct.unpack("<I", data[offset + 8:offset + 12])[0]:
+        if masked_crc32c(data[offset : offset + 8]) != struct.unpack("<I", data[offset + 8 : offset + 12])[0]:
             return count, "corrupt"
-        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
         end = offset + 12 + length + 4
         if end > len(data):
             return count, "truncated"
-        if masked_crc32c(data[offset + 12:end - 4]) != struct.unpack("<I", data[end - 4:end])[0]:
+        if masked_crc32c(data[offset + 12 : end - 4]) != struct.unpack("<I", data[end - 4 : end])[0]:
             return count, "corrupt"
         offset, count = end, count + 1
     return count, None
@@ -83,7 +83,7 @@ def test_read_records_agrees_with_a_record_by_record_reference(event_bytes, cut,
 
 
 def test_resumed_run_keeps_the_later_values_and_drops_the_orphaned_steps(tmp_path):
-    first = [(step, 0.01 * step) for step in range(1, 11)]     # logged up to step 10, then a crash
+    first = [(step, 0.01 * step) for step in range(1, 11)]  # logged up to step 10, then a crash
     resumed = [(step, 0.5 + 0.01 * step) for step in range(6, 9)]  # restarted from the step-5 checkpoint
     write_events(tmp_path, first + resumed)
     curve = read_curve(tmp_path)
@@ -104,8 +104,10 @@ def test_a_tag_with_non_scalar_tensors_is_not_a_column(tmp_path):
 
     writer = EventFileWriter(str(tmp_path))
     for step in range(1, 5):
-        values = [summary_pb2.Summary.Value(tag="eval/reward", simple_value=0.1 * step),
-                  summary_pb2.Summary.Value(tag="histogram", tensor=tensor_util.make_tensor_proto([1.0, 2.0]))]
+        values = [
+            summary_pb2.Summary.Value(tag="eval/reward", simple_value=0.1 * step),
+            summary_pb2.Summary.Value(tag="histogram", tensor=tensor_util.make_tensor_proto([1.0, 2.0])),
+        ]
         writer.add_event(event_pb2.Event(wall_time=1.0, step=step, summary=summary_pb2.Summary(value=values)))
     writer.close()
     with pytest.raises(InputError, match="column 'histogram' not found"):
@@ -137,4 +139,6 @@ def test_event_files_of_one_second_are_read_in_writer_order(tmp_path):
     names = [f"events.out.tfevents.1700000000.host.42.{count}" for count in (9, 10)]
     assert sorted(names) == names[::-1]
     assert sorted((tmp_path / name for name in names), key=event_file_order) == [tmp_path / n for n in names]
-    assert event_file_order(tmp_path / "events.out.tfevents.1700000001.host.42.0") > event_file_order(tmp_path / names[1])
+    assert event_file_order(tmp_path / "events.out.tfevents.1700000001.host.42.0") > event_file_order(
+        tmp_path / names[1]
+    )

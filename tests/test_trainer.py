@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from scalerl.train.config.train_config import TrainConfig
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.train_step import (
     build_batch,
     build_optimizer,
@@ -15,8 +15,7 @@ from scalerl.train.train_step import (
     warmup_lr_factor,
 )
 
-TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64,
-                          max_positions=64)
+TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
 
 
 def _tiny_model():
@@ -30,18 +29,26 @@ def _rollout(model, tokenizer, prompt, completion, reward, group):
     ids = torch.tensor([prompt_ids + completion_ids])
     with torch.no_grad():
         logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))[0]
-    generator_logprobs = tuple(logprobs[len(prompt_ids) - 1:].tolist())
-    return Rollout(prompt_index=group, group_index=group, prompt_token_ids=prompt_ids,
-                   completion_token_ids=completion_ids, generator_logprobs=generator_logprobs,
-                   token_policy_versions=(0,) * len(completion_ids), reward=reward,
-                   truncated=False, interrupted=False, completion_text=completion)
+    generator_logprobs = tuple(logprobs[len(prompt_ids) - 1 :].tolist())
+    return Rollout(
+        prompt_index=group,
+        group_index=group,
+        prompt_token_ids=prompt_ids,
+        completion_token_ids=completion_ids,
+        generator_logprobs=generator_logprobs,
+        token_policy_versions=(0,) * len(completion_ids),
+        reward=reward,
+        truncated=False,
+        interrupted=False,
+        completion_text=completion,
+    )
 
 
 def _sequence_logprob(model, rollout):
     ids = torch.tensor([rollout.prompt_token_ids + rollout.completion_token_ids])
     with torch.no_grad():
         logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))[0]
-    return float(logprobs[len(rollout.prompt_token_ids) - 1:].sum())
+    return float(logprobs[len(rollout.prompt_token_ids) - 1 :].sum())
 
 
 def _optimiser(model, config):
@@ -56,8 +63,10 @@ def test_warmup_is_linear_then_constant():
 
 def test_batch_left_pads_prompts_and_right_pads_completions():
     model, tokenizer = _tiny_model()
-    rollouts = [_rollout(model, tokenizer, "1+2=", "<think>1+2=3</think>3", 1.0, 0),
-                _rollout(model, tokenizer, "12+2=", "14", -1.0, 1)]
+    rollouts = [
+        _rollout(model, tokenizer, "1+2=", "<think>1+2=3</think>3", 1.0, 0),
+        _rollout(model, tokenizer, "12+2=", "14", -1.0, 1),
+    ]
     batch = build_batch(pack_rollouts(rollouts), pad_token_id=0)
     assert batch.prompt_width == 5
     assert batch.attention_mask[0].tolist()[:5] == [0, 1, 1, 1, 1]
@@ -91,10 +100,8 @@ def test_train_step_raises_good_and_lowers_bad_completions(loss_name):
 def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_update():
     model, tokenizer = _tiny_model()
     config = TrainConfig()
-    constant = [_rollout(model, tokenizer, "3+4=", "7", 1.0, 0),
-                _rollout(model, tokenizer, "3+4=", "7", 1.0, 0)]
-    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 1),
-             _rollout(model, tokenizer, "5+1=", "9", -1.0, 1)]
+    constant = [_rollout(model, tokenizer, "3+4=", "7", 1.0, 0), _rollout(model, tokenizer, "3+4=", "7", 1.0, 0)]
+    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 1), _rollout(model, tokenizer, "5+1=", "9", -1.0, 1)]
     optimizer, scheduler = _optimiser(model, config)
     weights = [p.detach().clone() for p in model.parameters()]
     stats = train_step(model, optimizer, scheduler, pack_rollouts(constant), config)
@@ -104,8 +111,7 @@ def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_upd
     stats = train_step(model, optimizer, scheduler, pack_rollouts(constant + mixed), config)
     assert stats.updated and (stats.kept_prompts, stats.total_prompts) == (1, 2)
     assert stats.kept_sequences == 2
-    assert stats.tokens_trained == sum(len(r.prompt_token_ids) + len(r.completion_token_ids)
-                                       for r in mixed)
+    assert stats.tokens_trained == sum(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in mixed)
 
 
 def test_a_step_with_a_reference_policy_counts_its_forward_as_recomputed_tokens():
@@ -117,15 +123,19 @@ def test_a_step_with_a_reference_policy_counts_its_forward_as_recomputed_tokens(
     assert stats.tokens_recomputed == 0 and stats.recomputed_context_sum == 0
     kl = TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"])
     stats = train_step(model, *_optimiser(model, kl), pack_rollouts(mixed), kl, reference=reference)
-    assert (stats.tokens_recomputed, stats.recomputed_context_sum) == (stats.tokens_trained,
-                                                                        stats.trained_context_sum)
+    assert (stats.tokens_recomputed, stats.recomputed_context_sum) == (stats.tokens_trained, stats.trained_context_sum)
 
 
 def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
     model, tokenizer = _tiny_model()
-    mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 0), _rollout(model, tokenizer, "5+1=", "9", -1.0, 0),
-             _rollout(model, tokenizer, "2+2=", "4", 1.0, 1), _rollout(model, tokenizer, "2+2=", "5", -1.0, 1),
-             _rollout(model, tokenizer, "3+4=", "7", 1.0, 2), _rollout(model, tokenizer, "3+4=", "7", 1.0, 2)]
+    mixed = [
+        _rollout(model, tokenizer, "5+1=", "6", 1.0, 0),
+        _rollout(model, tokenizer, "5+1=", "9", -1.0, 0),
+        _rollout(model, tokenizer, "2+2=", "4", 1.0, 1),
+        _rollout(model, tokenizer, "2+2=", "5", -1.0, 1),
+        _rollout(model, tokenizer, "3+4=", "7", 1.0, 2),
+        _rollout(model, tokenizer, "3+4=", "7", 1.0, 2),
+    ]
     gated = TrainConfig().with_overrides(["rl.min_kept_prompts=3"])
     optimizer, scheduler = _optimiser(model, gated)
     weights = [p.detach().clone() for p in model.parameters()]
@@ -133,8 +143,9 @@ def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
     assert not stats.updated and (stats.kept_prompts, stats.total_prompts) == (2, 3)
     assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
     assert scheduler.last_epoch == 1
-    stats = train_step(model, optimizer, scheduler, pack_rollouts(mixed),
-                       TrainConfig().with_overrides(["rl.min_kept_prompts=2"]))
+    stats = train_step(
+        model, optimizer, scheduler, pack_rollouts(mixed), TrainConfig().with_overrides(["rl.min_kept_prompts=2"])
+    )
     assert stats.updated and stats.kept_prompts == 2
     assert not all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
     for bad in ("0", "1.5", "true"):
@@ -147,6 +158,7 @@ def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
 from scalerl.errors import ConfigError  # noqa: E402
 from scalerl.train.records.metrics_log import TRAIN_COLUMNS, append_row, read_rows  # noqa: E402
 from scalerl.train.trainer import train  # noqa: E402
+
 
 def test_three_step_run_writes_the_metrics_columns_and_read_curve_reads_them(tiny_config, tmp_path):
     from scalerl.forecast.readers import read_curve
@@ -238,8 +250,20 @@ def test_resume_after_kill_9_of_a_real_process(tiny_config, tiny_set_options, tm
     train(config, tmp_path / "whole", show_progress=False)
     killed = tmp_path / "killed"
     sets = tiny_set_options("max_steps=12", "eval_every=3", "checkpoint_every=2")
-    process = subprocess.Popen([sys.executable, "-c", "from scalerl.cli.app import main; main()", "train", "--out", str(killed),
-                                "--no-progress", *sets], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from scalerl.cli.app import main; main()",
+            "train",
+            "--out",
+            str(killed),
+            "--no-progress",
+            *sets,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(read_rows(killed / "metrics.jsonl")) < 6:
         time.sleep(0.05)
@@ -248,6 +272,7 @@ def test_resume_after_kill_9_of_a_real_process(tiny_config, tiny_set_options, tm
     assert len(read_rows(killed / "metrics.jsonl")) < 13  # really interrupted
     train(config, killed, resume=True, show_progress=False)
     assert _comparable(read_rows(killed / "metrics.jsonl")) == _comparable(
-        read_rows(tmp_path / "whole" / "metrics.jsonl"))
+        read_rows(tmp_path / "whole" / "metrics.jsonl")
+    )
     whole_weights, resumed_weights = _final_weights(tmp_path / "whole"), _final_weights(killed)
     assert all(torch.equal(whole_weights[name], resumed_weights[name]) for name in whole_weights)

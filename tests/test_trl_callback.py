@@ -33,8 +33,9 @@ def _grpo_trainer(output_dir, max_steps, callbacks=()):
     from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
     torch.manual_seed(0)
-    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2,
-                                                      intermediate_size=64, max_positions=64), seed=0)
+    model, tokenizer = build_tiny_model(
+        TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64), seed=0
+    )
     tokenizer.padding_side = "left"
     prompts = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)]})
 
@@ -45,13 +46,38 @@ def _grpo_trainer(output_dir, max_steps, callbacks=()):
         return [base + 0.001 * (index % 2) for index in range(len(completions))]
 
     config = GRPOConfig(
-        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4, num_generations=2,
-        per_device_eval_batch_size=4, generation_batch_size=4, max_completion_length=8, beta=0.0,
-        learning_rate=1e-3, use_vllm=False, use_cpu=True, bf16=False, fp16=False, report_to=[],
-        save_strategy="no", eval_strategy="steps", eval_steps=1, eval_on_start=True, logging_steps=1,
-        disable_tqdm=True, dataloader_num_workers=0, seed=0)
-    return GRPOTrainer(model=model, reward_funcs=[progress_reward], args=config, train_dataset=prompts,
-                       eval_dataset=prompts.select(range(4)), processing_class=tokenizer, callbacks=list(callbacks))
+        output_dir=str(output_dir),
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        per_device_eval_batch_size=4,
+        generation_batch_size=4,
+        max_completion_length=8,
+        beta=0.0,
+        learning_rate=1e-3,
+        use_vllm=False,
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        report_to=[],
+        save_strategy="no",
+        eval_strategy="steps",
+        eval_steps=1,
+        eval_on_start=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[progress_reward],
+        args=config,
+        train_dataset=prompts,
+        eval_dataset=prompts.select(range(4)),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
 
 
 def _forecast_entries(log_history):
@@ -67,7 +93,8 @@ def test_grpo_trainer_logs_the_forecast_through_trainer_log(tmp_path):
     eval_entries = [entry for entry in history if "eval_reward" in entry]
     assert [entry["step"] for entry in eval_entries] == list(range(9))  # eval_on_start + every step
     assert [entry["eval_reward"] for entry in eval_entries] == pytest.approx(
-        [step_reward(step) + 0.0005 for step in range(9)], abs=1e-6)
+        [step_reward(step) + 0.0005 for step in range(9)], abs=1e-6
+    )
     forecasts = _forecast_entries(history)
     assert [entry["step"] for entry in forecasts] == list(range(3, 9))  # R0 + 3 points from step 3 on
     last = forecasts[-1]
@@ -89,8 +116,9 @@ def test_unattached_callback_adds_the_keys_to_the_evaluation_entry(tmp_path):
 
 
 def _state(step, max_steps=100, tokens=0):
-    return SimpleNamespace(global_step=step, max_steps=max_steps, is_world_process_zero=True,
-                           num_input_tokens_seen=tokens, log_history=[])
+    return SimpleNamespace(
+        global_step=step, max_steps=max_steps, is_world_process_zero=True, num_input_tokens_seen=tokens, log_history=[]
+    )
 
 
 def test_token_axis_reads_trl_num_tokens_and_flops_axis_is_6_n_d():

@@ -3,8 +3,8 @@ trailing `key=value` overrides, `--report-to all`, thinking budgets that follow 
 and every unknown key listed at once."""
 
 import pytest
-
 from cli_invocation import assert_one_line_error, invoke
+
 from scalerl.cli.train import build_train_config, logging_assignments
 from scalerl.errors import ConfigError
 from scalerl.train.config.train_config import TrainConfig, config_from_file
@@ -34,17 +34,39 @@ def test_a_trl_grpo_config_yaml_maps_each_key_to_ours(tmp_path):
     path = tmp_path / "grpo.yaml"
     path.write_text(TRL_YAML)
     config = config_from_file(path)
-    expected = TrainConfig().with_overrides([
-        "optim.lr=1e-6", "sampling.prompts_per_step=4",  # 16 * 2 completions / 8 per prompt
-        "sampling.generations_per_prompt=8", "sampling.max_new_tokens=32", "rl.loss=grpo", "rl.aggregation=sample",
-        "rl.grpo_eps=0.25", "rl.grpo_kl_coef=0.04", "rl.advantage_norm=batch", "max_steps=50",
-        "sampling.temperature=0.9", "seed=3", "tensorboard=true", "wandb=true", "dtype=bfloat16",
-        "checkpoint_every=25",
-        "train.micro_batch_size=16",  # gradient_accumulation_steps 2: micro-batches of per_device_train_batch_size
-        # the keys the file leaves out take TRL's defaults, and the run TRL's behaviour
-        "optim.warmup_steps=0", "optim.adam_eps=1e-8", "optim.weight_decay=0", "optim.lr_schedule=linear",
-        "optim.grad_clip=1", "sampling.top_p=1", "rl.zero_variance_filter=false", "rl.npr=false",
-        "sampling.length_control=truncate", "model.fp32_head=false", "config_defaults=trl"])
+    expected = TrainConfig().with_overrides(
+        [
+            "optim.lr=1e-6",
+            "sampling.prompts_per_step=4",  # 16 * 2 completions / 8 per prompt
+            "sampling.generations_per_prompt=8",
+            "sampling.max_new_tokens=32",
+            "rl.loss=grpo",
+            "rl.aggregation=sample",
+            "rl.grpo_eps=0.25",
+            "rl.grpo_kl_coef=0.04",
+            "rl.advantage_norm=batch",
+            "max_steps=50",
+            "sampling.temperature=0.9",
+            "seed=3",
+            "tensorboard=true",
+            "wandb=true",
+            "dtype=bfloat16",
+            "checkpoint_every=25",
+            "train.micro_batch_size=16",  # gradient_accumulation_steps 2: micro-batches of per_device_train_batch_size
+            # the keys the file leaves out take TRL's defaults, and the run TRL's behaviour
+            "optim.warmup_steps=0",
+            "optim.adam_eps=1e-8",
+            "optim.weight_decay=0",
+            "optim.lr_schedule=linear",
+            "optim.grad_clip=1",
+            "sampling.top_p=1",
+            "rl.zero_variance_filter=false",
+            "rl.npr=false",
+            "sampling.length_control=truncate",
+            "model.fp32_head=false",
+            "config_defaults=trl",
+        ]
+    )
     assert config == expected
     assert (config.sampling.thinking_budget_min, config.sampling.thinking_budget_max) == (20, 24)  # 5/8, 3/4 of 32
 
@@ -62,15 +84,27 @@ def test_trl_loss_types_carry_trl_clipping(tmp_path):
     assert config.rl.loss == "gspo" and config.rl.loss_params["gspo_eps_high"] == 4e-4
 
 
-@pytest.mark.parametrize(("text", "fragments"), [
-    ("learnin_rate: 1\nrl.los: cispo\nnum_generatons: 3\nrl: {aggregaton: token}\n",
-     ["unknown config keys 'learnin_rate' (did you mean learning_rate?)", "'rl.los' (did you mean rl.loss?)",
-      "'num_generatons' (did you mean num_generations", "'rl.aggregaton' (did you mean rl.aggregation?)"]),
-    ("num_train_epochs: 3\nuse_vllm: true\n", ["num_train_epochs (", "set max_steps", "use_vllm: True ("]),
-    ("per_device_train_batch_size: 6\nnum_generations: 4\n", ["6 completions", "not a multiple of num_generations = 4"]),
-    ("loss_type: dr_grpo\n", ["loss_type 'dr_grpo'", "grpo, bnpo, dapo, cispo"]),
-    ("report_to: [comet_ml]\n", ["report_to takes all, none"]),
-])
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        (
+            "learnin_rate: 1\nrl.los: cispo\nnum_generatons: 3\nrl: {aggregaton: token}\n",
+            [
+                "unknown config keys 'learnin_rate' (did you mean learning_rate?)",
+                "'rl.los' (did you mean rl.loss?)",
+                "'num_generatons' (did you mean num_generations",
+                "'rl.aggregaton' (did you mean rl.aggregation?)",
+            ],
+        ),
+        ("num_train_epochs: 3\nuse_vllm: true\n", ["num_train_epochs (", "set max_steps", "use_vllm: True ("]),
+        (
+            "per_device_train_batch_size: 6\nnum_generations: 4\n",
+            ["6 completions", "not a multiple of num_generations = 4"],
+        ),
+        ("loss_type: dr_grpo\n", ["loss_type 'dr_grpo'", "grpo, bnpo, dapo, cispo"]),
+        ("report_to: [comet_ml]\n", ["report_to takes all, none"]),
+    ],
+)
 def test_trl_keys_without_a_counterpart_are_refused_all_at_once(tmp_path, text, fragments):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -131,8 +165,9 @@ def test_cli_errors_for_configs_are_one_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("rl.loss: dapo\n")
     assert_one_line_error(invoke("train", "--config", path), "missing the run directory", "--out")
-    assert_one_line_error(invoke("train", "--out", tmp_path / "run", "rl.los=cispo"),
-                          "unknown config key 'rl.los'; did you mean rl.loss?")
+    assert_one_line_error(
+        invoke("train", "--out", tmp_path / "run", "rl.los=cispo"), "unknown config key 'rl.los'; did you mean rl.loss?"
+    )
     assert_one_line_error(invoke("train", "--out", tmp_path / "run", "rl.loss"), "expected key=value")
     assert not (tmp_path / "run").exists()
 
@@ -149,7 +184,10 @@ def test_the_trl_yaml_is_a_valid_grpo_config_and_the_batch_matches_trls(tmp_path
     config = config_from_file(path)
     assert config.sampling.prompts_per_step == trl_config.generation_batch_size // trl_config.num_generations
     assert (config.optim.lr, config.max_steps, config.rl.loss_params["grpo_kl_coef"]) == (
-        trl_config.learning_rate, trl_config.max_steps, trl_config.beta)
+        trl_config.learning_rate,
+        trl_config.max_steps,
+        trl_config.beta,
+    )
 
 
 @pytest.mark.slow  # two tiny training steps: ~20 s
@@ -158,17 +196,38 @@ def test_a_trl_yaml_and_a_verl_parquet_train_unchanged(tmp_path, monkeypatch):
     import json
 
     pairs = [(x % 9, (x * 7) % 9) for x in range(48)]
-    pd.DataFrame([{"data_source": "arith", "prompt": f"{a}+{b}=", "ability": "math",
-                   "reward_model": {"style": "rule", "ground_truth": str(a + b)},
-                   "extra_info": {"split": "train" if i < 40 else "test", "index": i}}
-                  for i, (a, b) in enumerate(pairs)]).to_parquet(tmp_path / "arith.parquet")
-    (tmp_path / "grpo.yaml").write_text("output_dir: out/grpo\nlearning_rate: 1.0e-2\nper_device_train_batch_size: 9\n"
-                                        "num_generations: 3\nmax_completion_length: 16\nloss_type: dapo\nmax_steps: 2\n"
-                                        "eval_steps: 1\nsave_steps: 2\nreport_to: none\n")
+    pd.DataFrame(
+        [
+            {
+                "data_source": "arith",
+                "prompt": f"{a}+{b}=",
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(a + b)},
+                "extra_info": {"split": "train" if i < 40 else "test", "index": i},
+            }
+            for i, (a, b) in enumerate(pairs)
+        ]
+    ).to_parquet(tmp_path / "arith.parquet")
+    (tmp_path / "grpo.yaml").write_text(
+        "output_dir: out/grpo\nlearning_rate: 1.0e-2\nper_device_train_batch_size: 9\n"
+        "num_generations: 3\nmax_completion_length: 16\nloss_type: dapo\nmax_steps: 2\n"
+        "eval_steps: 1\nsave_steps: 2\nreport_to: none\n"
+    )
     monkeypatch.chdir(tmp_path)
-    result = invoke("train", "--config", "grpo.yaml", "--task", "arith.parquet", "--no-progress", "model.num_layers=1",
-                    "model.hidden_size=32", "model.num_heads=2", "model.warmstart_steps=0", "eval_prompts=4",
-                    "eval_samples_per_prompt=2")
+    result = invoke(
+        "train",
+        "--config",
+        "grpo.yaml",
+        "--task",
+        "arith.parquet",
+        "--no-progress",
+        "model.num_layers=1",
+        "model.hidden_size=32",
+        "model.num_heads=2",
+        "model.warmstart_steps=0",
+        "eval_prompts=4",
+        "eval_samples_per_prompt=2",
+    )
     assert result.exit_code == 0, result.output
     saved = json.loads((tmp_path / "out" / "grpo" / "config.json").read_text())
     assert (saved["sampling"]["prompts_per_step"], saved["rl"]["loss"], saved["model"]["num_layers"]) == (3, "dapo", 1)

@@ -8,17 +8,17 @@ import math
 
 import pytest
 import torch
-
 from cli_invocation import invoke
+
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.rl.advantages import compute_advantages
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.config.train_config import TrainConfig, config_from_file
-from scalerl.train.config.config_io import read_config_file
 from scalerl.train.batch.packed_rollouts import pack_rollouts
-from scalerl.train.train_step import build_optimizer, build_scheduler, lr_factor, train_step
+from scalerl.train.config.config_io import read_config_file
+from scalerl.train.config.train_config import TrainConfig, config_from_file
 from scalerl.train.config.trl_config import TRL_DEFAULTS, trl_notes
+from scalerl.train.train_step import build_optimizer, build_scheduler, lr_factor, train_step
 
 MINIMAL_TRL_YAML = "learning_rate: 2.0e-6\nper_device_train_batch_size: 4\nnum_generations: 4\nmax_steps: 20\n"
 
@@ -44,7 +44,11 @@ def test_a_trl_yaml_without_loss_type_trains_trls_default_loss_and_normalisation
     assert (config.rl.loss_params["dapo_eps_low"], config.rl.loss_params["dapo_eps_high"]) == (0.2, 0.2)
     assert not config.rl.zero_variance_filter and not config.rl.npr and not config.model.fp32_head
     assert (config.optim.lr, config.optim.adam_eps, config.optim.weight_decay, config.optim.warmup_steps) == (
-        2e-6, 1e-8, 0.0, 0)
+        2e-6,
+        1e-8,
+        0.0,
+        0,
+    )
     assert (config.optim.lr_schedule, config.sampling.max_new_tokens, config.seed) == ("linear", 512, 42)
     assert (config.sampling.length_control, config.config_defaults) == ("truncate", "trl")
     # a scalerl YAML naming a shared leaf (temperature) is not a TRL file: the preset's defaults stay
@@ -74,12 +78,21 @@ def _rollouts(model, groups=4, per_group=4):
         with torch.no_grad():
             own = teacher_forced_logprobs(model, ids[None], torch.ones_like(ids[None]), fp32_head=False)[0]
         noise = 0.3 * torch.randn(completion_length, generator=generator, dtype=torch.float64)
-        rollouts.append(Rollout(
-            prompt_index=index // per_group, group_index=index // per_group,
-            prompt_token_ids=tuple(ids[:prompt_length].tolist()), completion_token_ids=tuple(ids[prompt_length:].tolist()),
-            generator_logprobs=tuple((own[prompt_length - 1:] + noise).tolist()),
-            token_policy_versions=(0,) * completion_length, reward=float((index * 7) % 3 == 0), truncated=False,
-            interrupted=False, completion_text="", loss_mask=(1,) * completion_length))
+        rollouts.append(
+            Rollout(
+                prompt_index=index // per_group,
+                group_index=index // per_group,
+                prompt_token_ids=tuple(ids[:prompt_length].tolist()),
+                completion_token_ids=tuple(ids[prompt_length:].tolist()),
+                generator_logprobs=tuple((own[prompt_length - 1 :] + noise).tolist()),
+                token_policy_versions=(0,) * completion_length,
+                reward=float((index * 7) % 3 == 0),
+                truncated=False,
+                interrupted=False,
+                completion_text="",
+                loss_mask=(1,) * completion_length,
+            )
+        )
     return pack_rollouts(rollouts)
 
 
@@ -90,8 +103,11 @@ def _gradient(model, rollouts, config):
 
 
 def test_gradient_accumulation_gives_the_whole_batch_gradient_a_quarter_at_a_time(tmp_path):
-    config = _config(tmp_path, "per_device_train_batch_size: 4\ngradient_accumulation_steps: 4\nnum_generations: 4\n"
-                               "max_completion_length: 16\nmax_grad_norm: 1.0e+9\n")
+    config = _config(
+        tmp_path,
+        "per_device_train_batch_size: 4\ngradient_accumulation_steps: 4\nnum_generations: 4\n"
+        "max_completion_length: 16\nmax_grad_norm: 1.0e+9\n",
+    )
     # 16 completions per step (4 prompts x 4), 4 per forward/backward pass
     assert (config.sampling.prompts_per_step, config.train.micro_batch_size) == (4, 4)
     base, _ = build_tiny_model(SPEC, seed=0, dtype=torch.float64)
@@ -105,12 +121,17 @@ def test_gradient_accumulation_gives_the_whole_batch_gradient_a_quarter_at_a_tim
 
 
 def test_harmless_keys_pass_with_a_note_and_schedulers_map(tmp_path):
-    text = (MINIMAL_TRL_YAML + "logging_steps: 5\nuse_vllm: false\nfp16: false\nlr_scheduler_type: cosine\n"
-            "warmup_ratio: 0.1\nsave_strategy: steps\neval_strategy: steps\noptim: adamw_torch\n"
-            "gradient_checkpointing: true\n")
+    text = (
+        MINIMAL_TRL_YAML + "logging_steps: 5\nuse_vllm: false\nfp16: false\nlr_scheduler_type: cosine\n"
+        "warmup_ratio: 0.1\nsave_strategy: steps\neval_strategy: steps\noptim: adamw_torch\n"
+        "gradient_checkpointing: true\n"
+    )
     config = _config(tmp_path, text)
     assert (config.optim.lr_schedule, config.optim.warmup_steps, config.train.gradient_checkpointing) == (
-        "cosine", 2, True)  # ceil(0.1 * 20)
+        "cosine",
+        2,
+        True,
+    )  # ceil(0.1 * 20)
     assert config.optim.lr == 2e-6  # scalerl's optim section untouched by TRL's optim key
     notes = trl_notes(read_config_file(tmp_path / "grpo.yaml"), True)
     assert notes[0].startswith("a TRL GRPOConfig: keys it leaves out take TRL's defaults (")
@@ -120,28 +141,51 @@ def test_harmless_keys_pass_with_a_note_and_schedulers_map(tmp_path):
 
 def test_every_refused_key_is_named_in_one_message(tmp_path):
     with pytest.raises(ConfigError) as caught:
-        _config(tmp_path, "learning_rate: 1.0e-6\nnum_train_epochs: 3\nuse_vllm: true\nlr_scheduler_type: polynomial\n"
-                          "optim: sgd\nlearnin_rate: 2\n")
+        _config(
+            tmp_path,
+            "learning_rate: 1.0e-6\nnum_train_epochs: 3\nuse_vllm: true\nlr_scheduler_type: polynomial\n"
+            "optim: sgd\nlearnin_rate: 2\n",
+        )
     message = str(caught.value)
-    for fragment in ("learnin_rate", "num_train_epochs (", "use_vllm: True", "lr_scheduler_type: 'polynomial'",
-                     "optim: 'sgd'"):
+    for fragment in (
+        "learnin_rate",
+        "num_train_epochs (",
+        "use_vllm: True",
+        "lr_scheduler_type: 'polynomial'",
+        "optim: 'sgd'",
+    ):
         assert fragment in message
 
 
 def test_trl_names_are_overrides():
-    config = TrainConfig().with_overrides(["learning_rate=2e-6", "loss_type=grpo", "lr_scheduler_type=cosine",
-                                           "num_generations=4"])
+    config = TrainConfig().with_overrides(
+        ["learning_rate=2e-6", "loss_type=grpo", "lr_scheduler_type=cosine", "num_generations=4"]
+    )
     assert (config.optim.lr, config.rl.loss, config.rl.aggregation, config.optim.lr_schedule) == (
-        2e-6, "grpo", "sample", "cosine")
+        2e-6,
+        "grpo",
+        "sample",
+        "cosine",
+    )
     assert config.sampling.generations_per_prompt == 4
     with pytest.raises(ConfigError, match="use_vllm"):
         TrainConfig().with_overrides(["use_vllm=true"])
 
 
-@pytest.mark.parametrize(("step", "schedule", "expected"), [
-    (0, "linear", 0.5), (1, "linear", 1.0), (6, "linear", 0.5), (10, "linear", 0.0), (12, "linear", 0.0),
-    (6, "cosine", 0.5), (4, "cosine", 0.5 * (1 + math.cos(math.pi / 4))), (10, "cosine", 0.0), (9, "constant", 1.0),
-])
+@pytest.mark.parametrize(
+    ("step", "schedule", "expected"),
+    [
+        (0, "linear", 0.5),
+        (1, "linear", 1.0),
+        (6, "linear", 0.5),
+        (10, "linear", 0.0),
+        (12, "linear", 0.0),
+        (6, "cosine", 0.5),
+        (4, "cosine", 0.5 * (1 + math.cos(math.pi / 4))),
+        (10, "cosine", 0.0),
+        (9, "constant", 1.0),
+    ],
+)
 def test_lr_schedules_after_a_warm_up_of_two_steps_over_ten(step, schedule, expected):
     assert lr_factor(step, 2, schedule, 10) == pytest.approx(expected, abs=1e-12)
 

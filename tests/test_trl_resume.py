@@ -37,8 +37,9 @@ def grpo_trainer(output_dir, max_steps):
     from scalerl.models.policy import TinyModelSpec, build_tiny_model
 
     torch.manual_seed(0)
-    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2,
-                                                      intermediate_size=64, max_positions=64), seed=0)
+    model, tokenizer = build_tiny_model(
+        TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64), seed=0
+    )
     tokenizer.padding_side = "left"
     prompts = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)]})
 
@@ -46,13 +47,38 @@ def grpo_trainer(output_dir, max_steps):
         return [step_reward(trainer_state.global_step)] * len(completions)
 
     config = GRPOConfig(
-        output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4, num_generations=2,
-        per_device_eval_batch_size=4, generation_batch_size=4, max_completion_length=4, beta=0.0,
-        learning_rate=1e-3, use_vllm=False, use_cpu=True, bf16=False, fp16=False, report_to=["tensorboard"],
-        save_strategy="steps", save_steps=4, eval_strategy="steps", eval_steps=1, eval_on_start=True,
-        logging_steps=1, disable_tqdm=True, dataloader_num_workers=0, seed=0)
-    return GRPOTrainer(model=model, reward_funcs=[progress_reward], args=config, train_dataset=prompts,
-                       eval_dataset=prompts.select(range(4)), processing_class=tokenizer)
+        output_dir=str(output_dir),
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        per_device_eval_batch_size=4,
+        generation_batch_size=4,
+        max_completion_length=4,
+        beta=0.0,
+        learning_rate=1e-3,
+        use_vllm=False,
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        report_to=["tensorboard"],
+        save_strategy="steps",
+        save_steps=4,
+        eval_strategy="steps",
+        eval_steps=1,
+        eval_on_start=True,
+        logging_steps=1,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=[progress_reward],
+        args=config,
+        train_dataset=prompts,
+        eval_dataset=prompts.select(range(4)),
+        processing_class=tokenizer,
+    )
 
 
 @pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
@@ -108,7 +134,9 @@ def test_a_resumed_grpo_run_with_eval_on_start_keeps_forecasting_on_the_tokens_a
     assert callback.steps == list(range(9)) and callback.compute[0] == 0.0  # eval_on_start: no tokens yet
     assert all(later >= earlier for earlier, later in zip(callback.compute, callback.compute[1:]))
     assert "went backwards" not in (callback.last_refusal or "")
-    assert callback.last_forecast is not None and callback.last_forecast.fit.r0 == pytest.approx(step_reward(0), abs=1e-6)
+    assert callback.last_forecast is not None and callback.last_forecast.fit.r0 == pytest.approx(
+        step_reward(0), abs=1e-6
+    )
 
 
 # --- the same rules on a callback driven by hand -------------------------------------------------------
@@ -117,8 +145,13 @@ def test_a_resumed_grpo_run_with_eval_on_start_keeps_forecasting_on_the_tokens_a
 def _state(step, log_history=(), max_steps=100):
     from types import SimpleNamespace
 
-    return SimpleNamespace(global_step=step, max_steps=max_steps, is_world_process_zero=True,
-                           num_input_tokens_seen=0, log_history=list(log_history))
+    return SimpleNamespace(
+        global_step=step,
+        max_steps=max_steps,
+        is_world_process_zero=True,
+        num_input_tokens_seen=0,
+        log_history=list(log_history),
+    )
 
 
 def test_on_train_begin_rebuilds_the_curve_from_the_log_history():

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from scalerl.errors import InputError
 from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.custom_reward import RewardTrainerState, reward_arguments, with_reward_functions
 from scalerl.tasks.loading import load_task
 from scalerl.tasks.types import TaskExample
-from scalerl.errors import InputError
 
 
 def render(messages):
@@ -19,8 +19,14 @@ def render(messages):
 
 @pytest.fixture
 def trl_task(tmp_path):
-    rows = [{"prompt": [{"role": "user", "content": f"What is {i} + {i}?"}], "solution": f"${2 * i}$",
-             "split": "train" if i <= 3 else "test"} for i in range(1, 5)]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"What is {i} + {i}?"}],
+            "solution": f"${2 * i}$",
+            "split": "train" if i <= 3 else "test",
+        }
+        for i in range(1, 5)
+    ]
     path = tmp_path / "trl.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
@@ -48,8 +54,11 @@ def test_trl_reward_functions_run_unchanged(trl_task):
     pytest.importorskip("math_verify")
     task = load_task(TaskConfig(name=str(trl_task)), render_chat=render, answers_required=False)
     scored = with_reward_functions(task, "trl.rewards:think_format_reward, trl.rewards:accuracy_reward", "0.5, 1")
-    completions = [r"<think>1+1</think>The answer is $\boxed{2}$", r"no think, \boxed{4}",
-                   r"<think>3+3</think>$\boxed{7}$"]
+    completions = [
+        r"<think>1+1</think>The answer is $\boxed{2}$",
+        r"no think, \boxed{4}",
+        r"<think>3+3</think>$\boxed{7}$",
+    ]
     # think_format: 1, 0, 1 (x 0.5); accuracy: 1, 1, 0
     assert scored.rewards(completions, list(task.train)) == [1.5, 1.0, 0.5]
 

@@ -3,11 +3,16 @@ import numpy as np
 import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.forecast.fitting import fit_sigmoid
-from scalerl.forecast.posterior import (log_likelihood, log_prior, regroup_stuck_walkers, restart_next_to_good,
-                                        sampler_moves)
-from scalerl.forecast.sigmoid_solver import SolverProblem
 from scalerl.forecast.diagnostics import DEFAULT_NOISE_FLOOR
+from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.posterior import (
+    log_likelihood,
+    log_prior,
+    regroup_stuck_walkers,
+    restart_next_to_good,
+    sampler_moves,
+)
+from scalerl.forecast.sigmoid_solver import SolverProblem
 from scalerl.forecast.uncertainty import residual_noise_sd
 
 
@@ -36,7 +41,9 @@ def test_student_t_likelihood_and_prior_known_values():
     outside = np.array([[1.2, 2.0, -1.0, np.log(0.02)], [0.6, 2.0, -1.0, np.log(0.001)]])
     assert np.all(np.isneginf(log_prior(outside, problem, np.log(0.02), np.log(0.01))))
     # log-normal prior on B: density peaks at exp(mu - sd^2) in B once the 1/B Jacobian is included
-    grid = np.column_stack([np.full(400, 0.6), np.geomspace(0.2, 8, 400), np.full(400, -1.0), np.full(400, np.log(0.02))])
+    grid = np.column_stack(
+        [np.full(400, 0.6), np.geomspace(0.2, 8, 400), np.full(400, -1.0), np.full(400, np.log(0.02))]
+    )
     peak = grid[np.argmax(log_prior(grid, problem, np.log(0.02), np.log(0.01))), 1]
     assert peak == pytest.approx(1.5 * np.exp(-0.64), rel=0.02)
 
@@ -134,8 +141,11 @@ def noisy_power_law_run(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the band table learned on real runs holds a power-law truth at 8 x the "
-                   "last compute on 0.575 of seeds, not 0.8: real runs rarely keep rising that far")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the band table learned on real runs holds a power-law truth at 8 x the "
+    "last compute on 0.575 of seeds, not 0.8: real runs rarely keep rising that far",
+)
 def test_power_law_truth_gets_a_wide_band_rather_than_a_wrong_one():
     """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the band
     calibrated on real runs at that horizon (forecast.band_calibration) widens enough to hold it."""
@@ -165,12 +175,16 @@ def take_off_run(rng, rise_widths):
     return compute[:cut], reward[:cut], compute[cut:], reward[cut:]
 
 
-@pytest.mark.parametrize("rise_widths", [
-    0.0,
-    # The posterior alone is overconfident two widths into a climb that is logistic in linear compute
-    # (0.32 of the later evaluations inside the 80 % band); a calibration across runs lifted it to >= 0.7.
-    pytest.param(2.0, marks=pytest.mark.xfail(strict=True, reason="the one posterior's band is too narrow here")),
-], ids=["at_take_off", "two_widths_into_the_climb"])
+@pytest.mark.parametrize(
+    "rise_widths",
+    [
+        0.0,
+        # The posterior alone is overconfident two widths into a climb that is logistic in linear compute
+        # (0.32 of the later evaluations inside the 80 % band); a calibration across runs lifted it to >= 0.7.
+        pytest.param(2.0, marks=pytest.mark.xfail(strict=True, reason="the one posterior's band is too narrow here")),
+    ],
+    ids=["at_take_off", "two_widths_into_the_climb"],
+)
 def test_a_run_that_takes_off_late_keeps_an_honest_band(rise_widths):
     """Fitted where the climb has just begun, the curve's shape is unknown: the 80 % band must
     hold at least 70 % of the later evaluations pooled over 12 such runs (a band that followed the
@@ -225,6 +239,7 @@ def test_a_stuck_walker_regrouped_next_to_a_bound_never_restarts_outside_the_sup
     bound x <= 1 of a one-dimensional posterior would be jittered across it half the time, where
     emcee's acceptance of -inf against -inf is NaN. With the log-probability given, every restart
     is inside the support, next to the good walker (within its jitter of 1e-3 of the spread)."""
+
     def log_prob(coords):
         x = np.atleast_2d(coords)[:, 0]
         return np.where(x <= 1.0, -0.5 * ((x - 1.0) / 0.1) ** 2, -np.inf)
@@ -251,13 +266,15 @@ def test_a_single_good_walker_does_not_collapse_the_ensemble_onto_itself():
     stacked = restart_next_to_good(coords, log_prob < -6.6, np.random.default_rng(1))
     assert np.all(np.std(stacked, axis=0) < 1e-12)  # what the sampler was given before
     start_sd = np.array([0.5, 0.05, 0.1, 0.1])
-    regrouped = regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob), np.random.default_rng(1),
-                                      start_sd=start_sd).coords
+    regrouped = regroup_stuck_walkers(
+        emcee.State(coords, log_prob=log_prob), np.random.default_rng(1), start_sd=start_sd
+    ).coords
     assert walkers_independent(regrouped)
     assert np.allclose(np.std(regrouped, axis=0), start_sd, rtol=0.35)  # 31 draws of sd start_sd
     assert np.allclose(np.mean(regrouped, axis=0), coords[7], atol=3 * start_sd / np.sqrt(31))
     # with several good walkers the regrouping is the plain restart, draw for draw
     log_prob[:8] = 0.0
     plain = restart_next_to_good(coords, log_prob < -6.6, np.random.default_rng(1))
-    assert np.array_equal(regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob),
-                                                np.random.default_rng(1)).coords, plain)
+    assert np.array_equal(
+        regroup_stuck_walkers(emcee.State(coords, log_prob=log_prob), np.random.default_rng(1)).coords, plain
+    )

@@ -5,8 +5,8 @@ and a verl compute_score(data_source, solution_str, ground_truth, extra_info) us
 import json
 
 import pytest
-
 from cli_invocation import invoke
+
 from scalerl.errors import ConfigError, InputError
 from scalerl.tasks.config import TaskConfig
 from scalerl.tasks.custom_reward import with_reward_functions
@@ -28,15 +28,25 @@ def verl_gsm8k_rows(split, count, offset=0):
     for index in range(count):
         a = index + offset
         question = f"{a}+1="
-        rows.append({
-            "data_source": "openai/gsm8k",
-            "prompt": [{"role": "user", "content": question + " Let's think step by step and output the final "
-                        "answer after \"####\"."}],
-            "ability": "math",
-            "reward_model": {"style": "rule", "ground_truth": str(a + 1)},
-            "extra_info": {"split": split, "index": index, "answer": f"{a}+1 = {a + 1}\n#### {a + 1}",
-                           "question": question},
-        })
+        rows.append(
+            {
+                "data_source": "openai/gsm8k",
+                "prompt": [
+                    {
+                        "role": "user",
+                        "content": question + ' Let\'s think step by step and output the final answer after "####".',
+                    }
+                ],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": str(a + 1)},
+                "extra_info": {
+                    "split": split,
+                    "index": index,
+                    "answer": f"{a}+1 = {a + 1}\n#### {a + 1}",
+                    "question": question,
+                },
+            }
+        )
     return rows
 
 
@@ -48,18 +58,34 @@ def verl_files(tmp_path):
     return train, test
 
 
-@pytest.mark.parametrize(("solution", "expected"), [
-    ("so 7 #### 7", 7), ("#### 1,234.50", 2469 / 2), ("#### $12.", 12), ("#### -3", -3),
-    ("The answer is 7, not 8. #### 8", 8), ("#### 5 and then #### 6", 6), ("no marker 7", None), ("#### x", None),
-])
+@pytest.mark.parametrize(
+    ("solution", "expected"),
+    [
+        ("so 7 #### 7", 7),
+        ("#### 1,234.50", 2469 / 2),
+        ("#### $12.", 12),
+        ("#### -3", -3),
+        ("The answer is 7, not 8. #### 8", 8),
+        ("#### 5 and then #### 6", 6),
+        ("no marker 7", None),
+        ("#### x", None),
+    ],
+)
 def test_the_gsm8k_answer_is_the_number_after_the_last_marker(solution, expected):
     assert gsm8k_answer(solution) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"), (r"\boxed{7} no, \boxed{8}", "8"), (r"\fbox{3}", "3"),
-    (r"\boxed{1} then \fbox{2}", "2"), (r"\boxed{{a}", None), ("7", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"\boxed{\frac{1}{2}}", r"\frac{1}{2}"),
+        (r"\boxed{7} no, \boxed{8}", "8"),
+        (r"\fbox{3}", "3"),
+        (r"\boxed{1} then \fbox{2}", "2"),
+        (r"\boxed{{a}", None),
+        ("7", None),
+    ],
+)
 def test_last_boxed_reads_the_last_balanced_box(text, expected):
     assert last_boxed(text) == expected
 
@@ -100,14 +126,14 @@ def test_several_train_files_and_a_train_only_file_without_val_files(tmp_path, v
         TaskConfig(name=str(train), train_files=str(train))
 
 
-VERL_SCORE = '''
+VERL_SCORE = """
 def compute_score(data_source, solution_str, ground_truth, extra_info=None):
     CALLS.append((data_source, ground_truth, extra_info["index"]))
     score = 1.0 if solution_str.strip().endswith(ground_truth) else 0.0
     return {"score": score, "acc": score} if extra_info["index"] % 2 else score
 
 CALLS = []
-'''
+"""
 
 
 def test_a_verl_compute_score_runs_unchanged(tmp_path, verl_files):
@@ -137,10 +163,20 @@ def test_a_verl_compute_score_sees_data_source_ground_truth_and_extra_info(tmp_p
 def test_verl_gsm8k_files_train_and_validate_on_the_test_file(tiny_set_options, tmp_path, verl_files):
     train, test = verl_files
     out = tmp_path / "run"
-    result = invoke("train", "--out", out, "--no-progress",
-                    *tiny_set_options("max_steps=2", "eval_every=1", f"task.train_files={train}",
-                                      f"task.val_files={test}", "eval_prompts=4",
-                                      "model.chat_template={% for m in messages %}{{ m.content }}{% endfor %}"))
+    result = invoke(
+        "train",
+        "--out",
+        out,
+        "--no-progress",
+        *tiny_set_options(
+            "max_steps=2",
+            "eval_every=1",
+            f"task.train_files={train}",
+            f"task.val_files={test}",
+            "eval_prompts=4",
+            "model.chat_template={% for m in messages %}{{ m.content }}{% endfor %}",
+        ),
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows if "val_pass_rate" in row][-1] == 2

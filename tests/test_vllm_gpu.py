@@ -5,6 +5,7 @@ a 0.5 B instruct model); skipped everywhere else. The command to run it is in do
 
     SCALERL_VLLM_MODEL=/models/Qwen2.5-0.5B-Instruct pytest -q tests/test_vllm_gpu.py
 """
+
 import os
 
 import pytest
@@ -22,24 +23,32 @@ pytestmark = [
 def _config(*extra):
     from scalerl.train.config.train_config import TrainConfig
 
-    return TrainConfig().with_overrides([
-        f"model.path={MODEL}", "device=cuda", "dtype=bfloat16", "prompts_per_step=4",
-        "generations_per_prompt=4", "max_new_tokens=64", "eval_prompts=8",
-        "eval_samples_per_prompt=1", *extra])
+    return TrainConfig().with_overrides(
+        [
+            f"model.path={MODEL}",
+            "device=cuda",
+            "dtype=bfloat16",
+            "prompts_per_step=4",
+            "generations_per_prompt=4",
+            "max_new_tokens=64",
+            "eval_prompts=8",
+            "eval_samples_per_prompt=1",
+            *extra,
+        ]
+    )
 
 
 def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights():
     import torch
+    from generator_contract import rollout_violations
     from transformers import AutoModelForCausalLM
 
-    from generator_contract import rollout_violations
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
     from scalerl.distributed.weight_sync.object_store import snapshot_weights
     from scalerl.train.config.generation_settings import length_control, sampling_settings
 
     config = _config()
-    backend = VllmRolloutBackend(MODEL, sampling_settings(config), length_control(config),
-                                 gpu_memory_utilization=0.4)
+    backend = VllmRolloutBackend(MODEL, sampling_settings(config), length_control(config), gpu_memory_utilization=0.4)
     prompts = ["What is 2 + 3?", "What is 7 * 6?"]
     rollouts = backend.generate(prompts, [0, 1], num_generations=2, seed=0, policy_version=0)
     assert rollout_violations(rollouts, [0, 1], 2, min_version=0, max_version=0) == []
@@ -59,10 +68,12 @@ def test_async_pipeline_with_vllm_generator_and_a_trainer_on_another_gpu(tmp_pat
 
     two_gpus = torch.cuda.device_count() >= 2
     share = 1.0 if two_gpus else 0.5  # one GPU each, or halves of the only one
-    pipeline = PipelineConfig(mode="async", max_lag=2, backend="vllm", num_generators=1,
-                              generator_gpus=share, trainer_gpus=share)
-    result = run_pipeline(_config("max_steps=3", "eval_every=3", "checkpoint_every=3"),
-                          pipeline, tmp_path / "run", log=lambda _m: None)
+    pipeline = PipelineConfig(
+        mode="async", max_lag=2, backend="vllm", num_generators=1, generator_gpus=share, trainer_gpus=share
+    )
+    result = run_pipeline(
+        _config("max_steps=3", "eval_every=3", "checkpoint_every=3"), pipeline, tmp_path / "run", log=lambda _m: None
+    )
     assert result.steps_done == 3 and result.generator_failures == 0
     assert all(0 <= row["policy_lag_max"] <= 2 for row in result.rows[1:])
     assert (tmp_path / "run" / "checkpoints" / "step_00000003").is_dir()

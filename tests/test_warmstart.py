@@ -7,8 +7,8 @@ import scalerl.train.warmstart as warmstart_module
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.arithmetic import ArithmeticTask
-from scalerl.tasks.types import TaskExample
 from scalerl.tasks.config import TaskConfig
+from scalerl.tasks.types import TaskExample
 from scalerl.train.warmstart import (
     WarmStartSettings,
     demonstration_ids,
@@ -19,8 +19,15 @@ from scalerl.train.warmstart import (
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=64, num_heads=2, intermediate_size=128, max_positions=64)
 EASY = TaskConfig(num_operands=2, max_digits=1, num_train_prompts=40, num_val_prompts=10)
-QUICK = WarmStartSettings(batch_size=32, learning_rate=1e-2, probe_every=20, probe_prompts=10,
-                          probe_samples=4, max_new_tokens=24, target_band=(0.05, 1.0))
+QUICK = WarmStartSettings(
+    batch_size=32,
+    learning_rate=1e-2,
+    probe_every=20,
+    probe_prompts=10,
+    probe_samples=4,
+    max_new_tokens=24,
+    target_band=(0.05, 1.0),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -105,11 +112,13 @@ def test_bad_settings_raise_config_error():
 
 # --- one warm start per model/task configuration: its key and its record ------------------------
 
+
 @pytest.fixture
 def warm_config(tiny_config, tmp_path):
     """warm_config(*overrides): the tiny run with a 2-step warm start, cached under tmp_path."""
-    return lambda *overrides: tiny_config("model.warmstart_steps=2", "model.warmstart_probe_every=50",
-                                          f"model.warmstart_cache_dir={tmp_path}", *overrides)
+    return lambda *overrides: tiny_config(
+        "model.warmstart_steps=2", "model.warmstart_probe_every=50", f"model.warmstart_cache_dir={tmp_path}", *overrides
+    )
 
 
 def record_of(config):
@@ -127,8 +136,7 @@ def key_of(config) -> str:
     from scalerl.train.warmstart_config import warm_start_settings
 
     model, _ = fresh_policy(config)
-    return warm_start_cache_key(model, build_task(config), config.model.warmstart_steps,
-                                warm_start_settings(config))
+    return warm_start_cache_key(model, build_task(config), config.model.warmstart_steps, warm_start_settings(config))
 
 
 def test_every_rl_seed_shares_one_warm_start_and_a_warm_start_setting_changes_the_key(warm_config, tmp_path):
@@ -171,8 +179,9 @@ def test_behaviour_dump_ignores_comments_docstrings_and_layout_but_not_code():
     from scalerl.train.warmstart import behaviour_dump
 
     plain = "def f(x):\n    return x + 1\n"
-    annotated = ('"""Module doc."""\n# a comment\n\n\ndef f(x):  # why\n    """Doc."""\n'
-                 '    return (x +\n            1)\n')
+    annotated = (
+        '"""Module doc."""\n# a comment\n\n\ndef f(x):  # why\n    """Doc."""\n    return (x +\n            1)\n'
+    )
     assert behaviour_dump(annotated) == behaviour_dump(plain)
     assert behaviour_dump("def f(x):\n    return x + 2\n") != behaviour_dump(plain)
     # a string statement after the first one is code, not a docstring
@@ -216,8 +225,13 @@ def test_code_digest_covers_the_warm_start_code_and_not_the_rl_losses(copied_pac
     before = code_digest()
     append(copied_package / "rl" / "losses.py", "\nEDITED = 1\n")  # RL maths: not part of the warm start
     assert code_digest() == before
-    for covered in ("train/generation.py", "models/policy.py", "rl/registry.py", "tasks/rollout.py",
-                    "train/warmstart.py"):
+    for covered in (
+        "train/generation.py",
+        "models/policy.py",
+        "rl/registry.py",
+        "tasks/rollout.py",
+        "train/warmstart.py",
+    ):
         append(copied_package / covered, "\nEDITED = 1\n")
         after = code_digest()
         assert after != before, covered

@@ -1,5 +1,6 @@
 """Weights by collective (scalerl.distributed.weight_sync.collective): the bucket plan, and weights a generator
 actor receives by gloo broadcast are bit-identical to the trainer actor's."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,14 +10,25 @@ from scalerl.errors import ConfigError
 
 
 def test_bucket_plan_groups_by_dtype_and_fills_buckets_in_order():
-    items = [("a", "float32", 10, 4), ("b", "bfloat16", 8, 2), ("c", "float32", 20, 4),
-             ("d", "float32", 5, 4), ("e", "bfloat16", 100, 2)]
+    items = [
+        ("a", "float32", 10, 4),
+        ("b", "bfloat16", 8, 2),
+        ("c", "float32", 20, 4),
+        ("d", "float32", 5, 4),
+        ("e", "bfloat16", 100, 2),
+    ]
     plan = bucket_plan(items, bucket_bytes=100)
     # float32: a (40 B) + c (80 B) > 100 -> a alone; c + d = 100 B fits; bfloat16: b (16 B), e (200 B) alone
-    assert plan == (Bucket("float32", ("a",), (10,)), Bucket("float32", ("c", "d"), (20, 5)),
-                    Bucket("bfloat16", ("b",), (8,)), Bucket("bfloat16", ("e",), (100,)))
-    assert bucket_plan(items, bucket_bytes=10**6) == (Bucket("float32", ("a", "c", "d"), (10, 20, 5)),
-                                                      Bucket("bfloat16", ("b", "e"), (8, 100)))
+    assert plan == (
+        Bucket("float32", ("a",), (10,)),
+        Bucket("float32", ("c", "d"), (20, 5)),
+        Bucket("bfloat16", ("b",), (8,)),
+        Bucket("bfloat16", ("e",), (100,)),
+    )
+    assert bucket_plan(items, bucket_bytes=10**6) == (
+        Bucket("float32", ("a", "c", "d"), (10, 20, 5)),
+        Bucket("bfloat16", ("b", "e"), (8, 100)),
+    )
     assert bucket_plan([], 1) == ()
     with pytest.raises(ConfigError, match="bucket size"):
         bucket_plan(items, 0)
@@ -28,9 +40,13 @@ def _state(fill: str):
     import torch
 
     generator = torch.Generator().manual_seed(0)
-    shapes = {"layer.weight": ((33, 7), torch.float32), "layer.bias": ((33,), torch.float32),
-              "head.weight": ((5, 129), torch.bfloat16), "norm": ((17,), torch.float16),
-              "big": ((70_000,), torch.bfloat16)}
+    shapes = {
+        "layer.weight": ((33, 7), torch.float32),
+        "layer.bias": ((33,), torch.float32),
+        "head.weight": ((5, 129), torch.bfloat16),
+        "norm": ((17,), torch.float16),
+        "big": ((70_000,), torch.bfloat16),
+    }
     state = {}
     for name, (shape, dtype) in shapes.items():
         values = torch.randn(shape, generator=generator).to(dtype)
@@ -83,8 +99,13 @@ def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
 
     from scalerl.distributed.weight_sync.collective import free_address
 
-    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+    ray.init(
+        num_cpus=3,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
+    )
     try:
         import sys
 

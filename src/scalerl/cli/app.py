@@ -10,20 +10,36 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from scalerl.cli.errors import USER_ERROR_EXIT_CODE, exits_on_user_error
 from scalerl.cli.extras import missing_extra_message, register_command_groups
-from scalerl.cli.fit_inputs import (MARGIN_HELP, REWARD_RANGE_OPTION, check_finite_options, check_reward_range,
-                                    fit_options, fit_window_limit, parse_compute_values, reward_range_for,
-                                    split_pair_values)
-from scalerl.cli.reading import (ALLOW_PARTIAL_OPTION, CUMULATIVE_OPTION, GROUP_OPTION, RUN_HELP, SEGMENT_OPTION,
-                                 Reading, curve_notes, say_notes)
+from scalerl.cli.fit_inputs import (
+    MARGIN_HELP,
+    REWARD_RANGE_OPTION,
+    check_finite_options,
+    check_reward_range,
+    fit_options,
+    fit_window_limit,
+    parse_compute_values,
+    reward_range_for,
+    split_pair_values,
+)
+from scalerl.cli.reading import (
+    ALLOW_PARTIAL_OPTION,
+    CUMULATIVE_OPTION,
+    GROUP_OPTION,
+    RUN_HELP,
+    SEGMENT_OPTION,
+    Reading,
+    curve_notes,
+    say_notes,
+)
 from scalerl.cli.runs import FIT_FRACTION_OPTION, FIT_UNTIL_OPTION, LABEL_OPTION, fit_windows, read_labelled_runs
 from scalerl.errors import InputError
 from scalerl.escaping import plain
+
 
 def _show_flags_without_a_type() -> None:
     """typer (0.2x) prints `<bool>` after every flag in --help, as if `--json` took a value
@@ -54,13 +70,17 @@ app = typer.Typer(
     context_settings={"max_content_width": 120},
 )
 
-X_HELP = ("Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
-          "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
-          "train/global_step, global_step, step, Step, _step).")
-Y_HELP = ("Reward column (default: the first tier with a column present, in order: val_pass_rate, val/pass_rate; "
-          "eval_reward, eval/reward; eval_rewards/<fn>/mean; val-core/<data>/reward/mean@1; "
-          "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
-          "several columns in one tier are an error that lists them).")
+X_HELP = (
+    "Compute column (default: the first present of gpu_hours, compute, flops, tokens, eval_num_tokens, "
+    "num_tokens, eval/num_tokens, train/num_tokens, perf/total_num_tokens, training/global_step, "
+    "train/global_step, global_step, step, Step, _step)."
+)
+Y_HELP = (
+    "Reward column (default: the first tier with a column present, in order: val_pass_rate, val/pass_rate; "
+    "eval_reward, eval/reward; eval_rewards/<fn>/mean; val-core/<data>/reward/mean@1; "
+    "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
+    "several columns in one tier are an error that lists them)."
+)
 
 
 FIGURE_TITLE_WIDTH = 110  # characters per line of a comparison figure's title (the decision sentence)
@@ -69,40 +89,49 @@ FIGURE_TITLE_WIDTH = 110  # characters per line of a comparison figure's title (
 # --- commands ---------------------------------------------------------------------------------------
 
 LEVEL_OPTION = typer.Option(0.8, "--level", help="Confidence level of intervals and bands.")
-N_DRAWS_OPTION = typer.Option(None, "--n-draws",
-                                  help="Posterior draws kept behind the intervals and bands (default: the library's 200).")
-SEED_OPTION = typer.Option(None, "--seed", min=0,
-                           help="The posterior sampler's seed (default 0): the same data and seed give the same "
-                                "answer; another seed shows how far an interval's edges move with the sampling.")
+N_DRAWS_OPTION = typer.Option(
+    None, "--n-draws", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."
+)
+SEED_OPTION = typer.Option(
+    None,
+    "--seed",
+    min=0,
+    help="The posterior sampler's seed (default 0): the same data and seed give the same "
+    "answer; another seed shows how far an interval's edges move with the sampling.",
+)
 
 
 @app.command()
 @exits_on_user_error
 def fit(
-    path: Path = typer.Argument(..., help="Log: CSV, JSONL, W&B history CSV, trainer_state.json, verl log, TensorBoard "
-                                          "file or folder; a TRL checkpoint or output folder or a scalerl run folder."),
-    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
-    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
-    r0: Optional[float] = typer.Option(None, "--r0", help="Starting reward R0 (default: the first evaluation)."),
-    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
-    fit_until: Optional[float] = typer.Option(None, "--fit-until", help="Fit only points with x <= X."),
-    fit_fraction: Optional[float] = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
-    predict_at: list[str] = typer.Option([], "--predict-at",
-                                         help="Budget: predict the reward at this compute (repeatable)."),
-    target: Optional[float] = typer.Option(None, "--target", help="Report the compute needed to reach this reward."),
+    path: Path = typer.Argument(
+        ...,
+        help="Log: CSV, JSONL, W&B history CSV, trainer_state.json, verl log, TensorBoard "
+        "file or folder; a TRL checkpoint or output folder or a scalerl run folder.",
+    ),
+    x: str | None = typer.Option(None, "--x", help=X_HELP),
+    y: str | None = typer.Option(None, "--y", help=Y_HELP),
+    r0: float | None = typer.Option(None, "--r0", help="Starting reward R0 (default: the first evaluation)."),
+    min_x: float | None = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
+    fit_until: float | None = typer.Option(None, "--fit-until", help="Fit only points with x <= X."),
+    fit_fraction: float | None = typer.Option(None, "--fit-fraction", help="Fit only x <= F * max(x)."),
+    predict_at: list[str] = typer.Option(
+        [], "--predict-at", help="Budget: predict the reward at this compute (repeatable)."
+    ),
+    target: float | None = typer.Option(None, "--target", help="Report the compute needed to reach this reward."),
     level: float = LEVEL_OPTION,
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure (.png, .svg or .pdf)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a figure (.png, .svg or .pdf)."),
     loss: str = typer.Option("linear", "--loss", help="Least-squares loss: linear, soft_l1, huber, cauchy, arctan."),
     power_law: bool = typer.Option(False, "--power-law", help="Also fit the power law R = A - D*C^-B."),
     fit_through_collapse: bool = typer.Option(False, "--fit-through-collapse", help="Fit past a detected collapse."),
-    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_draws: Optional[int] = N_DRAWS_OPTION,
-    seed: Optional[int] = SEED_OPTION,
-    run: Optional[str] = typer.Option(None, "--run", help=RUN_HELP),
-    group: Optional[str] = GROUP_OPTION,
-    segment: Optional[int] = SEGMENT_OPTION,
-    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    reward_range: tuple[float, float] | None = REWARD_RANGE_OPTION,
+    n_draws: int | None = N_DRAWS_OPTION,
+    seed: int | None = SEED_OPTION,
+    run: str | None = typer.Option(None, "--run", help=RUN_HELP),
+    group: str | None = GROUP_OPTION,
+    segment: int | None = SEGMENT_OPTION,
+    cumulative: bool | None = CUMULATIVE_OPTION,
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit the ScaleRL sigmoid to one run and extrapolate it."""
@@ -130,18 +159,29 @@ def fit(
         typer.echo(report.json_text(payload))
     else:
         title = f"{curve.source}: {curve.y_name} vs {curve.x_name}"
-        report.render_fit(report.stdout_console(), result, payload, title=title, target=target, power_law=power_law_view)
+        report.render_fit(
+            report.stdout_console(), result, payload, title=title, target=target, power_law=power_law_view
+        )
     if plot is not None:
         from rich.console import Console
 
         from scalerl.report.plotting import plot_fit
 
         budget = max(predict_values) if predict_values else None
-        plot_fit(result, plot, held_out=held_out, not_fitted=not_fitted, level=level, target_compute=budget,
-                 target_reward=target,
-                 extend_to=extrapolation_target(predict_values, (payload["compute_to_target"] or {}).get("value"),
-                                                curve.compute.max()),
-                 x_label=curve.x_name, y_label=curve.y_name)
+        plot_fit(
+            result,
+            plot,
+            held_out=held_out,
+            not_fitted=not_fitted,
+            level=level,
+            target_compute=budget,
+            target_reward=target,
+            extend_to=extrapolation_target(
+                predict_values, (payload["compute_to_target"] or {}).get("value"), curve.compute.max()
+            ),
+            x_label=curve.x_name,
+            y_label=curve.y_name,
+        )
         if not json_output:
             Console(stderr=True).print(f"figure written to {plain(plot)}", markup=False, highlight=False)
 
@@ -150,23 +190,23 @@ def fit(
 @exits_on_user_error
 def compare(
     paths: list[Path] = typer.Argument(..., help="Two or more run logs to compare (NAME=PATH names a run)."),
-    margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
+    margin: float | None = typer.Option(None, "--margin", help=MARGIN_HELP),
     labels: list[str] = LABEL_OPTION,
-    fit_until: Optional[float] = FIT_UNTIL_OPTION,
-    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
+    fit_until: float | None = FIT_UNTIL_OPTION,
+    fit_fraction: float | None = FIT_FRACTION_OPTION,
     json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
-    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
-    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a figure of all runs (.png, .svg or .pdf)."),
-    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
+    x: str | None = typer.Option(None, "--x", help=X_HELP),
+    y: str | None = typer.Option(None, "--y", help=Y_HELP),
+    plot: Path | None = typer.Option(None, "--plot", help="Write a figure of all runs (.png, .svg or .pdf)."),
+    min_x: float | None = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
-    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_draws: Optional[int] = N_DRAWS_OPTION,
-    seed: Optional[int] = SEED_OPTION,
+    reward_range: tuple[float, float] | None = REWARD_RANGE_OPTION,
+    n_draws: int | None = N_DRAWS_OPTION,
+    seed: int | None = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to compare its runs."),
-    group: Optional[str] = GROUP_OPTION,
-    segment: Optional[int] = SEGMENT_OPTION,
-    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    group: str | None = GROUP_OPTION,
+    segment: int | None = SEGMENT_OPTION,
+    cumulative: bool | None = CUMULATIVE_OPTION,
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Rank recipes by the paper's rule: higher ceiling A wins; equal ceilings -> higher B."""
@@ -205,14 +245,23 @@ def compare(
 
         first = next(iter(curves.values()))
         shown = {name: report.short_name(name) for name in curves}
-        points = {shown[name]: RunPoints(not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]),
-                                         held_out=None if held_out[name] is None else
-                                         (held_out[name].compute, held_out[name].reward))
-                  for name, c in curves.items()}
-        plot_comparison({shown[name]: fit for name, fit in comparison.fits.items()}, plot, points=points, level=level,
-                        x_label=first.x_name, y_label=first.y_name,
-                        title=textwrap.fill(report.decision_sentence(payload), FIGURE_TITLE_WIDTH),
-                        headline=report.with_short_names(payload["headline"], list(curves)))
+        points = {
+            shown[name]: RunPoints(
+                not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]),
+                held_out=None if held_out[name] is None else (held_out[name].compute, held_out[name].reward),
+            )
+            for name, c in curves.items()
+        }
+        plot_comparison(
+            {shown[name]: fit for name, fit in comparison.fits.items()},
+            plot,
+            points=points,
+            level=level,
+            x_label=first.x_name,
+            y_label=first.y_name,
+            title=textwrap.fill(report.decision_sentence(payload), FIGURE_TITLE_WIDTH),
+            headline=report.with_short_names(payload["headline"], list(curves)),
+        )
 
 
 @app.command()
@@ -220,22 +269,23 @@ def compare(
 def plot(
     paths: list[Path] = typer.Argument(..., help="One or more run logs (NAME=PATH names a run)."),
     output: Path = typer.Option(..., "-o", "--output", help="Figure file (.png, .svg or .pdf)."),
-    x: Optional[str] = typer.Option(None, "--x", help=X_HELP),
-    y: Optional[str] = typer.Option(None, "--y", help=Y_HELP),
-    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
-    fit_until: Optional[float] = FIT_UNTIL_OPTION,
+    x: str | None = typer.Option(None, "--x", help=X_HELP),
+    y: str | None = typer.Option(None, "--y", help=Y_HELP),
+    fit_fraction: float | None = FIT_FRACTION_OPTION,
+    fit_until: float | None = FIT_UNTIL_OPTION,
     labels: list[str] = LABEL_OPTION,
-    target_x: Optional[float] = typer.Option(None, "--target-x", "--budget",
-                                             help="Budget: extrapolate the curves to this compute and draw it."),
-    min_x: Optional[float] = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
+    target_x: float | None = typer.Option(
+        None, "--target-x", "--budget", help="Budget: extrapolate the curves to this compute and draw it."
+    ),
+    min_x: float | None = typer.Option(None, "--min-x", help="Exclude points below this compute (warm-up)."),
     level: float = LEVEL_OPTION,
-    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    n_draws: Optional[int] = N_DRAWS_OPTION,
-    seed: Optional[int] = SEED_OPTION,
+    reward_range: tuple[float, float] | None = REWARD_RANGE_OPTION,
+    n_draws: int | None = N_DRAWS_OPTION,
+    seed: int | None = SEED_OPTION,
     runs: list[str] = typer.Option([], "--run", help=RUN_HELP + " Repeat it with one file to draw its runs."),
-    group: Optional[str] = GROUP_OPTION,
-    segment: Optional[int] = SEGMENT_OPTION,
-    cumulative: Optional[bool] = CUMULATIVE_OPTION,
+    group: str | None = GROUP_OPTION,
+    segment: int | None = SEGMENT_OPTION,
+    cumulative: bool | None = CUMULATIVE_OPTION,
     allow_partial: bool = ALLOW_PARTIAL_OPTION,
 ) -> None:
     """Fit each run (optionally on its early part) and draw the curves with their bands."""

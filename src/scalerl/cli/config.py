@@ -11,8 +11,12 @@ import typer
 
 from scalerl.cli.errors import exits_on_user_error
 
-config_app = typer.Typer(help="Run configuration: list the keys --set and --config accept.",
-                         no_args_is_help=True, add_completion=False, rich_markup_mode=None)
+config_app = typer.Typer(
+    help="Run configuration: list the keys --set and --config accept.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
 
 
 @config_app.command("keys")
@@ -25,8 +29,12 @@ def keys_command(
 
     keys = describe_keys()
     if json_output:
-        typer.echo(json.dumps([{"key": k.path, "type": k.type_name, "default": k.default, "meaning": k.meaning}
-                               for k in keys], indent=1))
+        typer.echo(
+            json.dumps(
+                [{"key": k.path, "type": k.type_name, "default": k.default, "meaning": k.meaning} for k in keys],
+                indent=1,
+            )
+        )
         return
     typer.echo(keys_table(keys))
 

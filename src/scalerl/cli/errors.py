@@ -47,8 +47,10 @@ def user_errors() -> Iterator[None]:
     except OSError as error:
         fail(describe_os_error(error))
     except MemoryError:
-        fail("out of memory: the command needed more memory than there is (an input far larger than it "
-             "should be, or a setting that asks for too much)")
+        fail(
+            "out of memory: the command needed more memory than there is (an input far larger than it "
+            "should be, or a setting that asks for too much)"
+        )
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(code=INTERRUPTED_EXIT_CODE) from None

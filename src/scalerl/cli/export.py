@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -17,18 +16,24 @@ from scalerl.errors import InputError
 @exits_on_user_error
 def export_command(
     run: Path = typer.Argument(..., help="Run directory (holds checkpoints/step_*)."),
-    out: Optional[Path] = typer.Argument(None, help="Model folder to write (must not exist or be empty)."),
-    out_option: Optional[Path] = typer.Option(None, "-o", "--out", help="Same as OUT."),
-    step: Optional[int] = typer.Option(None, "--step", help="Checkpoint step (default: the newest)."),
-    dtype: Optional[str] = typer.Option(
-        None, "--dtype", help="Cast the exported weights: float32, bfloat16 or float16 (default: as trained)."),
+    out: Path | None = typer.Argument(None, help="Model folder to write (must not exist or be empty)."),
+    out_option: Path | None = typer.Option(None, "-o", "--out", help="Same as OUT."),
+    step: int | None = typer.Option(None, "--step", help="Checkpoint step (default: the newest)."),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="Cast the exported weights: float32, bfloat16 or float16 (default: as trained)."
+    ),
     merge: bool = typer.Option(
-        False, "--merge", help="LoRA run: merge the adapter into the starting weights (a plain model folder) "
-                               "instead of writing the adapter folder."),
+        False,
+        "--merge",
+        help="LoRA run: merge the adapter into the starting weights (a plain model folder) "
+        "instead of writing the adapter folder.",
+    ),
     accept_old: bool = typer.Option(
-        False, "--accept-old-checkpoints",
+        False,
+        "--accept-old-checkpoints",
         help="Export a checkpoint without a manifest (written by an older scalerl; its files' checksums "
-             "cannot be checked). Without it such a checkpoint is refused as damaged."),
+        "cannot be checked). Without it such a checkpoint is refused as damaged.",
+    ),
 ) -> None:
     """Write a checkpoint as a model folder for from_pretrained / vLLM (no training state)."""
     if out is not None and out_option is not None and out != out_option:
@@ -40,10 +45,20 @@ def export_command(
 
     from scalerl.train.export import export_model
 
-    written = export_model(run, target, step=step, on_note=lambda note: typer.echo(note, err=True), dtype=dtype,
-                           merge=merge, accept_old=accept_old)
-    loading = (f"AutoModelForCausalLM.from_pretrained('{written}')" if not (written / "adapter_config.json").exists()
-               else f"peft's PeftModel.from_pretrained(starting_model, '{written}') (or export with --merge)")
+    written = export_model(
+        run,
+        target,
+        step=step,
+        on_note=lambda note: typer.echo(note, err=True),
+        dtype=dtype,
+        merge=merge,
+        accept_old=accept_old,
+    )
+    loading = (
+        f"AutoModelForCausalLM.from_pretrained('{written}')"
+        if not (written / "adapter_config.json").exists()
+        else f"peft's PeftModel.from_pretrained(starting_model, '{written}') (or export with --merge)"
+    )
     Console(soft_wrap=True).print(f"exported to {written}; load it with {loading}", markup=False, highlight=False)
 
 

@@ -12,9 +12,16 @@ from scalerl.cli.errors import USER_ERROR_EXIT_CODE
 
 # The extra (pyproject.toml) that installs each optional top-level module a command may import.
 EXTRA_OF_MODULE = {
-    "torch": "train", "transformers": "train", "safetensors": "train", "tokenizers": "train",
-    "math_verify": "train", "yaml": "train", "accelerate": "train",
-    "ray": "distributed", "wandb": "wandb", "tensorboard": "tensorboard",
+    "torch": "train",
+    "transformers": "train",
+    "safetensors": "train",
+    "tokenizers": "train",
+    "math_verify": "train",
+    "yaml": "train",
+    "accelerate": "train",
+    "ray": "distributed",
+    "wandb": "wandb",
+    "tensorboard": "tensorboard",
 }
 
 
@@ -30,7 +37,7 @@ def missing_extra_message(error: ImportError) -> str | None:
     if extra is None:
         return None
     module = error.name.split(".")[0]
-    return f"this command needs {module}, which the forecaster-only install leaves out: pip install \"scalerl[{extra}]\""
+    return f'this command needs {module}, which the forecaster-only install leaves out: pip install "scalerl[{extra}]"'
 
 
 # Command groups that train register themselves here; each imports torch only inside its command
@@ -68,8 +75,11 @@ def register_command_groups(target: typer.Typer) -> None:
             if message is None:
                 raise
             for name in commands:
-                target.command(name, context_settings=ANY_ARGUMENTS, add_help_option=False,
-                               help=f"Not installed here: needs the '{missing_extra(error)}' extra.")(
-                    command_needing_extra(message))
+                target.command(
+                    name,
+                    context_settings=ANY_ARGUMENTS,
+                    add_help_option=False,
+                    help=f"Not installed here: needs the '{missing_extra(error)}' extra.",
+                )(command_needing_extra(message))
             continue
         module.register(target)

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 MAX_REWARD_MAGNITUDE = 1e6
 PAIR_OPTIONS = ("--reward-range",)
 REWARD_RANGE_OPTION = typer.Option(
-    None, "--reward-range", metavar="LOW HIGH",
+    None,
+    "--reward-range",
+    metavar="LOW HIGH",
     help="Range rewards must lie in (the ceiling A is bounded by it): `-1 1` or `-1,1`. Default: [0, 1] when "
-         "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
+    "every reward lies in it, else inferred as open (the ceiling in the reward's own units, said in the output).",
 )
-MARGIN_HELP = ("Ceilings within this margin count as equal (default: the paper's 0.02 of the reward's unit: "
-               "0.02 for pass rates, 2 with --reward-range 0 100).")
+MARGIN_HELP = (
+    "Ceilings within this margin count as equal (default: the paper's 0.02 of the reward's unit: "
+    "0.02 for pass rates, 2 with --reward-range 0 100)."
+)
 
 
 def check_finite_options(**values: float | None) -> None:
@@ -53,7 +57,7 @@ def parse_compute_values(texts: list[str], option: str) -> list[float]:
     return values
 
 
-def fit_window_limit(compute: "np.ndarray", fit_until: float | None, fit_fraction: float | None) -> float | None:
+def fit_window_limit(compute: np.ndarray, fit_until: float | None, fit_fraction: float | None) -> float | None:
     """Largest compute used for fitting: `fit_until`, or `fit_fraction * max(compute)`, or None (all)
     (scalerl.forecast.readers.curve.fit_window_limit)."""
     from scalerl.forecast.readers.curve import fit_window_limit as limit
@@ -67,8 +71,10 @@ def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise InputError(f"--reward-range needs finite LOW < HIGH, got {low:g} {high:g}")
     if max(abs(low), abs(high)) > MAX_REWARD_MAGNITUDE:
-        raise InputError(f"--reward-range bounds must be within +-{MAX_REWARD_MAGNITUDE:g} "
-                         f"(rewards are scores such as pass rates), got {low:g} {high:g}")
+        raise InputError(
+            f"--reward-range bounds must be within +-{MAX_REWARD_MAGNITUDE:g} "
+            f"(rewards are scores such as pass rates), got {low:g} {high:g}"
+        )
     if curve.reward.min() < low or curve.reward.max() > high:
         raise InputError(
             f"rewards in {curve.source} ('{curve.y_name}') go from {curve.reward.min():.4g} to "
@@ -77,7 +83,9 @@ def check_reward_range(curve: Curve, reward_range: tuple[float, float]) -> None:
         )
 
 
-def reward_range_for(curves: list[Curve], given: tuple[float, float] | None) -> tuple[tuple[float, float] | None, list[str]]:
+def reward_range_for(
+    curves: list[Curve], given: tuple[float, float] | None
+) -> tuple[tuple[float, float] | None, list[str]]:
     """(the reward range to fit with, a note when it was inferred).
 
     `given` (--reward-range) is used as it is; without it, [0, 1] when every reward lies in it
@@ -110,8 +118,7 @@ def run_labels(paths: list[Path]) -> list[str]:
     """Short distinct names for runs: the file stem, or parent/stem when stems collide."""
     stems = [path.stem if path.suffix else path.name for path in paths]
     labels = [
-        f"{path.resolve().parent.name}/{stem}" if stems.count(stem) > 1 else stem
-        for path, stem in zip(paths, stems)
+        f"{path.resolve().parent.name}/{stem}" if stems.count(stem) > 1 else stem for path, stem in zip(paths, stems)
     ]
     if len(set(labels)) < len(labels):
         labels = [str(path) for path in paths]

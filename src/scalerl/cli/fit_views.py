@@ -44,13 +44,18 @@ def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, paylo
 
     A power law that cannot be fitted is not an error of the sigmoid fit: it becomes a warning.
     """
-    from scalerl.report import console as report
     from scalerl.forecast.power_law import fit_power_law
+    from scalerl.report import console as report
 
     keep = np.ones(len(curve), dtype=bool) if fit_limit is None else curve.compute <= fit_limit
     try:
-        result = fit_power_law(curve.compute[keep], curve.reward[keep], min_compute=options["min_compute"],
-                               reward_range=options["reward_range"], loss=options["loss"])
+        result = fit_power_law(
+            curve.compute[keep],
+            curve.reward[keep],
+            min_compute=options["min_compute"],
+            reward_range=options["reward_range"],
+            loss=options["loss"],
+        )
     except FitError as error:
         payload["warnings"].append(f"power law not fitted: {error}")
         return None
@@ -58,8 +63,7 @@ def fit_power_law_view(curve: Curve, fit_limit, options: dict, predict_at, paylo
     return payload["power_law"]
 
 
-def extrapolation_target(predict_at: list[float], compute_to_target: float | None,
-                         max_compute: float) -> float | None:
+def extrapolation_target(predict_at: list[float], compute_to_target: float | None, max_compute: float) -> float | None:
     """How far a `fit --plot` figure extends: the furthest prediction or the target's compute.
 
     A target compute more than MAX_PLOT_EXTRAPOLATION times beyond the data is left out: a curve

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,13 +21,21 @@ from scalerl.escaping import for_rich
 if TYPE_CHECKING:
     from scalerl.forecast.readers import Curve
 
-GROUP_OPTION = typer.Option(None, "--group", help="Column naming the run of each row (default: run, run_name, run_id, series).")
-SEGMENT_OPTION = typer.Option(None, "--segment", min=1, help="Use run N of several appended in one file (x goes back to its start).")
-CUMULATIVE_OPTION = typer.Option(None, "--cumulative/--no-cumulative",
-                                 help="Accumulate a per-step compute column (default: only known per-step columns, "
-                                      "e.g. verl's perf/total_num_tokens).")
-ALLOW_PARTIAL_OPTION = typer.Option(False, "--allow-partial",
-                                    help="Fit the readable part of a corrupt or truncated TensorBoard file (with a warning).")
+GROUP_OPTION = typer.Option(
+    None, "--group", help="Column naming the run of each row (default: run, run_name, run_id, series)."
+)
+SEGMENT_OPTION = typer.Option(
+    None, "--segment", min=1, help="Use run N of several appended in one file (x goes back to its start)."
+)
+CUMULATIVE_OPTION = typer.Option(
+    None,
+    "--cumulative/--no-cumulative",
+    help="Accumulate a per-step compute column (default: only known per-step columns, "
+    "e.g. verl's perf/total_num_tokens).",
+)
+ALLOW_PARTIAL_OPTION = typer.Option(
+    False, "--allow-partial", help="Fit the readable part of a corrupt or truncated TensorBoard file (with a warning)."
+)
 RUN_HELP = "Series to use in a log holding several (a run column value, a W&B chart run, a TensorBoard run folder)."
 
 
@@ -35,19 +43,27 @@ RUN_HELP = "Series to use in a log holding several (a run column value, a W&B ch
 class Reading:
     """How to read each log: columns and which run of it."""
 
-    x: Optional[str] = None
-    y: Optional[str] = None
-    group: Optional[str] = None
-    segment: Optional[int] = None
-    cumulative: Optional[bool] = None
+    x: str | None = None
+    y: str | None = None
+    group: str | None = None
+    segment: int | None = None
+    cumulative: bool | None = None
     allow_partial: bool = False
 
     def read(self, path: Path, run: str | None = None) -> Curve:
         """The curve of `run` (or of the only run) in `path`."""
         from scalerl.forecast.readers import read_curve
 
-        return read_curve(path, x=self.x, y=self.y, run=run, group=self.group, segment=self.segment,
-                          cumulative=self.cumulative, allow_partial=self.allow_partial)
+        return read_curve(
+            path,
+            x=self.x,
+            y=self.y,
+            run=run,
+            group=self.group,
+            segment=self.segment,
+            cumulative=self.cumulative,
+            allow_partial=self.allow_partial,
+        )
 
 
 def read_runs(paths: list[Path], runs: list[str], reading: Reading, labels: list[str]) -> dict[str, Curve]:

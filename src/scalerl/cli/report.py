@@ -8,7 +8,6 @@ band and extrapolation, the comparison of the runs and the tables of study direc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
@@ -20,22 +19,25 @@ from scalerl.escaping import plain
 
 @exits_on_user_error
 def report_command(
-    paths: List[Path] = typer.Argument(..., help="Run directories (metrics.jsonl), log files or study directories "
-                                                 "(NAME=PATH names one)."),
+    paths: list[Path] = typer.Argument(
+        ..., help="Run directories (metrics.jsonl), log files or study directories (NAME=PATH names one)."
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
-    x: Optional[str] = typer.Option(None, "--x", help="Compute column (default: as `scalerl fit`)."),
-    y: Optional[str] = typer.Option(None, "--y", help="Reward column (default: as `scalerl fit`)."),
-    target_x: Optional[float] = typer.Option(None, "--target-x", "--budget",
-                                             help="Budget: extrapolate to this compute (default: 2x each run's)."),
+    x: str | None = typer.Option(None, "--x", help="Compute column (default: as `scalerl fit`)."),
+    y: str | None = typer.Option(None, "--y", help="Reward column (default: as `scalerl fit`)."),
+    target_x: float | None = typer.Option(
+        None, "--target-x", "--budget", help="Budget: extrapolate to this compute (default: 2x each run's)."
+    ),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals and bands."),
-    margin: Optional[float] = typer.Option(None, "--margin", help=MARGIN_HELP),
-    n_draws: Optional[int] = typer.Option(
-        None, "--n-draws", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."),
-    title: Optional[str] = typer.Option(None, "--title", help="Title of the page."),
-    reward_range: Optional[tuple[float, float]] = REWARD_RANGE_OPTION,
-    labels: List[str] = LABEL_OPTION,
-    fit_until: Optional[float] = FIT_UNTIL_OPTION,
-    fit_fraction: Optional[float] = FIT_FRACTION_OPTION,
+    margin: float | None = typer.Option(None, "--margin", help=MARGIN_HELP),
+    n_draws: int | None = typer.Option(
+        None, "--n-draws", help="Posterior draws kept behind the intervals and bands (default: the library's 200)."
+    ),
+    title: str | None = typer.Option(None, "--title", help="Title of the page."),
+    reward_range: tuple[float, float] | None = REWARD_RANGE_OPTION,
+    labels: list[str] = LABEL_OPTION,
+    fit_until: float | None = FIT_UNTIL_OPTION,
+    fit_fraction: float | None = FIT_FRACTION_OPTION,
 ) -> None:
     """Write one self-contained HTML report of runs and studies (open it in any browser)."""
     from rich.console import Console
@@ -48,9 +50,20 @@ def report_command(
     if any(name is not None for name in given_names):
         labels = chosen_labels(section_names(paths), given_names, labels)
     with Console(stderr=True).status(f"fitting {len(paths)} input(s) ..."):
-        report = build_report(paths, x=x, y=y, level=level, margin=margin, target_x=target_x,
-                              n_draws=n_draws, title=title, reward_range=reward_range, fit_until=fit_until,
-                              fit_fraction=fit_fraction, labels=labels)
+        report = build_report(
+            paths,
+            x=x,
+            y=y,
+            level=level,
+            margin=margin,
+            target_x=target_x,
+            n_draws=n_draws,
+            title=title,
+            reward_range=reward_range,
+            fit_until=fit_until,
+            fit_fraction=fit_fraction,
+            labels=labels,
+        )
         written = write_report(report, output)
     console = Console(stderr=True)
     for warning in report.warnings:

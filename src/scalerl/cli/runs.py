@@ -15,11 +15,13 @@ from scalerl.errors import InputError
 if TYPE_CHECKING:
     from scalerl.forecast.readers import Curve
 
-LABEL_OPTION = typer.Option([], "--label", help="Name of each run, in the order given (repeat it once per run); "
-                                                "or give a run as NAME=PATH.")
+LABEL_OPTION = typer.Option(
+    [], "--label", help="Name of each run, in the order given (repeat it once per run); or give a run as NAME=PATH."
+)
 FIT_UNTIL_OPTION = typer.Option(None, "--fit-until", help="Fit each run only on its points with x <= X.")
-FIT_FRACTION_OPTION = typer.Option(None, "--fit-fraction",
-                                   help="Fit each run only on x <= F * its max(x): decide from the first part of runs.")
+FIT_FRACTION_OPTION = typer.Option(
+    None, "--fit-fraction", help="Fit each run only on x <= F * its max(x): decide from the first part of runs."
+)
 
 
 def named_paths(arguments: list[Path]) -> tuple[list[Path], list[str | None]]:
@@ -65,8 +67,9 @@ def read_labelled_runs(arguments: list[Path], runs: list[str], reading, labels: 
     return dict(zip(chosen_labels(list(curves), given, labels), curves.values()))
 
 
-def fit_windows(curves: dict[str, Curve], fit_until: float | None, fit_fraction: float | None
-                ) -> tuple[dict[str, Curve], dict[str, Curve | None]]:
+def fit_windows(
+    curves: dict[str, Curve], fit_until: float | None, fit_fraction: float | None
+) -> tuple[dict[str, Curve], dict[str, Curve | None]]:
     """({label: the part of the curve to fit}, {label: the points held out after it, or None})."""
     from scalerl.forecast.readers.curve import curve_up_to
 

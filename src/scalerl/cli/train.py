@@ -8,18 +8,19 @@ end as one `error: ...` line with exit code 2 (scalerl.cli.errors).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
 from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
-from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.config.config_io import config_field
 from scalerl.train.config.config_keys import field_help
+from scalerl.train.config.train_config import TrainConfig
 
-SET_HELP = ("Override one config field: key=value (dotted path or unique leaf name), repeatable; "
-            "`scalerl config keys` lists them.")
+SET_HELP = (
+    "Override one config field: key=value (dotted path or unique leaf name), repeatable; "
+    "`scalerl config keys` lists them."
+)
 DEFAULT_PRESET = "scalerl"
 
 
@@ -32,13 +33,19 @@ def key_flag_help(path: str, note: str = "") -> str:
     return f"{path}: {field_help(path)}{note}{shown}."
 
 
-def build_train_config(preset: Optional[str], assignments: List[str], model: Optional[str],
-                       task: Optional[str], max_steps: Optional[int], config_file: Optional[Path] = None):
+def build_train_config(
+    preset: str | None,
+    assignments: list[str],
+    model: str | None,
+    task: str | None,
+    max_steps: int | None,
+    config_file: Path | None = None,
+):
     """The TrainConfig of `scalerl train`: preset (default scalerl), then the --config file laid
     over it (a saved config.json is complete; a YAML file may name a few keys), then --set, then
     the dedicated options."""
-    from scalerl.train.config.train_config import config_from_file
     from scalerl.train.config.presets import preset_config
+    from scalerl.train.config.train_config import config_from_file
 
     options = list(assignments)
     if model is not None:
@@ -53,7 +60,7 @@ def build_train_config(preset: Optional[str], assignments: List[str], model: Opt
     return with_cached_model(config.with_overrides(options))
 
 
-def config_file_notes(config_file: Optional[Path]) -> List[str]:
+def config_file_notes(config_file: Path | None) -> list[str]:
     """What a --config file's TRL keys mean here (trl_config.trl_notes): the TRL defaults its
     missing keys took, the harmless keys accepted."""
     if config_file is None:
@@ -75,7 +82,7 @@ def with_cached_model(config: TrainConfig) -> TrainConfig:
     return config.with_overrides([f"model.path={cached_model_folder(config.model.path)}"])
 
 
-def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[int]):
+def resumed_train_config(out: Path, assignments: list[str], max_steps: int | None):
     """The saved config of the run in `out`; on resume only max_steps may change."""
     from scalerl.train.config.train_config import load_config
 
@@ -89,8 +96,13 @@ def resumed_train_config(out: Path, assignments: List[str], max_steps: Optional[
     return config
 
 
-def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[str],
-                        wandb_run_name: Optional[str], report_to: Optional[str]) -> List[str]:
+def logging_assignments(
+    tensorboard: bool,
+    wandb: bool,
+    wandb_project: str | None,
+    wandb_run_name: str | None,
+    report_to: str | None,
+) -> list[str]:
     """--tensorboard / --wandb / --report-to (transformers' spelling: none, all, or names) as config
     overrides. A flag that is not given changes nothing, so a resumed run keeps its saved loggers."""
     from scalerl.train.config.trl_config import report_targets
@@ -111,7 +123,7 @@ def logging_assignments(tensorboard: bool, wandb: bool, wandb_project: Optional[
     return assignments
 
 
-def run_directory(out: Optional[Path], config_file: Optional[Path]) -> Path:
+def run_directory(out: Path | None, config_file: Path | None) -> Path:
     """--out, else the --config file's output_dir (TRL's name for the run directory)."""
     if out is not None:
         return out
@@ -136,8 +148,10 @@ def closing_hint(out: Path) -> str:
         curve = read_curve(metrics, x="flops", y="val_pass_rate")
         fit_sigmoid(curve.compute, curve.reward, n_draws=20)
     except ScaleRLError as error:
-        return (f"no forecast yet ({' '.join(str(error).split())}); continue the run to add "
-                f"evaluations: scalerl train --out {out} --resume --max-steps N")
+        return (
+            f"no forecast yet ({' '.join(str(error).split())}); continue the run to add "
+            f"evaluations: scalerl train --out {out} --resume --max-steps N"
+        )
     return f"fit it: scalerl fit {metrics} --x flops --y val_pass_rate"
 
 
@@ -146,19 +160,28 @@ def say(line: str) -> None:
     typer.echo(line)
 
 
-def pipeline_assignments(mode: Optional[str], max_lag: Optional[int], generators: Optional[int],
-                         offpolicy_steps: Optional[int], ray_address: Optional[str]) -> List[str]:
+def pipeline_assignments(
+    mode: str | None,
+    max_lag: int | None,
+    generators: int | None,
+    offpolicy_steps: int | None,
+    ray_address: str | None,
+) -> list[str]:
     """The --pipeline/--max-lag/... options as `pipeline.*` config overrides."""
-    values = {"mode": mode, "max_lag": max_lag, "num_generators": generators,
-              "offpolicy_steps": offpolicy_steps, "ray_address": ray_address}
+    values = {
+        "mode": mode,
+        "max_lag": max_lag,
+        "num_generators": generators,
+        "offpolicy_steps": offpolicy_steps,
+        "ray_address": ray_address,
+    }
     return [f"pipeline.{key}={value}" for key, value in values.items() if value is not None]
 
 
 def end_interrupted(out: Path, step: int, exit_code: int = INTERRUPTED_EXIT_CODE) -> None:
     """After Ctrl-C or SIGTERM (a checkpoint of `step` written): say how to continue, exit with
     `exit_code` (130 after Ctrl-C, 143 after SIGTERM)."""
-    say(f"interrupted at step {step}; checkpoint written into {out}; continue with: "
-        f"scalerl train --out {out} --resume")
+    say(f"interrupted at step {step}; checkpoint written into {out}; continue with: scalerl train --out {out} --resume")
     raise typer.Exit(code=exit_code)
 
 
@@ -169,9 +192,15 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True, acce
     from scalerl.distributed.pipeline import run_pipeline
 
     console = Console(soft_wrap=True)
-    result = run_pipeline(config, config.pipeline, out, resume=resume, show_progress=show_progress,
-                          accept_old_checkpoints=accept_old,
-                          log=lambda line: console.print(line, markup=False, highlight=False))
+    result = run_pipeline(
+        config,
+        config.pipeline,
+        out,
+        resume=resume,
+        show_progress=show_progress,
+        accept_old_checkpoints=accept_old,
+        log=lambda line: console.print(line, markup=False, highlight=False),
+    )
     if result.interrupted:
         end_interrupted(out, result.steps_done, result.exit_code)
     rates = [r["val_pass_rate"] for r in result.rows if r.get("val_pass_rate") is not None]
@@ -182,47 +211,65 @@ def run_on_ray(config, out: Path, resume: bool, show_progress: bool = True, acce
 
 @exits_on_user_error
 def train_command(
-    overrides: Optional[List[str]] = typer.Argument(
-        None, help="key=value overrides as hydra users type them (same as --set), after everything else.",
-        show_default=False),
-    out: Optional[Path] = typer.Option(
-        None, "--out", help="Run directory (config.json, metrics.jsonl, checkpoints/); default: the "
-        "--config file's output_dir (TRL's key)."),
-    preset: Optional[str] = typer.Option(
-        None, "--preset", help=f"Recipe preset (see `scalerl presets`); default {DEFAULT_PRESET}."),
-    config_file: Optional[Path] = typer.Option(
-        None, "--config", help="Start from this config file: JSON (e.g. a run's config.json), YAML or TOML, "
-        "ours or TRL's GRPOConfig keys; --set and the options below apply on top."),
-    set_: List[str] = typer.Option([], "--set", help=SET_HELP),
-    model: Optional[str] = typer.Option(None, "--model", help=key_flag_help("model.path")),
-    task: Optional[str] = typer.Option(None, "--task", help=key_flag_help("task.name")),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help=key_flag_help("max_steps")),
+    overrides: list[str] | None = typer.Argument(
+        None,
+        help="key=value overrides as hydra users type them (same as --set), after everything else.",
+        show_default=False,
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Run directory (config.json, metrics.jsonl, checkpoints/); default: the "
+        "--config file's output_dir (TRL's key).",
+    ),
+    preset: str | None = typer.Option(
+        None, "--preset", help=f"Recipe preset (see `scalerl presets`); default {DEFAULT_PRESET}."
+    ),
+    config_file: Path | None = typer.Option(
+        None,
+        "--config",
+        help="Start from this config file: JSON (e.g. a run's config.json), YAML or TOML, "
+        "ours or TRL's GRPOConfig keys; --set and the options below apply on top.",
+    ),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    model: str | None = typer.Option(None, "--model", help=key_flag_help("model.path")),
+    task: str | None = typer.Option(None, "--task", help=key_flag_help("task.name")),
+    max_steps: int | None = typer.Option(None, "--max-steps", help=key_flag_help("max_steps")),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint."),
     accept_old: bool = typer.Option(
-        False, "--accept-old-checkpoints",
+        False,
+        "--accept-old-checkpoints",
         help="--resume may use a checkpoint without a manifest (written by an older scalerl; its files' checksums "
-             "cannot be checked). Without it such a checkpoint is damaged: skipped for an older one, or an error."),
+        "cannot be checked). Without it such a checkpoint is damaged: skipped for an older one, or an error.",
+    ),
     progress: bool = typer.Option(
-        True, "--progress/--no-progress",
-        help="Show progress: a bar on a terminal, a plain line every few steps otherwise."),
-    pipeline: Optional[str] = typer.Option(None, "--pipeline", help=key_flag_help("pipeline.mode")),
-    max_lag: Optional[int] = typer.Option(None, "--max-lag", help=key_flag_help("pipeline.max_lag")),
-    generators: Optional[int] = typer.Option(None, "--generators", help=key_flag_help("pipeline.num_generators")),
-    offpolicy_steps: Optional[int] = typer.Option(
-        None, "--offpolicy-steps", help=key_flag_help("pipeline.offpolicy_steps")),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=key_flag_help("pipeline.ray_address")),
+        True,
+        "--progress/--no-progress",
+        help="Show progress: a bar on a terminal, a plain line every few steps otherwise.",
+    ),
+    pipeline: str | None = typer.Option(None, "--pipeline", help=key_flag_help("pipeline.mode")),
+    max_lag: int | None = typer.Option(None, "--max-lag", help=key_flag_help("pipeline.max_lag")),
+    generators: int | None = typer.Option(None, "--generators", help=key_flag_help("pipeline.num_generators")),
+    offpolicy_steps: int | None = typer.Option(
+        None, "--offpolicy-steps", help=key_flag_help("pipeline.offpolicy_steps")
+    ),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=key_flag_help("pipeline.ray_address")),
     tensorboard: bool = typer.Option(False, "--tensorboard", help=key_flag_help("tensorboard")),
-    wandb: bool = typer.Option(
-        False, "--wandb", help=key_flag_help("wandb", "; WANDB_MODE=offline logs locally")),
-    wandb_project: Optional[str] = typer.Option(None, "--wandb-project", help=key_flag_help("wandb_project")),
-    wandb_run_name: Optional[str] = typer.Option(None, "--wandb-run-name", help=key_flag_help("wandb_run_name")),
-    report_to: Optional[str] = typer.Option(
-        None, "--report-to", help="Loggers as in transformers: all, none, tensorboard, wandb (comma-separated)."),
+    wandb: bool = typer.Option(False, "--wandb", help=key_flag_help("wandb", "; WANDB_MODE=offline logs locally")),
+    wandb_project: str | None = typer.Option(None, "--wandb-project", help=key_flag_help("wandb_project")),
+    wandb_run_name: str | None = typer.Option(None, "--wandb-run-name", help=key_flag_help("wandb_run_name")),
+    report_to: str | None = typer.Option(
+        None, "--report-to", help="Loggers as in transformers: all, none, tensorboard, wandb (comma-separated)."
+    ),
 ) -> None:
     """Train a policy with a recipe preset; logs metrics.jsonl for `scalerl fit`."""
     out = run_directory(out, config_file)
-    set_ = [*set_, *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address),
-            *logging_assignments(tensorboard, wandb, wandb_project, wandb_run_name, report_to), *(overrides or [])]
+    set_ = [
+        *set_,
+        *pipeline_assignments(pipeline, max_lag, generators, offpolicy_steps, ray_address),
+        *logging_assignments(tensorboard, wandb, wandb_project, wandb_run_name, report_to),
+        *(overrides or []),
+    ]
     if resume:
         if preset is not None or model is not None or task is not None or config_file is not None:
             raise ConfigError("--resume uses the saved config: drop --preset/--config/--model/--task")
@@ -249,7 +296,7 @@ def train_command(
 @exits_on_user_error
 def demo_command(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Run directory of the demo."),
-    set_: List[str] = typer.Option([], "--set", help=SET_HELP),
+    set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     fit_fraction: float = typer.Option(0.5, "--fit-fraction", help="Share of the run's compute to fit on."),
     level: float = typer.Option(0.8, "--level", help="Level of the intervals and band."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
@@ -268,8 +315,10 @@ def demo_command(
     try:
         report = forecast_demo(out, fit_fraction=fit_fraction, level=level, train_seconds=seconds)
     except FitError as error:
-        say(f"trained into {out}; no forecast: the first {fit_fraction:g} of the run cannot be fitted yet "
-            f"({' '.join(str(error).split())}); run longer, e.g. scalerl demo --out {out} --set max_steps=400")
+        say(
+            f"trained into {out}; no forecast: the first {fit_fraction:g} of the run cannot be fitted yet "
+            f"({' '.join(str(error).split())}); run longer, e.g. scalerl demo --out {out} --set max_steps=400"
+        )
         return
     render_report(report, Console())
     say(f"forecast.json and forecast.png written to {out}")

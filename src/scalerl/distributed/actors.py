@@ -3,11 +3,12 @@
 The classes are plain Python (so tests can also run them in-process); `remote_class` turns one
 into a Ray actor class with the resources the pipeline settings ask for. Both build and run
 what they hold with the synchronous trainer's own functions (scalerl.train.run_setup, step_rollouts,
-scalerl.train.run_state): a generator samples rollouts with `generate_step` (packed as they are decoded) and swaps weights
-in flight through a WeightSubscriber; the trainer steps with `train_step` (through the divergence guard), publishes each new
-version and writes the run's checkpoints from the driver's RunSnapshot. Neither decides
-anything about staleness (see staleness.py).
+scalerl.train.run_state): a generator samples rollouts with `generate_step` (packed as they are
+decoded) and swaps weights in flight through a WeightSubscriber; the trainer steps with `train_step`
+(through the divergence guard), publishes each new version and writes the run's checkpoints from
+the driver's RunSnapshot. Neither decides anything about staleness (see staleness.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from scalerl.distributed.weight_sync.collective import join_group
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest, StepResult
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
+from scalerl.distributed.weight_sync.collective import join_group
 from scalerl.distributed.weight_sync.object_store import (
     BackgroundPublisher,
     WeightSnapshot,
@@ -27,17 +28,17 @@ from scalerl.distributed.weight_sync.object_store import (
     registry_handle,
     snapshot_weights,
 )
-from scalerl.distributed.weight_sync.broadcast import BroadcastPublisher, BroadcastSubscriber, rendezvous_address
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.flops import ModelShape, model_shape
-from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
-from scalerl.train.step_rollouts import generate_step, score_rollouts, training_rewards
-from scalerl.train.lora_policy import run_policy
-from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import guard_for
-from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.held_out import validation_pass_rates
+from scalerl.train.lora_policy import run_policy
+from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
+from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
+from scalerl.train.step_rollouts import generate_step, score_rollouts, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 
@@ -51,8 +52,17 @@ def configure_torch_threads(num_threads: int) -> None:
 class GeneratorWorker:
     """Holds a copy of the policy; turns GenerationRequests into GeneratedBatches."""
 
-    def __init__(self, config, generator_id: int, registry, *, torch_threads: int = 1,
-                 poll_interval_seconds: float = 0.0, backend: str = "hf", bucket_mb: float = 256.0) -> None:
+    def __init__(
+        self,
+        config,
+        generator_id: int,
+        registry,
+        *,
+        torch_threads: int = 1,
+        poll_interval_seconds: float = 0.0,
+        backend: str = "hf",
+        bucket_mb: float = 256.0,
+    ) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
         self.bucket_mb = float(bucket_mb)
@@ -63,8 +73,7 @@ class GeneratorWorker:
         if backend == "vllm":
             from scalerl.distributed.vllm_generator import VllmRolloutBackend
 
-            self.vllm = VllmRolloutBackend(config.model.path, sampling_settings(config),
-                                           length_control(config))
+            self.vllm = VllmRolloutBackend(config.model.path, sampling_settings(config), length_control(config))
             self.model, self.tokenizer = None, self.vllm.tokenizer
         elif config.model.lora_r > 0:  # the starting weights built here; only the adapters travel
             self.model, self.tokenizer = run_policy(config, self.task, resuming=False)
@@ -90,25 +99,40 @@ class GeneratorWorker:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
             generator = sampling_generator(self.model, request)
-            packed = generate_step(self.model, self.tokenizer, self.task, self.config,
-                                   request.prompt_indices, torch_generator=generator,
-                                   policy_version=start_version, weight_update_hook=hook)
+            packed = generate_step(
+                self.model,
+                self.tokenizer,
+                self.task,
+                self.config,
+                request.prompt_indices,
+                torch_generator=generator,
+                policy_version=start_version,
+                weight_update_hook=hook,
+            )
             if request.rng_state is not None:  # this request held the run's sampling stream
                 rng_after = generator.get_state()
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id, packed=packed,
-            start_version=start_version, started_at=started_at, finished_at=time.time(),
+            step=request.step,
+            generator_id=self.generator_id,
+            packed=packed,
+            start_version=start_version,
+            started_at=started_at,
+            finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,
-            rng_state_after=rng_after)
+            rng_state_after=rng_after,
+        )
 
     def _generate_vllm(self, request: GenerationRequest) -> tuple[list[Rollout], int]:
         version = self.subscriber.sync(self.vllm.load_snapshot, request.min_version)
         examples = [self.task.train[i] for i in request.prompt_indices]
         rollouts = self.vllm.generate(
-            [e.prompt for e in examples], list(request.prompt_indices),
-            num_generations=self.config.sampling.generations_per_prompt, seed=request.seed,
-            policy_version=version)
+            [e.prompt for e in examples],
+            list(request.prompt_indices),
+            num_generations=self.config.sampling.generations_per_prompt,
+            seed=request.seed,
+            policy_version=version,
+        )
         return score_rollouts(self.task, rollouts), version
 
 
@@ -119,9 +143,16 @@ DATA_PARALLEL_TIMEOUT_SECONDS = 600.0
 class TrainerWorker:
     """Holds the policy being trained, its optimiser and LR schedule; publishes every version."""
 
-    def __init__(self, config, registry, *, torch_threads: int = 1,
-                 resume_checkpoint: str | None = None, bucket_mb: float | None = None,
-                 data_parallel_rank: int = 0) -> None:
+    def __init__(
+        self,
+        config,
+        registry,
+        *,
+        torch_threads: int = 1,
+        resume_checkpoint: str | None = None,
+        bucket_mb: float | None = None,
+        data_parallel_rank: int = 0,
+    ) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
         self.registry = registry = registry_handle(registry)
@@ -133,14 +164,16 @@ class TrainerWorker:
         self.version = 0
         self.guard = guard_for(config)  # non-finite steps: skip (train.skip_nonfinite_steps) or stop
         if resume_checkpoint is not None:
-            self.version = restore_training(resume_checkpoint, model=self.model,
-                                            optimizer=self.optimizer, scheduler=self.scheduler)
+            self.version = restore_training(
+                resume_checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
+            )
         # Data parallel (pipeline.num_trainers > 1, trainer_replicas.py): only rank 0 publishes.
         self.publishes = int(data_parallel_rank) == 0
         # bucket_mb given: weights go by broadcast, from join_weight_group on (no object-store copy)
         self.bucket_mb, self.publisher = bucket_mb, None
-        self.publish_seconds = (publish_weights(registry, self.model, self.version)
-                                if bucket_mb is None and self.publishes else 0.0)
+        self.publish_seconds = (
+            publish_weights(registry, self.model, self.version) if bucket_mb is None and self.publishes else 0.0
+        )
         # later versions: put into the object store on a background thread, beside the next step
         self.background = BackgroundPublisher(registry)
 
@@ -163,9 +196,13 @@ class TrainerWorker:
 
         import torch.distributed as dist
 
-        dist.init_process_group(backend=group_backend(self.model), init_method=f"tcp://{address}",
-                                rank=int(rank), world_size=int(world_size),
-                                timeout=datetime.timedelta(seconds=DATA_PARALLEL_TIMEOUT_SECONDS))
+        dist.init_process_group(
+            backend=group_backend(self.model),
+            init_method=f"tcp://{address}",
+            rank=int(rank),
+            world_size=int(world_size),
+            timeout=datetime.timedelta(seconds=DATA_PARALLEL_TIMEOUT_SECONDS),
+        )
 
     def publish(self) -> float:
         """Send this version to the generators (broadcast, or the object store); its seconds.
@@ -184,13 +221,25 @@ class TrainerWorker:
         The batch is trained on as it is: its tensors are built from its buffers (no Rollout
         objects)."""
         started_at = time.time()
-        stats = guarded_train_step(self.guard, self.version + 1, self.model, self.optimizer, self.scheduler,
-                                   training_rewards(packed, self.config), self.config,
-                                   reference=self.reference)
+        stats = guarded_train_step(
+            self.guard,
+            self.version + 1,
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            training_rewards(packed, self.config),
+            self.config,
+            reference=self.reference,
+        )
         self.version += 1
         publish_seconds = self.publish()
-        return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
-                           started_at=started_at, finished_at=time.time())
+        return StepResult(
+            stats=stats,
+            version=self.version,
+            publish_seconds=publish_seconds,
+            started_at=started_at,
+            finished_at=time.time(),
+        )
 
     def validate(self) -> tuple[dict[str, float], float, float]:
         """(validation columns, started_at, finished_at) with the synchronous trainer's validation
@@ -202,9 +251,17 @@ class TrainerWorker:
     def save_checkpoint(self, run_dir: str, snapshot: RunSnapshot) -> str:
         """The synchronous trainer's checkpoint of `snapshot.step`: this actor's tensors plus the
         driver's run state."""
-        return str(save_run_checkpoint(run_dir, snapshot, model=self.model, optimizer=self.optimizer,
-                                       scheduler=self.scheduler, keep=self.config.keep_checkpoints,
-                                       tokenizer=self.tokenizer))
+        return str(
+            save_run_checkpoint(
+                run_dir,
+                snapshot,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                keep=self.config.keep_checkpoints,
+                tokenizer=self.tokenizer,
+            )
+        )
 
     def weights(self) -> WeightSnapshot:
         """The current weights as a WeightSnapshot (tests compare runs with it)."""
@@ -241,10 +298,14 @@ class WorkerClasses:
     trainer_kwargs: dict = field(default_factory=dict)
 
 
-def remote_class(cls, *, num_cpus: float, num_gpus: float = 0.0, max_restarts: int = 0,
-                 max_concurrency: int = 1):
+def remote_class(cls, *, num_cpus: float, num_gpus: float = 0.0, max_restarts: int = 0, max_concurrency: int = 1):
     """`cls` as a Ray actor class with these resources (ray imported here, not at module import)."""
     import ray
 
-    return ray.remote(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=max_restarts,
-                      max_task_retries=0, max_concurrency=max_concurrency)(cls)
+    return ray.remote(
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        max_restarts=max_restarts,
+        max_task_retries=0,
+        max_concurrency=max_concurrency,
+    )(cls)

@@ -3,13 +3,14 @@
 Kept apart from the workers (actors.py) so that a process handling them needs no torch model
 code: the simulated-device backend's generators import only this, packed_rollouts.py and weight_sync/object_store.py.
 """
+
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
-from scalerl.train.batch.packed_rollouts import PackedRollouts, unpack_rollouts
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts, unpack_rollouts
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ trainer stepping, publishing and validating). For the window between two metrics
 so 0 means every worker of that role was busy all the time and 1 means none did anything.
 Pure Python: no torch, no ray.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 from scalerl.distributed.staleness import LagStats
 
 PIPELINE_COLUMNS = (
-    "policy_lag_mean", "policy_lag_max", "generator_idle_fraction", "trainer_idle_fraction",
+    "policy_lag_mean",
+    "policy_lag_max",
+    "generator_idle_fraction",
+    "trainer_idle_fraction",
     "weight_sync_seconds",
 )
 
@@ -34,9 +38,7 @@ def overlap_seconds(interval: BusyInterval, window_start: float, window_end: flo
     return max(0.0, min(interval.end, window_end) - max(interval.start, window_start))
 
 
-def idle_fraction(
-    intervals: Iterable[BusyInterval], window_start: float, window_end: float, num_workers: int
-) -> float:
+def idle_fraction(intervals: Iterable[BusyInterval], window_start: float, window_end: float, num_workers: int) -> float:
     """1 - busy / (window * workers), clipped to [0, 1]; 0.0 for an empty window."""
     window_seconds = window_end - window_start
     if window_seconds <= 0 or num_workers <= 0:
@@ -55,12 +57,10 @@ class BusyLedger:
     def add(self, start: float, end: float) -> None:
         self._intervals.append(BusyInterval(float(start), float(end)))
 
-    def idle_fraction(self, window_start: float, window_end: float,
-                      in_progress_since: Iterable[float] = ()) -> float:
+    def idle_fraction(self, window_start: float, window_end: float, in_progress_since: Iterable[float] = ()) -> float:
         """Idle fraction over the window; work still running counts as busy from its start."""
         running = [BusyInterval(start, window_end) for start in in_progress_since]
-        fraction = idle_fraction([*self._intervals, *running], window_start, window_end,
-                                 self.num_workers)
+        fraction = idle_fraction([*self._intervals, *running], window_start, window_end, self.num_workers)
         self._intervals = [i for i in self._intervals if i.end > window_end]
         return fraction
 
@@ -87,5 +87,4 @@ def strip_timing_columns(row: Mapping[str, object]) -> dict[str, object]:
     Used to compare a k = 0 pipeline run with the synchronous trainer row by row.
     """
     timing = {"device_hours", "wall_seconds", "time", "elapsed_seconds", *PIPELINE_COLUMNS}
-    return {key: value for key, value in row.items()
-            if key not in timing and not key.endswith("_seconds")}
+    return {key: value for key, value in row.items() if key not in timing and not key.endswith("_seconds")}

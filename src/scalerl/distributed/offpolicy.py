@@ -3,14 +3,15 @@ generate k x the per-step batch with the current weights, then take k optimiser 
 slices, and repeat. Slice j is trained j versions after it was generated, so the lag of every
 batch is at most k - 1 (checked by the same admission rule as the asynchronous pipeline).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import time
 
-from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.distributed.staleness import Admission, admit_batch
 from scalerl.errors import ScaleRLError
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 
 
 def split_groups(prompt_indices: list[int], num_parts: int) -> list[list[int]]:
@@ -36,9 +37,8 @@ def slice_rounds(rollouts: list, prompts_per_step: int) -> list[list]:
         groups[-1].append(rollout)
     slices = []
     for start in range(0, len(groups), prompts_per_step):
-        chunk = groups[start:start + prompts_per_step]
-        slices.append([dataclasses.replace(r, group_index=g) for g, group in enumerate(chunk)
-                       for r in group])
+        chunk = groups[start : start + prompts_per_step]
+        slices.append([dataclasses.replace(r, group_index=g) for g, group in enumerate(chunk) for r in group])
     return slices
 
 
@@ -85,8 +85,7 @@ class OffPolicyLoop:
         refs = {}
         while pending or refs:
             for part, (index, request) in list(pending.items()):
-                refs[self.session.generators[index].generate.remote(request)] = (part, index, request,
-                                                                          time.time())
+                refs[self.session.generators[index].generate.remote(request)] = (part, index, request, time.time())
                 del pending[part]
             done, _ = ray.wait(list(refs), num_returns=1)
             part, index, request, dispatched_at = refs.pop(done[0])
@@ -109,8 +108,10 @@ class OffPolicyLoop:
         slices = slice_rounds(rollouts, self.session.config.sampling.prompts_per_step)
         for position, rollout_slice in enumerate(slices):
             batch = dataclasses.replace(
-                first, packed=pack_rollouts(rollout_slice),
-                weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0)
+                first,
+                packed=pack_rollouts(rollout_slice),
+                weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0,
+            )
             oldest = min(r.oldest_policy_version for r in rollout_slice)
             if admit_batch(oldest, self.session.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")

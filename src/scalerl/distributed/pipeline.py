@@ -7,14 +7,15 @@ metrics row per optimiser step (the synchronous trainer's columns plus the pipel
 With max_lag = 0 this is exactly the synchronous trainer, run on two actors (a test says so).
 PPO-off-policy-k lives in offpolicy.py; both loops share session.PipelineSession.
 """
+
 from __future__ import annotations
 
 import collections
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from scalerl.distributed.actors import WorkerClasses
 from scalerl.distributed.messages import GenerationRequest
@@ -61,18 +62,30 @@ def init_ray(pipeline: PipelineConfig) -> bool:
         return True
     needed = pipeline.trainer_cpus + pipeline.num_generators * pipeline.generator_cpus
     num_cpus = pipeline.num_cpus or max(os.cpu_count() or 1, int(needed + 0.999))
-    ray.init(num_cpus=num_cpus, runtime_env={"env_vars": {
-        "OMP_NUM_THREADS": str(pipeline.torch_threads),
-        "MKL_NUM_THREADS": str(pipeline.torch_threads)}}, **common)
+    ray.init(
+        num_cpus=num_cpus,
+        runtime_env={
+            "env_vars": {"OMP_NUM_THREADS": str(pipeline.torch_threads), "MKL_NUM_THREADS": str(pipeline.torch_threads)}
+        },
+        **common,
+    )
     start_reaper()  # a driver killed outright takes the local Ray with it
     return True
 
 
-def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
-                 on_row: RowCallback | None = None, keep_weights: bool = False,
-                 log: Callable[[str], None] = print,
-                 workers: WorkerClasses | None = None, show_progress: bool = False,
-                 accept_old_checkpoints: bool = False) -> PipelineResult:
+def run_pipeline(
+    config,
+    pipeline: PipelineConfig,
+    run_dir,
+    *,
+    resume: bool = False,
+    on_row: RowCallback | None = None,
+    keep_weights: bool = False,
+    log: Callable[[str], None] = print,
+    workers: WorkerClasses | None = None,
+    show_progress: bool = False,
+    accept_old_checkpoints: bool = False,
+) -> PipelineResult:
     """Run (or resume) `config.max_steps` optimiser steps in `pipeline.mode`.
 
     `workers`: the generator/trainer classes (default: the real ones; benchmarks pass
@@ -98,10 +111,16 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
     session = None
     try:
         with terminate_as_interrupt() as stop:
-            session = PipelineSession(config, pipeline, run_dir, resume=resume, log=log,
-                                       workers=workers, accept_old_checkpoints=accept_old_checkpoints)
-            with RunProgress(config.max_steps, enabled=show_progress,
-                             start_step=session.run_state.step) as progress:
+            session = PipelineSession(
+                config,
+                pipeline,
+                run_dir,
+                resume=resume,
+                log=log,
+                workers=workers,
+                accept_old_checkpoints=accept_old_checkpoints,
+            )
+            with RunProgress(config.max_steps, enabled=show_progress, start_step=session.run_state.step) as progress:
                 session.progress = progress if show_progress else None
                 try:
                     with actor_failures_as_errors(Path(run_dir)):
@@ -116,12 +135,18 @@ def run_pipeline(config, pipeline: PipelineConfig, run_dir, *, resume: bool = Fa
             import ray
 
             ray.shutdown()
-    return PipelineResult(run_dir=Path(run_dir), steps_done=session.run_state.step,
-                          rows=session.run_state.rows, dropped_batches=session.dropped_batches,
-                          generator_failures=sum(session.failures),
-                          wall_seconds=time.time() - started, interrupted=interrupted,
-                          final_weights=weights, log_lines=session.log_lines,
-                          exit_code=stop.exit_code)
+    return PipelineResult(
+        run_dir=Path(run_dir),
+        steps_done=session.run_state.step,
+        rows=session.run_state.rows,
+        dropped_batches=session.dropped_batches,
+        generator_failures=sum(session.failures),
+        wall_seconds=time.time() - started,
+        interrupted=interrupted,
+        final_weights=weights,
+        log_lines=session.log_lines,
+        exit_code=stop.exit_code,
+    )
 
 
 @contextlib.contextmanager
@@ -136,16 +161,19 @@ def actor_failures_as_errors(run_dir: Path):
         yield
     except ray.exceptions.RayActorError as error:
         reason = " ".join(str(getattr(error, "error_msg", "") or type(error).__name__).split())[:200]
-        raise ScaleRLError(f"an actor of the run died ({type(error).__name__}: {reason}); the run stopped and "
-                           f"can be resumed from its last checkpoint: scalerl train --out {run_dir} --resume"
-                           ) from None
+        raise ScaleRLError(
+            f"an actor of the run died ({type(error).__name__}: {reason}); the run stopped and "
+            f"can be resumed from its last checkpoint: scalerl train --out {run_dir} --resume"
+        ) from None
     except ray.exceptions.RayTaskError as error:
         if isinstance(error.cause, ScaleRLError):
             raise error.cause from None
         cause = error.cause if error.cause is not None else error
         detail = " ".join(f"{type(cause).__name__}: {cause}".split())[:200]
-        raise ScaleRLError(f"the trainer failed ({detail}); the run stopped and can be resumed from its last "
-                           f"checkpoint: scalerl train --out {run_dir} --resume") from None
+        raise ScaleRLError(
+            f"the trainer failed ({detail}); the run stopped and can be resumed from its last "
+            f"checkpoint: scalerl train --out {run_dir} --resume"
+        ) from None
 
 
 def _run_loop(session: PipelineSession, on_row: RowCallback | None) -> bool:
@@ -196,8 +224,7 @@ class _AsyncLoop:
         generator is busy) those with a single request, so the next one is queued on the actor
         and it never waits for the driver between two batches (GENERATOR_QUEUE)."""
         load = collections.Counter(index for index, _, _ in self.generating.values())
-        live = [i for i, alive in enumerate(self.session.alive)
-                if alive and i not in self.probing.values()]
+        live = [i for i, alive in enumerate(self.session.alive) if alive and i not in self.probing.values()]
         return [i for depth in range(GENERATOR_QUEUE) for i in live if load[i] == depth]
 
     def running_since(self) -> list[float]:
@@ -217,8 +244,10 @@ class _AsyncLoop:
         below k = 1). See would_queue.
         """
         outstanding = len(self.generating) + len(self.ready) + len(self.retry)
-        if (self.session.steps_committed + outstanding >= self.session.config.max_steps
-                or self.run_state.pool.active_count == 0):
+        if (
+            self.session.steps_committed + outstanding >= self.session.config.max_steps
+            or self.run_state.pool.active_count == 0
+        ):
             return False
         held = outstanding + int(queued)
         if self.on_stale == "drop":
@@ -234,8 +263,7 @@ class _AsyncLoop:
 
     def dispatch(self, index: int, request: GenerationRequest | None = None) -> None:
         if request is None:
-            request = self.session.request(self.next_request_step, self.run_state.sample_prompts(),
-                                     in_flight=True)
+            request = self.session.request(self.next_request_step, self.run_state.sample_prompts(), in_flight=True)
             self.next_request_step += 1
             self.order.append(request.step)
         ref = self.session.generators[index].generate.remote(request)
@@ -248,21 +276,29 @@ class _AsyncLoop:
         if not self.training:
             return True
         last = self.session.steps_committed
-        return (len(self.training) < TRAINER_QUEUE and not self.run_state.validation_due(last)
-                and not self.run_state.checkpoint_due(last))
+        return (
+            len(self.training) < TRAINER_QUEUE
+            and not self.run_state.validation_due(last)
+            and not self.run_state.checkpoint_due(last)
+        )
 
     def feed_trainer(self) -> None:
         """Admit (or drop) finished batches in dispatch order and hand them to the trainer."""
-        while (self.order and self.order[0] in self.ready and self.trainer_has_room()
-               and not self.session.checkpoint_pending()):
+        while (
+            self.order
+            and self.order[0] in self.ready
+            and self.trainer_has_room()
+            and not self.session.checkpoint_pending()
+        ):
             batch = self.ready.pop(self.order.popleft())
-            decision = admit_batch(batch.oldest_policy_version, self.session.steps_committed, self.k,
-                                   self.on_stale)
+            decision = admit_batch(batch.oldest_policy_version, self.session.steps_committed, self.k, self.on_stale)
             if decision is not Admission.ADMIT:
                 self.session.dropped_batches += 1
                 self.dropped_since_row.append(batch)
-                self.session.log(f"dropped a batch of policy version {batch.oldest_policy_version} at "
-                           f"trainer version {self.session.steps_committed} (max_lag {self.k})")
+                self.session.log(
+                    f"dropped a batch of policy version {batch.oldest_policy_version} at "
+                    f"trainer version {self.session.steps_committed} (max_lag {self.k})"
+                )
                 continue
             self.run_state.update_pool(batch.packed)  # its columns: nothing unpacked
             ref = self.session.train(batch.packed)  # arrays: no pickling per rollout
@@ -279,8 +315,12 @@ class _AsyncLoop:
                 elif self.may_dispatch(queued=self.would_queue(index)):
                     self.dispatch(index)
             self.feed_trainer()
-            waiting = [*self.generating, *self.probing, *[ref for ref, _ in self.training],
-                       *self.session.pending_refs()]
+            waiting = [
+                *self.generating,
+                *self.probing,
+                *[ref for ref, _ in self.training],
+                *self.session.pending_refs(),
+            ]
             if not waiting:
                 break  # nothing left to generate or train: the pool ran dry
             done, _ = ray.wait(waiting, num_returns=1)
@@ -328,7 +368,6 @@ class _AsyncLoop:
             return
         if self.training and ref == self.training[0][0]:
             train_ref, batch = self.training.popleft()
-            self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row,
-                                 self.running_since())
+            self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row, self.running_since())
             self.dropped_since_row = []
         # otherwise a validation finished: the caller flushes the rows it completes

@@ -30,8 +30,9 @@ _watched: int | None = None  # the driver process it watches
 def is_ray_process(name: str, arguments: list[str]) -> bool:
     """A Ray process by its name or command line: a worker or agent renames itself `ray::...`;
     the head's binaries and scripts live in the ray package (`.../ray/...`)."""
-    return name.startswith("ray::") or any(argument.startswith("ray::") or f"{os.sep}ray{os.sep}" in argument
-                                           for argument in arguments)
+    return name.startswith("ray::") or any(
+        argument.startswith("ray::") or f"{os.sep}ray{os.sep}" in argument for argument in arguments
+    )
 
 
 def ray_descendants(driver_pid: int, exclude: int) -> dict[int, float]:
@@ -101,9 +102,13 @@ def start_reaper() -> None:
     global _watcher, _watched
     if _watched == os.getpid():
         return
-    _watcher = subprocess.Popen([sys.executable, "-m", "scalerl.distributed.ray_reaper", str(os.getpid())],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+    _watcher = subprocess.Popen(
+        [sys.executable, "-m", "scalerl.distributed.ray_reaper", str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     _watched = os.getpid()
 
 

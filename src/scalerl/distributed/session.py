@@ -6,13 +6,14 @@ uses: step accounting, schedule, pool, RNG streams, rows, checkpoint state), in 
 keeps the generator failure accounting. The loops (pipeline.py, offpolicy.py) decide what runs
 when.
 """
+
 from __future__ import annotations
 
 import collections
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from scalerl.distributed.actors import (
     GenerationRequest,
@@ -25,20 +26,28 @@ from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_
 from scalerl.distributed.trainer_replicas import ReplicaSteps, join_data_parallel
 from scalerl.distributed.weight_sync.object_store import WeightRegistry
 from scalerl.errors import ScaleRLError
-from scalerl.train.guards.divergence_guard import require_finite_validation
 from scalerl.train.flops import ModelShape
+from scalerl.train.guards.divergence_guard import require_finite_validation
+from scalerl.train.held_out import PASS_RATE_COLUMN
 from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_setup import build_task, check_paths
 from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
-from scalerl.train.held_out import PASS_RATE_COLUMN
 
 
 class PipelineSession:
     """The actors of one run and the driver-side state shared by the async and off-policy loops."""
 
-    def __init__(self, config, pipeline: PipelineConfig, run_dir, *, resume: bool = False,
-                 log: Callable[[str], None] = print, workers: WorkerClasses | None = None,
-                 accept_old_checkpoints: bool = False) -> None:
+    def __init__(
+        self,
+        config,
+        pipeline: PipelineConfig,
+        run_dir,
+        *,
+        resume: bool = False,
+        log: Callable[[str], None] = print,
+        workers: WorkerClasses | None = None,
+        accept_old_checkpoints: bool = False,
+    ) -> None:
         workers = workers or WorkerClasses()
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
@@ -46,9 +55,13 @@ class PipelineSession:
         # a local cluster runs the actors on this machine: its device must exist here
         check_paths(config, device_here=not pipeline.ray_address)
         # the driver's RunState keeps the sampling stream on the CPU: it crosses to the actors
-        self.run_state = RunState.open(config, self.run_dir, resume=resume,
-                                       num_train_prompts=len(build_task(config).train),
-                                       accept_old_checkpoints=accept_old_checkpoints)
+        self.run_state = RunState.open(
+            config,
+            self.run_dir,
+            resume=resume,
+            num_train_prompts=len(build_task(config).train),
+            accept_old_checkpoints=accept_old_checkpoints,
+        )
         self.progress: RunProgress | None = None  # set by the caller while a progress display runs
         for note in self.run_state.notes:
             self.log(note)
@@ -79,38 +92,55 @@ class PipelineSession:
         # the actors find the registry by name: an actor handle among a restartable actor's
         # constructor arguments is an object-store reference Ray warns about (at ERROR level)
         registry_name = f"scalerl-weights-{uuid.uuid4().hex}"
-        self.registry = remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).options(
-            name=registry_name).remote()
+        self.registry = (
+            remote_class(WeightRegistry, num_cpus=0, max_concurrency=1000).options(name=registry_name).remote()
+        )
         trainer_gpus, generator_gpus = actor_gpus(config.device, pipeline)
-        trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus,
-                                     num_gpus=trainer_gpus)
+        trainer_class = remote_class(workers.trainer, num_cpus=pipeline.trainer_cpus, num_gpus=trainer_gpus)
         self.trainers = [
-            trainer_class.remote(config, registry_name, torch_threads=pipeline.torch_threads,
-                                 resume_checkpoint=None if resume_checkpoint is None else str(resume_checkpoint),
-                                 **_broadcast_kwargs(pipeline), **workers.trainer_kwargs,
-                                 **({"data_parallel_rank": rank} if pipeline.num_trainers > 1 else {}))
-            for rank in range(pipeline.num_trainers)]
+            trainer_class.remote(
+                config,
+                registry_name,
+                torch_threads=pipeline.torch_threads,
+                resume_checkpoint=None if resume_checkpoint is None else str(resume_checkpoint),
+                **_broadcast_kwargs(pipeline),
+                **workers.trainer_kwargs,
+                **({"data_parallel_rank": rank} if pipeline.num_trainers > 1 else {}),
+            )
+            for rank in range(pipeline.num_trainers)
+        ]
         self.trainer = self.trainers[0]  # rank 0: publishes, validates, checkpoints
         self.trainer_steps = ReplicaSteps(self.trainers)
-        generator_class = remote_class(workers.generator, num_cpus=pipeline.generator_cpus,
-                                       num_gpus=generator_gpus,
-                                       # a restarted generator could not rejoin a broadcast group
-                                       max_restarts=pipeline.max_generator_restarts
-                                       if pipeline.weight_sync == "object_store" else 0)
+        generator_class = remote_class(
+            workers.generator,
+            num_cpus=pipeline.generator_cpus,
+            num_gpus=generator_gpus,
+            # a restarted generator could not rejoin a broadcast group
+            max_restarts=pipeline.max_generator_restarts if pipeline.weight_sync == "object_store" else 0,
+        )
         self.generators = [
-            generator_class.remote(config, index, registry_name, torch_threads=pipeline.torch_threads,
-                                   poll_interval_seconds=pipeline.weight_poll_seconds,
-                                   backend=pipeline.backend, **_broadcast_kwargs(pipeline),
-                                   **workers.generator_kwargs)
-            for index in range(pipeline.num_generators)]
+            generator_class.remote(
+                config,
+                index,
+                registry_name,
+                torch_threads=pipeline.torch_threads,
+                poll_interval_seconds=pipeline.weight_poll_seconds,
+                backend=pipeline.backend,
+                **_broadcast_kwargs(pipeline),
+                **workers.generator_kwargs,
+            )
+            for index in range(pipeline.num_generators)
+        ]
         for rank, trainer in enumerate(self.trainers):
             _check_started(trainer, "trainer" if len(self.trainers) == 1 else f"trainer rank {rank}")
         for index, generator in enumerate(self.generators):
             _check_started(generator, f"generator {index}")
         if len(self.trainers) > 1:
             join_data_parallel(self.trainers)
-            self.log(f"training data parallel on {len(self.trainers)} trainer actors (torch.distributed), "
-                     "each on its share of every batch")
+            self.log(
+                f"training data parallel on {len(self.trainers)} trainer actors (torch.distributed), "
+                "each on its share of every batch"
+            )
         if pipeline.weight_sync == "broadcast":
             _join_weight_group(self.trainer, self.generators)
 
@@ -144,21 +174,24 @@ class PipelineSession:
             return False
         self.death_seen_at[index] = time.time()
         self.failures[index] += 1
-        self.log(f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
-                 f"(failure {self.failures[index]}, max_restarts "
-                 f"{self.pipeline.max_generator_restarts}); its batch is generated again, the run "
-                 "goes on with the other generators")
+        self.log(
+            f"warning: generator {index} died ({type(error).__name__}); Ray restarts it "
+            f"(failure {self.failures[index]}, max_restarts "
+            f"{self.pipeline.max_generator_restarts}); its batch is generated again, the run "
+            "goes on with the other generators"
+        )
         return True
 
     def generator_lost(self, index: int) -> None:
         """Ray gave up restarting a generator: continue without it (or stop if none is left)."""
         self.alive[index] = False
-        self.log(f"warning: generator {index} is gone for good; continuing with "
-                 f"{sum(self.alive)} generator(s)")
+        self.log(f"warning: generator {index} is gone for good; continuing with {sum(self.alive)} generator(s)")
         if not any(self.alive):
-            raise ScaleRLError(f"every generator actor died (past pipeline.max_generator_restarts); the run "
-                               f"stopped and can be resumed from its last checkpoint: scalerl train --out "
-                               f"{self.run_dir} --resume")
+            raise ScaleRLError(
+                f"every generator actor died (past pipeline.max_generator_restarts); the run "
+                f"stopped and can be resumed from its last checkpoint: scalerl train --out "
+                f"{self.run_dir} --resume"
+            )
 
     def probe(self, index: int):
         """A cheap call that returns once generator `index` is back up."""
@@ -188,10 +221,14 @@ class PipelineSession:
 
     def request(self, step: int, prompt_indices, *, in_flight: bool) -> GenerationRequest:
         """A request for the next batch; continues the run's sampling stream when it is free."""
-        return GenerationRequest(step=step, prompt_indices=tuple(prompt_indices),
-                                 seed=generation_seed(self.config, step),
-                                 min_version=self.published_version, in_flight=in_flight,
-                                 rng_state=self.run_state.take_rng_state())
+        return GenerationRequest(
+            step=step,
+            prompt_indices=tuple(prompt_indices),
+            seed=generation_seed(self.config, step),
+            min_version=self.published_version,
+            in_flight=in_flight,
+            rng_state=self.run_state.take_rng_state(),
+        )
 
     def batch_finished(self, batch, dispatched_at: float) -> None:
         """A request came back: its busy time, and the sampling stream if it held it."""
@@ -211,8 +248,7 @@ class PipelineSession:
         trainer_idle = self.trainer_busy.idle_fraction(self.window_start, now)
         self.window_start = now
         lag = step_lag_stats(batch, result.version - 1)
-        extras = pipeline_columns(lag, generator_idle, trainer_idle,
-                                  result.publish_seconds + batch.weight_sync_seconds)
+        extras = pipeline_columns(lag, generator_idle, trainer_idle, result.publish_seconds + batch.weight_sync_seconds)
         # the step's wall time runs from the previous row, minus the validations run meanwhile
         # (the synchronous trainer does not count evaluation as training time either)
         clock = time.perf_counter()
@@ -220,9 +256,14 @@ class PipelineSession:
         self.last_row_time = clock
         self.validation_seconds = 0.0
         # booked from the packed arrays (their columns): the driver never unpacks a batch
-        row = self.run_state.book_step(result.version, batch.packed, result.stats,
-                                       shape=self.model_shape(), wall_seconds=wall_seconds,
-                                       dropped=[b.packed for b in dropped])
+        row = self.run_state.book_step(
+            result.version,
+            batch.packed,
+            result.stats,
+            shape=self.model_shape(),
+            wall_seconds=wall_seconds,
+            dropped=[b.packed for b in dropped],
+        )
         row.update(extras)
         if result.stats.nonfinite:
             self.log(result.stats.nonfinite)
@@ -346,8 +387,12 @@ def _join_weight_group(trainer, generators: list) -> None:
 
     address = ray.get(trainer.rendezvous.remote())
     world_size = 1 + len(generators)
-    ray.get([trainer.join_weight_group.remote(address, world_size),
-             *[g.join_weight_group.remote(address, world_size, i + 1) for i, g in enumerate(generators)]])
+    ray.get(
+        [
+            trainer.join_weight_group.remote(address, world_size),
+            *[g.join_weight_group.remote(address, world_size, i + 1) for i, g in enumerate(generators)],
+        ]
+    )
 
 
 def _check_started(actor, role: str) -> None:

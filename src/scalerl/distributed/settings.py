@@ -2,12 +2,13 @@
 rest of the run's config in scalerl.train.config.train_config, so `--set pipeline.max_lag=4` works and the
 settings are saved in config.json), and the GPUs the actors request.
 """
+
 from __future__ import annotations
 
 from scalerl.train.config.train_config import (  # noqa: F401 - re-exported for the pipeline's users
     GENERATOR_BACKENDS as BACKENDS,
-    PIPELINE_MODES,
-    STALE_BATCH_POLICIES,
+)
+from scalerl.train.config.train_config import (
     PipelineConfig,
 )
 

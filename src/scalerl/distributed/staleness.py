@@ -6,6 +6,7 @@ oldest token was produced by weights more than k versions older than its own. Ev
 scalerl that decides whether data is fresh enough goes through `admit_batch`; the rest of this
 file is the arithmetic of lags. Pure Python: no torch, no ray.
 """
+
 from __future__ import annotations
 
 import enum
@@ -57,16 +58,13 @@ def admit_batch(
     A negative lag (data newer than the trainer) is impossible and raises InputError.
     """
     if on_stale not in STALENESS_POLICIES:
-        raise ConfigError(
-            f"pipeline.on_stale must be one of {', '.join(STALENESS_POLICIES)}, got {on_stale!r}"
-        )
+        raise ConfigError(f"pipeline.on_stale must be one of {', '.join(STALENESS_POLICIES)}, got {on_stale!r}")
     if int(max_lag) < 0:
         raise ConfigError(f"pipeline.max_lag must be >= 0, got {max_lag}")
     lag = policy_lag(trainer_version, oldest_policy_version)
     if lag < 0:
         raise InputError(
-            f"data from policy version {oldest_policy_version} is newer than the trainer's "
-            f"version {trainer_version}"
+            f"data from policy version {oldest_policy_version} is newer than the trainer's version {trainer_version}"
         )
     if lag <= int(max_lag):
         return Admission.ADMIT
@@ -93,9 +91,7 @@ class LagStats:
     oldest_policy_version: int
 
 
-def batch_lag_stats(
-    token_policy_versions: Sequence[Sequence[int]], trainer_version: int
-) -> LagStats:
+def batch_lag_stats(token_policy_versions: Sequence[Sequence[int]], trainer_version: int) -> LagStats:
     """Per-token lag statistics of a batch.
 
     mean = sum_i sum_t (v_trainer - v_{i,t}) / sum_i T_i ;  max = v_trainer - min_{i,t} v_{i,t}.
@@ -106,8 +102,7 @@ def batch_lag_stats(
         raise InputError("cannot measure the policy lag of a batch without completion tokens")
     oldest = min(versions)
     mean_lag = sum(int(trainer_version) - v for v in versions) / len(versions)
-    return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest),
-                    oldest_policy_version=oldest)
+    return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest), oldest_policy_version=oldest)
 
 
 def packed_lag_stats(token_versions: np.ndarray, trainer_version: int) -> LagStats:
@@ -118,8 +113,7 @@ def packed_lag_stats(token_versions: np.ndarray, trainer_version: int) -> LagSta
         raise InputError("cannot measure the policy lag of a batch without completion tokens")
     count, oldest = int(token_versions.size), int(token_versions.min())
     mean_lag = (count * int(trainer_version) - int(token_versions.sum())) / count
-    return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest),
-                    oldest_policy_version=oldest)
+    return LagStats(mean=float(mean_lag), max=policy_lag(trainer_version, oldest), oldest_policy_version=oldest)
 
 
 def oldest_version(token_policy_versions: Sequence[Sequence[int]], fallback: int) -> int:

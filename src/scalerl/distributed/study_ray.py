@@ -9,8 +9,8 @@ started unless an address is given.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from scalerl.distributed.ray_reaper import start_reaper
 from scalerl.errors import ScaleRLError
@@ -40,14 +40,16 @@ def start_ray(cpus_per_run: float, address: str, total_cpus: int) -> bool:
         return True
     threads = str(max(1, int(cpus_per_run)))
     num_cpus = total_cpus or max(os.cpu_count() or 1, int(cpus_per_run + 0.999))
-    ray.init(num_cpus=num_cpus, runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}},
-             **common)
+    ray.init(
+        num_cpus=num_cpus, runtime_env={"env_vars": {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}}, **common
+    )
     start_reaper()  # a driver killed outright takes the local Ray with it
     return True
 
 
-def run_jobs_on_ray(jobs: Sequence, labels: Sequence[str], options, *, log: Callable[[str], None] = print,
-                    train_fn=None) -> list[str]:
+def run_jobs_on_ray(
+    jobs: Sequence, labels: Sequence[str], options, *, log: Callable[[str], None] = print, train_fn=None
+) -> list[str]:
     """Train `jobs` (scalerl.study.study_runs.Job) as Ray tasks of `options.cpus_per_run` CPUs each; log
     each run as it ends. Returns the labels of the finished runs; raises RunsFailedError naming
     every run that failed (after the others have finished)."""
@@ -58,8 +60,10 @@ def run_jobs_on_ray(jobs: Sequence, labels: Sequence[str], options, *, log: Call
     started_here = start_ray(options.cpus_per_run, options.address, options.total_cpus)
     try:
         task = ray.remote(num_cpus=options.cpus_per_run, max_retries=0)(_train_run)
-        pending = {task.remote(job.config, str(job.run_dir), job.status == "partial", train_fn): label
-                   for job, label in zip(jobs, labels)}
+        pending = {
+            task.remote(job.config, str(job.run_dir), job.status == "partial", train_fn): label
+            for job, label in zip(jobs, labels)
+        }
         finished, failed = [], []
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -76,6 +80,8 @@ def run_jobs_on_ray(jobs: Sequence, labels: Sequence[str], options, *, log: Call
         if started_here:
             ray.shutdown()
     if failed:
-        raise RunsFailedError(f"{len(failed)} run(s) failed: {'; '.join(failed)}; the others are kept, "
-                              "run the same command again to resume the failed ones")
+        raise RunsFailedError(
+            f"{len(failed)} run(s) failed: {'; '.join(failed)}; the others are kept, "
+            "run the same command again to resume the failed ones"
+        )
     return finished

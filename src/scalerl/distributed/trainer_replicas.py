@@ -9,6 +9,7 @@ summed with all_reduce, and every actor makes the same optimiser step. Rank 0 is
 rest of the pipeline talks to: it publishes the weights, validates and writes checkpoints; the
 other ranks only train. No layer of our own: Ray places the actors, torch.distributed reduces.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +20,7 @@ def join_data_parallel(trainers: Sequence) -> None:
     import ray
 
     address = ray.get(trainers[0].rendezvous.remote())
-    ray.get([trainer.join_data_parallel.remote(address, rank, len(trainers))
-             for rank, trainer in enumerate(trainers)])
+    ray.get([trainer.join_data_parallel.remote(address, rank, len(trainers)) for rank, trainer in enumerate(trainers)])
 
 
 class ReplicaSteps:

@@ -13,6 +13,7 @@ Differences from the HF backend (scalerl.train.generation.generate_rollouts), st
 - log-probs are vLLM's sampled-token log-probs, which equal the temperature-1 policy's only at
   temperature 1 (ScaleRL samples at temperature 1).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -51,8 +52,15 @@ def _load_weights(llm, named_tensors) -> None:
 class VllmRolloutBackend:
     """vLLM sampling with the HF backend's contract: prompts x G -> list[Rollout] (reward 0.0)."""
 
-    def __init__(self, model_path: str, sampling: SamplingSettings, length_control: LengthControl,
-                 *, dtype: str = "bfloat16", gpu_memory_utilization: float = 0.5) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        sampling: SamplingSettings,
+        length_control: LengthControl,
+        *,
+        dtype: str = "bfloat16",
+        gpu_memory_utilization: float = 0.5,
+    ) -> None:
         if not vllm_usable():
             raise ConfigError("pipeline.backend=vllm needs the vllm package and a CUDA GPU")
         if model_path == "builtin":
@@ -79,8 +87,13 @@ class VllmRolloutBackend:
         from vllm import SamplingParams
 
         return SamplingParams(
-            n=1, temperature=self.sampling.temperature, top_p=self.sampling.top_p,
-            max_tokens=max(1, int(max_tokens)), logprobs=0, seed=int(seed), stop=stop,
+            n=1,
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            max_tokens=max(1, int(max_tokens)),
+            logprobs=0,
+            seed=int(seed),
+            stop=stop,
             include_stop_str_in_output=True,
         )
 
@@ -88,21 +101,31 @@ class VllmRolloutBackend:
         inputs = [{"prompt_token_ids": list(ids)} for ids in token_prompts]
         return [output.outputs[0] for output in self._llm.generate(inputs, list(params), use_tqdm=False)]
 
-    def generate(self, prompts: Sequence[str], prompt_indices: Sequence[int], *,
-                 num_generations: int, seed: int, policy_version: int) -> list[Rollout]:
+    def generate(
+        self,
+        prompts: Sequence[str],
+        prompt_indices: Sequence[int],
+        *,
+        num_generations: int,
+        seed: int,
+        policy_version: int,
+    ) -> list[Rollout]:
         """Sample G completions per prompt; see the module docstring for the two-pass interruption."""
         rng = random.Random(seed)
         prompt_ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-        jobs = [(g, i, ids) for g, (i, ids) in enumerate(zip(prompt_indices, prompt_ids))
-                for _ in range(num_generations)]
+        jobs = [
+            (g, i, ids) for g, (i, ids) in enumerate(zip(prompt_indices, prompt_ids)) for _ in range(num_generations)
+        ]
         seeds = [rng.randrange(2**31) for _ in jobs]
         interrupt = self.length_control.mode == "interrupt"
-        budgets = [rng.randint(self.length_control.thinking_budget_min,
-                               self.length_control.thinking_budget_max) if interrupt
-                   else self.sampling.max_new_tokens for _ in jobs]
+        budgets = [
+            rng.randint(self.length_control.thinking_budget_min, self.length_control.thinking_budget_max)
+            if interrupt
+            else self.sampling.max_new_tokens
+            for _ in jobs
+        ]
         stop = [self.length_control.think_end_text] if interrupt else None
-        first = self._run([ids for _, _, ids in jobs],
-                          [self._params(b, s, stop) for b, s in zip(budgets, seeds)])
+        first = self._run([ids for _, _, ids in jobs], [self._params(b, s, stop) for b, s in zip(budgets, seeds)])
         pieces = [_piece(out, forced=False) for out in first]
         if interrupt:
             pieces = self._continue_after_thinking(jobs, pieces, first, seeds)
@@ -110,13 +133,19 @@ class VllmRolloutBackend:
 
     def _continue_after_thinking(self, jobs, pieces, first, seeds) -> list[dict]:
         """Second pass: answer after `</think>`, appending the interruption phrase where cut."""
-        phrase_ids = self.tokenizer.encode(self.length_control.interruption_phrase,
-                                           add_special_tokens=False)
+        phrase_ids = self.tokenizer.encode(self.length_control.interruption_phrase, add_special_tokens=False)
         todo, prompts, params = [], [], []
         for index, (out, piece) in enumerate(zip(first, pieces)):
             if out.finish_reason == "length":
-                piece = _append(piece, {"ids": phrase_ids, "logprobs": [0.0] * len(phrase_ids),
-                                        "mask": [0] * len(phrase_ids), "interrupted": True})
+                piece = _append(
+                    piece,
+                    {
+                        "ids": phrase_ids,
+                        "logprobs": [0.0] * len(phrase_ids),
+                        "mask": [0] * len(phrase_ids),
+                        "interrupted": True,
+                    },
+                )
                 pieces[index] = piece
             elif not out.text.endswith(self.length_control.think_end_text):
                 continue  # stopped at EOS while thinking: finished
@@ -132,11 +161,15 @@ class VllmRolloutBackend:
     def _rollout(self, job, piece: dict, policy_version: int) -> Rollout:
         group_index, prompt_index, ids = job
         return Rollout(
-            prompt_index=int(prompt_index), group_index=int(group_index),
-            prompt_token_ids=tuple(ids), completion_token_ids=tuple(piece["ids"]),
+            prompt_index=int(prompt_index),
+            group_index=int(group_index),
+            prompt_token_ids=tuple(ids),
+            completion_token_ids=tuple(piece["ids"]),
             generator_logprobs=tuple(piece["logprobs"]),
             token_policy_versions=(int(policy_version),) * len(piece["ids"]),
-            reward=0.0, truncated=bool(piece["truncated"]), interrupted=bool(piece["interrupted"]),
+            reward=0.0,
+            truncated=bool(piece["truncated"]),
+            interrupted=bool(piece["interrupted"]),
             completion_text=self.tokenizer.decode(piece["ids"], skip_special_tokens=True),
             loss_mask=tuple(piece["mask"]),
         )
@@ -147,12 +180,21 @@ def _piece(output, *, forced: bool) -> dict:
     ids = list(output.token_ids)
     logprobs = [float(step[token].logprob) for step, token in zip(output.logprobs or [], ids)]
     logprobs += [0.0] * (len(ids) - len(logprobs))
-    return {"ids": ids, "logprobs": logprobs, "mask": [0 if forced else 1] * len(ids),
-            "truncated": output.finish_reason == "length", "interrupted": False}
+    return {
+        "ids": ids,
+        "logprobs": logprobs,
+        "mask": [0 if forced else 1] * len(ids),
+        "truncated": output.finish_reason == "length",
+        "interrupted": False,
+    }
 
 
 def _append(head: dict, tail: dict) -> dict:
     """Concatenate two completion pieces; the tail decides truncation."""
-    return {"ids": head["ids"] + tail["ids"], "logprobs": head["logprobs"] + tail["logprobs"],
-            "mask": head["mask"] + tail["mask"], "truncated": tail.get("truncated", False),
-            "interrupted": head.get("interrupted", False) or tail.get("interrupted", False)}
+    return {
+        "ids": head["ids"] + tail["ids"],
+        "logprobs": head["logprobs"] + tail["logprobs"],
+        "mask": head["mask"] + tail["mask"],
+        "truncated": tail.get("truncated", False),
+        "interrupted": head.get("interrupted", False) or tail.get("interrupted", False),
+    }

@@ -65,8 +65,7 @@ def flops_6nd(n_parameters: int, tokens: float) -> float:
 
 def finite_items(record: dict[str, Any]) -> dict[str, Any]:
     """The record without NaN values (loggers such as JSON writers reject them)."""
-    return {key: value for key, value in record.items()
-            if not (isinstance(value, float) and not math.isfinite(value))}
+    return {key: value for key, value in record.items() if not (isinstance(value, float) and not math.isfinite(value))}
 
 
 class ScaleRLForecastCallback(TrainerCallback):
@@ -82,10 +81,18 @@ class ScaleRLForecastCallback(TrainerCallback):
         (default): [0, 1] while every reward lies in it, else open, said once in a warning.
     """
 
-    def __init__(self, metric: str = DEFAULT_METRIC, compute_axis: str = "steps", *, budget: float | None = None,
-                 n_draws: int = LIVE_N_DRAWS, level: float = 0.8,
-                 reward_range: tuple[float, float] | str | None = AUTO_RANGE, plot: bool = True,
-                 trainer: Any = None):
+    def __init__(
+        self,
+        metric: str = DEFAULT_METRIC,
+        compute_axis: str = "steps",
+        *,
+        budget: float | None = None,
+        n_draws: int = LIVE_N_DRAWS,
+        level: float = 0.8,
+        reward_range: tuple[float, float] | str | None = AUTO_RANGE,
+        plot: bool = True,
+        trainer: Any = None,
+    ):
         if compute_axis not in COMPUTE_AXES:
             raise ConfigError(f"compute_axis must be one of {', '.join(COMPUTE_AXES)}, got {compute_axis!r}")
         check_live_options(n_draws, level, budget)
@@ -108,7 +115,7 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.evaluations_since_forecast = 0  # evaluations whose fit was refused since the last forecast
         self.resumed_points = 0  # evaluations rebuilt from a resumed run's log history
 
-    def attach(self, trainer: Any) -> "ScaleRLForecastCallback":
+    def attach(self, trainer: Any) -> ScaleRLForecastCallback:
         """Log forecasts through `trainer.log` (all its loggers); returns self."""
         self.trainer = trainer
         return self
@@ -216,18 +223,24 @@ class ScaleRLForecastCallback(TrainerCallback):
         close = difflib.get_close_matches(self.metric, shown, n=1, cutoff=0.6)
         hint = f"; did you mean metric={close[0]!r}?" if close else ""
         seen = ", ".join(shown) if shown else "none yet"
-        return (f"scalerl forecast: no logged metric is named {self.metric!r}, so there is no forecast; "
-                f"{'eval keys' if eval_keys else 'keys'} seen: {seen}{hint}")
+        return (
+            f"scalerl forecast: no logged metric is named {self.metric!r}, so there is no forecast; "
+            f"{'eval keys' if eval_keys else 'keys'} seen: {seen}{hint}"
+        )
 
     def _stale_message(self) -> str:
         last_step = self.steps[-1 - self.evaluations_since_forecast] if self.steps else None
-        return (f"scalerl forecast: the forecast of {self.metric!r} has not updated for "
-                f"{self.evaluations_since_forecast} evaluations (last_forecast is from step {last_step}); "
-                f"the latest reason: {self.last_refusal}")
+        return (
+            f"scalerl forecast: the forecast of {self.metric!r} has not updated for "
+            f"{self.evaluations_since_forecast} evaluations (last_forecast is from step {last_step}); "
+            f"the latest reason: {self.last_refusal}"
+        )
 
     def _refused_message(self) -> str:
-        return (f"scalerl forecast: all {self.refused_fits} fits of {self.metric!r} so far were refused, "
-                f"so there is no forecast; the latest reason: {self.last_refusal}")
+        return (
+            f"scalerl forecast: all {self.refused_fits} fits of {self.metric!r} so far were refused, "
+            f"so there is no forecast; the latest reason: {self.last_refusal}"
+        )
 
     def _refused(self, reason: str) -> None:
         self.refused_fits += 1
@@ -260,9 +273,12 @@ class ScaleRLForecastCallback(TrainerCallback):
             return self.reward_range
         if all(0.0 <= reward <= 1.0 for reward in self.rewards):
             return (0.0, 1.0)
-        self._warn_once("range", f"scalerl forecast: {self.metric!r} went outside [0, 1] (to "
-                                 f"{min(self.rewards):.4g} .. {max(self.rewards):.4g}): the reward range is open, "
-                                 "the ceiling A in the reward's own units; pass reward_range=(low, high) for known bounds")
+        self._warn_once(
+            "range",
+            f"scalerl forecast: {self.metric!r} went outside [0, 1] (to "
+            f"{min(self.rewards):.4g} .. {max(self.rewards):.4g}): the reward range is open, "
+            "the ceiling A in the reward's own units; pass reward_range=(low, high) for known bounds",
+        )
         return None
 
     def _fit(self, state, compute_now: float) -> LiveForecast | None:
@@ -270,9 +286,15 @@ class ScaleRLForecastCallback(TrainerCallback):
         if any(later < earlier for earlier, later in zip(self.compute, self.compute[1:])):
             self._refused(f"the {self.compute_axis} axis went backwards (a restarted counter?)")
             return None
-        return live_forecast(self.compute, self.rewards, budget=self._budget(state, compute_now),
-                             n_draws=self.n_draws, level=self.level, reward_range=self._fit_range(),
-                             on_refused=self._refused)
+        return live_forecast(
+            self.compute,
+            self.rewards,
+            budget=self._budget(state, compute_now),
+            n_draws=self.n_draws,
+            level=self.level,
+            reward_range=self._fit_range(),
+            on_refused=self._refused,
+        )
 
     def _add_point(self, args, state, model, value: float) -> dict[str, Any] | None:
         """Record (compute, value), refit; the forecast's log keys, or None when not fittable yet."""
@@ -291,8 +313,15 @@ class ScaleRLForecastCallback(TrainerCallback):
         self.last_forecast = forecast
         if self.plot and args is not None and getattr(args, "output_dir", None):
             Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-            write_live_plot(forecast, self.compute, self.rewards, Path(args.output_dir) / LIVE_PLOT_NAME,
-                            level=self.level, x_label=self.compute_axis, y_label=self.metric)
+            write_live_plot(
+                forecast,
+                self.compute,
+                self.rewards,
+                Path(args.output_dir) / LIVE_PLOT_NAME,
+                level=self.level,
+                x_label=self.compute_axis,
+                y_label=self.metric,
+            )
         return finite_items(forecast.row())
 
 

@@ -5,8 +5,9 @@ datasets, so the policy sees the prompt format it was tuned on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from scalerl.errors import InputError
 
@@ -17,15 +18,16 @@ def render_chat_prompt(tokenizer: Any, messages: Messages, *, source: str = "the
     """The prompt text of `messages`. A template that writes the BOS token itself loses it here
     when the tokenizer adds BOS on encoding anyway (one BOS, not two)."""
     if not getattr(tokenizer, "chat_template", None):
-        raise InputError(f"the tokenizer of {source} has no chat template; write the task with 'prompt' "
-                         "text instead of 'messages'")
+        raise InputError(
+            f"the tokenizer of {source} has no chat template; write the task with 'prompt' text instead of 'messages'"
+        )
     try:
         text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception as error:  # jinja2 raises its own types (TemplateError, UndefinedError, ...)
         raise InputError(f"the chat template of {source} failed on these messages: {error}") from None
     bos = getattr(tokenizer, "bos_token", None)
     if bos and text.startswith(bos) and tokenizer("").input_ids[:1] == [tokenizer.bos_token_id]:
-        text = text[len(bos):]
+        text = text[len(bos) :]
     return text
 
 

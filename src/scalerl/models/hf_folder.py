@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from safetensors import SafetensorError
@@ -52,7 +52,8 @@ def is_model_folder(directory: str | os.PathLike) -> bool:
     """True when `directory` has a model config and weights (from_pretrained can load it)."""
     directory = Path(directory)
     return (directory / MODEL_CONFIG_FILE).is_file() and (
-        (directory / WEIGHTS_FILE).is_file() or (directory / WEIGHTS_INDEX_FILE).is_file())
+        (directory / WEIGHTS_FILE).is_file() or (directory / WEIGHTS_INDEX_FILE).is_file()
+    )
 
 
 def weight_files(directory: str | os.PathLike) -> list[Path]:
@@ -108,13 +109,16 @@ def load_weights_into(model: torch.nn.Module, directory: str | os.PathLike) -> N
         raise InputError(f"weights in {directory} do not fit this model: {detail}")
     for name, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise InputError(f"weights in {directory} do not fit this model: {name} has shape "
-                             f"{tuple(tensor.shape)}, the model {tuple(expected[name].shape)}")
+            raise InputError(
+                f"weights in {directory} do not fit this model: {name} has shape "
+                f"{tuple(tensor.shape)}, the model {tuple(expected[name].shape)}"
+            )
     model.load_state_dict(tensors, strict=False)
 
 
 def _shared_names(state: dict[str, torch.Tensor], *, loaded: set[str]) -> set[str]:
     """Names not in `loaded` whose tensor shares storage with a loaded one (tied weights)."""
     pointers = {state[name].untyped_storage().data_ptr() for name in loaded if name in state}
-    return {name for name, tensor in state.items()
-            if name not in loaded and tensor.untyped_storage().data_ptr() in pointers}
+    return {
+        name for name, tensor in state.items() if name not in loaded and tensor.untyped_storage().data_ptr() in pointers
+    }

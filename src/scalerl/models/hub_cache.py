@@ -37,8 +37,10 @@ def cached_snapshot(repo_id: str, repo_type: str = "model") -> Path:
         return Path(snapshot_download(repo_id, repo_type=repo_type, local_files_only=True, cache_dir=hub_cache_dir()))
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError):
         kind = "dataset" if repo_type == "dataset" else "model"
-        raise InputError(f"{repo_id!r} is neither a local path nor a {kind} in the local Hugging Face cache "
-                         f"(HF_HOME); fetch it first: hf download {repo_id} --repo-type {repo_type}") from None
+        raise InputError(
+            f"{repo_id!r} is neither a local path nor a {kind} in the local Hugging Face cache "
+            f"(HF_HOME); fetch it first: hf download {repo_id} --repo-type {repo_type}"
+        ) from None
 
 
 def cached_model_folder(name: str) -> Path:

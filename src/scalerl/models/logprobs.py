@@ -25,8 +25,9 @@ from torch.utils.checkpoint import checkpoint
 from scalerl.models.policy import head_logits
 
 
-def _chunk_logprobs_and_entropy(model: torch.nn.Module, hidden: torch.Tensor, token_ids: torch.Tensor,
-                                fp32_head: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk_logprobs_and_entropy(
+    model: torch.nn.Module, hidden: torch.Tensor, token_ids: torch.Tensor, fp32_head: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(log p(token), entropy H) per position of one chunk; H carries no gradient.
 
         log p_t = log_softmax(head(h_t))[token_t],   H_t = -sum_v p_t(v) log p_t(v)
@@ -102,8 +103,9 @@ class _ChunkedHeadLogprobs(torch.autograd.Function):
         return grad_hidden, grad_weight, grad_bias, None, None, None
 
 
-def _checkpointed_chunks(model: torch.nn.Module, hidden: torch.Tensor, token_ids: torch.Tensor,
-                         fp32_head: bool, chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _checkpointed_chunks(
+    model: torch.nn.Module, hidden: torch.Tensor, token_ids: torch.Tensor, fp32_head: bool, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The fallback for a head that is not a plain linear layer: each chunk under a checkpoint."""
     logprobs, entropies = [], []
     for piece in _chunk_slices(token_ids.shape[1], chunk_size):
@@ -117,8 +119,14 @@ def _checkpointed_chunks(model: torch.nn.Module, hidden: torch.Tensor, token_ids
     return torch.cat(logprobs, dim=1), torch.cat(entropies, dim=1)
 
 
-def hidden_token_logprobs(model: torch.nn.Module, hidden: torch.Tensor, token_ids: torch.Tensor, *,
-                          fp32_head: bool = True, chunk_size: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def hidden_token_logprobs(
+    model: torch.nn.Module,
+    hidden: torch.Tensor,
+    token_ids: torch.Tensor,
+    *,
+    fp32_head: bool = True,
+    chunk_size: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs [N, T] of `token_ids` [N, T] under the LM head applied to `hidden` [N, T, H] (the
     hidden state that predicts each token), and the per-position entropy [N, T] (no gradient).
 

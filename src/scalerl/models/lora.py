@@ -43,8 +43,14 @@ def with_lora(model: torch.nn.Module, *, rank: int, alpha: float, targets: str, 
     the base weights frozen, the adapters trainable. A's initialisation is drawn under `seed`
     (the global RNG is left untouched)."""
     peft = require_peft()
-    config = peft.LoraConfig(r=rank, lora_alpha=alpha, target_modules=target_modules(targets),
-                             lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+    config = peft.LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        target_modules=target_modules(targets),
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         try:
@@ -92,8 +98,10 @@ def load_adapter(model: torch.nn.Module, tensors: dict[str, torch.Tensor], sourc
         raise InputError(f"adapter weights in {source} do not fit this model: {detail}")
     for name, tensor in tensors.items():
         if tuple(tensor.shape) != tuple(expected[name].shape):
-            raise InputError(f"adapter weights in {source} do not fit this model: {name} has shape "
-                             f"{tuple(tensor.shape)}, the model {tuple(expected[name].shape)}")
+            raise InputError(
+                f"adapter weights in {source} do not fit this model: {name} has shape "
+                f"{tuple(tensor.shape)}, the model {tuple(expected[name].shape)}"
+            )
     set_peft_model_state_dict(model, tensors)
 
 

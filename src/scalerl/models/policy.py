@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -151,7 +151,7 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cache_keyword(forward) -> str:
     """The body's name for the KV cache argument: `cache` in transformers >= 5.2x, where
     `past_key_values` is deprecated; `past_key_values` before."""
@@ -217,8 +217,12 @@ def policy_hidden(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
     """The body's last hidden states [batch, seq, hidden] (no LM head, no cache), positions from
     the mask as in `policy_forward`: what the trainer turns into log-probs a chunk at a time."""
     body = transformer_body(model)
-    return body(input_ids=input_ids, attention_mask=attention_mask,
-                position_ids=positions_from_mask(attention_mask), use_cache=False).last_hidden_state
+    return body(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=positions_from_mask(attention_mask),
+        use_cache=False,
+    ).last_hidden_state
 
 
 def policy_logits(
@@ -230,9 +234,7 @@ def policy_logits(
     fp32_head: bool = True,
 ) -> torch.Tensor:
     """Logits [batch, seq, vocab]: float32 with the FP32 head, else in the model dtype."""
-    return policy_forward(
-        model, input_ids, attention_mask, past_key_values=past_key_values, fp32_head=fp32_head
-    ).logits
+    return policy_forward(model, input_ids, attention_mask, past_key_values=past_key_values, fp32_head=fp32_head).logits
 
 
 def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:

@@ -11,13 +11,15 @@ from types import MappingProxyType
 from scalerl.errors import ConfigError
 
 # name -> (hidden_size, num_layers, num_heads)
-MODEL_SIZES = MappingProxyType({
-    "xs": (64, 1, 2),
-    "s": (128, 2, 4),
-    "m": (192, 3, 6),
-    "l": (256, 4, 8),
-    "xl": (384, 6, 12),
-})
+MODEL_SIZES = MappingProxyType(
+    {
+        "xs": (64, 1, 2),
+        "s": (128, 2, 4),
+        "m": (192, 3, 6),
+        "l": (256, 4, 8),
+        "xl": (384, 6, 12),
+    }
+)
 
 
 def model_size_assignments(name: str) -> tuple[str, ...]:

@@ -87,8 +87,14 @@ def power_law_payload(power_law_result, predict_at: Sequence[float], level: floa
     if reward_range is not None:
         intervals["A"] = [min(max(v, reward_range[0]), reward_range[1]) for v in intervals["A"]]
     intervals["B"] = [max(v, 0.0) for v in intervals["B"]]
-    return plain_json_value({"params": power_law_result.params(), "intervals": intervals,
-                             "n_points": power_law_result.n_points, "predictions": predictions})
+    return plain_json_value(
+        {
+            "params": power_law_result.params(),
+            "intervals": intervals,
+            "n_points": power_law_result.n_points,
+            "predictions": predictions,
+        }
+    )
 
 
 def render_fit(console: Console, result, payload: dict, *, title: str, target=None, power_law=None) -> None:
@@ -96,16 +102,20 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     level = payload["level"]
     console.print(f"[bold]{for_rich(title)}[/bold]", soft_wrap=True, highlight=False)
     budget = max((row["x"] for row in payload["predictions"] if row["x"] is not None), default=None)
-    console.print(f"[bold]{for_rich(fit_headline(result, budget=budget, target=target, level=level))}[/bold]",
-                  soft_wrap=True, highlight=False)
+    console.print(
+        f"[bold]{for_rich(fit_headline(result, budget=budget, target=target, level=level))}[/bold]",
+        soft_wrap=True,
+        highlight=False,
+    )
     console.print(parameter_table(payload, result.stderr))
     colour = "green" if payload["verdict"]["kind"] == "plateaued" else "yellow"
-    console.print(f"verdict: [{colour}]{payload['verdict']['kind']}[/{colour}]   points fitted: {payload['n_points']}   "
-                  f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}")
+    console.print(
+        f"verdict: [{colour}]{payload['verdict']['kind']}[/{colour}]   points fitted: {payload['n_points']}   "
+        f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}"
+    )
     near_ceiling = getattr(result, "compute_near_ceiling", None)
     if near_ceiling is not None:
-        console.print(f"run length: {for_rich(near_ceiling(level=level).message())}",
-                      soft_wrap=True, highlight=False)
+        console.print(f"run length: {for_rich(near_ceiling(level=level).message())}", soft_wrap=True, highlight=False)
     if payload["predictions"]:
         console.print(prediction_table(payload["predictions"], level))
     if target is not None:
@@ -125,8 +135,12 @@ def parameter_table(payload: dict, stderr: Mapping | None = None) -> Table:
     table.add_column("std. error", justify="right")
     for name in PARAMETERS:
         error = None if stderr is None else stderr.get(name)
-        table.add_row(name, format_number(payload["params"][name]), format_interval(payload["intervals"][name]),
-                      format_number(error))
+        table.add_row(
+            name,
+            format_number(payload["params"][name]),
+            format_interval(payload["intervals"][name]),
+            format_number(error),
+        )
     table.add_row("R0", format_number(payload["params"]["R0"]), "fixed", "")
     return table
 
@@ -144,22 +158,36 @@ def power_law_table(power_law: Mapping, payload: Mapping) -> Table:
     """The power law R = A - D * C^(-B) beside the sigmoid, quantity by quantity, with intervals
     (the paper prefers the sigmoid: the power law's ceiling runs to the top of the range)."""
     level = f"{payload['level']:.0%}"
-    table = Table(title=f"Power law R(C) = A - D * C^(-B) beside the sigmoid ({level} intervals)",
-                  title_justify="left", min_width=56)
+    table = Table(
+        title=f"Power law R(C) = A - D * C^(-B) beside the sigmoid ({level} intervals)",
+        title_justify="left",
+        min_width=56,
+    )
     table.add_column("quantity")
     table.add_column("power law", justify="right", no_wrap=True)
     table.add_column("sigmoid", justify="right", no_wrap=True)
     law, sig = power_law, payload
-    table.add_row("ceiling A", estimate_with_interval(law["params"]["A"], law["intervals"]["A"]),
-                  estimate_with_interval(sig["params"]["A"], sig["intervals"]["A"]))
-    table.add_row("exponent B", estimate_with_interval(law["params"]["B"], law["intervals"]["B"]),
-                  estimate_with_interval(sig["params"]["B"], sig["intervals"]["B"]))
-    table.add_row("scale", f"D = {format_number(law['params']['D'], 3)}",
-                  f"C_mid = {estimate_with_interval(sig['params']['C_mid'], sig['intervals']['C_mid'])}")
+    table.add_row(
+        "ceiling A",
+        estimate_with_interval(law["params"]["A"], law["intervals"]["A"]),
+        estimate_with_interval(sig["params"]["A"], sig["intervals"]["A"]),
+    )
+    table.add_row(
+        "exponent B",
+        estimate_with_interval(law["params"]["B"], law["intervals"]["B"]),
+        estimate_with_interval(sig["params"]["B"], sig["intervals"]["B"]),
+    )
+    table.add_row(
+        "scale",
+        f"D = {format_number(law['params']['D'], 3)}",
+        f"C_mid = {estimate_with_interval(sig['params']['C_mid'], sig['intervals']['C_mid'])}",
+    )
     for law_row, sigmoid_row in zip(law["predictions"], sig["predictions"]):
-        table.add_row(f"reward at x = {format_number(law_row['x'])}",
-                      estimate_with_interval(law_row["reward"], (law_row["lo"], law_row["hi"])),
-                      estimate_with_interval(sigmoid_row["reward"], (sigmoid_row["lo"], sigmoid_row["hi"])))
+        table.add_row(
+            f"reward at x = {format_number(law_row['x'])}",
+            estimate_with_interval(law_row["reward"], (law_row["lo"], law_row["hi"])),
+            estimate_with_interval(sigmoid_row["reward"], (sigmoid_row["lo"], sigmoid_row["hi"])),
+        )
     return table
 
 
@@ -175,24 +203,31 @@ def comparison_payload(comparison, level: float) -> dict:
             "verdict": result.verdict.to_dict(),
             "n_points": int(result.n_points),
             "warnings": list(result.warnings),
-            "fixed_ceiling": None if fixed is None else {
-                "A": fixed.a, "B": fixed.b, "B_interval": list(fixed.conf_int(level)["B"]), "C_mid": fixed.c_mid,
+            "fixed_ceiling": None
+            if fixed is None
+            else {
+                "A": fixed.a,
+                "B": fixed.b,
+                "B_interval": list(fixed.conf_int(level)["B"]),
+                "C_mid": fixed.c_mid,
             },
         }
-    return plain_json_value({
-        "winner": comparison.ranking[0],
-        "decided_by": comparison.decided_by,
-        "ceiling_undecided": bool(comparison.ceiling_undecided),
-        "efficiency_supported": bool(comparison.efficiency_supported),
-        "more_compute": comparison.more_compute,
-        "headline": comparison.headline(),
-        "ranking": list(comparison.ranking),
-        "clusters": [list(cluster) for cluster in comparison.clusters],
-        "margin": comparison.margin,
-        "level": level,
-        "runs": runs,
-        "warnings": list(comparison.warnings),
-    })
+    return plain_json_value(
+        {
+            "winner": comparison.ranking[0],
+            "decided_by": comparison.decided_by,
+            "ceiling_undecided": bool(comparison.ceiling_undecided),
+            "efficiency_supported": bool(comparison.efficiency_supported),
+            "more_compute": comparison.more_compute,
+            "headline": comparison.headline(),
+            "ranking": list(comparison.ranking),
+            "clusters": [list(cluster) for cluster in comparison.clusters],
+            "margin": comparison.margin,
+            "level": level,
+            "runs": runs,
+            "warnings": list(comparison.warnings),
+        }
+    )
 
 
 def render_comparison(console: Console, payload: dict) -> None:
@@ -218,24 +253,41 @@ def render_comparison(console: Console, payload: dict) -> None:
         for name in payload["ranking"]:
             verdict = payload["runs"][name]["verdict"]
             if verdict["kind"] != "plateaued":
-                console.print(f"  {plain(short_name(name))}: {plain(verdict['text'])}", highlight=False, soft_wrap=True, markup=False)
-    console.print(f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}", highlight=False, soft_wrap=True, markup=False)
+                console.print(
+                    f"  {plain(short_name(name))}: {plain(verdict['text'])}",
+                    highlight=False,
+                    soft_wrap=True,
+                    markup=False,
+                )
+    console.print(
+        f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     console.print(plain(decision_sentence(payload)), highlight=False, soft_wrap=True, markup=False)
     for warning in payload["warnings"]:
         console.print(f"[yellow]warning: {for_rich(warning)}[/yellow]", highlight=False, soft_wrap=True)
     for name in payload["ranking"]:
         for warning in payload["runs"][name]["warnings"]:
-            console.print(f"[yellow]warning ({for_rich(short_name(name))}): {for_rich(warning)}[/yellow]",
-                          highlight=False, soft_wrap=True)
+            console.print(
+                f"[yellow]warning ({for_rich(short_name(name))}): {for_rich(warning)}[/yellow]",
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def ceiling_groups_text(payload: Mapping) -> str:
     """The payload's ceiling groups, best first, each with the span of its fitted A:
     `ceiling groups: {a, b} (A 0.84-0.83) > {c, d} (A 0.80-0.79)`."""
+
     def group(names) -> str:
         ceilings = [payload["runs"][name]["params"]["A"] for name in names]
-        span = format_number(ceilings[0], 3) if len(set(ceilings)) == 1 else \
-            f"{format_number(max(ceilings), 3)}-{format_number(min(ceilings), 3)}"
+        span = (
+            format_number(ceilings[0], 3)
+            if len(set(ceilings)) == 1
+            else f"{format_number(max(ceilings), 3)}-{format_number(min(ceilings), 3)}"
+        )
         return "{" + ", ".join(short_name(name) for name in names) + f"}} (A {span})"
 
     return "ceiling groups: " + " > ".join(group(names) for names in payload["clusters"])
@@ -250,19 +302,25 @@ def decision_sentence(payload: Mapping) -> str:
     several_groups = len(payload["clusters"]) > 1
     groups = f"{ceiling_groups_text(payload)}; " if len(payload["ranking"]) >= 3 else ""
     if payload["decided_by"] == "ceiling":
-        return (f"{groups}decided by: ceiling (A differs by more than {margin} and is ahead at the {level} level): "
-                f"{winner} has the highest ceiling")
+        return (
+            f"{groups}decided by: ceiling (A differs by more than {margin} and is ahead at the {level} level): "
+            f"{winner} has the highest ceiling"
+        )
     shared = payload["runs"][payload["winner"]]["fixed_ceiling"]
     shared_text = "" if shared is None else f" = {format_number(shared['A'])}"
     top_group = "the top group's " if several_groups else ""
-    why = (f"ceiling undecided: no A ahead at the {level} level" if payload.get("ceiling_undecided")
-           else f"{top_group}ceilings within {margin}")
+    why = (
+        f"ceiling undecided: no A ahead at the {level} level"
+        if payload.get("ceiling_undecided")
+        else f"{top_group}ceilings within {margin}"
+    )
     if payload["decided_by"] == "efficiency":
         return f"{groups}decided by: efficiency ({why}, refit with A fixed{shared_text}): {winner} has the highest B"
     more = payload.get("more_compute")
     longer = "" if more is None else f"; run ~{format_number(more, 2)}x longer to separate them"
-    return (f"{groups}undecided ({why}; nor B at the shared A{shared_text}): {winner} leads on point "
-            f"estimates only{longer}")
+    return (
+        f"{groups}undecided ({why}; nor B at the shared A{shared_text}): {winner} leads on point estimates only{longer}"
+    )
 
 
 def short_name(name: str, width: int = SHORT_NAME_WIDTH) -> str:
@@ -272,7 +330,7 @@ def short_name(name: str, width: int = SHORT_NAME_WIDTH) -> str:
     if len(name) <= width:
         return name
     head = (width - 1) * 2 // 3
-    return f"{name[:head]}…{name[len(name) - (width - 1 - head):]}"
+    return f"{name[:head]}…{name[len(name) - (width - 1 - head) :]}"
 
 
 def with_short_names(text: str, names: Sequence[str]) -> str:

@@ -16,11 +16,13 @@ def _short(value: float) -> str:
 def budget_phrase(result, budget: float, level: float = 0.8) -> str:
     """`final reward at the budget 2e+04: 0.44 [0.36, 0.48]` (the band for a new evaluation)."""
     lo, hi = result.interval(float(budget), level)
-    return f"final reward at the budget {_short(budget)}: {_short(float(result.predict(float(budget))))} [{_short(lo)}, {_short(hi)}]"
+    forecast = _short(float(result.predict(float(budget))))
+    return f"final reward at the budget {_short(budget)}: {forecast} [{_short(lo)}, {_short(hi)}]"
 
 
 def target_phrase(result, target: float, level: float = 0.8) -> str:
-    """`target 0.6 reached at compute 5.1e+04 [3e+04, 9e+04]` or `target 0.6 not reachable: above the forecast ceiling`."""
+    """`target 0.6 reached at compute 5.1e+04 [3e+04, 9e+04]` or
+    `target 0.6 not reachable: above the forecast ceiling`."""
     needed = result.compute_to_reach(float(target), level)
     if not needed.reachable:
         return f"target {_short(target)} not reachable: above the forecast ceiling"

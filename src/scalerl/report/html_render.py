@@ -11,8 +11,9 @@ scalerl.report.console.format_number (4 significant digits).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from html import escape
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from scalerl.report.console import comparison_payload, decision_sentence, format_number, short_name, with_short_names
 from scalerl.report.headline import fit_headline
@@ -52,13 +53,26 @@ def image(png_base64: str, alt: str) -> str:
     return f'<p><img alt="{escape(alt)}" src="data:image/png;base64,{png_base64}"></p>'
 
 
-RUN_HEADER = ("run", "points fitted", "R0", "A", "A interval", "B", "C_mid", "verdict",
-              "budget (compute)", "reward at budget", "reward interval")
+RUN_HEADER = (
+    "run",
+    "points fitted",
+    "R0",
+    "A",
+    "A interval",
+    "B",
+    "C_mid",
+    "verdict",
+    "budget (compute)",
+    "reward at budget",
+    "reward interval",
+)
 
 
 def run_name(name: str) -> str:
     """A run's name in a table cell: cut as short_name cuts it, the full name on hover."""
-    return f'<span title="{escape(name)}">{escape(short_name(name))}</span>' if short_name(name) != name else escape(name)
+    return (
+        f'<span title="{escape(name)}">{escape(short_name(name))}</span>' if short_name(name) != name else escape(name)
+    )
 
 
 def run_rows(report) -> list[list[str]]:
@@ -66,15 +80,39 @@ def run_rows(report) -> list[list[str]]:
     rows = []
     for run in report.runs:
         if run.fit is None:
-            rows.append([run_name(run.name), "-", "-", "-", "-", "-", "-", "-", "-", "-",
-                         f'<span class="error">{escape(run.error or "")}</span>'])
+            rows.append(
+                [
+                    run_name(run.name),
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    f'<span class="error">{escape(run.error or "")}</span>',
+                ]
+            )
             continue
         fit = run.fit
         lo, hi = fit.interval(run.target_compute, report.level)
-        rows.append([run_name(run.name), str(fit.n_points), number(fit.r0), number(fit.a),
-                     interval(fit.conf_int(report.level)["A"]), number(fit.b), number(fit.c_mid),
-                     escape(fit.verdict.kind.replace("_", " ")), number(run.target_compute),
-                     number(float(fit.predict(run.target_compute))), interval((lo, hi))])
+        rows.append(
+            [
+                run_name(run.name),
+                str(fit.n_points),
+                number(fit.r0),
+                number(fit.a),
+                interval(fit.conf_int(report.level)["A"]),
+                number(fit.b),
+                number(fit.c_mid),
+                escape(fit.verdict.kind.replace("_", " ")),
+                number(run.target_compute),
+                number(float(fit.predict(run.target_compute))),
+                interval((lo, hi)),
+            ]
+        )
     return rows
 
 
@@ -89,17 +127,39 @@ def comparison_html(report) -> str:
     for rank, name in enumerate(payload["ranking"], start=1):
         run = payload["runs"][name]
         fixed = run["fixed_ceiling"]
-        rows.append([str(rank), escape(short_name(name)), number(run["params"]["A"]), interval(run["intervals"]["A"]),
-                     number(run["params"]["B"]), number(run["params"]["C_mid"]),
-                     "-" if fixed is None else number(fixed["B"])])
+        rows.append(
+            [
+                str(rank),
+                escape(short_name(name)),
+                number(run["params"]["A"]),
+                interval(run["intervals"]["A"]),
+                number(run["params"]["B"]),
+                number(run["params"]["C_mid"]),
+                "-" if fixed is None else number(fixed["B"]),
+            ]
+        )
     overlay = image(report.overlay_png, "every run on one axes") if report.overlay_png else ""
     headline = with_short_names(payload["headline"], payload["ranking"])
-    return (f'<h2>Comparison</h2><p class="headline">{escape(headline)}</p>'
-            + table("comparison", COMPARISON_HEADER, rows) + f"<p>{escape(decision_sentence(payload))}</p>" + overlay)
+    return (
+        f'<h2>Comparison</h2><p class="headline">{escape(headline)}</p>'
+        + table("comparison", COMPARISON_HEADER, rows)
+        + f"<p>{escape(decision_sentence(payload))}</p>"
+        + overlay
+    )
 
 
-STUDY_HEADER = ("variant", "knob", "A", "A interval", "B", "C_mid", "ceiling identified", "verdict vs base",
-                "decided by", "paper: moves")
+STUDY_HEADER = (
+    "variant",
+    "knob",
+    "A",
+    "A interval",
+    "B",
+    "C_mid",
+    "ceiling identified",
+    "verdict vs base",
+    "decided by",
+    "paper: moves",
+)
 
 
 def study_rows(payload: dict) -> list[list[str]]:
@@ -113,16 +173,37 @@ def study_rows(payload: dict) -> list[list[str]]:
         if variant.get("error"):
             verdict = f"{verdict} ({variant['error'].split(':', 1)[0]})"
         identified = fit.get("ceiling_identified")
-        rows.append([escape(str(variant.get("slug", "?"))), escape(str(variant.get("knob") or "base")),
-                     number(params.get("A")), interval(intervals["A"]) if "A" in intervals else "-",
-                     number(params.get("B")), number(params.get("C_mid")),
-                     "-" if identified is None else ("yes" if identified else "no"), escape(verdict),
-                     escape(str(versus.get("decided_by") or "-")), escape(str(variant.get("paper_moves") or "-"))])
+        rows.append(
+            [
+                escape(str(variant.get("slug", "?"))),
+                escape(str(variant.get("knob") or "base")),
+                number(params.get("A")),
+                interval(intervals["A"]) if "A" in intervals else "-",
+                number(params.get("B")),
+                number(params.get("C_mid")),
+                "-" if identified is None else ("yes" if identified else "no"),
+                escape(verdict),
+                escape(str(versus.get("decided_by") or "-")),
+                escape(str(variant.get("paper_moves") or "-")),
+            ]
+        )
     return rows
 
 
-ABLATION_HEADER = ("variant", "knob", "seeds fitted", "A", "A interval", "B", "B interval", "C_mid", "effect",
-                   "direction", "delta A", "paper")
+ABLATION_HEADER = (
+    "variant",
+    "knob",
+    "seeds fitted",
+    "A",
+    "A interval",
+    "B",
+    "B interval",
+    "C_mid",
+    "effect",
+    "direction",
+    "delta A",
+    "paper",
+)
 
 
 def ablation_rows(payload: dict) -> list[list[str]]:
@@ -135,33 +216,50 @@ def ablation_rows(payload: dict) -> list[list[str]]:
         effect = variant.get("effect") or {}
         seeds = variant.get("seeds") or []
         fitted = sum(1 for seed in seeds if isinstance(seed, dict) and seed.get("params"))
-        rows.append([escape(str(variant.get("slug", "?"))), escape(str(variant.get("knob") or "base")),
-                     f"{fitted}/{len(seeds)}", number(stats["A"].get("mean")),
-                     interval((stats["A"].get("lo"), stats["A"].get("hi"))), number(stats["B"].get("mean")),
-                     interval((stats["B"].get("lo"), stats["B"].get("hi"))), number(stats["C_mid"].get("mean")),
-                     escape(str("base" if variant.get("is_base") else effect.get("effect") or "-")),
-                     escape(str(effect.get("direction") or "-")), number(effect.get("delta_A")),
-                     escape(str(variant.get("paper") or "-"))])
+        rows.append(
+            [
+                escape(str(variant.get("slug", "?"))),
+                escape(str(variant.get("knob") or "base")),
+                f"{fitted}/{len(seeds)}",
+                number(stats["A"].get("mean")),
+                interval((stats["A"].get("lo"), stats["A"].get("hi"))),
+                number(stats["B"].get("mean")),
+                interval((stats["B"].get("lo"), stats["B"].get("hi"))),
+                number(stats["C_mid"].get("mean")),
+                escape(str("base" if variant.get("is_base") else effect.get("effect") or "-")),
+                escape(str(effect.get("direction") or "-")),
+                number(effect.get("delta_A")),
+                escape(str(variant.get("paper") or "-")),
+            ]
+        )
     return rows
 
 
 def summary_settings(payload: dict) -> str:
     """`base scalerl, val_pass_rate vs flops, margin 0.02` (the margin may be a number or an object)."""
     margin = payload.get("margin")
-    margin_text = number(margin.get("value")) + f" ({escape(str(margin.get('source', '')))})" \
-        if isinstance(margin, dict) else number(margin)
+    margin_text = (
+        number(margin.get("value")) + f" ({escape(str(margin.get('source', '')))})"
+        if isinstance(margin, dict)
+        else number(margin)
+    )
     sweep = f", sweep of {escape(str(payload['sweep_knob']))}" if payload.get("sweep_knob") else ""
-    return (f"base <b>{escape(str(payload.get('base', '?')))}</b>{sweep}, {escape(str(payload.get('y', '?')))} vs "
-            f"{escape(str(payload.get('x', '?')))}, margin {margin_text}")
+    return (
+        f"base <b>{escape(str(payload.get('base', '?')))}</b>{sweep}, {escape(str(payload.get('y', '?')))} vs "
+        f"{escape(str(payload.get('x', '?')))}, margin {margin_text}"
+    )
 
 
 def study_html(study) -> str:
     payload = study.payload
-    header, rows = (STUDY_HEADER, study_rows(payload)) if study.kind == "study" else \
-        (ABLATION_HEADER, ablation_rows(payload))
+    header, rows = (
+        (STUDY_HEADER, study_rows(payload)) if study.kind == "study" else (ABLATION_HEADER, ablation_rows(payload))
+    )
     figure = image(study.figure_png, f"study {study.name}") if study.figure_png else "<p>(no figure)</p>"
-    return (f"<h2>Study: {escape(study.name)}</h2><p class=\"source\">{escape(study.source)}</p>"
-            f"<p>{summary_settings(payload)}</p>" + table(element_id("study", study.name), header, rows) + figure)
+    return (
+        f'<h2>Study: {escape(study.name)}</h2><p class="source">{escape(study.source)}</p>'
+        f"<p>{summary_settings(payload)}</p>" + table(element_id("study", study.name), header, rows) + figure
+    )
 
 
 def element_id(prefix: str, name: str) -> str:
@@ -171,13 +269,19 @@ def element_id(prefix: str, name: str) -> str:
 
 def run_html(run, level: float = 0.8) -> str:
     """A run's section: a headline sentence (ceiling, reward at the budget), its figure or its error."""
-    headline = "" if run.fit is None else \
-        f'<p class="headline">{escape(fit_headline(run.fit, budget=run.target_compute, level=level))}</p>'
-    body = image(run.figure_png, f"fit of {run.name}") if run.figure_png else \
-        f'<p class="error">{escape(run.error or "")}</p>'
+    headline = (
+        ""
+        if run.fit is None
+        else f'<p class="headline">{escape(fit_headline(run.fit, budget=run.target_compute, level=level))}</p>'
+    )
+    body = (
+        image(run.figure_png, f"fit of {run.name}")
+        if run.figure_png
+        else f'<p class="error">{escape(run.error or "")}</p>'
+    )
     if run.history_png:
         body += image(run.history_png, f"live forecast history of {run.name}")
-    return f"<h2>Run: {escape(run.name)}</h2><p class=\"source\">{escape(run.source)}</p>{headline}{body}"
+    return f'<h2>Run: {escape(run.name)}</h2><p class="source">{escape(run.source)}</p>{headline}{body}'
 
 
 def warnings_html(warnings: Sequence[str]) -> str:
@@ -189,16 +293,21 @@ def warnings_html(warnings: Sequence[str]) -> str:
 
 def render_html(report) -> str:
     """The whole page."""
-    parts = [f"<h1>{escape(report.title)}</h1>",
-             f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786), fitted by "
-             f"bounded least squares; intervals and bands at {report.level:.0%} from a posterior sample (emcee). "
-             "Solid line: fit over the data; dashed: extrapolation; shaded: band for a new evaluation.</p>"]
+    parts = [
+        f"<h1>{escape(report.title)}</h1>",
+        f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786), fitted by "
+        f"bounded least squares; intervals and bands at {report.level:.0%} from a posterior sample (emcee). "
+        "Solid line: fit over the data; dashed: extrapolation; shaded: band for a new evaluation.</p>",
+    ]
     if report.runs:
         parts.append("<h2>Runs</h2>" + table("runs", RUN_HEADER, run_rows(report)))
     parts.append(comparison_html(report))
     parts += [study_html(study) for study in report.studies]
     parts += [run_html(run, report.level) for run in report.runs]
     parts.append(warnings_html(report.warnings))
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(report.title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(part for part in parts if part) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(report.title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(part for part in parts if part)
+        + "\n</body></html>\n"
+    )

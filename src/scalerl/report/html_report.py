@@ -17,9 +17,10 @@ import base64
 import io
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -94,8 +95,10 @@ def stays_inside(path: Path, directory: Path) -> bool:
 def require_inside(path: Path, directory: Path) -> None:
     """InputError when `path` is a symbolic link that leaves `directory`."""
     if not stays_inside(path, directory):
-        raise InputError(f"{path} is a symbolic link to {path.resolve()}, outside {directory}: refused "
-                         "(a report reads only files inside the folders it is given)")
+        raise InputError(
+            f"{path} is a symbolic link to {path.resolve()}, outside {directory}: refused "
+            "(a report reads only files inside the folders it is given)"
+        )
 
 
 def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
@@ -110,8 +113,9 @@ def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
             return "run", path / METRICS_FILE
         if any(path.glob("events.out.tfevents.*")):
             return "run", path
-        raise InputError(f"{path} is neither a run directory ({METRICS_FILE}) nor a study directory "
-                         f"({', '.join(SUMMARY_KINDS)})")
+        raise InputError(
+            f"{path} is neither a run directory ({METRICS_FILE}) nor a study directory ({', '.join(SUMMARY_KINDS)})"
+        )
     if path.is_file():
         return "run", path
     raise InputError(f"no such file or directory: {path}")
@@ -120,8 +124,7 @@ def classify_input(path: str | os.PathLike) -> tuple[str, Path]:
 def section_names(paths: Sequence[Path]) -> list[str]:
     """A short distinct name per input: the directory name for run/study directories and
     metrics.jsonl files, the file stem otherwise; the full path when names collide."""
-    names = [(p.parent.name if p.name == METRICS_FILE else p.name if p.is_dir() else p.stem) or str(p)
-             for p in paths]
+    names = [(p.parent.name if p.name == METRICS_FILE else p.name if p.is_dir() else p.stem) or str(p) for p in paths]
     return names if len(set(names)) == len(names) else [str(p) for p in paths]
 
 
@@ -137,9 +140,17 @@ def extrapolation_target(curve: Curve, target_x: float | None) -> float:
     return float(target_x) if target_x is not None else DEFAULT_EXTRAPOLATION * float(curve.compute.max())
 
 
-def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x: float | None,
-                fit_options: dict, reward_range: tuple[float, float] | None = None,
-                fit_window: tuple[float | None, float | None] = (None, None)) -> RunSection:
+def run_section(
+    name: str,
+    path: Path,
+    *,
+    x: str | None,
+    y: str | None,
+    target_x: float | None,
+    fit_options: dict,
+    reward_range: tuple[float, float] | None = None,
+    fit_window: tuple[float | None, float | None] = (None, None),
+) -> RunSection:
     """Read and fit one run and draw its figure; a read or fit failure becomes `error`. The reward
     range: `reward_range` (--reward-range) when given, else inferred as `scalerl fit` does it
     ([0, 1] when every reward lies in it, else open). `fit_window`: (fit_until, fit_fraction)."""
@@ -150,17 +161,32 @@ def run_section(name: str, path: Path, *, x: str | None, y: str | None, target_x
     except InputError as error:
         return RunSection(name, str(path), None, None, None, None, f"not read: {error}")
     try:
-        fit = fit_sigmoid(curve.compute, curve.reward, **fit_options,
-                          reward_range=inferred_reward_range([curve.reward], reward_range))
+        fit = fit_sigmoid(
+            curve.compute, curve.reward, **fit_options, reward_range=inferred_reward_range([curve.reward], reward_range)
+        )
     except (FitError, InputError) as error:
         return RunSection(name, str(path), curve, None, None, None, f"not fitted: {error}")
     target = extrapolation_target(curve if held_out is None else held_out, target_x)
     unused = ~np.isin(curve.compute, fit.compute)
-    figure = fit_figure(fit, not_fitted=(curve.compute[unused], curve.reward[unused]), target_compute=target,
-                        held_out=None if held_out is None else (held_out.compute, held_out.reward),
-                        level=fit_options.get("level", 0.8), x_label=curve.x_name, y_label=curve.y_name)
-    return RunSection(name, str(path), curve, fit, target, png_base64(figure),
-                      history_png=live_history_png(path, fit.a), held_out=held_out)
+    figure = fit_figure(
+        fit,
+        not_fitted=(curve.compute[unused], curve.reward[unused]),
+        target_compute=target,
+        held_out=None if held_out is None else (held_out.compute, held_out.reward),
+        level=fit_options.get("level", 0.8),
+        x_label=curve.x_name,
+        y_label=curve.y_name,
+    )
+    return RunSection(
+        name,
+        str(path),
+        curve,
+        fit,
+        target,
+        png_base64(figure),
+        history_png=live_history_png(path, fit.a),
+        held_out=held_out,
+    )
 
 
 def live_history_png(path: Path, final_a: float) -> str | None:
@@ -216,8 +242,9 @@ def study_warnings(study: StudySection) -> list[str]:
     return warnings
 
 
-def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options: dict,
-                   reward_range: tuple[float, float] | None = None) -> tuple[Comparison | None, list]:
+def compare_fitted(
+    runs: Sequence[RunSection], margin: float | None, fit_options: dict, reward_range: tuple[float, float] | None = None
+) -> tuple[Comparison | None, list]:
     """The paper's comparison of the fitted runs (two or more), in one reward range for all
     (given, else inferred from all of them); a failure becomes a warning."""
     fitted = {run.name: (run.curve.compute, run.curve.reward) for run in runs if run.fit is not None}
@@ -230,11 +257,21 @@ def compare_fitted(runs: Sequence[RunSection], margin: float | None, fit_options
         return None, [f"comparison not made: {error}"]
 
 
-def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y: str | None = None,
-                 level: float = 0.8, margin: float | None = None, target_x: float | None = None,
-                 n_draws: int | None = None, title: str | None = None,
-                 reward_range: tuple[float, float] | None = None, fit_until: float | None = None,
-                 fit_fraction: float | None = None, labels: Sequence[str] = ()) -> HtmlReport:
+def build_report(
+    paths: Sequence[str | os.PathLike],
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    level: float = 0.8,
+    margin: float | None = None,
+    target_x: float | None = None,
+    n_draws: int | None = None,
+    title: str | None = None,
+    reward_range: tuple[float, float] | None = None,
+    fit_until: float | None = None,
+    fit_fraction: float | None = None,
+    labels: Sequence[str] = (),
+) -> HtmlReport:
     """Read, fit and compare every input; see the module docstring. `reward_range`: --reward-range
     (None: inferred per run as `scalerl fit` does, and once over all runs for the comparison);
     `fit_until` / `fit_fraction`: fit each run on the first part of its compute; `labels`: a name
@@ -260,8 +297,18 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         if kind == "study":
             studies += [read_summary(name, summary) for summary in summary_files(path)]
         else:
-            runs.append(run_section(name, path, x=x, y=y, target_x=target_x, fit_options=fit_options,
-                                    reward_range=reward_range, fit_window=(fit_until, fit_fraction)))
+            runs.append(
+                run_section(
+                    name,
+                    path,
+                    x=x,
+                    y=y,
+                    target_x=target_x,
+                    fit_options=fit_options,
+                    reward_range=reward_range,
+                    fit_window=(fit_until, fit_fraction),
+                )
+            )
     comparison, warnings = compare_fitted(runs, margin, fit_options, reward_range)
     warnings += axis_warnings({run.name: run.curve for run in runs if run.fit is not None})
     warnings += [f"{run.name}: {note}" for run in runs if run.curve is not None for note in run.curve.notes]
@@ -274,12 +321,21 @@ def build_report(paths: Sequence[str | os.PathLike], *, x: str | None = None, y:
         warnings += study_warnings(study)
         figure_path = Path(study.source).with_suffix(".png")
         if figure_path.is_file() and not stays_inside(figure_path, figure_path.parent):
-            warnings.append(f"{study.name}: {figure_path} is a symbolic link out of the study folder; "
-                            "its image is not embedded")
+            warnings.append(
+                f"{study.name}: {figure_path} is a symbolic link out of the study folder; its image is not embedded"
+            )
     if comparison is not None:
         margin = comparison.margin
-    return HtmlReport(title or "scalerl report: " + ", ".join(names), level, margin, tuple(runs),
-                      tuple(studies), comparison, tuple(warnings), overlay_png=overlay_figure(runs, comparison, level))
+    return HtmlReport(
+        title or "scalerl report: " + ", ".join(names),
+        level,
+        margin,
+        tuple(runs),
+        tuple(studies),
+        comparison,
+        tuple(warnings),
+        overlay_png=overlay_figure(runs, comparison, level),
+    )
 
 
 def overlay_figure(runs: Sequence[RunSection], comparison: Comparison | None, level: float) -> str | None:
@@ -296,11 +352,18 @@ def overlay_figure(runs: Sequence[RunSection], comparison: Comparison | None, le
         unused = ~np.isin(run.curve.compute, run.fit.compute)
         points[short_name(run.name)] = RunPoints(
             not_fitted=(run.curve.compute[unused], run.curve.reward[unused]),
-            held_out=None if run.held_out is None else (run.held_out.compute, run.held_out.reward))
+            held_out=None if run.held_out is None else (run.held_out.compute, run.held_out.reward),
+        )
     headline = None if comparison is None else with_short_names(comparison.headline(), [run.name for run in fitted])
-    figure = comparison_figure({short_name(run.name): run.fit for run in fitted}, points=points, level=level,
-                               x_label=fitted[0].curve.x_name, y_label=fitted[0].curve.y_name,
-                               title=f"{len(fitted)} runs on one axes, {level:.0%} bands", headline=headline)
+    figure = comparison_figure(
+        {short_name(run.name): run.fit for run in fitted},
+        points=points,
+        level=level,
+        x_label=fitted[0].curve.x_name,
+        y_label=fitted[0].curve.y_name,
+        title=f"{len(fitted)} runs on one axes, {level:.0%} bands",
+        headline=headline,
+    )
     return png_base64(figure)
 
 

@@ -7,11 +7,10 @@ the file extension.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import textwrap
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -20,8 +19,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from matplotlib.transforms import blended_transform_factory
 
-from scalerl.escaping import for_mathtext
 from scalerl.errors import InputError
+from scalerl.escaping import for_mathtext
 from scalerl.report.headline import fit_headline
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
@@ -95,8 +94,9 @@ def fit_figure(
         extrapolate_to = max(extrapolate_to, float(extend_to))
     draw_run(axes, result, points, color=PALETTE[0], label=None, level=level, extrapolate_to=extrapolate_to)
     if target_reward is not None:
-        axes.axhline(target_reward, color=TARGET_COLOR, linestyle="-.", linewidth=1.0,
-                     label=f"target reward {target_reward:.3g}")
+        axes.axhline(
+            target_reward, color=TARGET_COLOR, linestyle="-.", linewidth=1.0, label=f"target reward {target_reward:.3g}"
+        )
     _finish_axes(axes, x_label, y_label, target_compute)
     axes.set_title(for_mathtext(title) if title else fit_title(result, level), fontsize=9)
     put_headline(figure, fit_headline(result, budget=target_compute, target=target_reward, level=level))
@@ -128,13 +128,22 @@ def comparison_figure(
     for index, (name, result) in enumerate(results.items()):
         color = PALETTE[index % len(PALETTE)]
         label = f"{for_mathtext(name)}: A={result.a:.3f}, B={result.b:.2f}, C_mid={result.c_mid:.3g}"
-        draw_run(axes, result, run_points[index], color=color, label=label, level=level, extrapolate_to=extrapolate_to,
-                 ceiling_label=f"ceiling A {level:.0%} interval (hatched)" if index == 0 else None)
+        draw_run(
+            axes,
+            result,
+            run_points[index],
+            color=color,
+            label=label,
+            level=level,
+            extrapolate_to=extrapolate_to,
+            ceiling_label=f"ceiling A {level:.0%} interval (hatched)" if index == 0 else None,
+        )
     _finish_axes(axes, x_label, y_label, target_compute)
     axes.set_title(for_mathtext(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=9)
     if headline is None:
-        headline = "; ".join(f"{name}: {fit_headline(result, budget=target_compute, level=level)}"
-                             for name, result in results.items())
+        headline = "; ".join(
+            f"{name}: {fit_headline(result, budget=target_compute, level=level)}" for name, result in results.items()
+        )
     put_headline(figure, headline)
     return figure
 
@@ -146,8 +155,15 @@ def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None
     if len(lines) > HEADLINE_LINES:
         lines = lines[:HEADLINE_LINES]
         lines[-1] = lines[-1][: width - 3] + "..."
-    figure.suptitle("\n".join(for_mathtext(line) for line in lines), x=0.02, y=0.995, ha="left", va="top",
-                    fontsize=10, fontweight="bold")
+    figure.suptitle(
+        "\n".join(for_mathtext(line) for line in lines),
+        x=0.02,
+        y=0.995,
+        ha="left",
+        va="top",
+        fontsize=10,
+        fontweight="bold",
+    )
     figure.subplots_adjust(top=0.90 - 0.045 * len(lines))
 
 
@@ -173,39 +189,73 @@ def draw_run(axes, result, points: RunPoints, *, color, label, level, extrapolat
     fitted_max = float(np.max(result.compute))
     grid = compute_grid(_positive_min(result, points), max(extrapolate_to, fitted_max))
     band_lo, band_hi = result.interval(grid, level)
-    axes.fill_between(grid, band_lo, band_hi, color=color, alpha=0.15, linewidth=0,
-                      label=None if label else f"{level:.0%} prediction band")
+    axes.fill_between(
+        grid,
+        band_lo,
+        band_hi,
+        color=color,
+        alpha=0.15,
+        linewidth=0,
+        label=None if label else f"{level:.0%} prediction band",
+    )
     inside = grid <= fitted_max
-    axes.plot(grid[inside], result.predict(grid[inside]), color=color, linewidth=1.8,
-              label=label or "fitted sigmoid")
+    axes.plot(grid[inside], result.predict(grid[inside]), color=color, linewidth=1.8, label=label or "fitted sigmoid")
     beyond = grid >= fitted_max
     if beyond.sum() > 1:
-        axes.plot(grid[beyond], result.predict(grid[beyond]), color=color, linewidth=1.8, linestyle="--",
-                  label=None if label else "extrapolation")
+        axes.plot(
+            grid[beyond],
+            result.predict(grid[beyond]),
+            color=color,
+            linewidth=1.8,
+            linestyle="--",
+            label=None if label else "extrapolation",
+        )
     a_lo, a_hi = result.conf_int(level)["A"]
     if label:  # several runs: the run's colour, hatched
         axes.axhline(result.a, color=color, linestyle=":", linewidth=1.0)
-        axes.axhspan(a_lo, a_hi, facecolor="none", edgecolor=color, hatch="///", alpha=0.35, linewidth=0,
-                     label=ceiling_label)
+        axes.axhspan(
+            a_lo, a_hi, facecolor="none", edgecolor=color, hatch="///", alpha=0.35, linewidth=0, label=ceiling_label
+        )
     else:
         identified = "" if result.ceiling_identified else f", {result.verdict.kind.replace('_', ' ')}"
-        axes.axhline(result.a, color=CEILING_COLOR, linestyle=":", linewidth=1.2, label=f"ceiling A = {result.a:.3f}{identified}")
+        axes.axhline(
+            result.a, color=CEILING_COLOR, linestyle=":", linewidth=1.2, label=f"ceiling A = {result.a:.3f}{identified}"
+        )
         # A's interval as a bar beyond the last compute drawn, so it never covers the forecast band.
-        axes.add_patch(Rectangle((1.005, a_lo), 0.02, a_hi - a_lo, transform=_right_margin(axes),
-                                 color=CEILING_COLOR, alpha=0.6, linewidth=0, clip_on=False,
-                                 label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]"))
+        axes.add_patch(
+            Rectangle(
+                (1.005, a_lo),
+                0.02,
+                a_hi - a_lo,
+                transform=_right_margin(axes),
+                color=CEILING_COLOR,
+                alpha=0.6,
+                linewidth=0,
+                clip_on=False,
+                label=f"ceiling A {level:.0%} interval [{a_lo:.3f}, {a_hi:.3f}]",
+            )
+        )
         axes.update_datalim([[fitted_max, a_lo], [fitted_max, a_hi]], updatex=False)
     collapse = getattr(result, "collapse_compute", None)
     if collapse is not None:
-        axes.axvline(collapse, color=COLLAPSE_COLOR, linestyle="-", linewidth=1.0,
-                     label=None if label else f"collapse at {collapse:.3g} (not fitted after it)")
-    _scatter(axes, result.compute, result.reward, color=color, filled=True,
-             label=None if label else "fitted points")
+        axes.axvline(
+            collapse,
+            color=COLLAPSE_COLOR,
+            linestyle="-",
+            linewidth=1.0,
+            label=None if label else f"collapse at {collapse:.3g} (not fitted after it)",
+        )
+    _scatter(axes, result.compute, result.reward, color=color, filled=True, label=None if label else "fitted points")
     if points.held_out is not None and len(points.held_out[0]):
         _scatter(axes, *points.held_out, color=color, filled=False, label=None if label else "held-out points")
     if points.not_fitted is not None and len(points.not_fitted[0]):
-        _scatter(axes, *points.not_fitted, color=color if label else "0.45", filled=None,
-                 label=None if label else "not fitted (R0, warm-up, after collapse)")
+        _scatter(
+            axes,
+            *points.not_fitted,
+            color=color if label else "0.45",
+            filled=None,
+            label=None if label else "not fitted (R0, warm-up, after collapse)",
+        )
 
 
 def _right_margin(axes):
@@ -252,8 +302,16 @@ def _scatter(axes, compute, reward, *, color, filled, label) -> None:
         axes.scatter(compute[positive], reward[positive], s=28, zorder=3, label=label, **style)
     if np.any(~positive):
         left_edge = blended_transform_factory(axes.transAxes, axes.transData)
-        axes.scatter(np.zeros(int((~positive).sum())), reward[~positive], s=28, zorder=3, clip_on=False,
-                     transform=left_edge, label=None if np.any(positive) else label, **style)
+        axes.scatter(
+            np.zeros(int((~positive).sum())),
+            reward[~positive],
+            s=28,
+            zorder=3,
+            clip_on=False,
+            transform=left_edge,
+            label=None if np.any(positive) else label,
+            **style,
+        )
         # Points drawn in axes coordinates do not enter autoscaling: widen the y range by hand.
         axes.update_datalim(np.column_stack([np.ones(int((~positive).sum())), reward[~positive]]), updatex=False)
 

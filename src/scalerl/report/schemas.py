@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional, Union
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
@@ -20,7 +20,7 @@ from scalerl.escaping import plain
 
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Count = Annotated[int, Strict(), Field(ge=0)]
-Interval = Annotated[list[Optional[Number]], Field(min_length=2, max_length=2)]
+Interval = Annotated[list[Number | None], Field(min_length=2, max_length=2)]
 MAX_FILE_BYTES = 64 * 2**20
 
 
@@ -29,116 +29,116 @@ class _Schema(BaseModel):
 
 
 class FitSummary(_Schema):
-    params: dict[str, Optional[Number]] = {}
+    params: dict[str, Number | None] = {}
     intervals: dict[str, Interval] = {}
-    ceiling_identified: Optional[bool] = None
-    n_points: Optional[Count] = None
+    ceiling_identified: bool | None = None
+    n_points: Count | None = None
     warnings: list[str] = []
 
 
 class SharedCeilingB(_Schema):
-    variant: Optional[Union[Number, list[Optional[Number]]]] = None
-    base: Optional[Union[Number, list[Optional[Number]]]] = None
+    variant: Number | list[Number | None] | None = None
+    base: Number | list[Number | None] | None = None
 
 
 class VersusBase(_Schema):
-    verdict: Optional[str] = None
-    decided_by: Optional[str] = None
-    delta_A: Optional[Number] = None
-    B_at_shared_A: Optional[SharedCeilingB] = None
-    shared_A: Optional[Number] = None
-    note: Optional[str] = None
+    verdict: str | None = None
+    decided_by: str | None = None
+    delta_A: Number | None = None
+    B_at_shared_A: SharedCeilingB | None = None
+    shared_A: Number | None = None
+    note: str | None = None
 
 
 class StudyVariant(_Schema):
     slug: str
-    name: Optional[str] = None
-    knob: Optional[str] = None
+    name: str | None = None
+    knob: str | None = None
     is_base: bool = False
     metrics: list[str] = []
-    fit: Optional[FitSummary] = None
-    error: Optional[str] = None
-    paper_moves: Optional[str] = None
-    versus_base: Optional[VersusBase] = None
+    fit: FitSummary | None = None
+    error: str | None = None
+    paper_moves: str | None = None
+    versus_base: VersusBase | None = None
 
 
 class StudySummary(_Schema):
     """study.json."""
 
-    base: Optional[str] = None
-    x: Optional[str] = None
-    y: Optional[str] = None
-    margin: Optional[Number] = None
-    level: Optional[Number] = None
+    base: str | None = None
+    x: str | None = None
+    y: str | None = None
+    margin: Number | None = None
+    level: Number | None = None
     variants: list[StudyVariant]
 
 
 class SeedFit(_Schema):
-    metrics: Optional[str] = None
-    params: Optional[dict[str, Optional[Number]]] = None
-    ceiling_identified: Optional[bool] = None
-    error: Optional[str] = None
+    metrics: str | None = None
+    params: dict[str, Number | None] | None = None
+    ceiling_identified: bool | None = None
+    error: str | None = None
 
 
 class ParameterSpread(_Schema):
-    mean: Optional[Number] = None
-    lo: Optional[Number] = None
-    hi: Optional[Number] = None
-    n: Optional[Count] = None
+    mean: Number | None = None
+    lo: Number | None = None
+    hi: Number | None = None
+    n: Count | None = None
 
 
 class Effect(_Schema):
-    effect: Optional[str] = None
-    direction: Optional[str] = None
-    delta_A: Optional[Number] = None
-    margin: Optional[Number] = None
-    delta_B: Optional[Number] = None
-    B_margin: Optional[Number] = None
-    reason: Optional[str] = None
+    effect: str | None = None
+    direction: str | None = None
+    delta_A: Number | None = None
+    margin: Number | None = None
+    delta_B: Number | None = None
+    B_margin: Number | None = None
+    reason: str | None = None
 
 
 class AblationVariant(_Schema):
     slug: str
-    name: Optional[str] = None
-    knob: Optional[str] = None
+    name: str | None = None
+    knob: str | None = None
     is_base: bool = False
     seeds: list[SeedFit] = []
     params: dict[str, ParameterSpread] = {}
-    effect: Optional[Effect] = None
-    shared_A: Optional[Number] = None
-    B_at_shared_A: Optional[SharedCeilingB] = None
-    paper: Optional[str] = None
+    effect: Effect | None = None
+    shared_A: Number | None = None
+    B_at_shared_A: SharedCeilingB | None = None
+    paper: str | None = None
 
 
 class Margin(_Schema):
-    value: Optional[Number] = None
-    source: Optional[str] = None
-    pooled_seed_sd_A: Optional[Number] = None
-    dof: Optional[Count] = None
+    value: Number | None = None
+    source: str | None = None
+    pooled_seed_sd_A: Number | None = None
+    dof: Count | None = None
 
 
 class AblationSummary(_Schema):
     """ablation.json and sweep.json."""
 
-    kind: Optional[str] = None
-    sweep_knob: Optional[str] = None
-    base: Optional[str] = None
-    x: Optional[str] = None
-    y: Optional[str] = None
-    level: Optional[Number] = None
-    seeds: Optional[Count] = None
-    margin: Optional[Margin] = None
+    kind: str | None = None
+    sweep_knob: str | None = None
+    base: str | None = None
+    x: str | None = None
+    y: str | None = None
+    level: Number | None = None
+    seeds: Count | None = None
+    margin: Margin | None = None
     variants: list[AblationVariant]
 
 
 class ForecastRow(_Schema):
     """A metrics.jsonl row that carries a live forecast (`forecast_A` present)."""
 
-    flops: Optional[Number] = None
+    flops: Number | None = None
     forecast_A: Number
-    forecast_A_low: Optional[Number] = None
-    forecast_A_high: Optional[Number] = None
-    ceiling_identified: Optional[bool] = None
+    forecast_A_low: Number | None = None
+    forecast_A_high: Number | None = None
+    ceiling_identified: bool | None = None
 
 
 SUMMARY_SCHEMAS: dict[str, type[_Schema]] = {"study": StudySummary, "ablation": AblationSummary}

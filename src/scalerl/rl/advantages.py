@@ -19,17 +19,13 @@ DEFAULT_STD_EPS = 1e-6
 
 def _group_index(group_ids: torch.Tensor, num_sequences: int) -> tuple[torch.Tensor, int]:
     if group_ids.shape != (num_sequences,):
-        raise InputError(
-            f"group_ids must have shape [{num_sequences}], got {tuple(group_ids.shape)}"
-        )
+        raise InputError(f"group_ids must have shape [{num_sequences}], got {tuple(group_ids.shape)}")
     _, group_of_sequence = torch.unique(group_ids, return_inverse=True)
     num_groups = int(group_of_sequence.max()) + 1 if num_sequences else 0
     return group_of_sequence, num_groups
 
 
-def _group_mean(
-    values: torch.Tensor, group_of_sequence: torch.Tensor, num_groups: int
-) -> torch.Tensor:
+def _group_mean(values: torch.Tensor, group_of_sequence: torch.Tensor, num_groups: int) -> torch.Tensor:
     """Per-sequence mean of `values` over its group, [N]."""
     zeros = torch.zeros(num_groups, dtype=values.dtype, device=values.device)
     sums = zeros.index_add(0, group_of_sequence, values)
@@ -64,9 +60,10 @@ def normalise_by_prompt_std(
     group_of_sequence, num_groups = _group_index(group_ids.to(centred.device), centred.shape[0])
     if num_groups == 0:
         return centred.clone()
-    group_variance = _group_mean(centred**2, group_of_sequence, num_groups) - _group_mean(
-        centred, group_of_sequence, num_groups
-    ) ** 2
+    group_variance = (
+        _group_mean(centred**2, group_of_sequence, num_groups)
+        - _group_mean(centred, group_of_sequence, num_groups) ** 2
+    )
     return centred / (group_variance.clamp(min=0.0).sqrt() + eps)
 
 
@@ -84,14 +81,13 @@ def normalise_by_prompt_sample_std(
         return centred.clone()
     sizes = torch.bincount(group_of_sequence, minlength=num_groups).to(centred.dtype)
     squares = torch.zeros(num_groups, dtype=centred.dtype, device=centred.device).index_add_(
-        0, group_of_sequence, centred**2)
+        0, group_of_sequence, centred**2
+    )
     sample_std = (squares / (sizes - 1).clamp(min=1)).sqrt()
     return centred / (sample_std[group_of_sequence] + TRL_STD_EPS)
 
 
-def no_normalisation(
-    centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS
-) -> torch.Tensor:
+def no_normalisation(centred: torch.Tensor, group_ids: torch.Tensor, eps: float = DEFAULT_STD_EPS) -> torch.Tensor:
     """Centred advantages as they are (Dr. GRPO-style, no std division)."""
     return centred.clone()
 
@@ -118,9 +114,7 @@ def compute_advantages(
     if keep_mask is None:
         return normalise(group_centered_advantages(rewards, group_ids), group_ids, eps)
     if keep_mask.shape != rewards.shape:
-        raise InputError(
-            f"keep_mask must have shape {tuple(rewards.shape)}, got {tuple(keep_mask.shape)}"
-        )
+        raise InputError(f"keep_mask must have shape {tuple(rewards.shape)}, got {tuple(keep_mask.shape)}")
     keep = keep_mask.to(rewards.device).bool()
     advantages = torch.zeros_like(rewards)
     kept_group_ids = group_ids.to(rewards.device)[keep]

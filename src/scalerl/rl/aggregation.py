@@ -14,9 +14,7 @@ from scalerl.errors import InputError
 from scalerl.rl.stats import as_float_mask
 
 
-def _masked_token_loss(
-    token_loss: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _masked_token_loss(token_loss: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if token_loss.dim() != 2:
         raise InputError(f"token_loss must be [N, T], got shape {tuple(token_loss.shape)}")
     float_mask = as_float_mask(mask, token_loss)
@@ -30,9 +28,7 @@ def _mean_over_nonempty(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tenso
     return (per_unit * nonempty).sum() / nonempty.sum().clamp(min=1)
 
 
-def token_mean(
-    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
-) -> torch.Tensor:
+def token_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Token-level average (DAPO, arXiv 2503.14476).
 
         L = sum_{i,t} mask_it * l_it / sum_{i,t} mask_it
@@ -43,9 +39,7 @@ def token_mean(
     return masked_loss.sum() / float_mask.sum().clamp(min=1.0)
 
 
-def sample_mean(
-    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
-) -> torch.Tensor:
+def sample_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Sample-level average (GRPO, DeepSeekMath arXiv 2402.03300).
 
         L = (1 / N') sum_i ( sum_t mask_it * l_it / sum_t mask_it )
@@ -56,9 +50,7 @@ def sample_mean(
     return _mean_over_nonempty(masked_loss.sum(dim=1), float_mask.sum(dim=1))
 
 
-def prompt_mean(
-    token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None
-) -> torch.Tensor:
+def prompt_mean(token_loss: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Prompt-level average (ScaleRL's choice, arXiv 2510.13786).
 
         L = (1 / P') sum_g ( sum_{i in g, t} mask_it * l_it / sum_{i in g, t} mask_it )

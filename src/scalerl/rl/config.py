@@ -8,8 +8,9 @@ holds them together in `loss_params`. Torch-free, like the rest of the config.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from scalerl.checks import require, require_choice, require_fraction
 from scalerl.errors import ConfigError
@@ -46,10 +47,10 @@ def checked_loss_params(values: Mapping[str, Any]) -> ParamValues:
     specs = {spec.config_key: spec for spec in loss_parameters()}
     unknown = [key for key in values if key not in specs]
     if unknown:
-        raise ConfigError(f"rl.{unknown[0]}: no registered loss has this parameter "
-                          f"(loss parameters: {', '.join(specs)})")
-    return ParamValues({key: spec.check(values.get(key, spec.default), f"rl.{key}")
-                        for key, spec in specs.items()})
+        raise ConfigError(
+            f"rl.{unknown[0]}: no registered loss has this parameter (loss parameters: {', '.join(specs)})"
+        )
+    return ParamValues({key: spec.check(values.get(key, spec.default), f"rl.{key}") for key, spec in specs.items()})
 
 
 @dataclass(frozen=True)
@@ -62,18 +63,24 @@ class RLConfig:
     loss: str = field(default="cispo", metadata={"help": "policy loss", "choices": LOSSES})
     loss_params: Mapping[str, float] = field(
         default_factory=ParamValues,
-        metadata={"help": "the loss parameters, one key each (rl.cispo_eps_max, ...; meanings from their specs)"})
+        metadata={"help": "the loss parameters, one key each (rl.cispo_eps_max, ...; meanings from their specs)"},
+    )
     aggregation: str = field(default="prompt", metadata={"help": "loss aggregation", "choices": AGGREGATIONS})
-    advantage_norm: str = field(default="batch", metadata={"help": "advantage normalisation",
-                                                           "choices": ADVANTAGE_NORMALISATIONS})
+    advantage_norm: str = field(
+        default="batch", metadata={"help": "advantage normalisation", "choices": ADVANTAGE_NORMALISATIONS}
+    )
     zero_variance_filter: bool = field(
-        default=True, metadata={"help": "drop prompt groups whose completions all got the same reward"})
-    npr: bool = field(default=True, metadata={"help": "no-positive-resampling: retire prompts the policy "
-                                                      "solves reliably"})
+        default=True, metadata={"help": "drop prompt groups whose completions all got the same reward"}
+    )
+    npr: bool = field(
+        default=True, metadata={"help": "no-positive-resampling: retire prompts the policy solves reliably"}
+    )
     npr_threshold: float = field(
-        default=0.9, metadata={"help": "no-positive-resampling: pass rate at which a prompt is retired"})
+        default=0.9, metadata={"help": "no-positive-resampling: pass rate at which a prompt is retired"}
+    )
     min_kept_prompts: int = field(
-        default=1, metadata={"help": "a step whose filters keep fewer prompts than this makes no update (1: any)"})
+        default=1, metadata={"help": "a step whose filters keep fewer prompts than this makes no update (1: any)"}
+    )
 
     def __post_init__(self) -> None:
         require_choice(self.loss, "rl.loss", tuple(LOSSES))
@@ -82,8 +89,11 @@ class RLConfig:
         require_choice(self.advantage_norm, "rl.advantage_norm", tuple(ADVANTAGE_NORMALISATIONS))
         require_fraction(self.npr_threshold, "rl.npr_threshold", open_low=True)
         whole_number = isinstance(self.min_kept_prompts, int) and not isinstance(self.min_kept_prompts, bool)
-        require(whole_number and self.min_kept_prompts >= 1, "rl.min_kept_prompts",
-                f"must be an integer >= 1, got {self.min_kept_prompts!r}")
+        require(
+            whole_number and self.min_kept_prompts >= 1,
+            "rl.min_kept_prompts",
+            f"must be an integer >= 1, got {self.min_kept_prompts!r}",
+        )
 
     def loss_kwargs(self) -> dict[str, float]:
         """The selected loss's keyword arguments, e.g. {"eps_max": 4.0} for cispo."""

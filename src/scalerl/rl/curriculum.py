@@ -7,7 +7,8 @@ The pool's state is plain JSON (saved with checkpoints, loaded without unpicklin
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class PromptPool:
         }
 
     @classmethod
-    def from_state_dict(cls, state: Mapping[str, Any]) -> "PromptPool":
+    def from_state_dict(cls, state: Mapping[str, Any]) -> PromptPool:
         """Rebuild a pool from `state_dict()` output (e.g. after json.loads)."""
         missing = {"version", "num_prompts", "threshold", "enabled", "removed"} - set(state)
         if missing:

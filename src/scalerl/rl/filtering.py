@@ -56,9 +56,7 @@ def zero_variance_keep_mask(
 def count_kept_prompts(keep_mask: torch.Tensor, group_ids: torch.Tensor) -> KeptPrompts:
     """Count the groups with at least one kept sequence, out of all groups in `group_ids`."""
     if keep_mask.shape != group_ids.shape:
-        raise InputError(
-            f"keep_mask {tuple(keep_mask.shape)} and group_ids {tuple(group_ids.shape)} differ in shape"
-        )
+        raise InputError(f"keep_mask {tuple(keep_mask.shape)} and group_ids {tuple(group_ids.shape)} differ in shape")
     keep = keep_mask.bool()
     return KeptPrompts(
         kept=int(torch.unique(group_ids[keep]).numel()),

@@ -7,7 +7,7 @@ overlong punishment as the alternative. The generator owns the decoding; this fi
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -17,9 +17,7 @@ from scalerl.errors import ConfigError, InputError
 INTERRUPTION_PHRASE = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
 
 
-def sample_interruption_budget(
-    min_tokens: int, max_tokens: int, rng: np.random.Generator | torch.Generator
-) -> int:
+def sample_interruption_budget(min_tokens: int, max_tokens: int, rng: np.random.Generator | torch.Generator) -> int:
     """Thinking budget (tokens) drawn uniformly from the integers min_tokens..max_tokens inclusive.
 
     `rng` is a numpy Generator or a torch.Generator (so the generator's own seeded stream can be
@@ -36,14 +34,12 @@ def sample_interruption_budget(
     raise InputError(f"rng must be a numpy.random.Generator or torch.Generator, got {type(rng).__name__}")
 
 
-def overlong_length_penalty(
-    lengths: torch.Tensor | Sequence[int], max_len: int, cache_len: int
-) -> torch.Tensor:
+def overlong_length_penalty(lengths: torch.Tensor | Sequence[int], max_len: int, cache_len: int) -> torch.Tensor:
     """DAPO soft overlong punishment, added to the reward; float32 tensor shaped like `lengths`.
 
-        R_len(L) = 0                              if L <= max_len - cache_len
-                 = (max_len - cache_len - L) / cache_len   if max_len - cache_len < L <= max_len
-                 = -1                             if L > max_len
+    R_len(L) = 0                              if L <= max_len - cache_len
+             = (max_len - cache_len - L) / cache_len   if max_len - cache_len < L <= max_len
+             = -1                             if L > max_len
     """
     if cache_len <= 0 or cache_len > max_len:
         raise ConfigError(f"cache_len must be in (0, max_len={max_len}], got {cache_len}")

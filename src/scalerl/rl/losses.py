@@ -50,13 +50,10 @@ def _check_inputs(
         raise InputError(f"logprobs must be [N, T], got shape {tuple(logprobs.shape)}")
     if generator_logprobs.shape != logprobs.shape:
         raise InputError(
-            f"generator_logprobs has shape {tuple(generator_logprobs.shape)}, "
-            f"expected {tuple(logprobs.shape)}"
+            f"generator_logprobs has shape {tuple(generator_logprobs.shape)}, expected {tuple(logprobs.shape)}"
         )
     if advantages.shape != (logprobs.shape[0],):
-        raise InputError(
-            f"advantages must be [N] = [{logprobs.shape[0]}], got {tuple(advantages.shape)}"
-        )
+        raise InputError(f"advantages must be [N] = [{logprobs.shape[0]}], got {tuple(advantages.shape)}")
     return as_float_mask(mask, logprobs)
 
 

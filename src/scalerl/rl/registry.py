@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from scalerl.errors import ConfigError
 
@@ -38,8 +39,7 @@ class ParamSpec:
 
     def bounds_text(self) -> str:
         """The allowed interval, e.g. '(0, inf)' or '[0, inf)'."""
-        return (f"{'[' if self.low_inclusive else '('}{self.low:g}, "
-                f"{self.high:g}{']' if self.high_inclusive else ')'}")
+        return f"{'[' if self.low_inclusive else '('}{self.low:g}, {self.high:g}{']' if self.high_inclusive else ')'}"
 
     def check(self, value: Any, field_path: str) -> float:
         """`value` as a float when it is a finite number inside the bounds; ConfigError naming
@@ -98,20 +98,53 @@ def _catalog(*specs: BlockSpec) -> dict[str, BlockSpec]:
 
 
 LOSSES: dict[str, BlockSpec] = _catalog(
-    BlockSpec("cispo", "scalerl.rl.losses:cispo", "truncated importance-sampling REINFORCE, MiniMax-M1 and ScaleRL",
-              (ParamSpec("eps_max", "cispo_eps_max", 4.0, "CISPO: upper truncation of the importance ratio"),)),
-    BlockSpec("dapo", "scalerl.rl.losses:dapo", "token-level clipped surrogate with clip-higher, DAPO",
-              (ParamSpec("eps_low", "dapo_eps_low", 0.2, "DAPO: lower clip of the ratio (1 - eps_low)"),
-               ParamSpec("eps_high", "dapo_eps_high", 0.28, "DAPO: upper clip of the ratio (1 + eps_high, clip-higher)",
-                         trl_names=("epsilon_high",)))),
-    BlockSpec("grpo", "scalerl.rl.losses:grpo", "clipped surrogate with a symmetric clip, DeepSeekMath",
-              (ParamSpec("eps", "grpo_eps", 0.2, "GRPO: symmetric clip of the ratio", trl_names=("epsilon",)),
-               ParamSpec("kl_coef", "grpo_kl_coef", 0.0, "GRPO: weight of the k3 KL penalty to the starting "
-                         "policy (0: off, as in ScaleRL)", low_inclusive=True, trl_names=("beta",))),
-              reference_when="kl_coef"),
-    BlockSpec("gspo", "scalerl.rl.losses:gspo", "sequence-level clipped surrogate, GSPO",
-              (ParamSpec("eps_low", "gspo_eps_low", 3e-4, "GSPO: lower clip of the sequence-level ratio"),
-               ParamSpec("eps_high", "gspo_eps_high", 4e-4, "GSPO: upper clip of the sequence-level ratio"))),
+    BlockSpec(
+        "cispo",
+        "scalerl.rl.losses:cispo",
+        "truncated importance-sampling REINFORCE, MiniMax-M1 and ScaleRL",
+        (ParamSpec("eps_max", "cispo_eps_max", 4.0, "CISPO: upper truncation of the importance ratio"),),
+    ),
+    BlockSpec(
+        "dapo",
+        "scalerl.rl.losses:dapo",
+        "token-level clipped surrogate with clip-higher, DAPO",
+        (
+            ParamSpec("eps_low", "dapo_eps_low", 0.2, "DAPO: lower clip of the ratio (1 - eps_low)"),
+            ParamSpec(
+                "eps_high",
+                "dapo_eps_high",
+                0.28,
+                "DAPO: upper clip of the ratio (1 + eps_high, clip-higher)",
+                trl_names=("epsilon_high",),
+            ),
+        ),
+    ),
+    BlockSpec(
+        "grpo",
+        "scalerl.rl.losses:grpo",
+        "clipped surrogate with a symmetric clip, DeepSeekMath",
+        (
+            ParamSpec("eps", "grpo_eps", 0.2, "GRPO: symmetric clip of the ratio", trl_names=("epsilon",)),
+            ParamSpec(
+                "kl_coef",
+                "grpo_kl_coef",
+                0.0,
+                "GRPO: weight of the k3 KL penalty to the starting policy (0: off, as in ScaleRL)",
+                low_inclusive=True,
+                trl_names=("beta",),
+            ),
+        ),
+        reference_when="kl_coef",
+    ),
+    BlockSpec(
+        "gspo",
+        "scalerl.rl.losses:gspo",
+        "sequence-level clipped surrogate, GSPO",
+        (
+            ParamSpec("eps_low", "gspo_eps_low", 3e-4, "GSPO: lower clip of the sequence-level ratio"),
+            ParamSpec("eps_high", "gspo_eps_high", 4e-4, "GSPO: upper clip of the sequence-level ratio"),
+        ),
+    ),
 )
 
 AGGREGATIONS: dict[str, BlockSpec] = _catalog(
@@ -123,8 +156,11 @@ AGGREGATIONS: dict[str, BlockSpec] = _catalog(
 ADVANTAGE_NORMALISATIONS: dict[str, BlockSpec] = _catalog(
     BlockSpec("batch", "scalerl.rl.advantages:normalise_by_batch_std", "divide by the batch std, ScaleRL"),
     BlockSpec("prompt", "scalerl.rl.advantages:normalise_by_prompt_std", "divide by each prompt group's std, GRPO"),
-    BlockSpec("prompt_sample_std", "scalerl.rl.advantages:normalise_by_prompt_sample_std",
-              "divide by each prompt group's sample std (n - 1) + 1e-4, TRL's scale_rewards=group"),
+    BlockSpec(
+        "prompt_sample_std",
+        "scalerl.rl.advantages:normalise_by_prompt_sample_std",
+        "divide by each prompt group's sample std (n - 1) + 1e-4, TRL's scale_rewards=group",
+    ),
     BlockSpec("none", "scalerl.rl.advantages:no_normalisation", "centred advantages as they are"),
 )
 

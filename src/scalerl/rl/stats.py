@@ -48,9 +48,7 @@ def token_entropy(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     `torch.no_grad()` when it is only logged (it materialises a float32 copy of the logits).
     """
     if logits.dim() != 3 or logits.shape[:2] != mask.shape:
-        raise InputError(
-            f"logits must be [N, T, V] matching mask {tuple(mask.shape)}, got {tuple(logits.shape)}"
-        )
+        raise InputError(f"logits must be [N, T, V] matching mask {tuple(mask.shape)}, got {tuple(logits.shape)}")
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     entropy_per_token = -(log_probs.exp() * log_probs).sum(dim=-1)
     return masked_mean(entropy_per_token, mask)

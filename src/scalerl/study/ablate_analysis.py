@@ -14,9 +14,9 @@ Khatri, Madaan et al., arXiv 2510.13786, sections 2 and 5.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -26,9 +26,9 @@ from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 from scalerl.study.paired import (
     PAPER_MARGIN,
+    UNDECIDED,
     VERDICT_LEVEL,
     Agreement,
-    UNDECIDED,
     PairedInterval,
     ceiling_call,
     efficiency_call,
@@ -142,8 +142,9 @@ class AblationReport:
     mean_curve_fits: tuple[VariantFit, ...]  # the seed-mean curve of each variant, for the figure
 
 
-def fit_seed(path: Path | LogSource, x: str | None, y: str | None, fit_options: dict,
-             label: str | None = None) -> SeedFit:
+def fit_seed(
+    path: Path | LogSource, x: str | None, y: str | None, fit_options: dict, label: str | None = None
+) -> SeedFit:
     """Fit one seed's log; no data or no fit becomes `error` (the study goes on)."""
     warm_start = read_warm_start(path)
     try:
@@ -156,8 +157,9 @@ def fit_seed(path: Path | LogSource, x: str | None, y: str | None, fit_options: 
         return SeedFit(path, None, f"fit failed: {error}", warm_start, label)
 
 
-def summarise(values: Sequence[float], level: float, single_interval: tuple[float, float] | None,
-              log_scale: bool = False) -> ParamSummary:
+def summarise(
+    values: Sequence[float], level: float, single_interval: tuple[float, float] | None, log_scale: bool = False
+) -> ParamSummary:
     """Mean and Student-t interval of the mean over seeds (in log space if `log_scale`); one seed:
     its own interval `single_interval`."""
     values = np.asarray(values, dtype=float)
@@ -177,8 +179,10 @@ def parameter_summaries(fits: Sequence[FitResult], level: float) -> dict:
     if not fits:
         return {}
     single = fits[0].conf_int(level) if len(fits) == 1 else {}
-    return {name: summarise([fit.params()[name] for fit in fits], level, single.get(name), name == "C_mid")
-            for name in PARAMETERS}
+    return {
+        name: summarise([fit.params()[name] for fit in fits], level, single.get(name), name == "C_mid")
+        for name in PARAMETERS
+    }
 
 
 def _halfwidth(fit: FitResult, name: str, level: float) -> float:
@@ -197,19 +201,20 @@ class SharedARefit:
     log_c_mid_halfwidth: float
 
 
-def refit_at_shared_a(seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict,
-                  level: float) -> SharedARefit | None:
+def refit_at_shared_a(
+    seed: SeedFit, shared_a: float, x: str, y: str, fit_options: dict, level: float
+) -> SharedARefit | None:
     """One seed refitted with A fixed to `shared_a` (SharedARefit); None when its curve cannot take
     that A."""
     curve = read_source(seed.metrics_path, x, y)
     try:
-        fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a,
-                            **{**fit_options, "n_draws": QUICK_DRAWS})
+        fixed = fit_sigmoid(curve.compute, curve.reward, fixed_a=shared_a, **{**fit_options, "n_draws": QUICK_DRAWS})
     except (FitError, InputError):
         return None
     c_lo, c_hi = fixed.conf_int(level)["C_mid"]
-    return SharedARefit(fixed.b, _halfwidth(fixed, "B", level), float(np.log10(fixed.c_mid)),
-                        float(np.log10(c_hi / c_lo) / 2.0))
+    return SharedARefit(
+        fixed.b, _halfwidth(fixed, "B", level), float(np.log10(fixed.c_mid)), float(np.log10(c_hi / c_lo) / 2.0)
+    )
 
 
 def pair_noise(halfwidth_v: float, halfwidth_b: float, delta_shared: float, delta_own: float) -> float:
@@ -223,8 +228,9 @@ def _median_or_none(values: list) -> float | None:
     return float(np.median(kept)) if kept else None
 
 
-def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str,
-              fit_options: dict, level: float) -> SeedPair:
+def seed_pair(
+    index: int, variant: SeedFit, base: SeedFit, margin: float, x: str, y: str, fit_options: dict, level: float
+) -> SeedPair:
     """dA_i = A_v,i - A_b,i; both refitted with A fixed to (A_v,i + A_b,i) / 2 for
     dB_i = B_v,i - B_b,i and its noise h_i = sqrt(h_v,i^2 + h_b,i^2) + |dB_i - dB_i(own A)|: the
     refits' own B half-widths plus the shift that sharing A alone put into dB_i (each run's B
@@ -250,12 +256,20 @@ def seed_pair(index: int, variant: SeedFit, base: SeedFit, margin: float, x: str
     delta_b = fixed_v.b - fixed_b.b
     halfwidth = pair_noise(fixed_v.b_halfwidth, fixed_b.b_halfwidth, delta_b, variant.fit.b - base.fit.b)
     delta_speed = fixed_b.log_c_mid - fixed_v.log_c_mid
-    speed_halfwidth = pair_noise(fixed_v.log_c_mid_halfwidth, fixed_b.log_c_mid_halfwidth, delta_speed,
-                                 float(np.log10(base.fit.c_mid / variant.fit.c_mid)))
-    verdict = ((UNDECIDED, None) if both_limits or unidentified else
-               pair_verdict(delta_a, delta_b, margin, halfwidth, delta_speed, speed_halfwidth))
-    return SeedPair(index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified,
-                    delta_speed, speed_halfwidth)
+    speed_halfwidth = pair_noise(
+        fixed_v.log_c_mid_halfwidth,
+        fixed_b.log_c_mid_halfwidth,
+        delta_speed,
+        float(np.log10(base.fit.c_mid / variant.fit.c_mid)),
+    )
+    verdict = (
+        (UNDECIDED, None)
+        if both_limits or unidentified
+        else pair_verdict(delta_a, delta_b, margin, halfwidth, delta_speed, speed_halfwidth)
+    )
+    return SeedPair(
+        index, delta_a, shared_a, delta_b, halfwidth, verdict, both_limits, unidentified, delta_speed, speed_halfwidth
+    )
 
 
 def difference_interval(values: list[float | None], single_halfwidth: float | None, level: float) -> PairedInterval:
@@ -266,14 +280,26 @@ def difference_interval(values: list[float | None], single_halfwidth: float | No
     return paired_t_interval(finite, level)
 
 
-def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float, x: str, y: str,
-                   fit_options: dict, level: float) -> PairedVerdict:
+def paired_verdict(
+    variant_seeds: Sequence[SeedFit],
+    base_seeds: Sequence[SeedFit],
+    margin: float,
+    x: str,
+    y: str,
+    fit_options: dict,
+    level: float,
+) -> PairedVerdict:
     """The knob's verdict: the dA interval against the margin (tier 1), then the dB interval at
     the pairs' shared A (tier 2); scalerl.study.paired has the rule and its formulas."""
-    pairs = tuple(seed_pair(index, v, b, margin, x, y, fit_options, level)
-                  for index, (v, b) in enumerate(zip(variant_seeds, base_seeds)))
-    fitted = [(pair, variant_seeds[pair.seed_index].fit, base_seeds[pair.seed_index].fit)
-              for pair in pairs if pair.delta_a is not None]
+    pairs = tuple(
+        seed_pair(index, v, b, margin, x, y, fit_options, level)
+        for index, (v, b) in enumerate(zip(variant_seeds, base_seeds))
+    )
+    fitted = [
+        (pair, variant_seeds[pair.seed_index].fit, base_seeds[pair.seed_index].fit)
+        for pair in pairs
+        if pair.delta_a is not None
+    ]
     single_a = single_b = None
     if len(fitted) == 1:
         pair, fit_v, fit_b = fitted[0]
@@ -285,48 +311,77 @@ def paired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFi
     delta_a = difference_interval(measurable, single_a, level)
     delta_b = difference_interval([pair.delta_b for pair in pairs], single_b, level)
     b_noise = _median_or_none([pair.b_halfwidth for pair in pairs])
-    delta_speed = difference_interval([pair.delta_speed for pair in pairs],
-                                      fitted[0][0].speed_halfwidth if len(fitted) == 1 else None, level)
+    delta_speed = difference_interval(
+        [pair.delta_speed for pair in pairs], fitted[0][0].speed_halfwidth if len(fitted) == 1 else None, level
+    )
     speed_noise = _median_or_none([pair.speed_halfwidth for pair in pairs])
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
     speed_call = efficiency_call(delta_speed, speed_noise)
     limits_only = bool(fitted) and all(pair.ceilings_at_bound for pair, _, _ in fitted)
     unmeasured_only = bool(fitted) and not any(pair.measures_a for pair, _, _ in fitted)
-    b_text = (f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
-              if np.isfinite(delta_b.lo) else "")
+    b_text = (
+        f"; dB at the shared A: {delta_b.mean:+.2f} [{delta_b.lo:+.2f}, {delta_b.hi:+.2f}]"
+        if np.isfinite(delta_b.lo)
+        else ""
+    )
     verdict, direction = knob_verdict(a_call, b_call, speed_call)
     agreement = verdict_agreement([pair.verdict for pair in pairs if pair.delta_a is not None], (verdict, direction))
     reason = None
     if not fitted:
         reason = "no seed pair with both the variant and the base fitted"
     elif limits_only:
-        reason = ("in every seed pair both ceilings sit at the top of their range (limits, not estimates), "
-                  "so dA cannot be measured" + b_text)
+        reason = (
+            "in every seed pair both ceilings sit at the top of their range (limits, not estimates), "
+            "so dA cannot be measured" + b_text
+        )
     elif unmeasured_only:
-        reason = ("in every seed pair a run has not bent over (ceiling not identified: its A is an "
-                  "extrapolation), so dA cannot be measured; run longer" + b_text)
+        reason = (
+            "in every seed pair a run has not bent over (ceiling not identified: its A is an "
+            "extrapolation), so dA cannot be measured; run longer" + b_text
+        )
     elif a_call == "unclear":
-        reason = (f"the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
-                  if np.isfinite(delta_a.lo) else "one pair and no interval for dA")
+        reason = (
+            f"the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
+            if np.isfinite(delta_a.lo)
+            else "one pair and no interval for dA"
+        )
     elif a_call == "within" and b_call == "unclear":
         reason = "no interval for dB at the shared A"
     elif a_call == "within" and b_call == "none" and speed_call in ("up", "down"):
-        reason = (f"B at the shared A does not tell ({delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}]); "
-                  f"the compute to half the shared gain does: the variant saves {delta_speed.mean:+.3f} "
-                  f"[{delta_speed.lo:+.3f}, {delta_speed.hi:+.3f}] decades of it (log10 C_mid, base minus variant), "
-                  f"beyond the refits' own noise +-{speed_noise:.3f}")
+        reason = (
+            f"B at the shared A does not tell ({delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}]); "
+            f"the compute to half the shared gain does: the variant saves {delta_speed.mean:+.3f} "
+            f"[{delta_speed.lo:+.3f}, {delta_speed.hi:+.3f}] decades of it (log10 C_mid, base minus variant), "
+            f"beyond the refits' own noise +-{speed_noise:.3f}"
+        )
     elif a_call == "within" and b_call == "none" and (delta_b.lo > 0 or delta_b.hi < 0):
-        reason = (f"dB at the shared A {delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}] excludes 0 but is "
-                  f"within the refits' own B noise +-{b_noise:.3g} (their B half-widths plus the shift that fixing "
-                  "ceilings that differ by dA to their mean puts into dB)")
+        reason = (
+            f"dB at the shared A {delta_b.mean:+.3g} [{delta_b.lo:+.3g}, {delta_b.hi:+.3g}] excludes 0 but is "
+            f"within the refits' own B noise +-{b_noise:.3g} (their B half-widths plus the shift that fixing "
+            "ceilings that differ by dA to their mean puts into dB)"
+        )
     left_out = sum(not pair.measures_a for pair, _, _ in fitted)
     if left_out and not unmeasured_only:
-        note = (f"{left_out} of {len(fitted)} seed pairs left out of dA (a run not bent over, or both ceilings "
-                f"limits); the ceiling is judged on the other {len(fitted) - left_out}")
+        note = (
+            f"{left_out} of {len(fitted)} seed pairs left out of dA (a run not bent over, or both ceilings "
+            f"limits); the ceiling is judged on the other {len(fitted) - left_out}"
+        )
         reason = note if reason is None else f"{reason}; {note}"
-    return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
-                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, pairs, agreement, reason,
-                         delta_speed if np.isfinite(delta_speed.mean) else None, speed_call)
+    return PairedVerdict(
+        verdict,
+        direction,
+        verdict_label(verdict, direction, margin),
+        margin,
+        delta_a,
+        delta_b if np.isfinite(delta_b.mean) else None,
+        a_call,
+        b_call,
+        pairs,
+        agreement,
+        reason,
+        delta_speed if np.isfinite(delta_speed.mean) else None,
+        speed_call,
+    )
 
 
 def _measures_ceiling(fit: FitResult) -> bool:
@@ -334,8 +389,16 @@ def _measures_ceiling(fit: FitResult) -> bool:
     return bool(fit.ceiling_identified and not fit.ceiling_at_bound)
 
 
-def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float,
-                     x: str | None, y: str | None, fit_options: dict, level: float, note: str) -> PairedVerdict:
+def unpaired_verdict(
+    variant_seeds: Sequence[SeedFit],
+    base_seeds: Sequence[SeedFit],
+    margin: float,
+    x: str | None,
+    y: str | None,
+    fit_options: dict,
+    level: float,
+    note: str,
+) -> PairedVerdict:
     """The knob's verdict when its seeds have no partners among the base's: Welch's interval of
     mean A_v - mean A_b over the seeds whose A is a ceiling estimate (tier 1); then every fitted seed
     refitted with A fixed to (mean A_v + mean A_b) / 2 and Welch's interval of mean B_v - mean B_b
@@ -344,58 +407,94 @@ def unpaired_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[Seed
     `note` (why the seeds are unpaired) starts the reason."""
     fits_v = [seed for seed in variant_seeds if seed.fit is not None]
     fits_b = [seed for seed in base_seeds if seed.fit is not None]
-    delta_a = welch_interval([seed.fit.a for seed in fits_v if _measures_ceiling(seed.fit)],
-                             [seed.fit.a for seed in fits_b if _measures_ceiling(seed.fit)], level)
+    delta_a = welch_interval(
+        [seed.fit.a for seed in fits_v if _measures_ceiling(seed.fit)],
+        [seed.fit.a for seed in fits_b if _measures_ceiling(seed.fit)],
+        level,
+    )
     delta_b = delta_speed = PairedInterval(float("nan"), float("nan"), float("nan"), None, 0, "none")
     b_noise = speed_noise = None
     if fits_v and fits_b:
         shared_a = (np.mean([seed.fit.a for seed in fits_v]) + np.mean([seed.fit.a for seed in fits_b])) / 2.0
-        refits = [[fixed for seed in side if (fixed := refit_at_shared_a(seed, float(shared_a), x, y, fit_options, level))]
-                  for side in (fits_v, fits_b)]
+        refits = [
+            [fixed for seed in side if (fixed := refit_at_shared_a(seed, float(shared_a), x, y, fit_options, level))]
+            for side in (fits_v, fits_b)
+        ]
         delta_b = welch_interval(*([fixed.b for fixed in side] for side in refits), level)
         # decades of compute saved to half the shared gain: base's log10 C_mid minus the variant's
         delta_speed = welch_interval(*([fixed.log_c_mid for fixed in side] for side in refits[::-1]), level)
         if all(refits):
             b_noise = float(np.hypot(*(np.median([fixed.b_halfwidth for fixed in side]) for side in refits)))
-            speed_noise = float(np.hypot(*(np.median([fixed.log_c_mid_halfwidth for fixed in side])
-                                           for side in refits)))
+            speed_noise = float(
+                np.hypot(*(np.median([fixed.log_c_mid_halfwidth for fixed in side]) for side in refits))
+            )
     a_call, b_call = ceiling_call(delta_a, margin), efficiency_call(delta_b, b_noise)
     speed_call = efficiency_call(delta_speed, speed_noise)
     verdict, direction = knob_verdict(a_call, b_call, speed_call)
     reason = note
     if a_call == "unclear":
-        reason += (f"; the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
-                   if np.isfinite(delta_a.lo) else
-                   "; fewer than two seeds with a measured ceiling (bent over, not a limit) on a side: no interval for dA")
+        reason += (
+            f"; the dA interval [{delta_a.lo:+.3f}, {delta_a.hi:+.3f}] crosses the margin +-{margin:.3g}"
+            if np.isfinite(delta_a.lo)
+            else "; fewer than two seeds with a measured ceiling (bent over, not a limit) on a side: no interval for dA"
+        )
     elif a_call == "within" and b_call == "unclear":
         reason += "; no interval for dB at the shared A"
-    return PairedVerdict(verdict, direction, verdict_label(verdict, direction, margin), margin, delta_a,
-                         delta_b if np.isfinite(delta_b.mean) else None, a_call, b_call, (),
-                         verdict_agreement([], (verdict, direction)), reason,
-                         delta_speed if np.isfinite(delta_speed.mean) else None, speed_call)
+    return PairedVerdict(
+        verdict,
+        direction,
+        verdict_label(verdict, direction, margin),
+        margin,
+        delta_a,
+        delta_b if np.isfinite(delta_b.mean) else None,
+        a_call,
+        b_call,
+        (),
+        verdict_agreement([], (verdict, direction)),
+        reason,
+        delta_speed if np.isfinite(delta_speed.mean) else None,
+        speed_call,
+    )
 
 
-def labelled_verdict(variant_seeds: Sequence[SeedFit], base_seeds: Sequence[SeedFit], margin: float,
-                     x: str | None, y: str | None, fit_options: dict, level: float) -> PairedVerdict:
+def labelled_verdict(
+    variant_seeds: Sequence[SeedFit],
+    base_seeds: Sequence[SeedFit],
+    margin: float,
+    x: str | None,
+    y: str | None,
+    fit_options: dict,
+    level: float,
+) -> PairedVerdict:
     """Seeds with labels (logs from a manifest): when the variant's labels are the base's, seed s of
     the variant pairs with seed s of the base (paired_verdict); otherwise unpaired_verdict, with a
     note naming the seeds that have no partner."""
     labels_v, labels_b = [seed.label for seed in variant_seeds], [seed.label for seed in base_seeds]
     if sorted(labels_v) == sorted(labels_b):
         by_label = {seed.label: seed for seed in base_seeds}
-        return paired_verdict(variant_seeds, [by_label[label] for label in labels_v], margin, x, y, fit_options,
-                              level)
+        return paired_verdict(variant_seeds, [by_label[label] for label in labels_v], margin, x, y, fit_options, level)
     lonely_v = [label for label in labels_v if label not in labels_b]
     lonely_b = [label for label in labels_b if label not in labels_v]
-    note = (f"unpaired: seeds {', '.join(lonely_v) or '-'} of the variant and {', '.join(lonely_b) or '-'} of the "
-            "base have no partner, so dA and dB use Welch's interval over the seeds, not paired differences")
+    note = (
+        f"unpaired: seeds {', '.join(lonely_v) or '-'} of the variant and {', '.join(lonely_b) or '-'} of the "
+        "base have no partner, so dA and dB use Welch's interval over the seeds, not paired differences"
+    )
     return unpaired_verdict(variant_seeds, base_seeds, margin, x, y, fit_options, level, note)
 
 
-def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-out", sweep_knob: str | None = None,
-                          seeds: int = 1, x: str = "flops", y: str = "val_pass_rate", margin: float | None = None,
-                          level: float = 0.8, verdict_level: float = VERDICT_LEVEL,
-                          reward_range: tuple[float, float] | None = (0.0, 1.0)) -> AblationReport:
+def build_ablation_report(
+    runs: Sequence[ReportRun],
+    *,
+    kind: str = "leave-one-out",
+    sweep_knob: str | None = None,
+    seeds: int = 1,
+    x: str = "flops",
+    y: str = "val_pass_rate",
+    margin: float | None = None,
+    level: float = 0.8,
+    verdict_level: float = VERDICT_LEVEL,
+    reward_range: tuple[float, float] | None = (0.0, 1.0),
+) -> AblationReport:
     """Fit every seed of every run and give each non-base run its paired verdict against the base
     (exactly one run is the base; seed i pairs with seed i, or, for runs with seed labels, seed s
     with seed s: labelled_verdict). Margin on A: given, else the paper's 0.02 of the reward's unit
@@ -408,23 +507,43 @@ def build_ablation_report(runs: Sequence[ReportRun], *, kind: str = "leave-one-o
     if not 0.0 < verdict_level < 1.0:
         raise InputError(f"verdict level must be in (0, 1), got {verdict_level:g}")
     fit_options = {"level": level, "reward_range": None if reward_range is None else tuple(reward_range)}
-    seed_fits = {run.slug: tuple(fit_seed(path, x, y, fit_options, label) for path, label in
-                                 zip(run.metrics_paths, run.seed_labels or [None] * len(run.metrics_paths)))
-                 for run in runs}
-    unit = max((seed.fit.reward_unit for fits in seed_fits.values() for seed in fits if seed.fit is not None),
-               default=1.0)
+    seed_fits = {
+        run.slug: tuple(
+            fit_seed(path, x, y, fit_options, label)
+            for path, label in zip(run.metrics_paths, run.seed_labels or [None] * len(run.metrics_paths))
+        )
+        for run in runs
+    }
+    unit = max(
+        (seed.fit.reward_unit for fits in seed_fits.values() for seed in fits if seed.fit is not None), default=1.0
+    )
     study_margin, source = (PAPER_MARGIN * unit, "paper default") if margin is None else (float(margin), "given")
     base_seeds = seed_fits[bases[0].slug]
     judge = labelled_verdict if bases[0].seed_labels is not None else paired_verdict
     results = []
     for run in runs:
         fitted = [seed.fit for seed in seed_fits[run.slug] if seed.fit is not None]
-        verdict = None if run.is_base else judge(seed_fits[run.slug], base_seeds, study_margin, x, y,
-                                                 fit_options, verdict_level)
+        verdict = (
+            None
+            if run.is_base
+            else judge(seed_fits[run.slug], base_seeds, study_margin, x, y, fit_options, verdict_level)
+        )
         results.append(VariantResult(run, seed_fits[run.slug], parameter_summaries(fitted, level), verdict))
     mean_fits = tuple(fit_variant(run, x, y, fit_options) for run in runs)
-    return AblationReport(kind, sweep_knob, bases[0].slug, x, y, float(level), float(verdict_level), int(seeds),
-                          study_margin, source, tuple(results), mean_fits)
+    return AblationReport(
+        kind,
+        sweep_knob,
+        bases[0].slug,
+        x,
+        y,
+        float(level),
+        float(verdict_level),
+        int(seeds),
+        study_margin,
+        source,
+        tuple(results),
+        mean_fits,
+    )
 
 
 def warm_start_summary(report: AblationReport) -> dict:

@@ -9,8 +9,8 @@ RL seed, and no variant may change a seed (that would break the pairing). Torch-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from scalerl.errors import ConfigError
 from scalerl.study.knobs import knob_assignments, knob_label, resolve_knob, split_knob
@@ -32,8 +32,10 @@ def _check_seed_free(text: str, assignments: Sequence[str]) -> None:
     """A knob may not set the RL seed or the warm start's seed: the study pairs seeds itself."""
     touched = [a.split("=", 1)[0].strip() for a in assignments if a.split("=", 1)[0].strip() in SEED_FIELDS]
     if touched:
-        raise ConfigError(f"{text}: sets {touched[0]}, which the study sets itself (seed i of every variant "
-                          "uses the same seeds); use --set seed=N for the study seed")
+        raise ConfigError(
+            f"{text}: sets {touched[0]}, which the study sets itself (seed i of every variant "
+            "uses the same seeds); use --set seed=N for the study seed"
+        )
 
 
 def _finish(plan: StudyPlan) -> StudyPlan:
@@ -54,8 +56,7 @@ def _keep_only(variants: list[StudyVariant], only: Sequence[str]) -> list[StudyV
     known = {v.slug.lower() for v in variants} | {v.name.lower() for v in variants}
     unknown = sorted(wanted - known)
     if unknown:
-        raise ConfigError(f"--only: unknown variant {unknown[0]!r}; choose from "
-                          f"{', '.join(v.slug for v in variants)}")
+        raise ConfigError(f"--only: unknown variant {unknown[0]!r}; choose from {', '.join(v.slug for v in variants)}")
     return [v for v in variants if v.is_base or v.slug.lower() in wanted or v.name.lower() in wanted]
 
 
@@ -85,8 +86,10 @@ def _knob_variants(preset: str, knobs: Sequence[str], common_overrides: Sequence
         _check_seed_free(f"--leave-one-out {text}", assignments)
         label = knob_label(name, value)
         if preset_config(preset, [*assignments, *common_overrides]) == base_config:
-            raise ConfigError(f"--leave-one-out {text}: the base ({preset} with the --set) already has it, "
-                              "so this variant would repeat the base")
+            raise ConfigError(
+                f"--leave-one-out {text}: the base ({preset} with the --set) already has it, "
+                "so this variant would repeat the base"
+            )
         slug = assignment_slug(label)
         if slug == preset or slug in {v.slug for v in variants}:
             raise ConfigError(f"--leave-one-out: {text} is given twice (or names the same variant as another)")
@@ -94,8 +97,14 @@ def _knob_variants(preset: str, knobs: Sequence[str], common_overrides: Sequence
     return variants
 
 
-def plan_leave_one_out(preset: str = "scalerl", knobs: Sequence[str] = (), *, common_overrides: Sequence[str] = (),
-                       seeds: int = 1, only: Sequence[str] = ()) -> StudyPlan:
+def plan_leave_one_out(
+    preset: str = "scalerl",
+    knobs: Sequence[str] = (),
+    *,
+    common_overrides: Sequence[str] = (),
+    seeds: int = 1,
+    only: Sequence[str] = (),
+) -> StudyPlan:
     """Base preset, then one variant per `knob=value` (short name or dotted path); no knobs: the
     whole LEAVE_ONE_OUT table (an entry the base already has is left out with a note). A knob that
     leaves the base's config unchanged is an error (it would repeat the base), so is one given twice."""
@@ -110,8 +119,14 @@ def plan_leave_one_out(preset: str = "scalerl", knobs: Sequence[str] = (), *, co
     return _finish(StudyPlan(tuple(variants), tuple(common_overrides), int(seeds), tuple(notes), kind="leave-one-out"))
 
 
-def plan_recipes(preset: str = "scalerl", recipes: Sequence[str] = (), *, common_overrides: Sequence[str] = (),
-                 seeds: int = 1, only: Sequence[str] = ()) -> StudyPlan:
+def plan_recipes(
+    preset: str = "scalerl",
+    recipes: Sequence[str] = (),
+    *,
+    common_overrides: Sequence[str] = (),
+    seeds: int = 1,
+    only: Sequence[str] = (),
+) -> StudyPlan:
     """The base preset, then each named preset (a whole recipe against the base)."""
     _check_common(preset, seeds)
     unknown = [name for name in recipes if name not in PRESETS]
@@ -120,8 +135,10 @@ def plan_recipes(preset: str = "scalerl", recipes: Sequence[str] = (), *, common
     names = [name for name in dict.fromkeys(recipes) if name != preset]
     if not names:
         raise ConfigError("--recipes: name at least one preset other than the base")
-    variants = [_base(preset), *(StudyVariant(name, PRESETS[name].description, name, (), f"preset {name}")
-                                 for name in names)]
+    variants = [
+        _base(preset),
+        *(StudyVariant(name, PRESETS[name].description, name, (), f"preset {name}") for name in names),
+    ]
     variants = _keep_only(variants, only) if only else variants
     return _finish(StudyPlan(tuple(variants), tuple(common_overrides), int(seeds), kind="recipes"))
 
@@ -138,8 +155,9 @@ def parse_sweep(text: str) -> tuple[str, list[str]]:
     return name, values
 
 
-def plan_sweep(preset: str = "scalerl", sweep: str = "", *, common_overrides: Sequence[str] = (),
-               seeds: int = 1) -> StudyPlan:
+def plan_sweep(
+    preset: str = "scalerl", sweep: str = "", *, common_overrides: Sequence[str] = (), seeds: int = 1
+) -> StudyPlan:
     """One variant per value of the swept knob, in the order given; the first is the reference the
     others are classified against (is_base). Directories are named `<knob>-<value>`."""
     _check_common(preset, seeds)
@@ -152,8 +170,10 @@ def plan_sweep(preset: str = "scalerl", sweep: str = "", *, common_overrides: Se
         label = knob_label(name, value)
         config = preset_config(preset, [*assignments, *common_overrides])
         if config in configs:
-            raise ConfigError(f"--sweep {sweep}: {name}={value} gives the same config as an earlier value "
-                              "(a --set overrides the swept field?)")
+            raise ConfigError(
+                f"--sweep {sweep}: {name}={value} gives the same config as an earlier value "
+                "(a --set overrides the swept field?)"
+            )
         configs.append(config)
         slug = assignment_slug(f"{name}={value}")
         variants.append(StudyVariant(slug, label, preset, assignments, label, is_base=index == 0))

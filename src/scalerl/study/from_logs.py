@@ -11,15 +11,15 @@ Torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 import numpy as np
 
 from scalerl.errors import InputError
-from scalerl.forecast.reward_unit import inferred_reward_range
 from scalerl.forecast.readers.columns import STEP_COLUMNS
 from scalerl.forecast.readers.curve import fit_window_limit
+from scalerl.forecast.reward_unit import inferred_reward_range
 from scalerl.study.ablate_analysis import AblationReport, build_ablation_report
 from scalerl.study.log_manifest import ManifestRow, check_rows
 from scalerl.study.run_curves import ReportRun, read_source
@@ -43,8 +43,9 @@ def compute_axis(x_name: str) -> str:
 
 
 def _grouped(axes: dict[str, list[str]]) -> str:
-    return "; ".join(f"{axis} ({', '.join(origins[:3])}{' ...' if len(origins) > 3 else ''})"
-                     for axis, origins in axes.items())
+    return "; ".join(
+        f"{axis} ({', '.join(origins[:3])}{' ...' if len(origins) > 3 else ''})" for axis, origins in axes.items()
+    )
 
 
 def check_axes(rows: Sequence[ManifestRow], x_names: Sequence[str], x_given: bool) -> str:
@@ -55,14 +56,17 @@ def check_axes(rows: Sequence[ManifestRow], x_names: Sequence[str], x_given: boo
         if row.unit is not None:
             declared.setdefault(row.unit, []).append(row.origin)
     if len(declared) > 1:
-        raise InputError(f"compute units differ between runs: {_grouped(declared)}; a verdict compares curves on one "
-                         "compute axis: list runs of one unit")
+        raise InputError(
+            f"compute units differ between runs: {_grouped(declared)}; a verdict compares curves on one "
+            "compute axis: list runs of one unit"
+        )
     axes: dict[str, list[str]] = {}
     for row, x_name in zip(rows, x_names):
         axes.setdefault(row.unit or compute_axis(x_name), []).append(f"{row.origin}: {x_name}")
     if len(axes) > 1 and not x_given:
-        raise InputError(f"compute axes differ between runs: {_grouped(axes)}; pass --x COLUMN naming a "
-                         "compute column every log has")
+        raise InputError(
+            f"compute axes differ between runs: {_grouped(axes)}; pass --x COLUMN naming a compute column every log has"
+        )
     return next(iter(declared)) if declared else next(iter(axes))
 
 
@@ -72,8 +76,16 @@ def manifest_runs(rows: Sequence[ManifestRow], base: str) -> list[ReportRun]:
     runs = []
     for variant in variants:
         mine = [row for row in rows if row.variant == variant]
-        runs.append(ReportRun(variant, variant, None, variant == base, tuple(row.source for row in mine),
-                              tuple(row.seed for row in mine)))
+        runs.append(
+            ReportRun(
+                variant,
+                variant,
+                None,
+                variant == base,
+                tuple(row.source for row in mine),
+                tuple(row.seed for row in mine),
+            )
+        )
     return runs
 
 
@@ -83,10 +95,18 @@ def axis_label(names: Sequence[str], axis: str) -> str:
     return distinct[0] if len(distinct) == 1 else f"{axis} ({', '.join(distinct)})"
 
 
-def build_from_logs_report(rows: Sequence[ManifestRow], base: str, *, x: str | None = None, y: str | None = None,
-                           margin: float | None = None, level: float = 0.8,
-                           reward_range: tuple[float, float] | None = None, fit_until: float | None = None,
-                           fit_fraction: float | None = None) -> AblationReport:
+def build_from_logs_report(
+    rows: Sequence[ManifestRow],
+    base: str,
+    *,
+    x: str | None = None,
+    y: str | None = None,
+    margin: float | None = None,
+    level: float = 0.8,
+    reward_range: tuple[float, float] | None = None,
+    fit_until: float | None = None,
+    fit_fraction: float | None = None,
+) -> AblationReport:
     """Check the manifest, read every log once (its columns and axis), then fit and judge with
     build_ablation_report; x / y None: each log's default columns (scalerl.forecast.readers.columns).
     `reward_range` None: [0, 1] when every log's rewards lie in it, else open (as `scalerl fit`).
@@ -103,7 +123,18 @@ def build_from_logs_report(rows: Sequence[ManifestRow], base: str, *, x: str | N
     axis = check_axes(rows, [curve.x_name for curve in curves], x is not None)
     runs = manifest_runs(rows, base)
     seeds = max(len(run.metrics_paths) for run in runs)
-    report = build_ablation_report(runs, kind=KIND, seeds=seeds, x=x, y=y, margin=margin, level=level,
-                                   reward_range=inferred_reward_range([curve.reward for curve in curves], reward_range))
-    return replace(report, x_name=axis_label([curve.x_name for curve in curves], axis),
-                   y_name=axis_label([curve.y_name for curve in curves], "reward"))
+    report = build_ablation_report(
+        runs,
+        kind=KIND,
+        seeds=seeds,
+        x=x,
+        y=y,
+        margin=margin,
+        level=level,
+        reward_range=inferred_reward_range([curve.reward for curve in curves], reward_range),
+    )
+    return replace(
+        report,
+        x_name=axis_label([curve.x_name for curve in curves], axis),
+        y_name=axis_label([curve.y_name for curve in curves], "reward"),
+    )

@@ -12,23 +12,25 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from scalerl.errors import ConfigError
-from scalerl.train.config.train_config import TrainConfig, all_field_paths, parse_assignment
 from scalerl.models.sizes import model_size_assignments
+from scalerl.train.config.train_config import TrainConfig, all_field_paths, parse_assignment
 
-KNOB_FIELDS = MappingProxyType({
-    "loss": "rl.loss",
-    "aggregation": "rl.aggregation",
-    "adv_norm": "rl.advantage_norm",
-    "zero_var_filter": "rl.zero_variance_filter",
-    "no_positive_resampling": "rl.npr",
-    "npr": "rl.npr",
-    "fp32_head": "model.fp32_head",
-    "length_control": "sampling.length_control",
-    "batch_prompts": "sampling.prompts_per_step",
-    "generations": "sampling.generations_per_prompt",
-    "lr": "optim.lr",
-    "dtype": "dtype",
-})
+KNOB_FIELDS = MappingProxyType(
+    {
+        "loss": "rl.loss",
+        "aggregation": "rl.aggregation",
+        "adv_norm": "rl.advantage_norm",
+        "zero_var_filter": "rl.zero_variance_filter",
+        "no_positive_resampling": "rl.npr",
+        "npr": "rl.npr",
+        "fp32_head": "model.fp32_head",
+        "length_control": "sampling.length_control",
+        "batch_prompts": "sampling.prompts_per_step",
+        "generations": "sampling.generations_per_prompt",
+        "lr": "optim.lr",
+        "dtype": "dtype",
+    }
+)
 COMPOUND_KNOBS = ("gen_length", "generations_fixed_batch", "model_size")
 
 
@@ -52,8 +54,10 @@ def resolve_knob(name: str) -> str:
         return KNOB_FIELDS[name]
     if name in COMPOUND_KNOBS or name in all_field_paths():
         return name
-    raise ConfigError(f"unknown knob {name!r}: use one of {', '.join(known_knobs())} "
-                      "or a full config path such as rl.loss (see `scalerl presets`)")
+    raise ConfigError(
+        f"unknown knob {name!r}: use one of {', '.join(known_knobs())} "
+        "or a full config path such as rl.loss (see `scalerl presets`)"
+    )
 
 
 def _scaled(value: int, old_length: int, new_length: int) -> int:
@@ -67,16 +71,22 @@ def generation_length_assignments(length: int, base: TrainConfig) -> tuple[str, 
     budget_max = min(_scaled(sampling.thinking_budget_max, sampling.max_new_tokens, length), length - 1)
     budget_min = min(_scaled(sampling.thinking_budget_min, sampling.max_new_tokens, length), budget_max)
     cache = min(_scaled(sampling.penalty_cache_tokens, sampling.max_new_tokens, length), length)
-    return (f"sampling.max_new_tokens={length}", f"sampling.thinking_budget_min={budget_min}",
-            f"sampling.thinking_budget_max={budget_max}", f"sampling.penalty_cache_tokens={cache}")
+    return (
+        f"sampling.max_new_tokens={length}",
+        f"sampling.thinking_budget_min={budget_min}",
+        f"sampling.thinking_budget_max={budget_max}",
+        f"sampling.penalty_cache_tokens={cache}",
+    )
 
 
 def fixed_batch_assignments(generations: int, base: TrainConfig) -> tuple[str, ...]:
     """G generations per prompt and total / G prompts, total = the base's prompts x generations."""
     total = base.sampling.prompts_per_step * base.sampling.generations_per_prompt
     if generations < 1 or total % generations:
-        raise ConfigError(f"generations_fixed_batch={generations}: must divide the total batch of {total} "
-                          "sequences (prompts_per_step x generations_per_prompt)")
+        raise ConfigError(
+            f"generations_fixed_batch={generations}: must divide the total batch of {total} "
+            "sequences (prompts_per_step x generations_per_prompt)"
+        )
     return (f"sampling.generations_per_prompt={generations}", f"sampling.prompts_per_step={total // generations}")
 
 

@@ -89,8 +89,10 @@ def read_manifest(path: str | Path) -> list[ManifestRow]:
         header = [name.strip() for name in reader.fieldnames or []]
         missing = [key for key in REQUIRED if key not in header]
         if missing:
-            raise InputError(f"manifest {path}: no column {', '.join(missing)} in its header "
-                             f"(columns: {', '.join(REQUIRED)}, optional {', '.join(OPTIONAL)})")
+            raise InputError(
+                f"manifest {path}: no column {', '.join(missing)} in its header "
+                f"(columns: {', '.join(REQUIRED)}, optional {', '.join(OPTIONAL)})"
+            )
         records = [{(key or "").strip(): value for key, value in record.items()} for record in reader]
         origins = [f"{path} line {index + 2}" for index in range(len(records))]
     if not records:
@@ -130,19 +132,23 @@ def wandb_rows(path: str | Path, pattern: str, unit: str | None = None) -> list[
         raise InputError(f"{path} does not exist")
     table = read_table(path)
     if table.run_column is None:
-        raise InputError(f"{path} holds one run (no run column); --pattern needs a W&B export of several runs "
-                         "(or write a manifest)")
-    names = list(dict.fromkeys(label_text(label) for label in cells(table.columns[table.run_column])
-                               if label is not None))
+        raise InputError(
+            f"{path} holds one run (no run column); --pattern needs a W&B export of several runs (or write a manifest)"
+        )
+    names = list(
+        dict.fromkeys(label_text(label) for label in cells(table.columns[table.run_column]) if label is not None)
+    )
     rows = []
     for name in names:
         match = regex.search(name)
         if match and match["variant"] and match["seed"]:
-            rows.append(ManifestRow(LogSource(path, run=name), match["variant"], match["seed"], unit,
-                                    f"{path} run {name!r}"))
+            rows.append(
+                ManifestRow(LogSource(path, run=name), match["variant"], match["seed"], unit, f"{path} run {name!r}")
+            )
     if not rows:
-        raise InputError(f"--pattern {pattern!r} matches none of the {len(names)} runs of {path} "
-                         f"({', '.join(names[:10])})")
+        raise InputError(
+            f"--pattern {pattern!r} matches none of the {len(names)} runs of {path} ({', '.join(names[:10])})"
+        )
     return rows
 
 
@@ -164,5 +170,7 @@ def check_rows(rows: list[ManifestRow], base: str) -> None:
         raise InputError(f"the manifest has only the base variant {base!r}: list at least one variant to compare")
     single = [variant for variant, count in seeds.items() if count < 2]
     if single:
-        raise InputError(f"variant {single[0]!r} has one seed: the verdict needs at least two seeds per variant "
-                         "(a spread to compare the difference with)")
+        raise InputError(
+            f"variant {single[0]!r} has one seed: the verdict needs at least two seeds per variant "
+            "(a spread to compare the difference with)"
+        )

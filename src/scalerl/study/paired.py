@@ -15,8 +15,8 @@ a shared A), with the tiers decided by interval against margin, as in an equival
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -24,7 +24,11 @@ from scipy import stats
 from scalerl.errors import ConfigError
 
 CEILING, EFFICIENCY, NO_EFFECT, UNDECIDED = (
-    "moves the ceiling", "moves efficiency only", "no measurable effect", "undecided")
+    "moves the ceiling",
+    "moves efficiency only",
+    "no measurable effect",
+    "undecided",
+)
 PAPER_MARGIN = 0.02  # the paper's margin on A (about the seed-to-seed spread of A at 3 seeds)
 VERDICT_LEVEL = 0.9  # two one-sided tests at 5 % each
 
@@ -48,8 +52,9 @@ def paired_differences(variant: Sequence[float | None], base: Sequence[float | N
     the variant is paired with seed i of the base; an unfitted seed drops its pair)."""
     if len(variant) != len(base):
         raise ConfigError(f"paired values need one per seed on both sides, got {len(variant)} and {len(base)}")
-    pairs = [(v, b) for v, b in zip(variant, base)
-             if v is not None and b is not None and np.isfinite(v) and np.isfinite(b)]
+    pairs = [
+        (v, b) for v, b in zip(variant, base) if v is not None and b is not None and np.isfinite(v) and np.isfinite(b)
+    ]
     return np.array([v - b for v, b in pairs], dtype=float)
 
 
@@ -147,9 +152,14 @@ def knob_verdict(a_call: str, b_call: str, speed_call: str | None = None) -> tup
     return UNDECIDED, None
 
 
-def pair_verdict(delta_a: float | None, delta_b: float | None, margin: float,
-                 b_halfwidth: float | None, delta_speed: float | None = None,
-                 speed_halfwidth: float | None = None) -> tuple[str, str | None]:
+def pair_verdict(
+    delta_a: float | None,
+    delta_b: float | None,
+    margin: float,
+    b_halfwidth: float | None,
+    delta_speed: float | None = None,
+    speed_halfwidth: float | None = None,
+) -> tuple[str, str | None]:
     """The paper's rule on one seed pair: |dA_i| > m -> moves the ceiling (sign of dA_i); else
     |dB_i| > h_i (h_i: the pair's B interval half-widths combined) -> moves efficiency only (sign
     of dB_i); else |dS_i| > its noise (dS_i: decades of compute the variant saves to half the
@@ -163,8 +173,12 @@ def pair_verdict(delta_a: float | None, delta_b: float | None, margin: float,
         return UNDECIDED, None
     if abs(delta_b) > b_halfwidth:
         return EFFICIENCY, "up" if delta_b > 0 else "down"
-    if (delta_speed is not None and speed_halfwidth is not None and np.isfinite(delta_speed)
-            and abs(delta_speed) > speed_halfwidth):
+    if (
+        delta_speed is not None
+        and speed_halfwidth is not None
+        and np.isfinite(delta_speed)
+        and abs(delta_speed) > speed_halfwidth
+    ):
         return EFFICIENCY, "up" if delta_speed > 0 else "down"
     return NO_EFFECT, None
 
@@ -188,8 +202,7 @@ class Agreement:
     modal_count: int
 
 
-def verdict_agreement(pair_verdicts: Sequence[tuple[str, str | None]],
-                      verdict: tuple[str, str | None]) -> Agreement:
+def verdict_agreement(pair_verdicts: Sequence[tuple[str, str | None]], verdict: tuple[str, str | None]) -> Agreement:
     """Count the seed pairs whose (verdict, direction) equals the knob's."""
     if not pair_verdicts:
         return Agreement(0, 0, None, 0)

@@ -6,9 +6,9 @@ fit (for the figure), and what the paper found each knob to move. Torch-free.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -22,8 +22,13 @@ from scalerl.forecast.result import FitResult
 # size move the ceiling A; aggregation, advantage normalisation, curriculum and zero-variance
 # filtering mainly move the efficiency B. Keyed by the config field's leaf name.
 PAPER_AXIS_BY_FIELD = {
-    "loss": "A", "fp32_head": "A", "prompts_per_step": "A",
-    "aggregation": "B", "advantage_norm": "B", "npr": "B", "npr_threshold": "B",
+    "loss": "A",
+    "fp32_head": "A",
+    "prompts_per_step": "A",
+    "aggregation": "B",
+    "advantage_norm": "B",
+    "npr": "B",
+    "npr_threshold": "B",
     "zero_variance_filter": "B",
 }
 
@@ -83,8 +88,9 @@ def paper_axis(knob: str | None) -> str | None:
     return PAPER_AXIS_BY_FIELD.get(knob.split("=", 1)[0].strip().rsplit(".", 1)[-1])
 
 
-def seed_mean_curve(metrics_paths: Sequence[Path | LogSource], x: str | None,
-                    y: str | None) -> tuple[np.ndarray, np.ndarray]:
+def seed_mean_curve(
+    metrics_paths: Sequence[Path | LogSource], x: str | None, y: str | None
+) -> tuple[np.ndarray, np.ndarray]:
     """The curve of one run, or the mean over seeds: the i-th evaluations of all seeds averaged
     (same config, so the same evaluation steps), cut to the shortest seed."""
     curves = [read_source(path, x, y) for path in metrics_paths]
@@ -111,8 +117,6 @@ def points_not_fitted(item: VariantFit) -> tuple[np.ndarray, np.ndarray]:
     """The curve's points the fit left out (the R0 point, points after a collapse), for the figure."""
     unused = ~np.isin(item.compute, item.fit.compute)
     return item.compute[unused], item.reward[unused]
-
-
 
 
 WARM_START_RECORD = "warm_start.json"  # in each run directory of a study: the weights it started from

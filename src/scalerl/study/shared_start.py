@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from scalerl.study.run_curves import WARM_START_RECORD
 from scalerl.train.config.train_config import TrainConfig
@@ -48,8 +48,9 @@ def _write_record(run_dir: Path, record: dict) -> None:
     os.replace(temp_path, path)
 
 
-def record_warm_starts(jobs: Sequence, warm_start_fn: WarmStartFunction = shared_warm_start,
-                       log: Callable[[str], None] = print) -> dict[str, dict | None]:
+def record_warm_starts(
+    jobs: Sequence, warm_start_fn: WarmStartFunction = shared_warm_start, log: Callable[[str], None] = print
+) -> dict[str, dict | None]:
     """Prepare the warm start of every job that will train (absent, or partial without a record)
     once per distinct configuration, and write its record into the job's run directory. A partial
     run keeps the record it started with. Returns {signature: record}."""
@@ -62,8 +63,10 @@ def record_warm_starts(jobs: Sequence, warm_start_fn: WarmStartFunction = shared
             records[signature] = warm_start_fn(job.config)
             record = records[signature]
             if record is not None:
-                log(f"warm start {record['key']} (weights sha256 {record['weights_sha256'][:12]}) for "
-                    f"{job.variant.slug}")
+                log(
+                    f"warm start {record['key']} (weights sha256 {record['weights_sha256'][:12]}) for "
+                    f"{job.variant.slug}"
+                )
         if records[signature] is not None:
             _write_record(job.run_dir, records[signature])
     return records

@@ -17,21 +17,28 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 from scalerl.errors import ConfigError, InputError
+from scalerl.study.run_curves import ReportRun
+from scalerl.train.config.presets import preset_config
 from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.records.metrics_log import METRICS_FILE_NAME, read_rows
-from scalerl.train.config.presets import preset_config
-from scalerl.study.run_curves import ReportRun
 
 PLAN_FILE_NAME = "study_plan.json"
 # Fields a finished or interrupted run may differ in from the study's config and still be reused:
 # none of them changes what the run learns (thread count, logging, live forecast, length).
-REUSABLE_DIFFERENCES = ("max_steps", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "torch_threads",
-                        "forecast")
+REUSABLE_DIFFERENCES = (
+    "max_steps",
+    "tensorboard",
+    "wandb",
+    "wandb_project",
+    "wandb_run_name",
+    "torch_threads",
+    "forecast",
+)
 
 
 @dataclass(frozen=True)
@@ -63,22 +70,37 @@ class StudyPlan:
         return [rl_seed(self.study_seed, index) for index in range(self.seeds)]
 
     def to_dict(self) -> dict:
-        return {"variants": [asdict(v) for v in self.variants], "common_overrides": list(self.common_overrides),
-                "seeds": self.seeds, "notes": list(self.notes), "kind": self.kind, "sweep_knob": self.sweep_knob,
-                "study_seed": self.study_seed}
+        return {
+            "variants": [asdict(v) for v in self.variants],
+            "common_overrides": list(self.common_overrides),
+            "seeds": self.seeds,
+            "notes": list(self.notes),
+            "kind": self.kind,
+            "sweep_knob": self.sweep_knob,
+            "study_seed": self.study_seed,
+        }
 
     @classmethod
-    def from_dict(cls, values: dict) -> "StudyPlan":
+    def from_dict(cls, values: dict) -> StudyPlan:
         variants = tuple(StudyVariant(**{**v, "overrides": tuple(v["overrides"])}) for v in values["variants"])
         kind = str(values.get("kind", "leave-one-out"))
-        return cls(variants, tuple(values["common_overrides"]), int(values["seeds"]), tuple(values["notes"]),
-                   "leave-one-out" if kind == "study" else kind, values.get("sweep_knob"),
-                   int(values.get("study_seed", 0)))
+        return cls(
+            variants,
+            tuple(values["common_overrides"]),
+            int(values["seeds"]),
+            tuple(values["notes"]),
+            "leave-one-out" if kind == "study" else kind,
+            values.get("sweep_knob"),
+            int(values.get("study_seed", 0)),
+        )
 
     def design(self) -> dict:
         """The paired design as the report's JSON records it."""
-        return {"study_seed": self.study_seed, "rl_seeds": self.rl_seeds,
-                "rule": "seed i of every variant: RL seed study_seed + i; one warm start per model/task config"}
+        return {
+            "study_seed": self.study_seed,
+            "rl_seeds": self.rl_seeds,
+            "rule": "seed i of every variant: RL seed study_seed + i; one warm start per model/task config",
+        }
 
 
 def rl_seed(study_seed: int, seed_index: int) -> int:
@@ -97,10 +119,12 @@ def assignment_slug(assignment: str) -> str:
 def no_op_notes(plan: StudyPlan, configs: dict[str, TrainConfig]) -> list[str]:
     """Warn about an ablation that cannot change anything with the study's settings: without an
     FP32 LM head the logits are in the model's dtype, so in float32 the head is FP32 either way."""
-    return [f"{v.slug}: dtype is float32, so the LM head computes in FP32 either way and this variant "
-            "repeats the base; add --set dtype=bfloat16 for the FP32-head ablation to matter"
-            for v in plan.variants
-            if v.knob == "model.fp32_head=false" and configs[v.slug].dtype == "float32"]
+    return [
+        f"{v.slug}: dtype is float32, so the LM head computes in FP32 either way and this variant "
+        "repeats the base; add --set dtype=bfloat16 for the FP32-head ablation to matter"
+        for v in plan.variants
+        if v.knob == "model.fp32_head=false" and configs[v.slug].dtype == "float32"
+    ]
 
 
 def variant_config(plan: StudyPlan, variant: StudyVariant, seed_index: int) -> TrainConfig:
@@ -119,8 +143,9 @@ def variant_run_dirs(out_dir: str | Path, plan: StudyPlan, variant: StudyVariant
 def config_differences(saved: TrainConfig, wanted: TrainConfig) -> list[str]:
     """Top-level config fields that differ, except those a reused run may differ in."""
     saved_values, wanted_values = saved.to_dict(), wanted.to_dict()
-    return [key for key in wanted_values
-            if key not in REUSABLE_DIFFERENCES and saved_values.get(key) != wanted_values[key]]
+    return [
+        key for key in wanted_values if key not in REUSABLE_DIFFERENCES and saved_values.get(key) != wanted_values[key]
+    ]
 
 
 def run_status(run_dir: str | Path, config: TrainConfig) -> str:
@@ -131,8 +156,10 @@ def run_status(run_dir: str | Path, config: TrainConfig) -> str:
         return "absent"
     changed = config_differences(load_config(run_dir), config)
     if changed:
-        raise ConfigError(f"{run_dir} holds a run with a different config ({', '.join(changed)}): "
-                          "use another --out or the same --set as before")
+        raise ConfigError(
+            f"{run_dir} holds a run with a different config ({', '.join(changed)}): "
+            "use another --out or the same --set as before"
+        )
     rows = read_rows(run_dir / METRICS_FILE_NAME)
     if rows and (rows[-1]["step"] >= config.max_steps or rows[-1].get("pool_size") == 0):
         return "finished"
@@ -152,8 +179,10 @@ def write_plan(plan: StudyPlan, out_dir: str | Path) -> Path:
 def read_plan(out_dir: str | Path) -> StudyPlan:
     path = Path(out_dir) / PLAN_FILE_NAME
     if not path.is_file():
-        raise InputError(f"no study in {out_dir}: {PLAN_FILE_NAME} is missing (run `scalerl ablate --out "
-                         f"{out_dir} --leave-one-out` first)")
+        raise InputError(
+            f"no study in {out_dir}: {PLAN_FILE_NAME} is missing (run `scalerl ablate --out "
+            f"{out_dir} --leave-one-out` first)"
+        )
     try:
         return StudyPlan.from_dict(json.loads(path.read_text()))
     except (json.JSONDecodeError, KeyError, TypeError) as error:
@@ -162,9 +191,12 @@ def read_plan(out_dir: str | Path) -> StudyPlan:
 
 def report_runs(plan: StudyPlan, out_dir: str | Path) -> list[ReportRun]:
     """The plan's variants as the report reads them (one metrics.jsonl per seed)."""
-    return [ReportRun(v.slug, v.name, v.knob, v.is_base,
-                      tuple(d / METRICS_FILE_NAME for d in variant_run_dirs(out_dir, plan, v)))
-            for v in plan.variants]
+    return [
+        ReportRun(
+            v.slug, v.name, v.knob, v.is_base, tuple(d / METRICS_FILE_NAME for d in variant_run_dirs(out_dir, plan, v))
+        )
+        for v in plan.variants
+    ]
 
 
 @dataclass(frozen=True)
@@ -200,14 +232,19 @@ class StudyProgress:
         self._progress = self._study_task = self._steps_task = None
         self._last_val: float | None = None
 
-    def __enter__(self) -> "StudyProgress":
+    def __enter__(self) -> StudyProgress:
         if self._enabled:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), MofNCompleteColumn(), BarColumn(),
-                                      TimeElapsedColumn(), TextColumn("{task.fields[info]}"),
-                                      console=Console(stderr=True))
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=Console(stderr=True),
+            )
             self._progress.start()
             self._study_task = self._progress.add_task("study", total=self._total, info="")
         return self
@@ -217,12 +254,14 @@ class StudyProgress:
         self._last_val = None
         if self._progress is None:
             return
-        self._progress.update(self._study_task, description=f"variant {number} of {self._total}",
-                              info=f"{label} ({action})")
+        self._progress.update(
+            self._study_task, description=f"variant {number} of {self._total}", info=f"{label} ({action})"
+        )
         if self._steps_task is not None:
             self._progress.remove_task(self._steps_task)
-        self._steps_task = self._progress.add_task(f"  {label} step", total=max_steps,
-                                                   completed=max_steps if status == "finished" else 0, info="")
+        self._steps_task = self._progress.add_task(
+            f"  {label} step", total=max_steps, completed=max_steps if status == "finished" else 0, info=""
+        )
 
     def row(self, row: dict) -> None:
         """Trainer callback: one metrics row was logged."""
@@ -263,9 +302,16 @@ def job_label(plan: StudyPlan, job: Job) -> str:
     return job.variant.slug if plan.seeds == 1 else f"{job.variant.slug} seed {job.seed_index}"
 
 
-def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = True,
-              train_fn: TrainFunction | None = None, ray_options: RayOptions | None = None,
-              log: Callable[[str], None] = print, warm_start_fn: Callable | None = None) -> list[Job]:
+def run_study(
+    plan: StudyPlan,
+    out_dir: str | Path,
+    *,
+    show_progress: bool = True,
+    train_fn: TrainFunction | None = None,
+    ray_options: RayOptions | None = None,
+    log: Callable[[str], None] = print,
+    warm_start_fn: Callable | None = None,
+) -> list[Job]:
     """Prepare the shared warm start(s), then train every job: finished ones skipped, partial ones
     resumed, absent ones started; in order here, or all at once on Ray when `ray_options` is given
     (scalerl.distributed.study_ray).
@@ -296,8 +342,9 @@ def run_study(plan: StudyPlan, out_dir: str | Path, *, show_progress: bool = Tru
         for number, job in enumerate(jobs, start=1):
             progress.start_job(number, job_label(plan, job), job.status, job.config.max_steps)
             if job.status != "finished":
-                result = train_fn(job.config, job.run_dir, resume=job.status == "partial", show_progress=False,
-                                  on_row=progress.row)
+                result = train_fn(
+                    job.config, job.run_dir, resume=job.status == "partial", show_progress=False, on_row=progress.row
+                )
                 if getattr(result, "interrupted", False):
                     raise KeyboardInterrupt  # Ctrl-C checkpointed this run: stop the study (a rerun resumes)
             progress.finish_job()

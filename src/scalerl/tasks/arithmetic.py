@@ -18,8 +18,8 @@ prompts are disjoint and deterministic under the seed.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from scalerl.errors import ConfigError
 from scalerl.tasks.config import TaskConfig
@@ -35,8 +35,7 @@ def _apply(left: int, operation: str, right: int) -> int:
     return left * right
 
 
-def solve_with_steps(operands: Sequence[int], operations: Sequence[str],
-                     modulus: int = 0) -> tuple[list[str], int]:
+def solve_with_steps(operands: Sequence[int], operations: Sequence[str], modulus: int = 0) -> tuple[list[str], int]:
     """Evaluate with the usual precedence, one binary reduction per step; with modulus m > 0 each
     reduction's result is taken modulo m (r = (a op b) mod m, in [0, m)).
 
@@ -73,8 +72,9 @@ def _random_example(settings: TaskConfig, rng: random.Random, num_operands: int)
     return replace(example, columns=(("difficulty", "hard" if hard else "easy"),))
 
 
-def _unique_examples(count: int, settings: TaskConfig, rng: random.Random, exclude: set[str],
-                     num_operands: int) -> list[TaskExample]:
+def _unique_examples(
+    count: int, settings: TaskConfig, rng: random.Random, exclude: set[str], num_operands: int
+) -> list[TaskExample]:
     examples: list[TaskExample] = []
     while len(examples) < count:
         example = _random_example(settings, rng, num_operands)
@@ -128,12 +128,13 @@ class ArithmeticTask:
     def __init__(self, settings: TaskConfig = TaskConfig()) -> None:
         check_enough_prompts(settings)
         self.settings = settings
-        hard = (f"+{settings.hard_fraction:g}x{settings.hard_num_operands}"
-                if hard_count(settings, settings.num_val_prompts + settings.num_train_prompts) else "")
-        modulus = f"-mod{settings.modulus}" if settings.modulus else ""
-        self.name = (
-            f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}{modulus}{hard}"
+        hard = (
+            f"+{settings.hard_fraction:g}x{settings.hard_num_operands}"
+            if hard_count(settings, settings.num_val_prompts + settings.num_train_prompts)
+            else ""
         )
+        modulus = f"-mod{settings.modulus}" if settings.modulus else ""
+        self.name = f"arithmetic-{settings.num_operands}x{settings.max_digits}d-{settings.operations}{modulus}{hard}"
         rng = random.Random(settings.seed)
         seen: set[str] = set()
         self.validation = _pool(settings.num_val_prompts, settings, rng, seen)

@@ -26,9 +26,10 @@ import inspect
 import math
 import os
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.tasks.types import Task, TaskExample
@@ -87,9 +88,17 @@ def as_trl_function(compute_score: Callable) -> RewardFunction:
         count = len(completion_texts)
         sources, models = data_source or [None] * count, reward_model or [None] * count
         extras, references = extra_info or [None] * count, answers or [None] * count
-        return [verl_score(compute_score(data_source=source, solution_str=text, extra_info=extra,
-                                         ground_truth=model.get("ground_truth") if isinstance(model, dict) else reference))
-                for text, source, model, extra, reference in zip(completion_texts, sources, models, extras, references)]
+        return [
+            verl_score(
+                compute_score(
+                    data_source=source,
+                    solution_str=text,
+                    extra_info=extra,
+                    ground_truth=model.get("ground_truth") if isinstance(model, dict) else reference,
+                )
+            )
+            for text, source, model, extra, reference in zip(completion_texts, sources, models, extras, references)
+        ]
 
     return scores
 
@@ -134,7 +143,7 @@ def resolve_reward_function(spec: str) -> RewardFunction:
 
 
 def parse_reward_weights(text: str, count: int) -> tuple[float, ...]:
-    """"1, 0.5" -> (1.0, 0.5); "" -> 1 for each of `count` functions. ConfigError unless there is
+    """ "1, 0.5" -> (1.0, 0.5); "" -> 1 for each of `count` functions. ConfigError unless there is
     one finite number per function."""
     if not text.strip():
         return (1.0,) * count
@@ -143,20 +152,30 @@ def parse_reward_weights(text: str, count: int) -> tuple[float, ...]:
     except ValueError:
         raise ConfigError(f"task.reward_weights: {text!r} is not a comma-separated list of numbers") from None
     if len(weights) != count or not all(math.isfinite(w) for w in weights):
-        raise ConfigError(f"task.reward_weights: {text!r} must give one finite weight for each of the "
-                          f"{count} reward function(s) of task.reward")
+        raise ConfigError(
+            f"task.reward_weights: {text!r} must give one finite weight for each of the "
+            f"{count} reward function(s) of task.reward"
+        )
     return weights
 
 
-def reward_functions(specs: str | Sequence[str | RewardFunction], weights: str | Sequence[float] = "") -> tuple[WeightedReward, ...]:
+def reward_functions(
+    specs: str | Sequence[str | RewardFunction], weights: str | Sequence[float] = ""
+) -> tuple[WeightedReward, ...]:
     """The weighted functions of "a:f, b:g" (or a list of names and callables) and their weights."""
     items = [part for part in specs.split(",") if part.strip()] if isinstance(specs, str) else list(specs)
-    functions = [(item.strip(), resolve_reward_function(item)) if isinstance(item, str)
-                 else (getattr(item, "__qualname__", repr(item)), item) for item in items]
+    functions = [
+        (item.strip(), resolve_reward_function(item))
+        if isinstance(item, str)
+        else (getattr(item, "__qualname__", repr(item)), item)
+        for item in items
+    ]
     if not all(callable(function) for _, function in functions):
         raise ConfigError("reward functions must be callables or 'module.path:function' names")
-    functions = [(name, as_trl_function(function) if is_verl_compute_score(function) else function)
-                 for name, function in functions]
+    functions = [
+        (name, as_trl_function(function) if is_verl_compute_score(function) else function)
+        for name, function in functions
+    ]
     values = parse_reward_weights(weights, len(functions)) if isinstance(weights, str) else tuple(map(float, weights))
     if len(values) != len(functions):
         raise ConfigError(f"{len(values)} reward weight(s) for {len(functions)} reward function(s)")
@@ -189,8 +208,13 @@ def reward_arguments(completions: Sequence[str], examples: Sequence[TaskExample]
         shown_completions = [[{"role": "assistant", "content": text}] for text in completions]
     else:
         prompts, shown_completions = [example.prompt for example in examples], list(completions)
-    return {**columns, "prompts": prompts, "completions": shown_completions, "completion_texts": list(completions),
-            "answers": answers}
+    return {
+        **columns,
+        "prompts": prompts,
+        "completions": shown_completions,
+        "completion_texts": list(completions),
+        "answers": answers,
+    }
 
 
 def _checked(values: Any, count: int) -> list[float]:
@@ -211,20 +235,28 @@ def _failure(reward: WeightedReward, arguments: dict[str, list], error: Exceptio
     one sample at a time; the batch as a whole when each sample alone passes)."""
     count = len(arguments["completions"])
     for index in range(count):
-        single = {key: value[index:index + 1] if isinstance(value, list) else value for key, value in arguments.items()}
+        single = {
+            key: value[index : index + 1] if isinstance(value, list) else value for key, value in arguments.items()
+        }
         try:
             _checked(reward.function(**_accepted(reward.function, single)), 1)
         except Exception as sample_error:  # the user's code: any exception is its failure
             prompt, completion = str(arguments["prompts"][index]), arguments["completion_texts"][index]
             return RewardFunctionError(
                 f"reward function {reward.name} failed on sample {index} (prompt {prompt[:60]!r}, completion "
-                f"{completion[:60]!r}): {type(sample_error).__name__}: {sample_error}")
-    return RewardFunctionError(f"reward function {reward.name} failed on a batch of {count} samples: "
-                               f"{type(error).__name__}: {error}")
+                f"{completion[:60]!r}): {type(sample_error).__name__}: {sample_error}"
+            )
+    return RewardFunctionError(
+        f"reward function {reward.name} failed on a batch of {count} samples: {type(error).__name__}: {error}"
+    )
 
 
-def function_rewards(rewards: Sequence[WeightedReward], completions: Sequence[str],
-                     examples: Sequence[TaskExample], trainer_state: RewardTrainerState | None = None) -> list[list[float]]:
+def function_rewards(
+    rewards: Sequence[WeightedReward],
+    completions: Sequence[str],
+    examples: Sequence[TaskExample],
+    trainer_state: RewardTrainerState | None = None,
+) -> list[list[float]]:
     """Each function's unweighted rewards f(prompts=..., completions=..., answers=..., **columns),
     one list per function (trainer_state passed when given)."""
     arguments: dict[str, Any] = {**reward_arguments(completions, examples), **TRL_LOGGING_HOOKS}
@@ -239,8 +271,12 @@ def function_rewards(rewards: Sequence[WeightedReward], completions: Sequence[st
     return values
 
 
-def combined_rewards(rewards: Sequence[WeightedReward], completions: Sequence[str],
-                     examples: Sequence[TaskExample], trainer_state: RewardTrainerState | None = None) -> list[float]:
+def combined_rewards(
+    rewards: Sequence[WeightedReward],
+    completions: Sequence[str],
+    examples: Sequence[TaskExample],
+    trainer_state: RewardTrainerState | None = None,
+) -> list[float]:
     """sum_f weight_f * f(prompts=..., completions=..., answers=..., **columns)[i] for each sample i."""
     totals = [0.0] * len(completions)
     for reward, values in zip(rewards, function_rewards(rewards, completions, examples, trainer_state)):
@@ -262,8 +298,12 @@ class RewardFunctionTask:
         self.validation = task.validation
         self.reward_functions = tuple(rewards)
 
-    def rewards(self, completions: Sequence[str], examples: Sequence[TaskExample],
-                trainer_state: RewardTrainerState | None = None) -> list[float]:
+    def rewards(
+        self,
+        completions: Sequence[str],
+        examples: Sequence[TaskExample],
+        trainer_state: RewardTrainerState | None = None,
+    ) -> list[float]:
         """The combined reward of each (completion, example) pair, in one call per function."""
         return combined_rewards(self.reward_functions, completions, examples, trainer_state)
 
@@ -271,8 +311,12 @@ class RewardFunctionTask:
         return self.rewards([completion_text], [example])[0]
 
 
-def with_reward_functions(task: Task, specs: str | Sequence[str | RewardFunction] = "",
-                          weights: str | Sequence[float] = "", max_steps: int = 0) -> Task:
+def with_reward_functions(
+    task: Task,
+    specs: str | Sequence[str | RewardFunction] = "",
+    weights: str | Sequence[float] = "",
+    max_steps: int = 0,
+) -> Task:
     """`task` itself when no reward function is given, else a RewardFunctionTask scoring with them
     (`max_steps`: the run's length, told to functions in trainer_state)."""
     if not specs:

@@ -9,8 +9,8 @@ cannot earn credit by listing several candidates ("The answer is 7, not 8. #### 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 from scalerl.tasks.verifiers import math_equal, parse_number
 
@@ -55,7 +55,7 @@ def last_boxed(text: str) -> str | None:
     for index in range(start, len(text)):
         depth += {"{": 1, "}": -1}.get(text[index], 0)
         if depth == 0:
-            return text[start + 1:index]
+            return text[start + 1 : index]
     return None
 
 
@@ -71,10 +71,15 @@ def math_correct(solution: str, ground_truth: str) -> bool:
 
 # data_source -> verifier; the names verl's preprocessing scripts and the hub datasets use.
 DATA_SOURCE_VERIFIERS: dict[str, Callable[[str, str], bool]] = {
-    "openai/gsm8k": gsm8k_correct, "gsm8k": gsm8k_correct,
-    "lighteval/MATH": math_correct, "DigitalLearningGmbH/MATH-lighteval": math_correct,
-    "HuggingFaceH4/MATH-500": math_correct, "hendrycks/competition_math": math_correct,
-    "EleutherAI/hendrycks_math": math_correct, "math": math_correct, "MATH": math_correct,
+    "openai/gsm8k": gsm8k_correct,
+    "gsm8k": gsm8k_correct,
+    "lighteval/MATH": math_correct,
+    "DigitalLearningGmbH/MATH-lighteval": math_correct,
+    "HuggingFaceH4/MATH-500": math_correct,
+    "hendrycks/competition_math": math_correct,
+    "EleutherAI/hendrycks_math": math_correct,
+    "math": math_correct,
+    "MATH": math_correct,
 }
 
 

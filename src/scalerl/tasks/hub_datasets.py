@@ -13,8 +13,15 @@ from scalerl.errors import InputError
 from scalerl.models.hub_cache import cached_snapshot, is_hub_id
 
 DATA_SUFFIXES = (".parquet", ".jsonl")
-_SPLIT_WORDS = {"train": "train", "test": "test", "validation": "validation", "valid": "validation",
-                "val": "validation", "eval": "eval", "dev": "validation"}
+_SPLIT_WORDS = {
+    "train": "train",
+    "test": "test",
+    "validation": "validation",
+    "valid": "validation",
+    "val": "validation",
+    "eval": "eval",
+    "dev": "validation",
+}
 
 
 def is_hub_dataset_id(name: str) -> bool:
@@ -40,6 +47,8 @@ def cached_dataset_files(name: str) -> list[Path]:
         raise InputError(f"dataset {name!r} in the local Hugging Face cache holds no .parquet or .jsonl file")
     folders = sorted({path.parent.relative_to(root).as_posix() for path in files})
     if len(folders) > 1:
-        raise InputError(f"dataset {name!r} holds several configurations ({', '.join(folders)}): "
-                         f"name one, e.g. {repo_id}/{folders[0]}")
+        raise InputError(
+            f"dataset {name!r} holds several configurations ({', '.join(folders)}): "
+            f"name one, e.g. {repo_id}/{folders[0]}"
+        )
     return files

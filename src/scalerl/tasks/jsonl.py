@@ -18,15 +18,21 @@ A row without an answer is read (TRL's reward functions may read another column,
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from scalerl.errors import InputError
 from scalerl.parsing_limits import load_json
-from scalerl.tasks.types import TaskExample
 from scalerl.tasks.data_sources import verifier_for
-from scalerl.tasks.verifiers import (CORRECT_REWARD, INCORRECT_REWARD, answer_reward, extract_final_answer,
-                                     get_answer_check)
+from scalerl.tasks.types import TaskExample
+from scalerl.tasks.verifiers import (
+    CORRECT_REWARD,
+    INCORRECT_REWARD,
+    answer_reward,
+    extract_final_answer,
+    get_answer_check,
+)
 
 TRAIN_SPLITS = ("train",)
 VALIDATION_SPLITS = ("validation", "val", "test", "eval")
@@ -44,24 +50,29 @@ def _chat_messages(messages: Any, where: str, field: str = "messages") -> list[d
     if not isinstance(messages, list) or not messages:
         raise InputError(f"{where}: '{field}' must be a non-empty list of {{role, content}} objects")
     for number, message in enumerate(messages, start=1):
-        if not (isinstance(message, dict) and isinstance(message.get("role"), str)
-                and isinstance(message.get("content"), str)):
+        if not (
+            isinstance(message, dict)
+            and isinstance(message.get("role"), str)
+            and isinstance(message.get("content"), str)
+        ):
             raise InputError(f"{where}: message {number} must be an object with string 'role' and 'content'")
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
 def _rendered(messages: list[dict[str, str]], where: str, field: str, render_chat: ChatRenderer | None) -> str:
     if render_chat is None:
-        raise InputError(f"{where}: chat-form tasks ('{field}' as messages) need a model whose tokenizer has "
-                         "a chat template")
+        raise InputError(
+            f"{where}: chat-form tasks ('{field}' as messages) need a model whose tokenizer has a chat template"
+        )
     try:
         return render_chat(messages)
     except InputError as error:
         raise InputError(f"{where}: {error}") from None
 
 
-def _prompt_of(record: dict, where: str,
-               render_chat: ChatRenderer | None) -> tuple[str, tuple[dict[str, str], ...] | None]:
+def _prompt_of(
+    record: dict, where: str, render_chat: ChatRenderer | None
+) -> tuple[str, tuple[dict[str, str], ...] | None]:
     """(prompt text, the chat messages it was rendered from or None)."""
     if "prompt" in record and "messages" in record:
         raise InputError(f"{where}: give 'prompt' or 'messages', not both")
@@ -75,8 +86,9 @@ def _prompt_of(record: dict, where: str,
     elif not isinstance(value, str) or not value:
         raise InputError(f"{where}: 'prompt' must be a non-empty string or a list of {{role, content}} messages")
     if len(value) > MAX_PROMPT_CHARS:
-        raise InputError(f"{where}: the prompt is {len(value)} characters long; a task prompt may hold at "
-                         f"most {MAX_PROMPT_CHARS}")
+        raise InputError(
+            f"{where}: the prompt is {len(value)} characters long; a task prompt may hold at most {MAX_PROMPT_CHARS}"
+        )
     return value, (tuple(messages) if isinstance(messages, list) else None)
 
 
@@ -102,8 +114,7 @@ def _answer_of(record: dict, where: str) -> tuple[str | None, str | None]:
     return str(answer), demonstration
 
 
-def parse_record(record: Any, where: str,
-                 render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
+def parse_record(record: Any, where: str, render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
     """(example, split or None) of one task record (see the module docstring); InputError says
     what is wrong, prefixed by `where`."""
     if not isinstance(record, dict):
@@ -115,9 +126,14 @@ def parse_record(record: Any, where: str,
         raise InputError(
             f"{where}: unknown split {str(split)[:40]!r}; use one of {', '.join(TRAIN_SPLITS + VALIDATION_SPLITS)}"
         )
-    columns = tuple((key, value) for key, value in record.items() if key not in ("prompt", "messages", "answer", "completion", "split"))
-    example = TaskExample(prompt=prompt, answer=answer, demonstration=demonstration, columns=columns,
-                          prompt_messages=messages)
+    columns = tuple(
+        (key, value)
+        for key, value in record.items()
+        if key not in ("prompt", "messages", "answer", "completion", "split")
+    )
+    example = TaskExample(
+        prompt=prompt, answer=answer, demonstration=demonstration, columns=columns, prompt_messages=messages
+    )
     return example, split
 
 
@@ -126,12 +142,15 @@ def require_answers(examples: Sequence[TaskExample], name: str) -> None:
     data_source verifiers need one; reward functions may not)."""
     missing = [example for example in examples if example.answer is None]
     if missing:
-        raise InputError(f"task {name!r}: {len(missing)} row(s) have no 'answer' (nor TRL's 'completion'), the first "
-                         f"with prompt {missing[0].prompt[:60]!r}; give one, or score with task.reward functions")
+        raise InputError(
+            f"task {name!r}: {len(missing)} row(s) have no 'answer' (nor TRL's 'completion'), the first "
+            f"with prompt {missing[0].prompt[:60]!r}; give one, or score with task.reward functions"
+        )
 
 
-def _parse_line(line: str, line_number: int, path: Path,
-                render_chat: ChatRenderer | None = None) -> tuple[TaskExample, str | None]:
+def _parse_line(
+    line: str, line_number: int, path: Path, render_chat: ChatRenderer | None = None
+) -> tuple[TaskExample, str | None]:
     where = f"{path}, line {line_number}"
     try:
         record = load_json(line)
@@ -140,8 +159,9 @@ def _parse_line(line: str, line_number: int, path: Path,
     return parse_record(record, where, render_chat)
 
 
-def read_task_examples(path: str | Path,
-                       render_chat: ChatRenderer | None = None) -> list[tuple[TaskExample, str | None]]:
+def read_task_examples(
+    path: str | Path, render_chat: ChatRenderer | None = None
+) -> list[tuple[TaskExample, str | None]]:
     """(example, split or None) for every non-blank line; InputError names the bad line."""
     path = Path(path)
     if not path.is_file():
@@ -154,8 +174,9 @@ def read_task_examples(path: str | Path,
                 if line.strip()
             ]
     except UnicodeDecodeError:
-        raise InputError(f"task file {str(path)!r} is not UTF-8 JSON lines (a parquet file needs the .parquet "
-                         "suffix)") from None
+        raise InputError(
+            f"task file {str(path)!r} is not UTF-8 JSON lines (a parquet file needs the .parquet suffix)"
+        ) from None
     if not rows:
         raise InputError(f"task file {str(path)!r} has no examples")
     return rows
@@ -183,9 +204,7 @@ def split_examples(
 class JsonlTask:
     """A task read from a JSONL file (see the module docstring for the format)."""
 
-    def __init__(
-        self, name: str, train: list[TaskExample], validation: list[TaskExample], answer_check: str
-    ) -> None:
+    def __init__(self, name: str, train: list[TaskExample], validation: list[TaskExample], answer_check: str) -> None:
         get_answer_check(answer_check)
         if not train:
             raise InputError(f"task {name!r} has no training examples")
@@ -196,7 +215,12 @@ class JsonlTask:
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, answer_check: str = "math", val_fraction: float = 0.1, seed: int = 0,
+        cls,
+        path: str | Path,
+        *,
+        answer_check: str = "math",
+        val_fraction: float = 0.1,
+        seed: int = 0,
         render_chat: ChatRenderer | None = None,
     ) -> JsonlTask:
         if not 0 <= val_fraction < 1:

@@ -35,7 +35,9 @@ def read_named_task(name: str, render_chat: ChatRenderer | None) -> list[tuple[T
     return rows
 
 
-def read_files_task(config: TaskConfig, render_chat: ChatRenderer | None) -> tuple[list[TaskExample], list[TaskExample]]:
+def read_files_task(
+    config: TaskConfig, render_chat: ChatRenderer | None
+) -> tuple[list[TaskExample], list[TaskExample]]:
     """(train, validation) of task.train_files and task.val_files: every row of a validation file
     validates, every row of a training file trains; without validation files the training rows are
     split as one task file's (their split fields, else the seeded val_fraction hold-out)."""
@@ -65,8 +67,10 @@ def load_task(config: TaskConfig, render_chat: ChatRenderer | None = None, *, an
         name = Path(config.name).stem
         train, validation = split_examples(read_named_task(config.name, render_chat), config.val_fraction, config.seed)
     if not validation:
-        raise InputError(f"task {name!r} has no validation rows (every row is in the train split): give the "
-                         "held-out file as task.val_files (verl's data.val_files)")
+        raise InputError(
+            f"task {name!r} has no validation rows (every row is in the train split): give the "
+            "held-out file as task.val_files (verl's data.val_files)"
+        )
     if answers_required:
         require_answers(train + validation, name)
     return JsonlTask(name, train, validation, config.answer_check)

@@ -49,14 +49,17 @@ def read_parquet_rows(path: Path) -> list[dict[str, Any]]:
         raise InputError(f"task file {path} is not a readable parquet file: {reason}") from None
 
 
-def read_parquet_examples(path: str | Path,
-                          render_chat: ChatRenderer | None = None) -> list[tuple[TaskExample, str | None]]:
+def read_parquet_examples(
+    path: str | Path, render_chat: ChatRenderer | None = None
+) -> list[tuple[TaskExample, str | None]]:
     """(example, split or None) for every row of a parquet task file; InputError names the row."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"task file {str(path)!r} does not exist")
-    rows = [parse_record(verl_record(row), f"{path}, row {number}", render_chat)
-            for number, row in enumerate(read_parquet_rows(path), start=1)]
+    rows = [
+        parse_record(verl_record(row), f"{path}, row {number}", render_chat)
+        for number, row in enumerate(read_parquet_rows(path), start=1)
+    ]
     if not rows:
         raise InputError(f"task file {str(path)!r} has no examples")
     return rows

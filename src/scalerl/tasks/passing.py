@@ -4,8 +4,8 @@ each reward function over the batch."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from scalerl.tasks.custom_reward import function_rewards
 from scalerl.tasks.types import Task, TaskExample
@@ -25,8 +25,14 @@ def function_label(name: str) -> str:
     return name.rpartition(":")[2].strip() or name
 
 
-def score_samples(task: Task, texts: Sequence[str], examples: Sequence[TaskExample], *,
-                  pass_threshold: float = 0.0, by_verifier: bool = False) -> ScoredSamples:
+def score_samples(
+    task: Task,
+    texts: Sequence[str],
+    examples: Sequence[TaskExample],
+    *,
+    pass_threshold: float = 0.0,
+    by_verifier: bool = False,
+) -> ScoredSamples:
     """Rewards and verdicts of completions `texts` of `examples`: passed_i = reward_i >
     pass_threshold, or (by_verifier, a task scored by reward functions) the verdict of the task's
     own answer check / data_source verifier (its reward > 0). Reward functions are called once for
@@ -36,11 +42,13 @@ def score_samples(task: Task, texts: Sequence[str], examples: Sequence[TaskExamp
         rewards = [float(task.reward(text, example)) for text, example in zip(texts, examples)]
         return ScoredSamples(rewards, [reward > pass_threshold for reward in rewards])
     per_function = function_rewards(functions, list(texts), list(examples))
-    rewards = [sum(reward.weight * values[i] for reward, values in zip(functions, per_function))
-               for i in range(len(texts))]
+    rewards = [
+        sum(reward.weight * values[i] for reward, values in zip(functions, per_function)) for i in range(len(texts))
+    ]
     if by_verifier:
         passed = [task.base.reward(text, example) > 0 for text, example in zip(texts, examples)]
     else:
         passed = [reward > pass_threshold for reward in rewards]
-    return ScoredSamples(rewards, passed, {function_label(reward.name): values
-                                           for reward, values in zip(functions, per_function)})
+    return ScoredSamples(
+        rewards, passed, {function_label(reward.name): values for reward, values in zip(functions, per_function)}
+    )

@@ -48,9 +48,7 @@ class Rollout:
         }
         for field_name, length in lengths.items():
             if length != n_tokens:
-                raise InputError(
-                    f"Rollout.{field_name} has {length} entries for {n_tokens} completion tokens"
-                )
+                raise InputError(f"Rollout.{field_name} has {length} entries for {n_tokens} completion tokens")
 
     @property
     def oldest_policy_version(self) -> int:
@@ -108,16 +106,11 @@ class LengthControl:
 
     def __post_init__(self) -> None:
         if self.mode not in LENGTH_CONTROLS:
-            raise ConfigError(
-                f"length control mode must be one of {', '.join(LENGTH_CONTROLS)}, "
-                f"got {self.mode!r}"
-            )
+            raise ConfigError(f"length control mode must be one of {', '.join(LENGTH_CONTROLS)}, got {self.mode!r}")
         if not 1 <= self.thinking_budget_min <= self.thinking_budget_max:
             raise ConfigError(
                 "thinking budgets must satisfy 1 <= thinking_budget_min <= thinking_budget_max, "
                 f"got {self.thinking_budget_min} and {self.thinking_budget_max}"
             )
         if self.mode == "interrupt" and not self.interruption_phrase.endswith(self.think_end_text):
-            raise ConfigError(
-                f"interruption_phrase must end with {self.think_end_text!r} so the answer follows it"
-            )
+            raise ConfigError(f"interruption_phrase must end with {self.think_end_text!r} so the answer follows it")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 from scalerl.errors import ConfigError
 

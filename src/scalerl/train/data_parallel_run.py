@@ -15,16 +15,22 @@ every rank stops after the same step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from scalerl.tasks.custom_reward import RewardFunction
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
 from scalerl.tasks.types import Task
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
+from scalerl.train.guards.divergence_guard import guard_for
+from scalerl.train.guards.interrupt import stop_on_interrupt
+from scalerl.train.lora_policy import run_policy
 from scalerl.train.parallel.data_parallel import (
     all_gather_objects,
     all_reduce_max,
@@ -33,14 +39,9 @@ from scalerl.train.parallel.data_parallel import (
     rank_and_world_size,
     shard_rows,
 )
-from scalerl.train.guards.divergence_guard import guard_for
-from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
-from scalerl.train.config.generation_settings import length_control, sampling_settings
-from scalerl.train.guards.interrupt import stop_on_interrupt
-from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
-from scalerl.train.step_rollouts import score_rollouts, training_rewards
 from scalerl.train.run_state import restore_training
+from scalerl.train.step_rollouts import score_rollouts, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 
@@ -72,8 +73,9 @@ def announce_stop() -> None:
     broadcast_object(None)
 
 
-def generate_together(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig, plan: StepPlan,
-                      generator: torch.Generator) -> PackedRollouts:
+def generate_together(
+    model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig, plan: StepPlan, generator: torch.Generator
+) -> PackedRollouts:
     """This rank's shard of the plan's prompts x G generations, scored, then every rank's shards
     gathered and packed: the whole batch, in the order one process generates it. `generator` (in
     the plan's state) ends where the whole batch's generation leaves it."""
@@ -81,9 +83,17 @@ def generate_together(model: torch.nn.Module, tokenizer: Any, task: Task, config
     indices = list(plan.prompt_indices)
     generations = config.sampling.generations_per_prompt
     shard, steps = generate_rollout_shard(
-        model, tokenizer, [task.train[i].prompt for i in indices], indices, num_generations=generations,
-        sampling=sampling_settings(config), length_control=length_control(config), torch_generator=generator,
-        policy_version=plan.step - 1, prompt_rows=shard_rows(len(indices), rank, world_size))
+        model,
+        tokenizer,
+        [task.train[i].prompt for i in indices],
+        indices,
+        num_generations=generations,
+        sampling=sampling_settings(config),
+        length_control=length_control(config),
+        torch_generator=generator,
+        policy_version=plan.step - 1,
+        prompt_rows=shard_rows(len(indices), rank, world_size),
+    )
     vocab_size = model.get_output_embeddings().weight.shape[0]
     skip_decoding_steps(generator, all_reduce_max(steps) - steps, len(indices) * generations, vocab_size)
     scored = score_rollouts(task, shard) if shard else []
@@ -109,7 +119,15 @@ def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ())
         while (plan := broadcast_object()) is not None:
             generator.set_state(plan.rng_state)
             rollouts = generate_together(model, tokenizer, task, config, plan, generator)
-            guarded_train_step(guard, plan.step, model, optimizer, scheduler, training_rewards(rollouts, config),
-                               config, reference=reference)
+            guarded_train_step(
+                guard,
+                plan.step,
+                model,
+                optimizer,
+                scheduler,
+                training_rewards(rollouts, config),
+                config,
+                reference=reference,
+            )
             last_step = plan.step
     return last_step

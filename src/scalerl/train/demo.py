@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
+from scalerl.train.config.presets import preset_config
 from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig
 from scalerl.train.records.metrics_log import METRICS_FILE_NAME
-from scalerl.train.config.presets import preset_config
 
 # The ScaleRL preset at the scale of the demo, on a built-in task with a ceiling below 1 that the
 # policy reaches within the run (README, "What a newcomer gets"; docs/study.md):
@@ -101,8 +101,9 @@ def demo_config(overrides: Sequence[str] = ()) -> TrainConfig:
     return preset_config("scalerl", [*DEMO_OVERRIDES, *overrides])
 
 
-def forecast_from_metrics(metrics_path: Path, *, fit_fraction: float = 0.5, level: float = 0.8,
-                          train_seconds: float = float("nan")) -> DemoReport:
+def forecast_from_metrics(
+    metrics_path: Path, *, fit_fraction: float = 0.5, level: float = 0.8, train_seconds: float = float("nan")
+) -> DemoReport:
     """Fit R(flops) on points with flops <= fit_fraction * max flops; compare the rest."""
     from scalerl.forecast.fitting import fit_sigmoid
     from scalerl.forecast.readers import read_curve
@@ -116,8 +117,10 @@ def forecast_from_metrics(metrics_path: Path, *, fit_fraction: float = 0.5, leve
     if later_compute.size:
         predicted = result.predict(later_compute)
         lower, upper = result.interval(later_compute, level=level)
-        points = tuple(HeldOutPoint(float(c), float(r), float(p), float(lo), float(hi))
-                       for c, r, p, lo, hi in zip(later_compute, later_reward, predicted, lower, upper))
+        points = tuple(
+            HeldOutPoint(float(c), float(r), float(p), float(lo), float(hi))
+            for c, r, p, lo, hi in zip(later_compute, later_reward, predicted, lower, upper)
+        )
     return DemoReport(result, fit_until, level, points, train_seconds, _fit_whole(curve, level))
 
 
@@ -135,15 +138,29 @@ def _fit_whole(curve, level: float):
 def report_to_dict(report: DemoReport) -> dict:
     """forecast.json: the fit in the CLI's JSON shape plus the held-out comparison."""
     fit_dict = report.fit.to_dict(report.level, predict_at=[p.flops for p in report.held_out])
-    held_out = [{"flops": p.flops, "observed": p.observed, "predicted": p.predicted,
-                 "lo": p.lower, "hi": p.upper, "inside_band": p.inside_band} for p in report.held_out]
-    return {"x": "flops", "y": "val_pass_rate", "fit_until_flops": report.fit_until_flops,
-            "fit": fit_dict, "held_out": held_out,
-            "mean_abs_error": _finite_or_none(report.mean_abs_error),
-            "max_abs_error": _finite_or_none(report.max_abs_error),
-            "band_coverage": _finite_or_none(report.band_coverage),
-            "train_seconds": _finite_or_none(report.train_seconds),
-            "fit_all_points": None if report.whole is None else report.whole.to_dict(report.level)}
+    held_out = [
+        {
+            "flops": p.flops,
+            "observed": p.observed,
+            "predicted": p.predicted,
+            "lo": p.lower,
+            "hi": p.upper,
+            "inside_band": p.inside_band,
+        }
+        for p in report.held_out
+    ]
+    return {
+        "x": "flops",
+        "y": "val_pass_rate",
+        "fit_until_flops": report.fit_until_flops,
+        "fit": fit_dict,
+        "held_out": held_out,
+        "mean_abs_error": _finite_or_none(report.mean_abs_error),
+        "max_abs_error": _finite_or_none(report.max_abs_error),
+        "band_coverage": _finite_or_none(report.band_coverage),
+        "train_seconds": _finite_or_none(report.train_seconds),
+        "fit_all_points": None if report.whole is None else report.whole.to_dict(report.level),
+    }
 
 
 def _finite_or_none(value: float):
@@ -156,10 +173,15 @@ def write_outputs(report: DemoReport, run_dir: Path) -> tuple[Path, Path]:
 
     json_path = run_dir / FORECAST_FILE_NAME
     json_path.write_text(json.dumps(report_to_dict(report), indent=2, allow_nan=False) + "\n")
-    held_out = (np.array([p.flops for p in report.held_out]),
-                np.array([p.observed for p in report.held_out]))
-    plot_path = plot_fit(report.fit, run_dir / PLOT_FILE_NAME, held_out=held_out, level=report.level,
-                         x_label="training FLOPs", y_label="validation pass rate")
+    held_out = (np.array([p.flops for p in report.held_out]), np.array([p.observed for p in report.held_out]))
+    plot_path = plot_fit(
+        report.fit,
+        run_dir / PLOT_FILE_NAME,
+        held_out=held_out,
+        level=report.level,
+        x_label="training FLOPs",
+        y_label="validation pass rate",
+    )
     return json_path, plot_path
 
 
@@ -170,20 +192,23 @@ def train_demo(out_dir: Path, overrides: Sequence[str] = (), *, show_progress: b
 
     out_dir = Path(out_dir)
     started = time.perf_counter()
-    result = train(demo_config(overrides), out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(),
-                   show_progress=show_progress)
+    result = train(
+        demo_config(overrides), out_dir, resume=(out_dir / CONFIG_FILE_NAME).exists(), show_progress=show_progress
+    )
     if result.interrupted:
         raise KeyboardInterrupt  # Ctrl-C checkpointed the run: no forecast; rerunning the demo resumes it
     return time.perf_counter() - started
 
 
-def forecast_demo(out_dir: Path, *, fit_fraction: float = 0.5, level: float = 0.8,
-                  train_seconds: float = float("nan")) -> DemoReport:
+def forecast_demo(
+    out_dir: Path, *, fit_fraction: float = 0.5, level: float = 0.8, train_seconds: float = float("nan")
+) -> DemoReport:
     """Fit the trained demo's first part, compare the rest, write forecast.json/png.
 
     FitError when the run is too short (or flat) to fit: the caller says so, it is not a crash."""
-    report = forecast_from_metrics(Path(out_dir) / METRICS_FILE_NAME, fit_fraction=fit_fraction,
-                                   level=level, train_seconds=train_seconds)
+    report = forecast_from_metrics(
+        Path(out_dir) / METRICS_FILE_NAME, fit_fraction=fit_fraction, level=level, train_seconds=train_seconds
+    )
     write_outputs(report, Path(out_dir))
     return report
 
@@ -206,11 +231,18 @@ def render_report(report: DemoReport, console) -> None:
     for column in ("flops", "observed", "predicted", f"{report.level:.0%} band", "inside"):
         held.add_column(column)
     for point in report.held_out:
-        held.add_row(f"{point.flops:.3g}", f"{point.observed:.3f}", f"{point.predicted:.3f}",
-                     f"[{point.lower:.3f}, {point.upper:.3f}]", "yes" if point.inside_band else "[red]no")
+        held.add_row(
+            f"{point.flops:.3g}",
+            f"{point.observed:.3f}",
+            f"{point.predicted:.3f}",
+            f"[{point.lower:.3f}, {point.upper:.3f}]",
+            "yes" if point.inside_band else "[red]no",
+        )
     console.print(held)
-    console.print(f"mean |error| {report.mean_abs_error:.3f}, max |error| {report.max_abs_error:.3f}, "
-                  f"band coverage {report.band_coverage:.0%}")
+    console.print(
+        f"mean |error| {report.mean_abs_error:.3f}, max |error| {report.max_abs_error:.3f}, "
+        f"band coverage {report.band_coverage:.0%}"
+    )
     for warning in fit.warnings:
         console.print(f"[yellow]warning: {warning}")
     if report.whole is not None:
@@ -222,5 +254,7 @@ def whole_run_line(whole, level: float) -> str:
     to be read to the paper's margin (FitResult.compute_near_ceiling)."""
     lo, hi = whole.conf_int(level)["A"]
     limit = " (a limit, not an estimate)" if whole.ceiling_at_bound else ""
-    return (f"fitted on every evaluation: A = {whole.a:.3f}{limit} [{lo:.3f}, {hi:.3f}]; "
-            f"run length: {whole.compute_near_ceiling(level=level).message()}")
+    return (
+        f"fitted on every evaluation: A = {whole.a:.3f}{limit} [{lo:.3f}, {hi:.3f}]; "
+        f"run length: {whole.compute_near_ceiling(level=level).message()}"
+    )

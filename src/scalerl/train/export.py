@@ -30,8 +30,8 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from scalerl.errors import InputError, ScaleRLError
 from scalerl.models.hf_folder import is_model_folder, load_weights_into
@@ -70,10 +70,12 @@ def model_file_names(checkpoint: Path, manifest: dict[str, dict] | None) -> list
     if manifest is not None:
         names = list(manifest)
     else:
-        names = [path.relative_to(checkpoint).as_posix() for path in checkpoint.rglob("*")
-                 if path.is_file() and not path.is_symlink()]
-    return sorted(name for name in names
-                  if name.split("/")[0] != TRAINING_STATE_DIR and name not in _TRAINING_FILES)
+        names = [
+            path.relative_to(checkpoint).as_posix()
+            for path in checkpoint.rglob("*")
+            if path.is_file() and not path.is_symlink()
+        ]
+    return sorted(name for name in names if name.split("/")[0] != TRAINING_STATE_DIR and name not in _TRAINING_FILES)
 
 
 def _copy_model_files(checkpoint: Path, manifest: dict[str, dict] | None, staging: Path) -> None:
@@ -127,9 +129,16 @@ def _merged_model_folder(run_dir: Path, checkpoint: Path, staging: Path) -> None
     write_model_folder(merged_model(model), tokenizer, staging)
 
 
-def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: int | None = None,
-                 on_note: Callable[[str], None] | None = None, dtype: str | None = None,
-                 merge: bool = False, accept_old: bool = False) -> Path:
+def export_model(
+    run_dir: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    step: int | None = None,
+    on_note: Callable[[str], None] | None = None,
+    dtype: str | None = None,
+    merge: bool = False,
+    accept_old: bool = False,
+) -> Path:
     """Write the checkpoint of `step` (default: newest) of the run as a model folder at `out`,
     its weights cast to `dtype` when given; `on_note` hears the warning about a checkpoint without
     a manifest (accepted only with `accept_old`: otherwise damage) and the note about the head's
@@ -151,17 +160,20 @@ def export_model(run_dir: str | os.PathLike, out: str | os.PathLike, *, step: in
             if identity is not None and _folder_identity(checkpoint) == identity:
                 raise  # the checkpoint read is still in place: its error is its own
     else:
-        raise InputError(f"cannot export {checkpoint.name}: the run's training process removed each newest "
-                         f"checkpoint while it was read ({_ATTEMPTS} tries); export again, or keep more "
-                         "checkpoints (keep_checkpoints)")
+        raise InputError(
+            f"cannot export {checkpoint.name}: the run's training process removed each newest "
+            f"checkpoint while it was read ({_ATTEMPTS} tries); export again, or keep more "
+            "checkpoints (keep_checkpoints)"
+        )
     for note in notes:
         if on_note is not None:
             on_note(note)
     return out
 
 
-def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | None, merge: bool,
-                       accept_old: bool, pinned: bool) -> list[str]:
+def _export_checkpoint(
+    run_dir: Path, checkpoint: Path, out: Path, dtype: str | None, merge: bool, accept_old: bool, pinned: bool
+) -> list[str]:
     """Write `checkpoint` as a model folder at `out` (staged, then renamed); the notes to show.
     The checks are resume's (verify_checkpoint); a refusal of the newest checkpoint says how to
     export an older one explicitly (`pinned`: the user named this step)."""
@@ -172,15 +184,24 @@ def _export_checkpoint(run_dir: Path, checkpoint: Path, out: Path, dtype: str | 
         manifest = read_manifest(checkpoint)  # read once: what the copies are checked against
         verify_checkpoint(checkpoint, require_manifest=not accept_old)
     except InputError as error:
-        older = [checkpoint_step(folder) for folder in checkpoint_folders(run_dir)
-                 if checkpoint_step(folder) < checkpoint_step(checkpoint)]
-        hint = (f"; it is the newest checkpoint: to export an older one, name it with --step "
-                f"(kept: {', '.join(map(str, older[-5:]))})" if older and not pinned else "")
+        older = [
+            checkpoint_step(folder)
+            for folder in checkpoint_folders(run_dir)
+            if checkpoint_step(folder) < checkpoint_step(checkpoint)
+        ]
+        hint = (
+            f"; it is the newest checkpoint: to export an older one, name it with --step "
+            f"(kept: {', '.join(map(str, older[-5:]))})"
+            if older and not pinned
+            else ""
+        )
         raise InputError(f"cannot export {checkpoint.name}: {error}{hint}") from None
     folder_mode = stat.S_IMODE(checkpoint.stat().st_mode)  # mkdtemp's 0700 would shut out other users
     if manifest is None:
-        notes.append(f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' "
-                     "checksums cannot be checked")
+        notes.append(
+            f"warning: {checkpoint} has no manifest (written by an older scalerl): its files' "
+            "checksums cannot be checked"
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"{out} already exists and is not an empty directory; choose another output")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,10 @@ def cast_model_folder(folder: Path, dtype: str) -> None:
 
     target = getattr(torch, dtype)
     for path in weight_files(folder):
-        tensors = {name: tensor.to(target) if tensor.is_floating_point() else tensor
-                   for name, tensor in load_file(path).items()}
+        tensors = {
+            name: tensor.to(target) if tensor.is_floating_point() else tensor
+            for name, tensor in load_file(path).items()
+        }
         save_file(tensors, path, metadata={"format": "pt"})
     config_path = folder / "config.json"
     if config_path.is_file():
@@ -59,9 +61,11 @@ def head_precision_note(trained_head: str, folder: Path) -> str | None:
     exported = head_dtype(folder)
     if exported is None or exported == trained_head:
         return None
-    return (f"note: the run computed its LM head in {trained_head}; the exported head is {exported}, so "
-            f"from_pretrained's logits differ slightly from the trained ones (--dtype {trained_head} keeps "
-            "the head's precision)")
+    return (
+        f"note: the run computed its LM head in {trained_head}; the exported head is {exported}, so "
+        f"from_pretrained's logits differ slightly from the trained ones (--dtype {trained_head} keeps "
+        "the head's precision)"
+    )
 
 
 def trained_head_dtype(run_dir: Path) -> str | None:

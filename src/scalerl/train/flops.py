@@ -46,7 +46,7 @@ class ModelShape:
 def context_token_sum(prompt_tokens: int, completion_tokens: int) -> int:
     """Sum over completion tokens of the tokens each attends to: sum_{i=0}^{L-1} (P + i + 1).
 
-        = L * P + L * (L + 1) / 2        (L completion tokens, P prompt tokens)
+    = L * P + L * (L + 1) / 2        (L completion tokens, P prompt tokens)
     """
     length = completion_tokens
     return length * prompt_tokens + length * (length + 1) // 2
@@ -92,5 +92,4 @@ def model_shape(model: torch.nn.Module) -> ModelShape:
     if not tied:
         n_params -= embedding.numel()
     config = model.config
-    return ModelShape(n_params=int(n_params), n_layers=int(config.num_hidden_layers),
-                      d_model=int(config.hidden_size))
+    return ModelShape(n_params=int(n_params), n_layers=int(config.num_hidden_layers), d_model=int(config.hidden_size))

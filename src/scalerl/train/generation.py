@@ -14,14 +14,15 @@ load and 0.5 s with one thread).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
 from scalerl.errors import InputError
-from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.models.policy import policy_forward, positions_from_mask
+from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.tasks.passing import ScoredSamples, score_samples
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
@@ -43,8 +44,9 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
-def gumbel_noise(num_rows: int, vocab_size: int, generator: torch.Generator,
-                 device: torch.device | str = "cpu") -> torch.Tensor:
+def gumbel_noise(
+    num_rows: int, vocab_size: int, generator: torch.Generator, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """Standard Gumbel noise g = -log(-log u), u ~ U[0, 1) i.i.d., shape [num_rows, vocab_size].
 
     u = 0 gives g = -inf (that token is never picked): an event of probability 2^-24 per entry.
@@ -111,8 +113,14 @@ def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
 
 
 def _record_token(
-    state: _SequenceState, token: int, logprob: float, version: int, forced: bool,
-    eos_ids: set[int], think_end_ids: list[int], length_control: LengthControl,
+    state: _SequenceState,
+    token: int,
+    logprob: float,
+    version: int,
+    forced: bool,
+    eos_ids: set[int],
+    think_end_ids: list[int],
+    length_control: LengthControl,
     phrase_ids: list[int],
 ) -> None:
     """Append one token and update the stop / thinking / interruption state."""
@@ -126,10 +134,7 @@ def _record_token(
     if not state.thinking_done and state.tokens[-len(think_end_ids) :] == think_end_ids:
         state.thinking_done = True
     must_interrupt = (
-        state.budget is not None
-        and not state.thinking_done
-        and not state.forced
-        and len(state.tokens) >= state.budget
+        state.budget is not None and not state.thinking_done and not state.forced and len(state.tokens) >= state.budget
     )
     if must_interrupt:
         state.forced = list(phrase_ids)
@@ -157,9 +162,17 @@ def generate_rollouts(
     "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
     """
     rollouts, _ = generate_rollout_shard(
-        model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
-        length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
-        weight_update_hook=weight_update_hook)
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+    )
     return rollouts
 
 
@@ -190,16 +203,30 @@ def generate_rollout_shard(
     Also returns the number of decoding steps made. Processes that each generate one shard, then
     advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
     process samples for the whole batch and end with its generator state."""
-    decoded = _decode_prompts(model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
-                              length_control=length_control, torch_generator=torch_generator,
-                              policy_version=policy_version, weight_update_hook=weight_update_hook,
-                              prompt_rows=prompt_rows)
+    decoded = _decode_prompts(
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+        prompt_rows=prompt_rows,
+    )
     if decoded is None:
         return [], 0
     prompt_ids, first, states, steps, _ = decoded
     return [
-        _to_rollout(state, prompt_ids[row // num_generations], prompt_indices[row // num_generations],
-                    row // num_generations, tokenizer)
+        _to_rollout(
+            state,
+            prompt_ids[row // num_generations],
+            prompt_indices[row // num_generations],
+            row // num_generations,
+            tokenizer,
+        )
         for row, state in enumerate(states, start=first)
     ], steps
 
@@ -220,17 +247,46 @@ def generate_packed(
     """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
     generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
     prompt_ids, _, states, _, grid = _decode_prompts(
-        model, tokenizer, prompts, prompt_indices, num_generations=num_generations, sampling=sampling,
-        length_control=length_control, torch_generator=torch_generator, policy_version=policy_version,
-        weight_update_hook=weight_update_hook, prompt_rows=slice(None), record_grid=True)
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+        prompt_rows=slice(None),
+        record_grid=True,
+    )
     texts = [_completion_text(state, tokenizer) for state in states]
-    return pack_decoded(grid, prompt_ids, prompt_indices, num_generations, texts,
-                        truncated=[not state.finished for state in states],
-                        interrupted=[state.interrupted for state in states])
+    return pack_decoded(
+        grid,
+        prompt_ids,
+        prompt_indices,
+        num_generations,
+        texts,
+        truncated=[not state.finished for state in states],
+        interrupted=[state.interrupted for state in states],
+    )
 
 
-def _decode_prompts(model, tokenizer, prompts, prompt_indices, *, num_generations, sampling, length_control, torch_generator,
-                    policy_version, weight_update_hook, prompt_rows, record_grid=False):
+def _decode_prompts(
+    model,
+    tokenizer,
+    prompts,
+    prompt_indices,
+    *,
+    num_generations,
+    sampling,
+    length_control,
+    torch_generator,
+    policy_version,
+    weight_update_hook,
+    prompt_rows,
+    record_grid=False,
+):
     """Tokenise the prompts, draw every sequence's thinking budget, decode the sequences of the
     prompts in `prompt_rows`: (prompt ids of every prompt, first sequence row of the shard, the
     shard's states, decoding steps, its TokenGrid or None), or None for an empty shard."""
@@ -245,7 +301,9 @@ def _decode_prompts(model, tokenizer, prompts, prompt_indices, *, num_generation
         _SequenceState(
             budget=sample_interruption_budget(
                 length_control.thinking_budget_min, length_control.thinking_budget_max, torch_generator
-            ) if interrupting else None
+            )
+            if interrupting
+            else None
         )
         for _ in sequences
     ]
@@ -259,10 +317,20 @@ def _decode_prompts(model, tokenizer, prompts, prompt_indices, *, num_generation
     try:
         with torch.no_grad():
             steps = _decode(
-                model, sequences[first:stop], states[first:stop], sampling, torch_generator, policy_version,
-                weight_update_hook, _eos_ids(model, tokenizer), _encode(tokenizer, length_control.think_end_text),
-                length_control, _encode(tokenizer, length_control.interruption_phrase), tokenizer.pad_token_id,
-                noise_rows=(len(states), first), grid=grid,
+                model,
+                sequences[first:stop],
+                states[first:stop],
+                sampling,
+                torch_generator,
+                policy_version,
+                weight_update_hook,
+                _eos_ids(model, tokenizer),
+                _encode(tokenizer, length_control.think_end_text),
+                length_control,
+                _encode(tokenizer, length_control.interruption_phrase),
+                tokenizer.pad_token_id,
+                noise_rows=(len(states), first),
+                grid=grid,
             )
     finally:
         model.train(was_training)
@@ -277,8 +345,19 @@ def should_compact(num_finished: int, num_decoding: int) -> bool:
 
 
 def _decode(
-    model, sequences, states, sampling, generator, version, hook, eos_ids, think_end_ids,
-    length_control, phrase_ids, pad_id, noise_rows: tuple[int, int] | None = None,
+    model,
+    sequences,
+    states,
+    sampling,
+    generator,
+    version,
+    hook,
+    eos_ids,
+    think_end_ids,
+    length_control,
+    phrase_ids,
+    pad_id,
+    noise_rows: tuple[int, int] | None = None,
     grid: TokenGrid | None = None,
 ) -> int:
     """The decoding loop: prefill, then one forward per new token, until all stop or the limit;
@@ -302,8 +381,13 @@ def _decode(
             new_version = hook()
             version = version if new_version is None else int(new_version)
         output = policy_forward(
-            model, input_ids, attention_mask, position_ids=positions,
-            past_key_values=cache, use_cache=True, fp32_head=sampling.fp32_head,
+            model,
+            input_ids,
+            attention_mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            fp32_head=sampling.fp32_head,
         )
         cache = output.past_key_values
         logits = output.logits[:, -1, :]
@@ -318,11 +402,25 @@ def _decode(
         chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])[:, 0].tolist()
         recording = [index for index, state in enumerate(live) if not state.finished]
         if grid is not None:
-            grid.write([rows[i] for i in recording], [tokens[i] for i in recording],
-                       [chosen_logprobs[i] for i in recording], version, [not is_forced[i] for i in recording])
+            grid.write(
+                [rows[i] for i in recording],
+                [tokens[i] for i in recording],
+                [chosen_logprobs[i] for i in recording],
+                version,
+                [not is_forced[i] for i in recording],
+            )
         for index in recording:
-            _record_token(live[index], tokens[index], chosen_logprobs[index], version, is_forced[index],
-                          eos_ids, think_end_ids, length_control, phrase_ids)
+            _record_token(
+                live[index],
+                tokens[index],
+                chosen_logprobs[index],
+                version,
+                is_forced[index],
+                eos_ids,
+                think_end_ids,
+                length_control,
+                phrase_ids,
+            )
         still_decoding = [index for index, state in enumerate(live) if not state.finished]
         if not still_decoding:
             return step + 1
@@ -390,12 +488,22 @@ def evaluate_correct_counts(
     for start in range(0, len(prompts), prompts_per_batch):
         batch = list(prompts[start : start + prompts_per_batch])
         rollouts = generate_rollouts(
-            model, tokenizer, [example.prompt for example in batch], list(range(len(batch))),
-            num_generations=samples_per_prompt, sampling=sampling,
-            length_control=length_control, torch_generator=torch_generator,
+            model,
+            tokenizer,
+            [example.prompt for example in batch],
+            list(range(len(batch))),
+            num_generations=samples_per_prompt,
+            sampling=sampling,
+            length_control=length_control,
+            torch_generator=torch_generator,
         )
-        scores = score_samples(task, [r.completion_text for r in rollouts], [batch[r.prompt_index] for r in rollouts],
-                               pass_threshold=pass_threshold, by_verifier=pass_by_verifier)
+        scores = score_samples(
+            task,
+            [r.completion_text for r in rollouts],
+            [batch[r.prompt_index] for r in rollouts],
+            pass_threshold=pass_threshold,
+            by_verifier=pass_by_verifier,
+        )
         for rollout, passed in zip(rollouts, scores.passed):
             counts[start + rollout.prompt_index] += passed
         if on_samples is not None:

@@ -22,12 +22,12 @@ from typing import Any
 
 import torch
 
-from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import evaluate_correct_counts
-from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.tasks.passing import ScoredSamples
 from scalerl.tasks.rollout import SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
+from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.generation import evaluate_correct_counts
 
 _EVAL_SEED_OFFSET = 1_000_003
 DIFFICULTY_COLUMN = "difficulty"
@@ -59,8 +59,9 @@ def difficulty_groups(examples: tuple[TaskExample, ...]) -> dict[str, list[int]]
     return groups if 2 <= len(groups) <= MAX_DIFFICULTY_GROUPS else None
 
 
-def pass_rate_columns(counts: list[int], samples_per_prompt: int,
-                      groups: dict[str, list[int]] | None) -> dict[str, float]:
+def pass_rate_columns(
+    counts: list[int], samples_per_prompt: int, groups: dict[str, list[int]] | None
+) -> dict[str, float]:
     """{"val_pass_rate": sum(counts) / (n k)} and, per group g, "val_pass_rate_<g>": the same over
     its examples only (k samples per prompt)."""
     columns = {PASS_RATE_COLUMN: sum(counts) / (len(counts) * samples_per_prompt)}
@@ -69,8 +70,15 @@ def pass_rate_columns(counts: list[int], samples_per_prompt: int,
     return columns
 
 
-def validation_pass_rates(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
-                          *, run_dir: Path | None = None, step: int | None = None) -> dict[str, float]:
+def validation_pass_rates(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    config: TrainConfig,
+    *,
+    run_dir: Path | None = None,
+    step: int | None = None,
+) -> dict[str, float]:
     """The validation columns of a metrics row: {"val_pass_rate": share of the held-out prompts x
     `eval_samples_per_prompt` samples that pass (reward > task.pass_threshold, or the verifier
     with task.pass_by_verifier; one greedy completion each with eval_greedy)}, one pass rate per
@@ -82,15 +90,24 @@ def validation_pass_rates(model: torch.nn.Module, tokenizer: Any, task: Task, co
     examples = validation_examples(task, config)
     samples = SampleLog(config.eval_logged_completions if run_dir is not None else 0)
     counts = evaluate_correct_counts(
-        model, tokenizer, task, examples, config.eval_samples_per_prompt,
-        sampling=validation_sampling(config), length_control=length_control(config),
-        torch_generator=generator, pass_threshold=config.task.pass_threshold,
-        pass_by_verifier=config.task.pass_by_verifier, on_samples=samples.add,
+        model,
+        tokenizer,
+        task,
+        examples,
+        config.eval_samples_per_prompt,
+        sampling=validation_sampling(config),
+        length_control=length_control(config),
+        torch_generator=generator,
+        pass_threshold=config.task.pass_threshold,
+        pass_by_verifier=config.task.pass_by_verifier,
+        on_samples=samples.add,
     )
     if run_dir is not None and samples.rows:
         append_completions(run_dir / COMPLETIONS_FILE, samples.rows, step)
-    return {**pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples)),
-            **samples.reward_means()}
+    return {
+        **pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples)),
+        **samples.reward_means(),
+    }
 
 
 COMPLETIONS_FILE = "completions.jsonl"
@@ -114,10 +131,16 @@ class SampleLog:
             self.sums[column] = self.sums.get(column, 0.0) + sum(values)
         for index, rollout in enumerate(rollouts[: max(0, self.limit - len(self.rows))]):
             example = examples[rollout.prompt_index]
-            self.rows.append({"prompt": example.prompt, "completion": rollout.completion_text,
-                              "answer": example.answer, "reward": scores.rewards[index],
-                              "passed": scores.passed[index],
-                              **{name: values[index] for name, values in scores.function_values.items()}})
+            self.rows.append(
+                {
+                    "prompt": example.prompt,
+                    "completion": rollout.completion_text,
+                    "answer": example.answer,
+                    "reward": scores.rewards[index],
+                    "passed": scores.passed[index],
+                    **{name: values[index] for name, values in scores.function_values.items()},
+                }
+            )
 
     def reward_means(self) -> dict[str, float]:
         return {column: total / self.count for column, total in self.sums.items()} if self.count else {}

@@ -21,8 +21,9 @@ def adapted(model: torch.nn.Module, config: TrainConfig) -> torch.nn.Module:
     settings = config.model
     if settings.lora_r == 0:
         return model
-    return with_lora(model, rank=settings.lora_r, alpha=settings.lora_alpha,
-                     targets=settings.lora_target_modules, seed=config.seed)
+    return with_lora(
+        model, rank=settings.lora_r, alpha=settings.lora_alpha, targets=settings.lora_target_modules, seed=config.seed
+    )
 
 
 def run_policy(config: TrainConfig, task: Task, *, resuming: bool) -> tuple[torch.nn.Module, Any]:

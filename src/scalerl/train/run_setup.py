@@ -8,8 +8,9 @@ resume's config. One step's rollouts are scalerl.train.step_rollouts'.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -17,18 +18,26 @@ from safetensors import SafetensorError
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.chat import chat_renderer
 from scalerl.models.policy import BUILTIN_MODEL, TinyModelSpec, load_policy
-from scalerl.tasks.types import Task
 from scalerl.tasks.custom_reward import RewardFunction, with_reward_functions
 from scalerl.tasks.hub_datasets import is_hub_dataset_id
 from scalerl.tasks.loading import load_task
+from scalerl.tasks.types import Task
 from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, load_config
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 # Keys a resume may change: they say how long to run and where to log, not what is computed.
 # train.*: how a step is executed (micro-batches, log-prob chunks, activation checkpointing, skipped
 # non-finite steps), never what it computes.
-RESUMABLE_CHANGES = ("max_steps", "train", "tensorboard", "wandb", "wandb_project", "wandb_run_name", "forecast",
-                     "eval_logged_completions")
+RESUMABLE_CHANGES = (
+    "max_steps",
+    "train",
+    "tensorboard",
+    "wandb",
+    "wandb_project",
+    "wandb_run_name",
+    "forecast",
+    "eval_logged_completions",
+)
 
 
 def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
@@ -36,12 +45,15 @@ def check_paths(config: TrainConfig, *, device_here: bool = True) -> None:
     this machine's, not a Ray cluster's) the device must be there; checked before a run starts."""
     model_path = config.model.path
     if model_path != BUILTIN_MODEL and not (Path(model_path) / "config.json").is_file():
-        raise ConfigError(f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face "
-                          "model directory (no config.json)")
+        raise ConfigError(
+            f"model.path: {model_path!r} is neither 'builtin' nor a local Hugging Face model directory (no config.json)"
+        )
     task_name = config.task.name
     if task_name != "builtin" and not Path(task_name).is_file() and not is_hub_dataset_id(task_name):
-        raise ConfigError(f"task.name: {task_name!r} is neither 'builtin', an existing JSONL or parquet file, "
-                          "nor a dataset id (org/name)")
+        raise ConfigError(
+            f"task.name: {task_name!r} is neither 'builtin', an existing JSONL or parquet file, "
+            "nor a dataset id (org/name)"
+        )
     for key, names in (("task.train_files", config.task.train_paths), ("task.val_files", config.task.val_paths)):
         missing = [name for name in names if not Path(name).is_file() and not is_hub_dataset_id(name)]
         if missing:
@@ -80,8 +92,14 @@ def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] =
 
     The held-out pool size is a task knob (not eval_prompts): changing how many prompts an
     evaluation uses must not change the training prompts or the warm-start cache key."""
-    scored_by_functions = (bool(reward_functions) or bool(config.task.reward.strip())) and not config.task.pass_by_verifier
-    task = load_task(config.task, render_chat=chat_renderer(config.model.path, config.model.chat_template), answers_required=not scored_by_functions)
+    scored_by_functions = (
+        bool(reward_functions) or bool(config.task.reward.strip())
+    ) and not config.task.pass_by_verifier
+    task = load_task(
+        config.task,
+        render_chat=chat_renderer(config.model.path, config.model.chat_template),
+        answers_required=not scored_by_functions,
+    )
     if reward_functions:
         return with_reward_functions(task, list(reward_functions), config.task.reward_weights, config.max_steps)
     return with_reward_functions(task, config.task.reward, config.task.reward_weights, config.max_steps)
@@ -90,9 +108,13 @@ def build_task(config: TrainConfig, reward_functions: Sequence[RewardFunction] =
 def tiny_model_spec(config: TrainConfig) -> TinyModelSpec:
     """Shape of the built-in model; positions cover the prompt plus max_new_tokens."""
     model = config.model
-    return TinyModelSpec(num_layers=model.num_layers, hidden_size=model.hidden_size,
-                         num_heads=model.num_heads, intermediate_size=3 * model.hidden_size,
-                         max_positions=max(256, config.sampling.max_new_tokens + 128))
+    return TinyModelSpec(
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        num_heads=model.num_heads,
+        intermediate_size=3 * model.hidden_size,
+        max_positions=max(256, config.sampling.max_new_tokens + 128),
+    )
 
 
 def fresh_policy(config: TrainConfig) -> tuple[torch.nn.Module, Any]:
@@ -100,8 +122,13 @@ def fresh_policy(config: TrainConfig) -> tuple[torch.nn.Module, Any]:
     (initial weights from model.init_seed, shared by every RL seed). A folder that does not load
     (a truncated weights file, a broken config) is one InputError naming it."""
     try:
-        return load_policy(config.model.path, dtype=config.dtype, device=config.device,
-                           tiny_spec=tiny_model_spec(config), seed=config.model.init_seed)
+        return load_policy(
+            config.model.path,
+            dtype=config.dtype,
+            device=config.device,
+            tiny_spec=tiny_model_spec(config),
+            seed=config.model.init_seed,
+        )
     except (OSError, ValueError, RuntimeError, KeyError, SafetensorError) as error:
         if config.model.path == BUILTIN_MODEL:
             raise
@@ -160,16 +187,21 @@ def resume_changes(saved: Mapping[str, Any], config: Mapping[str, Any]) -> list[
 
     Keys present on one side only are a change of scalerl's config schema, not of the run."""
     before, after = _leaf_values(saved), _leaf_values(config)
-    return [f"{key}: {before[key]!r} -> {after[key]!r}" for key in sorted(before.keys() & after.keys())
-            if key.split(".")[0] not in RESUMABLE_CHANGES and before[key] != after[key]]
+    return [
+        f"{key}: {before[key]!r} -> {after[key]!r}"
+        for key in sorted(before.keys() & after.keys())
+        if key.split(".")[0] not in RESUMABLE_CHANGES and before[key] != after[key]
+    ]
 
 
 def check_resumable(config: TrainConfig, saved: Mapping[str, Any], source: str) -> None:
     """ConfigError listing what differs between the run saved in `source` and `config`."""
     changed = resume_changes(saved, config.to_dict())
     if changed:
-        raise ConfigError(f"--resume: the config differs from the saved run's in {'; '.join(changed)} "
-                          f"({source}); only max_steps may change (and train.*, tensorboard, wandb*, forecast.*)")
+        raise ConfigError(
+            f"--resume: the config differs from the saved run's in {'; '.join(changed)} "
+            f"({source}); only max_steps may change (and train.*, tensorboard, wandb*, forecast.*)"
+        )
 
 
 def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
@@ -183,5 +215,6 @@ def check_run_dir(config: TrainConfig, run_dir: Path, resume: bool) -> None:
         return
     run_files = [name for name in (CONFIG_FILE_NAME, "metrics.jsonl", "checkpoints") if (run_dir / name).exists()]
     if run_files:
-        raise ConfigError(f"{run_dir} already holds a run ({', '.join(run_files)}); pass --resume or choose "
-                          "another --out")
+        raise ConfigError(
+            f"{run_dir} already holds a run ({', '.join(run_files)}); pass --resume or choose another --out"
+        )

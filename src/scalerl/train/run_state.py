@@ -20,27 +20,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget
 from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
 from scalerl.train.batch.batch_columns import BatchColumns, as_columns, generation_totals
-from scalerl.errors import ConfigError, InputError
-from scalerl.train.checkpoint.save_load import load_checkpoint, save_checkpoint
 from scalerl.train.checkpoint.layout import training_file
 from scalerl.train.checkpoint.manifest import manifest_path
-from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, save_config
-from scalerl.train.records.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
 from scalerl.train.checkpoint.resume import check_rows_for_resume, newest_intact
 from scalerl.train.checkpoint.run_lock import RunLock, acquire_run_lock
+from scalerl.train.checkpoint.save_load import load_checkpoint, save_checkpoint
+from scalerl.train.config.train_config import CONFIG_FILE_NAME, TrainConfig, save_config
+from scalerl.train.records.metrics_log import METRICS_FILE_NAME, MetricsLog, truncate_after_step
 from scalerl.train.run_setup import check_resumable, check_run_dir
 from scalerl.train.train_step import StepStats
 
@@ -90,20 +91,34 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_resume_point(checkpoint: Path, config: TrainConfig, *, num_train_prompts: int, rng_device: str = "cpu",
-                      weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                      accept_old: bool = False) -> ResumePoint:
+def read_resume_point(
+    checkpoint: Path,
+    config: TrainConfig,
+    *,
+    num_train_prompts: int,
+    rng_device: str = "cpu",
+    weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    accept_old: bool = False,
+) -> ResumePoint:
     """Verify every file of `checkpoint` and read the run state it holds; InputError names the
     file and the problem (a missing manifest too, unless `accept_old`), ConfigError a checkpoint
     of another task."""
     generator, numpy_rng = torch.Generator(device=rng_device), np.random.default_rng(0)
-    step, run = load_checkpoint(checkpoint, torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
-                                weight_shapes=weight_shapes, require_manifest=not accept_old)
+    step, run = load_checkpoint(
+        checkpoint,
+        torch_generators={ROLLOUT_GENERATOR: generator},
+        numpy_rng=numpy_rng,
+        weight_shapes=weight_shapes,
+        require_manifest=not accept_old,
+    )
     state_file = training_file(checkpoint, "state.json")
     counters, last_val = run.get("counters"), run.get("last_val_pass_rate")
     counter_names = {f.name for f in dataclasses.fields(Counters)}
-    if not (isinstance(counters, dict) and set(counters) == counter_names
-            and all(_is_number(value) for value in counters.values())):
+    if not (
+        isinstance(counters, dict)
+        and set(counters) == counter_names
+        and all(_is_number(value) for value in counters.values())
+    ):
         raise InputError(f"{state_file} is damaged: run.counters is not {sorted(counter_names)} as numbers")
     if not (last_val is None or _is_number(last_val)):
         raise InputError(f"{state_file} is damaged: run.last_val_pass_rate is {last_val!r}")
@@ -112,19 +127,28 @@ def read_resume_point(checkpoint: Path, config: TrainConfig, *, num_train_prompt
     except (KeyError, TypeError, ValueError, InputError, ConfigError) as error:
         raise InputError(f"{state_file} is damaged: run.pool: {error}") from None
     if pool.num_prompts != num_train_prompts:
-        raise ConfigError(f"checkpoint {checkpoint} has a pool of {pool.num_prompts} training prompts, the "
-                          f"task now {num_train_prompts}: was the task file changed?")
+        raise ConfigError(
+            f"checkpoint {checkpoint} has a pool of {pool.num_prompts} training prompts, the "
+            f"task now {num_train_prompts}: was the task file changed?"
+        )
     saved_config = run.get("config")
-    return ResumePoint(step=step, pool=pool, counters=Counters(**counters), last_val_pass_rate=last_val,
-                       rollout_rng=generator.get_state(), numpy_rng=numpy_rng.bit_generator.state,
-                       config=saved_config if isinstance(saved_config, dict) else None)
+    return ResumePoint(
+        step=step,
+        pool=pool,
+        counters=Counters(**counters),
+        last_val_pass_rate=last_val,
+        rollout_rng=generator.get_state(),
+        numpy_rng=numpy_rng.bit_generator.state,
+        config=saved_config if isinstance(saved_config, dict) else None,
+    )
 
 
 class RunState:
     """Step accounting, schedule, prompt pool, RNG streams and metrics rows of one run."""
 
-    def __init__(self, config: TrainConfig, run_dir: str | Path, *, num_train_prompts: int,
-                 rng_device: str = "cpu") -> None:
+    def __init__(
+        self, config: TrainConfig, run_dir: str | Path, *, num_train_prompts: int, rng_device: str = "cpu"
+    ) -> None:
         self.config, self.run_dir = config, Path(run_dir)
         self.pool = PromptPool(num_train_prompts, threshold=config.rl.npr_threshold, enabled=config.rl.npr)
         self.numpy_rng = np.random.default_rng(config.seed)
@@ -144,9 +168,17 @@ class RunState:
         self._closed = False
 
     @classmethod
-    def open(cls, config: TrainConfig, run_dir: str | Path, *, resume: bool, num_train_prompts: int,
-             rng_device: str = "cpu", weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
-             accept_old_checkpoints: bool = False) -> RunState:
+    def open(
+        cls,
+        config: TrainConfig,
+        run_dir: str | Path,
+        *,
+        resume: bool,
+        num_train_prompts: int,
+        rng_device: str = "cpu",
+        weight_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        accept_old_checkpoints: bool = False,
+    ) -> RunState:
         """Check `run_dir` suits the run, then a fresh state, or on resume the state of its newest
         intact checkpoint (scalerl.train.checkpoint.resume; `weight_shapes`, the model's, when the caller
         knows them) with the metrics rows written after it dropped. A checkpoint without a manifest
@@ -159,9 +191,15 @@ class RunState:
         run_dir = Path(run_dir)
         lock = acquire_run_lock(run_dir)
         try:
-            state = cls._open_locked(config, run_dir, resume=resume, num_train_prompts=num_train_prompts,
-                                     rng_device=rng_device, weight_shapes=weight_shapes,
-                                     accept_old=accept_old_checkpoints)
+            state = cls._open_locked(
+                config,
+                run_dir,
+                resume=resume,
+                num_train_prompts=num_train_prompts,
+                rng_device=rng_device,
+                weight_shapes=weight_shapes,
+                accept_old=accept_old_checkpoints,
+            )
         except BaseException:
             lock.release(remove_empty_dir=True)
             raise
@@ -169,24 +207,47 @@ class RunState:
         return state
 
     @classmethod
-    def _open_locked(cls, config: TrainConfig, run_dir: Path, *, resume: bool, num_train_prompts: int,
-                     rng_device: str, weight_shapes: Mapping[str, tuple[int, ...]] | None,
-                     accept_old: bool) -> RunState:
+    def _open_locked(
+        cls,
+        config: TrainConfig,
+        run_dir: Path,
+        *,
+        resume: bool,
+        num_train_prompts: int,
+        rng_device: str,
+        weight_shapes: Mapping[str, tuple[int, ...]] | None,
+        accept_old: bool,
+    ) -> RunState:
         check_run_dir(config, run_dir, resume)
         checkpoint, point, notes = None, None, []
         if resume:
-            chosen = newest_intact(run_dir, lambda folder: read_resume_point(
-                folder, config, num_train_prompts=num_train_prompts, rng_device=rng_device,
-                weight_shapes=weight_shapes, accept_old=accept_old))
+            chosen = newest_intact(
+                run_dir,
+                lambda folder: read_resume_point(
+                    folder,
+                    config,
+                    num_train_prompts=num_train_prompts,
+                    rng_device=rng_device,
+                    weight_shapes=weight_shapes,
+                    accept_old=accept_old,
+                ),
+            )
             if chosen is not None:
                 checkpoint, point, notes = chosen
                 if not manifest_path(checkpoint).exists():
-                    notes = [*notes, f"warning: {checkpoint} has no manifest (written by an older scalerl): "
-                                     "its files' checksums cannot be checked"]
+                    notes = [
+                        *notes,
+                        f"warning: {checkpoint} has no manifest (written by an older scalerl): "
+                        "its files' checksums cannot be checked",
+                    ]
                 if point.config is not None:
                     check_resumable(config, point.config, f"checkpoint {checkpoint}")
-            notes = [*notes, *check_rows_for_resume(run_dir / METRICS_FILE_NAME,
-                                                    None if point is None else point.step, config.max_steps)]
+            notes = [
+                *notes,
+                *check_rows_for_resume(
+                    run_dir / METRICS_FILE_NAME, None if point is None else point.step, config.max_steps
+                ),
+            ]
         save_config(config, run_dir)
         state = cls(config, run_dir, num_train_prompts=num_train_prompts, rng_device=rng_device)
         state.notes = notes
@@ -194,8 +255,11 @@ class RunState:
             state._apply(checkpoint, point)
         truncate_after_step(state.log.path, state.step if point is not None else -1)
         if point is not None:
-            state.val_curve = [(float(row["flops"]), float(row["val_pass_rate"])) for row in state.log.rows()
-                               if row.get("val_pass_rate") is not None]
+            state.val_curve = [
+                (float(row["flops"]), float(row["val_pass_rate"]))
+                for row in state.log.rows()
+                if row.get("val_pass_rate") is not None
+            ]
         return state
 
     def _apply(self, checkpoint: Path, point: ResumePoint) -> None:
@@ -251,9 +315,16 @@ class RunState:
 
     # ------------------------------------------------------------------ accounting and rows
 
-    def book_step(self, step: int, rollouts: Sequence[Rollout] | BatchColumns, stats: StepStats, *,
-                  shape: flops.ModelShape, wall_seconds: float,
-                  dropped: Sequence[Sequence[Rollout] | BatchColumns] = ()) -> dict[str, Any]:
+    def book_step(
+        self,
+        step: int,
+        rollouts: Sequence[Rollout] | BatchColumns,
+        stats: StepStats,
+        *,
+        shape: flops.ModelShape,
+        wall_seconds: float,
+        dropped: Sequence[Sequence[Rollout] | BatchColumns] = (),
+    ) -> dict[str, Any]:
         """Step `step` is done: add its compute (and the generation of `dropped` batches, generated
         but never trained on) to the counters; return its metrics row (not yet appended).
         Batches are Rollouts or their columns (scalerl.train.batch.batch_columns: the same numbers)."""
@@ -278,15 +349,21 @@ class RunState:
     def _train_row(self, columns: BatchColumns, stats: StepStats) -> dict[str, Any]:
         """The metrics row of one step (TRAIN_COLUMNS first, then diagnostics)."""
         return {
-            "step": self.step, **dataclasses.asdict(self.counters),
+            "step": self.step,
+            **dataclasses.asdict(self.counters),
             "train_reward": float(np.mean(columns.reward)),
-            "kept_prompts": stats.kept_prompts, "pool_size": self.pool.active_count,
+            "kept_prompts": stats.kept_prompts,
+            "pool_size": self.pool.active_count,
             "mean_length": float(np.mean(columns.completion_lengths)),
             "truncation_rate": float(np.mean(columns.truncated)),
-            "entropy": stats.entropy, "loss": stats.loss, "lr": stats.lr, "grad_norm": stats.grad_norm,
+            "entropy": stats.entropy,
+            "loss": stats.loss,
+            "lr": stats.lr,
+            "grad_norm": stats.grad_norm,
             "train_pass_rate": float(np.mean(columns.reward > 0)),
             "interruption_rate": float(np.mean(columns.interrupted)),
-            "mean_ratio": stats.mean_ratio, "clipped_fraction": stats.clipped_fraction,
+            "mean_ratio": stats.mean_ratio,
+            "clipped_fraction": stats.clipped_fraction,
         }
 
     def initial_row(self) -> dict[str, Any]:
@@ -311,10 +388,17 @@ class RunState:
     def snapshot(self) -> RunSnapshot:
         """The run state a checkpoint of the current step saves."""
         return RunSnapshot(
-            step=self.step, rollout_rng=self.rollout_generator.get_state(), rng_device=self.rng_device,
+            step=self.step,
+            rollout_rng=self.rollout_generator.get_state(),
+            rng_device=self.rng_device,
             numpy_rng=self.numpy_rng.bit_generator.state,
-            run={"pool": self.pool.state_dict(), "counters": dataclasses.asdict(self.counters),
-                 "last_val_pass_rate": self.last_val_pass_rate, "config": self.config.to_dict()})
+            run={
+                "pool": self.pool.state_dict(),
+                "counters": dataclasses.asdict(self.counters),
+                "last_val_pass_rate": self.last_val_pass_rate,
+                "config": self.config.to_dict(),
+            },
+        )
 
     def close(self) -> None:
         """Close the metrics sinks and let the next writer in (the folder's lock); idempotent."""
@@ -345,22 +429,39 @@ def generation_seed(config: TrainConfig, step: int) -> int:
     return int(np.random.SeedSequence([int(config.seed), int(step)]).generate_state(1)[0])
 
 
-def save_run_checkpoint(run_dir: str | Path, snapshot: RunSnapshot, *, model: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer, scheduler: Any, keep: int,
-                        tokenizer: Any = None) -> Path:
+def save_run_checkpoint(
+    run_dir: str | Path,
+    snapshot: RunSnapshot,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    keep: int,
+    tokenizer: Any = None,
+) -> Path:
     """Checkpoint `snapshot.step`: the trainer's tensors plus the run state (checkpoint.py's format;
     with `tokenizer` the checkpoint folder loads on its own as a Hugging Face model)."""
     generator = torch.Generator(device=snapshot.rng_device)
     generator.set_state(snapshot.rollout_rng)
     numpy_rng = np.random.default_rng(0)
     numpy_rng.bit_generator.state = snapshot.numpy_rng
-    return save_checkpoint(run_dir, snapshot.step, model=model, optimizer=optimizer, scheduler=scheduler,
-                           torch_generators={ROLLOUT_GENERATOR: generator}, numpy_rng=numpy_rng,
-                           state=snapshot.run, keep=keep, tokenizer=tokenizer)
+    return save_checkpoint(
+        run_dir,
+        snapshot.step,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        torch_generators={ROLLOUT_GENERATOR: generator},
+        numpy_rng=numpy_rng,
+        state=snapshot.run,
+        keep=keep,
+        tokenizer=tokenizer,
+    )
 
 
-def restore_training(checkpoint: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                     scheduler: Any) -> int:
+def restore_training(
+    checkpoint: str | Path, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any
+) -> int:
     """Load a checkpoint's weights, optimiser and LR schedule (and the global torch RNG) in place;
     its step. The run state is `RunState.open`'s to restore."""
     step, _ = load_checkpoint(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler)
@@ -374,13 +475,15 @@ def forecast_budget(config: TrainConfig, flops_so_far: float, step: int) -> floa
     return projected_budget(flops_so_far, step, config.max_steps)
 
 
-def add_live_forecast(config: TrainConfig, run_dir: Path, val_curve: Sequence[tuple[float, float]],
-                      row: dict[str, Any], step: int) -> LiveForecast | None:
+def add_live_forecast(
+    config: TrainConfig, run_dir: Path, val_curve: Sequence[tuple[float, float]], row: dict[str, Any], step: int
+) -> LiveForecast | None:
     """Refit on the validation curve so far; add the forecast keys to `row` and redraw the live
     plot. Nothing is added while the curve cannot be fitted (scalerl.forecast.live)."""
     flops_axis, pass_rates = zip(*val_curve)
-    forecast = live_forecast(flops_axis, pass_rates, budget=forecast_budget(config, row["flops"], step),
-                             n_draws=config.forecast.n_draws)
+    forecast = live_forecast(
+        flops_axis, pass_rates, budget=forecast_budget(config, row["flops"], step), n_draws=config.forecast.n_draws
+    )
     if forecast is not None:
         row.update(forecast.row())
         write_live_plot(forecast, flops_axis, pass_rates, Path(run_dir) / LIVE_PLOT_NAME)

@@ -7,7 +7,8 @@ synchronous run because both call these very functions.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,8 +23,9 @@ from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import generate_packed
 
 
-def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[int],
-                     global_step: int | None = None) -> list[float]:
+def verifier_rewards(
+    task: Task, texts: Sequence[str], prompt_indices: Sequence[int], global_step: int | None = None
+) -> list[float]:
     """The verifier's reward of each completion text of training prompt `prompt_indices[i]`; a
     task with a batch `rewards` method (user reward functions) is called once for all of them,
     told `global_step` (optimiser steps done: the newest weight version that sampled them) in
@@ -39,8 +41,9 @@ def verifier_rewards(task: Task, texts: Sequence[str], prompt_indices: Sequence[
 def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
     """The verifier's reward of each rollout (the length penalty is added at training)."""
     global_step = max((max(r.token_policy_versions, default=0) for r in rollouts), default=0)
-    rewards = verifier_rewards(task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts],
-                               global_step)
+    rewards = verifier_rewards(
+        task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts], global_step
+    )
     return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
 
 
@@ -53,19 +56,37 @@ def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
     return packed.with_rewards(np.array(rewards, dtype=np.float64))
 
 
-def generate_step(model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig,
-                  prompt_indices: Sequence[int], *, torch_generator: torch.Generator, policy_version: int,
-                  weight_update_hook: Callable[[], int | None] | None = None) -> PackedRollouts:
+def generate_step(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    config: TrainConfig,
+    prompt_indices: Sequence[int],
+    *,
+    torch_generator: torch.Generator,
+    policy_version: int,
+    weight_update_hook: Callable[[], int | None] | None = None,
+) -> PackedRollouts:
     """One step's rollouts: G generations of each training prompt, sampled with `torch_generator`
     with the run's sampling and length control, packed as the decoder records them
     (generation.generate_packed), scored. The synchronous trainer and the pipeline's generators
     both call it."""
     indices = [int(i) for i in prompt_indices]
-    return score_packed(task, generate_packed(
-        model, tokenizer, [task.train[i].prompt for i in indices], indices,
-        num_generations=config.sampling.generations_per_prompt, sampling=sampling_settings(config),
-        length_control=length_control(config), torch_generator=torch_generator, policy_version=policy_version,
-        weight_update_hook=weight_update_hook))
+    return score_packed(
+        task,
+        generate_packed(
+            model,
+            tokenizer,
+            [task.train[i].prompt for i in indices],
+            indices,
+            num_generations=config.sampling.generations_per_prompt,
+            sampling=sampling_settings(config),
+            length_control=length_control(config),
+            torch_generator=torch_generator,
+            policy_version=policy_version,
+            weight_update_hook=weight_update_hook,
+        ),
+    )
 
 
 def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:
@@ -73,6 +94,9 @@ def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollo
     "penalty" mode (max_len = max_new_tokens, cache = penalty_cache_tokens)."""
     if config.sampling.length_control != "penalty":
         return packed
-    penalties = overlong_length_penalty(np.diff(packed.completion_offsets).tolist(), config.sampling.max_new_tokens,
-                                        config.sampling.penalty_cache_tokens)
+    penalties = overlong_length_penalty(
+        np.diff(packed.completion_offsets).tolist(),
+        config.sampling.max_new_tokens,
+        config.sampling.penalty_cache_tokens,
+    )
     return packed.with_rewards(packed.reward + np.array(penalties.tolist(), dtype=np.float64))

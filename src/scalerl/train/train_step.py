@@ -22,26 +22,32 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ConfigError, InputError
+from scalerl.models.logprobs import hidden_token_logprobs
+from scalerl.models.policy import policy_hidden
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.train_config import LR_SCHEDULES, OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.train.guards.divergence_guard import DivergenceGuard
-from scalerl.train.guards.finite_checks import NonFiniteStep, require_bounded_step, require_finite_rollouts, require_finite_update
+from scalerl.train.guards.finite_checks import (
+    NonFiniteStep,
+    require_bounded_step,
+    require_finite_rollouts,
+    require_finite_update,
+)
 from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
 from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
-from scalerl.models.logprobs import hidden_token_logprobs
-from scalerl.models.policy import policy_hidden
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,10 @@ def warmup_lr_factor(step: int, warmup_steps: int) -> float:
 def build_optimizer(model: torch.nn.Module, optim: OptimConfig) -> torch.optim.AdamW:
     """AdamW with the configured lr, betas, eps and weight decay (ScaleRL: eps 1e-15, wd 0.01)."""
     return torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad], lr=optim.lr,
-        betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps,
+        [p for p in model.parameters() if p.requires_grad],
+        lr=optim.lr,
+        betas=(optim.adam_beta1, optim.adam_beta2),
+        eps=optim.adam_eps,
         weight_decay=optim.weight_decay,
     )
 
@@ -119,15 +127,18 @@ def lr_factor(step: int, warmup_steps: int, schedule: str = "constant", total_st
     raise ConfigError(f"optim.lr_schedule: {schedule!r} is not one of {', '.join(LR_SCHEDULES)}")
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, warmup_steps: int, schedule: str = "constant",
-                    total_steps: int = 0) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, schedule: str = "constant", total_steps: int = 0
+) -> torch.optim.lr_scheduler.LambdaLR:
     """LambdaLR applying `lr_factor` (its state is plain numbers: JSON-serialisable)."""
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, warmup_steps, schedule, total_steps))
+        optimizer, lambda step: lr_factor(step, warmup_steps, schedule, total_steps)
+    )
 
 
-def _padded_flat(flat: np.ndarray, lengths: np.ndarray, width: int, fill: float, *, left: bool,
-                 dtype: torch.dtype) -> torch.Tensor:
+def _padded_flat(
+    flat: np.ndarray, lengths: np.ndarray, width: int, fill: float, *, left: bool, dtype: torch.dtype
+) -> torch.Tensor:
     """`_padded` of rows given concatenated (`flat`, row i = the next lengths[i] values)."""
     out = np.full((lengths.size, width), fill, dtype=np.float64 if dtype.is_floating_point else np.int64)
     if lengths.sum():
@@ -150,10 +161,12 @@ def build_batch(packed: PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
     def completion_field(flat: np.ndarray, fill: float, dtype: torch.dtype) -> torch.Tensor:
         return _padded_flat(flat, completion_lengths, completion_width, fill, left=False, dtype=dtype)
 
-    prompt_ids = _padded_flat(packed.prompt_tokens, prompt_lengths, prompt_width, pad_token_id, left=True,
-                              dtype=torch.long)
-    prompt_mask = _padded_flat(np.ones(int(prompt_lengths.sum()), dtype=np.int64), prompt_lengths,
-                               prompt_width, 0, left=True, dtype=torch.long)
+    prompt_ids = _padded_flat(
+        packed.prompt_tokens, prompt_lengths, prompt_width, pad_token_id, left=True, dtype=torch.long
+    )
+    prompt_mask = _padded_flat(
+        np.ones(int(prompt_lengths.sum()), dtype=np.int64), prompt_lengths, prompt_width, 0, left=True, dtype=torch.long
+    )
     completion_ids = completion_field(packed.completion_tokens, pad_token_id, torch.long)
     completion_mask = completion_field(np.ones(int(completion_lengths.sum()), dtype=np.int64), 0, torch.long)
     return RolloutBatch(
@@ -168,32 +181,39 @@ def build_batch(packed: PackedRollouts, pad_token_id: int = 0) -> RolloutBatch:
     )
 
 
-def completion_logprobs(model: torch.nn.Module, batch: RolloutBatch, *, fp32_head: bool,
-                        chunk_size: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def completion_logprobs(
+    model: torch.nn.Module, batch: RolloutBatch, *, fp32_head: bool, chunk_size: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(log-probs, entropies) [N, T] of the completion tokens (teacher forcing: the hidden state at
     position p - 1 predicts token p); the LM head runs on completion positions only, `chunk_size`
     of them at a time (models/logprobs.py)."""
     hidden = policy_hidden(model, batch.input_ids, batch.attention_mask)
     start = batch.prompt_width - 1
-    completion_hidden = hidden[:, start: start + batch.completion_ids.shape[1]]
-    return hidden_token_logprobs(model, completion_hidden, batch.completion_ids,
-                                 fp32_head=fp32_head, chunk_size=chunk_size)
+    completion_hidden = hidden[:, start : start + batch.completion_ids.shape[1]]
+    return hidden_token_logprobs(
+        model, completion_hidden, batch.completion_ids, fp32_head=fp32_head, chunk_size=chunk_size
+    )
 
 
-def loss_arguments(config: TrainConfig, reference: torch.nn.Module | None,
-                   batch: RolloutBatch, device: torch.device) -> dict[str, Any]:
+def loss_arguments(
+    config: TrainConfig, reference: torch.nn.Module | None, batch: RolloutBatch, device: torch.device
+) -> dict[str, Any]:
     """The configured loss's keyword arguments (its spec's parameters), plus `ref_logprobs`, the
     frozen reference policy's log-probs of the completion tokens, when the spec needs them."""
     arguments: dict[str, Any] = config.rl.loss_kwargs()
     if not config.rl.needs_reference():
         return arguments
     if reference is None:
-        raise InputError(f"rl.loss={config.rl.loss} with these parameters needs the reference policy "
-                         "(train_step's `reference`)")
+        raise InputError(
+            f"rl.loss={config.rl.loss} with these parameters needs the reference policy (train_step's `reference`)"
+        )
     with torch.no_grad():
         arguments["ref_logprobs"], _ = completion_logprobs(
-            reference, _to_device(batch, device), fp32_head=config.model.fp32_head,
-            chunk_size=config.train.logprob_chunk_size)
+            reference,
+            _to_device(batch, device),
+            fp32_head=config.model.fp32_head,
+            chunk_size=config.train.logprob_chunk_size,
+        )
     return arguments
 
 
@@ -220,8 +240,9 @@ def select_rows(packed: PackedRollouts, rows: Sequence[int]) -> PackedRollouts:
     return packed.select(np.fromiter(rows, dtype=np.int64, count=len(rows)))
 
 
-def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts,
-                  tokens: tuple[int, int]) -> StepStats:
+def _skipped_step(
+    optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts, tokens: tuple[int, int]
+) -> StepStats:
     """Nothing, or fewer prompts than rl.min_kept_prompts, survived the filter: no gradient, no
     optimiser update (a full-size Adam step on one or two prompts is mostly noise); the LR schedule
     advances and the step's generation still counts as compute."""
@@ -229,10 +250,20 @@ def _skipped_step(optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPr
     with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
         warnings.simplefilter("ignore", UserWarning)
         scheduler.step()
-    return StepStats(loss=0.0, grad_norm=0.0, lr=lr, entropy=float("nan"), mean_ratio=float("nan"),
-                     clipped_fraction=0.0, kept_prompts=kept.kept, total_prompts=kept.total,
-                     kept_sequences=0, tokens_trained=tokens[0], trained_context_sum=tokens[1],
-                     updated=False)
+    return StepStats(
+        loss=0.0,
+        grad_norm=0.0,
+        lr=lr,
+        entropy=float("nan"),
+        mean_ratio=float("nan"),
+        clipped_fraction=0.0,
+        kept_prompts=kept.kept,
+        total_prompts=kept.total,
+        kept_sequences=0,
+        tokens_trained=tokens[0],
+        trained_context_sum=tokens[1],
+        updated=False,
+    )
 
 
 def prepare_for_training(model: torch.nn.Module, config: TrainConfig) -> None:
@@ -249,9 +280,14 @@ def prepare_for_training(model: torch.nn.Module, config: TrainConfig) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def accumulate_gradients(model: torch.nn.Module, rollouts: PackedRollouts, advantages: torch.Tensor,
-                         config: TrainConfig, reference: torch.nn.Module | None = None,
-                         rows: slice = slice(None)) -> AccumulatedStats:
+def accumulate_gradients(
+    model: torch.nn.Module,
+    rollouts: PackedRollouts,
+    advantages: torch.Tensor,
+    config: TrainConfig,
+    reference: torch.nn.Module | None = None,
+    rows: slice = slice(None),
+) -> AccumulatedStats:
     """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
     parameters' `.grad`, one forward/backward per train.micro_batch_size sequences.
 
@@ -273,24 +309,40 @@ def accumulate_gradients(model: torch.nn.Module, rollouts: PackedRollouts, advan
         batch = whole if in_one_piece else build_batch(select_rows(rollouts, part), pad_token_id=pad_token_id)
         on_device = _to_device(batch, device)
         mask = on_device.loss_mask
-        logprobs, entropy = completion_logprobs(model, on_device, fp32_head=config.model.fp32_head,
-                                                chunk_size=config.train.logprob_chunk_size)
-        loss_output = loss_fn(logprobs, on_device.generator_logprobs, advantages[part.start:part.stop].to(device),
-                              mask, **loss_arguments(config, reference, batch, device))
+        logprobs, entropy = completion_logprobs(
+            model, on_device, fp32_head=config.model.fp32_head, chunk_size=config.train.logprob_chunk_size
+        )
+        loss_output = loss_fn(
+            logprobs,
+            on_device.generator_logprobs,
+            advantages[part.start : part.stop].to(device),
+            mask,
+            **loss_arguments(config, reference, batch, device),
+        )
         if weights is None:
             loss = aggregation(loss_output.token_loss, mask, on_device.group_ids)
         else:
-            share = weights[part.start:part.stop, : mask.shape[1]].to(device, loss_output.token_loss.dtype)
+            share = weights[part.start : part.stop, : mask.shape[1]].to(device, loss_output.token_loss.dtype)
             loss = (loss_output.token_loss * share).sum()
         loss.backward()
-        stats.add(float(loss.detach()), float((entropy * mask).sum()), float(mask.sum()),
-                  loss_output.mean_ratio, loss_output.clipped_fraction)
+        stats.add(
+            float(loss.detach()),
+            float((entropy * mask).sum()),
+            float(mask.sum()),
+            loss_output.mean_ratio,
+            loss_output.clipped_fraction,
+        )
     return stats
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any,
-               rollouts: PackedRollouts, config: TrainConfig,
-               reference: torch.nn.Module | None = None) -> StepStats:
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    rollouts: PackedRollouts,
+    config: TrainConfig,
+    reference: torch.nn.Module | None = None,
+) -> StepStats:
     """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
 
     `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
@@ -309,8 +361,9 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
     optimizer.zero_grad(set_to_none=True)
     rank, world_size = rank_and_world_size()
-    accumulated = accumulate_gradients(model, kept_rollouts, advantages[keep], config, reference,
-                                       rows=shard_rows(len(kept_rollouts), rank, world_size))
+    accumulated = accumulate_gradients(
+        model, kept_rollouts, advantages[keep], config, reference, rows=shard_rows(len(kept_rollouts), rank, world_size)
+    )
     if world_size > 1:  # data parallel: the shards' gradients and sums add up to the whole batch's
         all_reduce_gradients(model.parameters())
         accumulated = AccumulatedStats(*all_reduce_sums(dataclasses.astuple(accumulated)))
@@ -322,16 +375,34 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, schedul
     optimizer.step()
     scheduler.step()
     recomputed = tokens if config.rl.needs_reference() else (0, 0)  # the reference forward's tokens
-    return StepStats(loss=accumulated.loss, grad_norm=float(grad_norm), lr=lr, entropy=entropy,
-                     mean_ratio=mean_ratio, clipped_fraction=clipped_fraction,
-                     kept_prompts=kept.kept, total_prompts=kept.total, kept_sequences=kept.kept_sequences,
-                     tokens_trained=tokens[0], trained_context_sum=tokens[1], updated=True,
-                     tokens_recomputed=recomputed[0], recomputed_context_sum=recomputed[1])
+    return StepStats(
+        loss=accumulated.loss,
+        grad_norm=float(grad_norm),
+        lr=lr,
+        entropy=entropy,
+        mean_ratio=mean_ratio,
+        clipped_fraction=clipped_fraction,
+        kept_prompts=kept.kept,
+        total_prompts=kept.total,
+        kept_sequences=kept.kept_sequences,
+        tokens_trained=tokens[0],
+        trained_context_sum=tokens[1],
+        updated=True,
+        tokens_recomputed=recomputed[0],
+        recomputed_context_sum=recomputed[1],
+    )
 
 
-def guarded_train_step(guard: DivergenceGuard, step: int, model: torch.nn.Module,
-                       optimizer: torch.optim.Optimizer, scheduler: Any, rollouts: PackedRollouts,
-                       config: TrainConfig, reference: torch.nn.Module | None = None) -> StepStats:
+def guarded_train_step(
+    guard: DivergenceGuard,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    rollouts: PackedRollouts,
+    config: TrainConfig,
+    reference: torch.nn.Module | None = None,
+) -> StepStats:
     """`train_step` for step `step`; a non-finite step is skipped (its StepStats say why in
     `nonfinite`, loss and gradient norm NaN, not updated) or stops the run (DivergenceError)."""
     try:
@@ -344,12 +415,29 @@ def guarded_train_step(guard: DivergenceGuard, step: int, model: torch.nn.Module
         warnings.simplefilter("ignore", UserWarning)
         scheduler.step()
     nan = float("nan")
-    return StepStats(loss=nan, grad_norm=nan, lr=lr, entropy=nan, mean_ratio=nan, clipped_fraction=0.0,
-                     kept_prompts=0, total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
-                     kept_sequences=0, tokens_trained=0, trained_context_sum=0, updated=False, nonfinite=note)
+    return StepStats(
+        loss=nan,
+        grad_norm=nan,
+        lr=lr,
+        entropy=nan,
+        mean_ratio=nan,
+        clipped_fraction=0.0,
+        kept_prompts=0,
+        total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
+        kept_sequences=0,
+        tokens_trained=0,
+        trained_context_sum=0,
+        updated=False,
+        nonfinite=note,
+    )
+
 
 def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:
     if device.type == "cpu":
         return batch
-    return RolloutBatch(**{name: (value.to(device) if isinstance(value, torch.Tensor) else value)
-                           for name, value in vars(batch).items()})
+    return RolloutBatch(
+        **{
+            name: (value.to(device) if isinstance(value, torch.Tensor) else value)
+            for name, value in vars(batch).items()
+        }
+    )

@@ -13,25 +13,25 @@ written after it and reproduces the uninterrupted run (RNG states are part of th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
 from scalerl.models.lora import require_peft
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train import flops
-from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
+from scalerl.train.config.train_config import TrainConfig
+from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
 from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
-from scalerl.train.records.progress import RunProgress
-from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy, with_device_resolved
-from scalerl.train.step_rollouts import generate_step, training_rewards
+from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.parallel.data_parallel import (
     init_from_environment,
@@ -39,9 +39,10 @@ from scalerl.train.parallel.data_parallel import (
     leave_process_group,
     rank_and_world_size,
 )
-from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
+from scalerl.train.records.progress import RunProgress
+from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy, with_device_resolved
 from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
-from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
+from scalerl.train.step_rollouts import generate_step, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 RowCallback = Callable[[dict[str, Any]], None]
@@ -89,8 +90,14 @@ class RunResult:
     rank: int = 0  # under torchrun, this process's rank (rank 0 alone writes the run and reports it)
 
 
-def open_run(config: TrainConfig, run_dir: Path, resume: bool,
-             reward_functions: Sequence[RewardFunction] = (), *, accept_old_checkpoints: bool = False) -> Run:
+def open_run(
+    config: TrainConfig,
+    run_dir: Path,
+    resume: bool,
+    reward_functions: Sequence[RewardFunction] = (),
+    *,
+    accept_old_checkpoints: bool = False,
+) -> Run:
     """A fresh run, or the run restored from its last checkpoint (later metrics rows dropped).
 
     Paths and the task are checked before anything is written into `run_dir`. On resume the
@@ -102,10 +109,15 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
         require_peft()  # before the run folder is made
     task = build_task(config, reward_functions)
     bare = run_policy(config, task, resuming=True) if resume and checkpoint_folders(run_dir) else None
-    state = RunState.open(config, run_dir, resume=resume, num_train_prompts=len(task.train),
-                          rng_device=config.device,
-                          weight_shapes=None if bare is None else weight_shapes_of(bare[0]),
-                          accept_old_checkpoints=accept_old_checkpoints)
+    state = RunState.open(
+        config,
+        run_dir,
+        resume=resume,
+        num_train_prompts=len(task.train),
+        rng_device=config.device,
+        weight_shapes=None if bare is None else weight_shapes_of(bare[0]),
+        accept_old_checkpoints=accept_old_checkpoints,
+    )
     try:
         resumed = state.resumed_from is not None
         model, tokenizer = bare if resumed else run_policy(config, task, resuming=False)
@@ -113,9 +125,17 @@ def open_run(config: TrainConfig, run_dir: Path, resume: bool,
         optimizer, scheduler = build_optimisation(model, config)
         if state.resumed_from is not None:
             restore_training(state.resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
-        return Run(config=config, model=model, tokenizer=tokenizer, task=task, optimizer=optimizer,
-                   scheduler=scheduler, shape=flops.model_shape(model), state=state,
-                   reference=reference_policy(config, task))
+        return Run(
+            config=config,
+            model=model,
+            tokenizer=tokenizer,
+            task=task,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            shape=flops.model_shape(model),
+            state=state,
+            reference=reference_policy(config, task),
+        )
     except BaseException:
         state.discard_unstarted()  # e.g. a --model that does not load: no half-made run folder
         raise
@@ -128,37 +148,58 @@ def _generate(run: Run) -> PackedRollouts:
     if rank_and_world_size()[1] > 1:
         plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)
         return generate_together(run.model, run.tokenizer, run.task, run.config, plan, state.rollout_generator)
-    return generate_step(run.model, run.tokenizer, run.task, run.config, state.sample_prompts(),
-                         torch_generator=state.rollout_generator, policy_version=state.step)
+    return generate_step(
+        run.model,
+        run.tokenizer,
+        run.task,
+        run.config,
+        state.sample_prompts(),
+        torch_generator=state.rollout_generator,
+        policy_version=state.step,
+    )
 
 
 def run_one_step(run: Run) -> dict[str, Any]:
     """Generate, reward, update, account; return the step's metrics row (step = run.step + 1)."""
     started = time.perf_counter()
     rollouts = _generate(run)
-    stats = guarded_train_step(run.guard, run.step + 1, run.model, run.optimizer,
-                               run.scheduler, training_rewards(rollouts, run.config), run.config,
-                               reference=run.reference)
+    stats = guarded_train_step(
+        run.guard,
+        run.step + 1,
+        run.model,
+        run.optimizer,
+        run.scheduler,
+        training_rewards(rollouts, run.config),
+        run.config,
+        reference=run.reference,
+    )
     run.state.update_pool(rollouts)
-    row = run.state.book_step(run.step + 1, rollouts, stats, shape=run.shape,
-                              wall_seconds=time.perf_counter() - started)
+    row = run.state.book_step(
+        run.step + 1, rollouts, stats, shape=run.shape, wall_seconds=time.perf_counter() - started
+    )
     if stats.nonfinite:
         row["nonfinite"] = stats.nonfinite  # the warning `_write` shows (not a column)
     return row
 
 
 def _checkpoint(run: Run) -> None:
-    save_run_checkpoint(run.run_dir, run.state.snapshot(), model=run.model, optimizer=run.optimizer,
-                        scheduler=run.scheduler, keep=run.config.keep_checkpoints,
-                        tokenizer=run.tokenizer)
+    save_run_checkpoint(
+        run.run_dir,
+        run.state.snapshot(),
+        model=run.model,
+        optimizer=run.optimizer,
+        scheduler=run.scheduler,
+        keep=run.config.keep_checkpoints,
+        tokenizer=run.tokenizer,
+    )
 
 
-def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
-           on_row: RowCallback | None) -> None:
+def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress, on_row: RowCallback | None) -> None:
     """Validate into the row when due, append it (with its live forecast), report it."""
     if validate:
-        rates = validation_pass_rates(run.model, run.tokenizer, run.task, run.config, run_dir=run.run_dir,
-                                      step=row["step"])
+        rates = validation_pass_rates(
+            run.model, run.tokenizer, run.task, run.config, run_dir=run.run_dir, step=row["step"]
+        )
         require_finite_validation(row["step"], rates[PASS_RATE_COLUMN])
         row.update(rates)
     if row.get("nonfinite"):
@@ -171,9 +212,15 @@ def _write(run: Run, row: dict[str, Any], validate: bool, progress: RunProgress,
 
 def _result(run: Run, stop: StopRequest) -> RunResult:
     rows = [row for row in run.state.log.rows() if row.get("val_pass_rate") is not None]
-    return RunResult(run.run_dir, run.step, tuple(r["step"] for r in rows),
-                     tuple(float(r["flops"]) for r in rows),
-                     tuple(float(r["val_pass_rate"]) for r in rows), stop.requested, stop.exit_code)
+    return RunResult(
+        run.run_dir,
+        run.step,
+        tuple(r["step"] for r in rows),
+        tuple(float(r["flops"]) for r in rows),
+        tuple(float(r["val_pass_rate"]) for r in rows),
+        stop.requested,
+        stop.exit_code,
+    )
 
 
 def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop: StopRequest) -> None:
@@ -196,9 +243,16 @@ def _run_loop(run: Run, progress: RunProgress, on_row: RowCallback | None, stop:
         progress.note(f"stopped at step {run.step}: every training prompt left the pool")
 
 
-def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
-          show_progress: bool = True, on_row: RowCallback | None = None,
-          reward_functions: Sequence[RewardFunction] = (), accept_old_checkpoints: bool = False) -> RunResult:
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    show_progress: bool = True,
+    on_row: RowCallback | None = None,
+    reward_functions: Sequence[RewardFunction] = (),
+    accept_old_checkpoints: bool = False,
+) -> RunResult:
     """Run (or resume) training into `run_dir`; `on_row` sees each metrics row after it is logged;
     `reward_functions` (callables, TRL's reward_funcs convention) replace task.reward's;
     `accept_old_checkpoints`: a resume may use a checkpoint without a manifest (else damaged).
@@ -217,8 +271,17 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
     rank, world_size = init_from_environment(config.device)
     completed = False
     try:
-        result = _train_rank(config, Path(run_dir), resume, show_progress, on_row, reward_functions, rank, world_size,
-                             accept_old_checkpoints)
+        result = _train_rank(
+            config,
+            Path(run_dir),
+            resume,
+            show_progress,
+            on_row,
+            reward_functions,
+            rank,
+            world_size,
+            accept_old_checkpoints,
+        )
         completed = True
         return result
     finally:
@@ -226,9 +289,17 @@ def train(config: TrainConfig, run_dir: str | Path, *, resume: bool = False,
             leave_process_group(completed)
 
 
-def _train_rank(config: TrainConfig, run_dir: Path, resume: bool, show_progress: bool, on_row: RowCallback | None,
-                reward_functions: Sequence[RewardFunction], rank: int, world_size: int,
-                accept_old_checkpoints: bool = False) -> RunResult:
+def _train_rank(
+    config: TrainConfig,
+    run_dir: Path,
+    resume: bool,
+    show_progress: bool,
+    on_row: RowCallback | None,
+    reward_functions: Sequence[RewardFunction],
+    rank: int,
+    world_size: int,
+    accept_old_checkpoints: bool = False,
+) -> RunResult:
     """train() on one rank, in a joined process group (or alone)."""
     if rank > 0:
         return RunResult(Path(run_dir), follow(config, reward_functions), (), (), (), rank=rank)

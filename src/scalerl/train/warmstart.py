@@ -18,19 +18,20 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.train.generation import evaluate_pass_rate, left_pad
 from scalerl.models.policy import load_policy, policy_logits, save_model, token_logprobs
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
+from scalerl.train.generation import evaluate_pass_rate, left_pad
 
 RESULT_FILE = "warmstart.json"
 # Thread count of the supervised phase: CPU kernels may sum in another order with more threads, and
@@ -106,7 +107,11 @@ def supervised_loss(model: torch.nn.Module, tokenizer: Any, examples: list[TaskE
 def _probe(model, tokenizer, task: Task, settings: WarmStartSettings) -> float:
     examples = task.validation or task.train
     return evaluate_pass_rate(
-        model, tokenizer, task, examples[: settings.probe_prompts], settings.probe_samples,
+        model,
+        tokenizer,
+        task,
+        examples[: settings.probe_prompts],
+        settings.probe_samples,
         sampling=SamplingSettings(max_new_tokens=settings.max_new_tokens),
         length_control=LengthControl(mode="truncate"),
         torch_generator=torch.Generator().manual_seed(settings.seed + 1),
@@ -128,8 +133,10 @@ def warm_start(
     if not task.train:
         raise InputError(f"task {task.name!r} has no training examples to warm up on")
     if any(example.demonstration is None and example.answer is None for example in task.train):
-        raise InputError(f"task {task.name!r} has rows with neither an answer nor a completion to warm up on: "
-                         "set model.warmstart_steps=0")
+        raise InputError(
+            f"task {task.name!r} has rows with neither an answer nor a completion to warm up on: "
+            "set model.warmstart_steps=0"
+        )
     generator = torch.Generator().manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.0)
     history: list[tuple[int, float]] = []
@@ -191,13 +198,16 @@ def behaviour_dump(source: str) -> str:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
-                    and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 node.body = node.body[1:]
     return ast.dump(tree)
 
 
-@lru_cache(maxsize=None)
+@cache
 def warm_start_code_digest(*modules: str) -> str:
     """sha256 over the code of `modules` (default: this one) and every scalerl module they import,
     transitively: each file's path relative to the package and its `behaviour_dump`, in path order.
@@ -231,9 +241,16 @@ def warm_start_cache_key(model: torch.nn.Module, task: Task, steps: int, setting
     ).hexdigest()
     parameter = next(model.parameters())
     description = json.dumps(
-        {"weights": weights_digest(model), "task": task_digest, "steps": steps, "settings": asdict(settings),
-         "dtype": str(parameter.dtype), "device": parameter.device.type, "torch": torch.__version__,
-         "code": warm_start_code_digest("scalerl.train.warmstart", type(task).__module__)},
+        {
+            "weights": weights_digest(model),
+            "task": task_digest,
+            "steps": steps,
+            "settings": asdict(settings),
+            "dtype": str(parameter.dtype),
+            "device": parameter.device.type,
+            "torch": torch.__version__,
+            "code": warm_start_code_digest("scalerl.train.warmstart", type(task).__module__),
+        },
         sort_keys=True,
     )
     return hashlib.sha256(description.encode()).hexdigest()[:20]
@@ -284,4 +301,3 @@ def _read_result(entry: Path) -> WarmStartResult:
     raw = json.loads((entry / RESULT_FILE).read_text())
     history = tuple((int(step), float(rate)) for step, rate in raw["probe_history"])
     return WarmStartResult(int(raw["steps_run"]), history, bool(raw["reached_band"]), float(raw["final_loss"]))
-

@@ -49,25 +49,33 @@ def warm_start_inputs(config: TrainConfig) -> dict:
     values = config.to_dict()
     # the warm start computes its logits in FP32 whatever the run's fp32_head
     model = {key: value for key, value in values["model"].items() if key != "fp32_head"}
-    return {"model": model, "task": values["task"], "dtype": config.dtype, "device": config.device,
-            "max_new_tokens": config.sampling.max_new_tokens}
+    return {
+        "model": model,
+        "task": values["task"],
+        "dtype": config.dtype,
+        "device": config.device,
+        "max_new_tokens": config.sampling.max_new_tokens,
+    }
 
 
 def warm_start_settings(config: TrainConfig) -> WarmStartSettings:
     """The run config's warm-start settings: stop at model.warmstart_stop_pass_rate, seeded by
     model.init_seed (never by the RL seed)."""
-    return WarmStartSettings(target_band=(config.model.warmstart_stop_pass_rate, 1.0),
-                             probe_every=config.model.warmstart_probe_every,
-                             max_new_tokens=config.sampling.max_new_tokens, seed=config.model.init_seed)
+    return WarmStartSettings(
+        target_band=(config.model.warmstart_stop_pass_rate, 1.0),
+        probe_every=config.model.warmstart_probe_every,
+        max_new_tokens=config.sampling.max_new_tokens,
+        seed=config.model.init_seed,
+    )
 
 
-def warm_start_for_config(config: TrainConfig, model: torch.nn.Module, tokenizer: Any,
-                          task: Task) -> tuple[torch.nn.Module, object, WarmStartRecord]:
+def warm_start_for_config(
+    config: TrainConfig, model: torch.nn.Module, tokenizer: Any, task: Task
+) -> tuple[torch.nn.Module, object, WarmStartRecord]:
     """`warm_start_cached` with the config's settings and cache directory; `model` must be the
     freshly initialised policy. Returns the warm-started (model, tokenizer) and its record."""
     steps, settings = config.model.warmstart_steps, warm_start_settings(config)
     key = warm_start_cache_key(model, task, steps, settings)
-    model, tokenizer, result = warm_start_cached(warmstart_cache_dir(config), model, tokenizer, task, steps,
-                                                 settings)
+    model, tokenizer, result = warm_start_cached(warmstart_cache_dir(config), model, tokenizer, task, steps, settings)
     record = WarmStartRecord(key, weights_digest(model), result.steps_run, result.pass_rate, result.reached_band)
     return model, tokenizer, record

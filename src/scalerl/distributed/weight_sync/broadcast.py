@@ -10,14 +10,20 @@ the buckets of broadcast.model_bucket_plan. A generator's thread receives into f
 hands the finished version over by swapping one reference, so the decoding loop never sees half
 a version; the copy into the model happens in the loop, in place (KV cache kept).
 """
+
 from __future__ import annotations
 
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from scalerl.distributed.weight_sync.collective import (WeightGroup, flatten_buckets, model_bucket_plan, receive_weights,
-                                                        send_flat)
+from scalerl.distributed.weight_sync.collective import (
+    WeightGroup,
+    flatten_buckets,
+    model_bucket_plan,
+    receive_weights,
+    send_flat,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -100,8 +106,10 @@ class BroadcastSubscriber:
             while True:
                 header = torch.empty(1, dtype=torch.int64, device=self._device)
                 self.group.broadcast(header, 0)
-                state = {name: torch.empty(shape, dtype=dtype, device=device)
-                         for name, (shape, dtype, device) in self._template.items()}
+                state = {
+                    name: torch.empty(shape, dtype=dtype, device=device)
+                    for name, (shape, dtype, device) in self._template.items()
+                }
                 receive_weights(state, self.plan, self.group)
                 with self._arrived:
                     self._latest = (int(header.item()), state)
@@ -147,7 +155,7 @@ class BroadcastSubscriber:
 
 
 def rendezvous_address() -> str:
-    """"ip:port" on this actor's node, a port free now: where the weight-sync group meets."""
+    """ "ip:port" on this actor's node, a port free now: where the weight-sync group meets."""
     import ray
 
     from scalerl.distributed.weight_sync.collective import free_address

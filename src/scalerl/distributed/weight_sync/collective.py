@@ -13,6 +13,7 @@ with the object-store path of object_store.py). Bits are copied, never converted
 receives is bit-identical to the trainer's tensors. PipelineRL and verl send weights this way
 (NCCL, bucketed); ScaleRL arXiv 2510.13786 section 4.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -70,8 +71,7 @@ def bucket_plan(tensors: Iterable[tuple[str, str, int, int]], bucket_bytes: int)
 
 def model_bucket_plan(state: Mapping[str, torch.Tensor], bucket_mb: float) -> tuple[Bucket, ...]:
     """bucket_plan of a state dict, buckets of `bucket_mb` MiB."""
-    items = ((name, str(t.dtype).removeprefix("torch."), t.numel(), t.element_size())
-             for name, t in state.items())
+    items = ((name, str(t.dtype).removeprefix("torch."), t.numel(), t.element_size()) for name, t in state.items())
     return bucket_plan(items, max(1, int(bucket_mb * 2**20)))
 
 
@@ -91,8 +91,9 @@ class WeightGroup:
         return work if async_op else work.wait()
 
 
-def join_group(rank: int, world_size: int, address: str, backend: str = "gloo",
-               timeout_seconds: float = 600.0) -> WeightGroup:
+def join_group(
+    rank: int, world_size: int, address: str, backend: str = "gloo", timeout_seconds: float = 600.0
+) -> WeightGroup:
     """Join the weight-sync group as `rank` of `world_size`; `address` is "host:port" of the
     trainer's rendezvous (rank 0 serves the TCP store there). Blocks until every rank joined."""
     import datetime
@@ -112,7 +113,7 @@ def join_group(rank: int, world_size: int, address: str, backend: str = "gloo",
 
 
 def free_address(host: str = "127.0.0.1") -> str:
-    """"host:port" with a port free right now on this machine (the rendezvous of join_group)."""
+    """ "host:port" with a port free right now on this machine (the rendezvous of join_group)."""
     import socket
 
     with socket.socket() as probe:
@@ -149,15 +150,15 @@ def send_flat(flats: Iterable, group: WeightGroup, src: int = 0) -> int:
     return sent
 
 
-def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
-                 src: int = 0) -> int:
+def send_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup, src: int = 0) -> int:
     """Broadcast `state` bucket by bucket from rank `src`; returns the bytes sent per receiver.
     Each bucket is flattened while the previous one is on the wire."""
     return send_flat((_flat_bucket(state, bucket) for bucket in plan), group, src)
 
 
-def receive_weights(state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup,
-                    src: int = 0) -> int:
+def receive_weights(
+    state: Mapping[str, torch.Tensor], plan: tuple[Bucket, ...], group: WeightGroup, src: int = 0
+) -> int:
     """Receive a send_weights broadcast into `state`'s tensors, in place; returns the bytes.
 
     The next bucket is received while the previous one is copied into place."""

@@ -8,6 +8,7 @@ ObjectRef" (the put and the registration on a background thread, beside the next
 weights are copied into its model in place, so the sequences in progress keep their KV cache
 (PipelineRL in-flight updates; ScaleRL arXiv 2510.13786 section 4).
 """
+
 from __future__ import annotations
 
 import time

@@ -6,6 +6,7 @@ views of its arrays (lengths are differences of its offsets), so the pipeline's 
 step in a few vectorised passes without rebuilding Rollout objects; the synchronous trainer's
 Rollouts give the same columns (`rollout_columns`). numpy only: cheap to import anywhere.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,7 +38,8 @@ def rollout_columns(rollouts: Sequence) -> BatchColumns:
         truncated=np.array([r.truncated for r in rollouts], dtype=bool),
         interrupted=np.array([r.interrupted for r in rollouts], dtype=bool),
         prompt_lengths=np.array([len(r.prompt_token_ids) for r in rollouts], dtype=np.int64),
-        completion_lengths=np.array([len(r.completion_token_ids) for r in rollouts], dtype=np.int64))
+        completion_lengths=np.array([len(r.completion_token_ids) for r in rollouts], dtype=np.int64),
+    )
 
 
 def as_columns(batch) -> BatchColumns:

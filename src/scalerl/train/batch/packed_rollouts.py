@@ -7,6 +7,7 @@ generator packs once; the trainer builds its training tensors from the arrays
 (scalerl.train.train_step.build_batch, rows picked with `select`) and the driver books a
 step from their columns (`columns`), so neither rebuilds Rollout objects.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -53,7 +54,7 @@ class PackedRollouts:
         """The oldest weight version behind any completion token (`default` when none)."""
         return int(self.versions.min()) if self.versions.size else int(default)
 
-    def select(self, indices) -> "PackedRollouts":
+    def select(self, indices) -> PackedRollouts:
         """The rollouts at `indices` (in that order), packed: each ragged field gathered in one
         vectorised pass (equal to packing [rollouts[i] for i in indices])."""
         rows = np.asarray(indices, dtype=np.int64).reshape(-1)
@@ -61,15 +62,23 @@ class PackedRollouts:
         completion_offsets, completion_at = _gather(self.completion_offsets, rows)
         text_offsets, text_at = _gather(self.text_offsets, rows)
         return PackedRollouts(
-            prompt_index=self.prompt_index[rows], group_index=self.group_index[rows],
-            reward=self.reward[rows], truncated=self.truncated[rows], interrupted=self.interrupted[rows],
-            prompt_offsets=prompt_offsets, prompt_tokens=self.prompt_tokens[prompt_at],
-            completion_offsets=completion_offsets, completion_tokens=self.completion_tokens[completion_at],
-            logprobs=self.logprobs[completion_at], versions=self.versions[completion_at],
-            loss_mask=self.loss_mask[completion_at], text_offsets=text_offsets,
-            text_bytes=self.text_bytes[text_at])
+            prompt_index=self.prompt_index[rows],
+            group_index=self.group_index[rows],
+            reward=self.reward[rows],
+            truncated=self.truncated[rows],
+            interrupted=self.interrupted[rows],
+            prompt_offsets=prompt_offsets,
+            prompt_tokens=self.prompt_tokens[prompt_at],
+            completion_offsets=completion_offsets,
+            completion_tokens=self.completion_tokens[completion_at],
+            logprobs=self.logprobs[completion_at],
+            versions=self.versions[completion_at],
+            loss_mask=self.loss_mask[completion_at],
+            text_offsets=text_offsets,
+            text_bytes=self.text_bytes[text_at],
+        )
 
-    def with_rewards(self, rewards: np.ndarray) -> "PackedRollouts":
+    def with_rewards(self, rewards: np.ndarray) -> PackedRollouts:
         """The same rollouts with these rewards (float64 [n])."""
         rewards = np.asarray(rewards, dtype=np.float64)
         if rewards.shape != self.reward.shape:
@@ -79,9 +88,14 @@ class PackedRollouts:
     def columns(self) -> BatchColumns:
         """The per-sequence numbers a step's bookkeeping reads, as views of these arrays
         (lengths: differences of the offsets); nothing is unpacked."""
-        return BatchColumns(prompt_index=self.prompt_index, reward=self.reward, truncated=self.truncated,
-                            interrupted=self.interrupted, prompt_lengths=np.diff(self.prompt_offsets),
-                            completion_lengths=np.diff(self.completion_offsets))
+        return BatchColumns(
+            prompt_index=self.prompt_index,
+            reward=self.reward,
+            truncated=self.truncated,
+            interrupted=self.interrupted,
+            prompt_lengths=np.diff(self.prompt_offsets),
+            completion_lengths=np.diff(self.completion_offsets),
+        )
 
 
 def offsets_of(lengths: Sequence[int]) -> np.ndarray:
@@ -94,8 +108,8 @@ def offsets_of(lengths: Sequence[int]) -> np.ndarray:
 def _gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(new offsets, flat positions) of the pieces `rows` of a ragged field cut at `offsets`:
 
-        lengths_j = offsets[rows_j + 1] - offsets[rows_j];  position of item k of piece j =
-        offsets[rows_j] + k, listed piece after piece."""
+    lengths_j = offsets[rows_j + 1] - offsets[rows_j];  position of item k of piece j =
+    offsets[rows_j] + k, listed piece after piece."""
     starts = offsets[rows]
     lengths = offsets[rows + 1] - starts
     new_offsets = offsets_of(lengths)
@@ -133,7 +147,8 @@ def pack_rollouts(rollouts: Sequence[Rollout]) -> PackedRollouts:
         versions=_flat((r.token_policy_versions for r in rollouts), np.int64, tokens),
         loss_mask=_flat((r.loss_mask for r in rollouts), np.int8, tokens),
         text_offsets=offsets_of([len(t) for t in texts]),
-        text_bytes=np.frombuffer(b"".join(texts), dtype=np.uint8).copy())
+        text_bytes=np.frombuffer(b"".join(texts), dtype=np.uint8).copy(),
+    )
 
 
 def _split(values: np.ndarray, offsets: list[int]) -> list[tuple]:
@@ -157,21 +172,49 @@ def unpack_rollouts(packed: PackedRollouts) -> list[Rollout]:
     completion_offsets = packed.completion_offsets.tolist()
     text_offsets = packed.text_offsets.tolist()
     text = packed.text_bytes.tobytes()
-    columns = zip(packed.prompt_index.tolist(), packed.group_index.tolist(),
-                  _split(packed.prompt_tokens, prompt_offsets),
-                  _split(packed.completion_tokens, completion_offsets),
-                  _split(packed.logprobs, completion_offsets),
-                  _split(packed.versions, completion_offsets),
-                  packed.reward.tolist(), packed.truncated.tolist(), packed.interrupted.tolist(),
-                  _split(packed.loss_mask, completion_offsets),
-                  zip(text_offsets, text_offsets[1:]))
-    return [_rollout({"prompt_index": prompt, "group_index": group, "prompt_token_ids": prompt_ids,
-                      "completion_token_ids": ids, "generator_logprobs": logprobs,
-                      "token_policy_versions": versions, "reward": reward, "truncated": truncated,
-                      "interrupted": interrupted, "completion_text": text[start:end].decode("utf-8"),
-                      "loss_mask": mask})
-            for (prompt, group, prompt_ids, ids, logprobs, versions, reward, truncated, interrupted,
-                 mask, (start, end)) in columns]
+    columns = zip(
+        packed.prompt_index.tolist(),
+        packed.group_index.tolist(),
+        _split(packed.prompt_tokens, prompt_offsets),
+        _split(packed.completion_tokens, completion_offsets),
+        _split(packed.logprobs, completion_offsets),
+        _split(packed.versions, completion_offsets),
+        packed.reward.tolist(),
+        packed.truncated.tolist(),
+        packed.interrupted.tolist(),
+        _split(packed.loss_mask, completion_offsets),
+        zip(text_offsets, text_offsets[1:]),
+    )
+    return [
+        _rollout(
+            {
+                "prompt_index": prompt,
+                "group_index": group,
+                "prompt_token_ids": prompt_ids,
+                "completion_token_ids": ids,
+                "generator_logprobs": logprobs,
+                "token_policy_versions": versions,
+                "reward": reward,
+                "truncated": truncated,
+                "interrupted": interrupted,
+                "completion_text": text[start:end].decode("utf-8"),
+                "loss_mask": mask,
+            }
+        )
+        for (
+            prompt,
+            group,
+            prompt_ids,
+            ids,
+            logprobs,
+            versions,
+            reward,
+            truncated,
+            interrupted,
+            mask,
+            (start, end),
+        ) in columns
+    ]
 
 
 def as_rollouts(batch: PackedRollouts | Sequence[Rollout]) -> list[Rollout]:

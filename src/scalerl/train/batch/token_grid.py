@@ -6,10 +6,11 @@ made it, for every live row at once, so the batch is packed (scalerl.train.batch
 reading the first `lengths[row]` columns of each row in row order, a mask, where packing Rollouts
 walks every token of every tuple again in Python.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -27,13 +28,24 @@ class TokenGrid:
     lengths: np.ndarray  # int64 [n]
 
     @classmethod
-    def empty(cls, num_rows: int, width: int) -> "TokenGrid":
+    def empty(cls, num_rows: int, width: int) -> TokenGrid:
         shape = (int(num_rows), max(int(width), 0))
-        return cls(np.zeros(shape, np.int64), np.zeros(shape, np.float64), np.zeros(shape, np.int64),
-                   np.zeros(shape, np.int8), np.zeros(int(num_rows), np.int64))
+        return cls(
+            np.zeros(shape, np.int64),
+            np.zeros(shape, np.float64),
+            np.zeros(shape, np.int64),
+            np.zeros(shape, np.int8),
+            np.zeros(int(num_rows), np.int64),
+        )
 
-    def write(self, rows: Sequence[int], tokens: Sequence[int], logprobs: Sequence[float], version: int,
-              sampled: Sequence[bool]) -> None:
+    def write(
+        self,
+        rows: Sequence[int],
+        tokens: Sequence[int],
+        logprobs: Sequence[float],
+        version: int,
+        sampled: Sequence[bool],
+    ) -> None:
         """Append one token to each of `rows` (distinct): column lengths[row], then lengths += 1."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size == 0:
@@ -54,9 +66,16 @@ class TokenGrid:
         return offsets_of(self.lengths)
 
 
-def pack_decoded(grid: TokenGrid, prompt_ids: Sequence[Sequence[int]], prompt_indices: Sequence[int],
-                 num_generations: int, texts: Sequence[str], *, truncated: Sequence[bool],
-                 interrupted: Sequence[bool]) -> PackedRollouts:
+def pack_decoded(
+    grid: TokenGrid,
+    prompt_ids: Sequence[Sequence[int]],
+    prompt_indices: Sequence[int],
+    num_generations: int,
+    texts: Sequence[str],
+    *,
+    truncated: Sequence[bool],
+    interrupted: Sequence[bool],
+) -> PackedRollouts:
     """The batch a decoder recorded, packed (rewards 0.0): sequence r is generation r % G of prompt
     r // G, its completion the first lengths[r] cells of grid row r; equal to pack_rollouts of the
     Rollouts made from the same fields."""
@@ -64,13 +83,20 @@ def pack_decoded(grid: TokenGrid, prompt_ids: Sequence[Sequence[int]], prompt_in
     groups = np.repeat(np.arange(len(prompt_ids), dtype=np.int64), int(num_generations))
     filled = grid.filled()
     return PackedRollouts(
-        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
-        reward=np.zeros(groups.size, dtype=np.float64), truncated=np.asarray(truncated, dtype=bool),
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups],
+        group_index=groups,
+        reward=np.zeros(groups.size, dtype=np.float64),
+        truncated=np.asarray(truncated, dtype=bool),
         interrupted=np.asarray(interrupted, dtype=bool),
         prompt_offsets=offsets_of(np.repeat([len(ids) for ids in prompt_ids], int(num_generations))),
-        prompt_tokens=np.concatenate([np.tile(np.asarray(ids, dtype=np.int64), int(num_generations))
-                                      for ids in prompt_ids]),
-        completion_offsets=grid.offsets(), completion_tokens=grid.tokens[filled], logprobs=grid.logprobs[filled],
-        versions=grid.versions[filled], loss_mask=grid.loss_mask[filled],
+        prompt_tokens=np.concatenate(
+            [np.tile(np.asarray(ids, dtype=np.int64), int(num_generations)) for ids in prompt_ids]
+        ),
+        completion_offsets=grid.offsets(),
+        completion_tokens=grid.tokens[filled],
+        logprobs=grid.logprobs[filled],
+        versions=grid.versions[filled],
+        loss_mask=grid.loss_mask[filled],
         text_offsets=offsets_of([len(text) for text in encoded]),
-        text_bytes=np.frombuffer(b"".join(encoded), dtype=np.uint8).copy())
+        text_bytes=np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
+    )

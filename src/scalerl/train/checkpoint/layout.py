@@ -36,7 +36,7 @@ def checkpoint_name(step: int) -> str:
 def checkpoint_step(path: str | os.PathLike) -> int | None:
     """The step in a checkpoint folder's name (step_00000120 -> 120); None for another name."""
     name = Path(path).name
-    return int(name[len(_PREFIX):]) if name.startswith(_PREFIX) and name[len(_PREFIX):].isdigit() else None
+    return int(name[len(_PREFIX) :]) if name.startswith(_PREFIX) and name[len(_PREFIX) :].isdigit() else None
 
 
 def training_file(checkpoint: str | os.PathLike, name: str) -> Path:

@@ -54,8 +54,10 @@ def write_manifest(folder: str | os.PathLike) -> Path:
     """List every file of `folder` with its size and SHA-256 in its manifest (temporary file,
     fsync, rename); an OSError (disk full) is raised as is, for the caller to name its folder."""
     folder = Path(folder)
-    files = {relative: {"size": (folder / relative).stat().st_size, "sha256": file_sha256(folder / relative)}
-             for relative in _regular_files(folder)}
+    files = {
+        relative: {"size": (folder / relative).stat().st_size, "sha256": file_sha256(folder / relative)}
+        for relative in _regular_files(folder)
+    }
     path = manifest_path(folder)
     path.parent.mkdir(exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
@@ -78,8 +80,12 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, dict] | None:
         manifest = json.loads(path.read_bytes().decode("utf-8"))
         files = manifest["files"]
         ok = isinstance(files, dict) and all(
-            isinstance(name, str) and isinstance(entry, dict) and isinstance(entry.get("size"), int)
-            and isinstance(entry.get("sha256"), str) for name, entry in files.items())
+            isinstance(name, str)
+            and isinstance(entry, dict)
+            and isinstance(entry.get("size"), int)
+            and isinstance(entry.get("sha256"), str)
+            for name, entry in files.items()
+        )
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise InputError(f"{path} is damaged: {type(error).__name__}") from None
     if not ok:

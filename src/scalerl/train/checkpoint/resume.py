@@ -10,8 +10,9 @@ before a step it already reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.train.checkpoint.save_load import checkpoint_folders
@@ -30,12 +31,12 @@ def newest_intact(run_dir: str | Path, read: Callable[[Path], Restored]) -> tupl
         except InputError as error:
             problems.append(str(error))
             continue
-        warnings = [f"warning: {problem}; resuming from the older checkpoint {folder.name} instead"
-                    for problem in problems]
+        warnings = [
+            f"warning: {problem}; resuming from the older checkpoint {folder.name} instead" for problem in problems
+        ]
         return folder, restored, warnings
     if problems:
-        older = ("every older checkpoint is damaged too" if len(problems) > 1
-                 else "there is no older checkpoint")
+        older = "every older checkpoint is damaged too" if len(problems) > 1 else "there is no older checkpoint"
         raise InputError(f"cannot resume: {problems[0]}; {older} (start a new run with another --out)")
     return None
 
@@ -59,19 +60,25 @@ def check_kept_rows(metrics_path: Path, numbered: list[tuple[int, dict]]) -> Non
     bad = [(number, row["step"], cells) for number, row in numbered if (cells := nonfinite_cells(row))]
     if bad:
         lines = "; ".join(f"line {number} (step {step}): {', '.join(cells[:4])}" for number, step, cells in bad[:4])
-        raise InputError(f"{metrics_path} holds values that are not finite numbers ({lines}"
-                         f"{'; ...' if len(bad) > 4 else ''}); scalerl never writes them: fix or delete those "
-                         "lines, or start a new run with another --out")
+        raise InputError(
+            f"{metrics_path} holds values that are not finite numbers ({lines}"
+            f"{'; ...' if len(bad) > 4 else ''}); scalerl never writes them: fix or delete those "
+            "lines, or start a new run with another --out"
+        )
     first_line: dict[int, int] = {}
     highest = None
     for number, row in numbered:
         step = row["step"]
         if step in first_line:
-            raise InputError(f"{metrics_path}: lines {first_line[step]} and {number} both hold step {step}; "
-                             "delete the repeated line, or start a new run with another --out")
+            raise InputError(
+                f"{metrics_path}: lines {first_line[step]} and {number} both hold step {step}; "
+                "delete the repeated line, or start a new run with another --out"
+            )
         if highest is not None and step < highest:
-            raise InputError(f"{metrics_path}: line {number} holds step {step} after step {highest}; "
-                             "rows are in step order: fix the file, or start a new run with another --out")
+            raise InputError(
+                f"{metrics_path}: line {number} holds step {step} after step {highest}; "
+                "rows are in step order: fix the file, or start a new run with another --out"
+            )
         first_line[step], highest = number, step
 
 
@@ -86,24 +93,31 @@ def check_rows_for_resume(metrics_path: Path, checkpoint_step: int | None, max_s
     steps = [row["step"] for _, row in numbered]
     kept_until = -1 if checkpoint_step is None else checkpoint_step
     if kept_until > 0 and not metrics_path.exists():
-        raise InputError(f"{metrics_path} is missing but the run has a checkpoint of step {kept_until}: "
-                         f"resuming would lose the rows of steps 0-{kept_until}; put the file back, or "
-                         "start a new run with another --out")
+        raise InputError(
+            f"{metrics_path} is missing but the run has a checkpoint of step {kept_until}: "
+            f"resuming would lose the rows of steps 0-{kept_until}; put the file back, or "
+            "start a new run with another --out"
+        )
     check_kept_rows(metrics_path, [(number, row) for number, row in numbered if row["step"] <= kept_until])
     missing = missing_steps([step for step in steps if step <= kept_until], kept_until)
     if missing:
-        raise InputError(f"{metrics_path} has no rows for steps {steps_text(missing)} although the run's "
-                         f"checkpoint is at step {kept_until}: resuming would lose them; put the rows back, "
-                         "or start a new run with another --out")
+        raise InputError(
+            f"{metrics_path} has no rows for steps {steps_text(missing)} although the run's "
+            f"checkpoint is at step {kept_until}: resuming would lose them; put the rows back, "
+            "or start a new run with another --out"
+        )
     reached = max([*steps, kept_until, 0])
     if max_steps < reached:
-        raise ConfigError(f"max_steps: {max_steps} is below step {reached}, which the run already reached "
-                          f"({metrics_path}); a resume continues the run: pass --max-steps {reached} or more")
+        raise ConfigError(
+            f"max_steps: {max_steps} is below step {reached}, which the run already reached "
+            f"({metrics_path}); a resume continues the run: pass --max-steps {reached} or more"
+        )
     dropped = sorted(step for step in steps if step > kept_until)
     if not dropped:
         return []
     if checkpoint_step is None:
-        return [f"no checkpoint yet: the run starts over; the rows of steps {steps_text(dropped)} are "
-                "computed again"]
-    return [f"resuming from the checkpoint of step {checkpoint_step}: the rows of steps "
-            f"{steps_text(dropped)}, written after it, are computed again"]
+        return [f"no checkpoint yet: the run starts over; the rows of steps {steps_text(dropped)} are computed again"]
+    return [
+        f"resuming from the checkpoint of step {checkpoint_step}: the rows of steps "
+        f"{steps_text(dropped)}, written after it, are computed again"
+    ]

@@ -74,8 +74,10 @@ def _try_flock(fd: int, path: Path, run_dir: Path, holder: Path, *, optional: bo
             if optional:
                 return False
             raise OutputError(f"cannot lock {path}: {error.strerror or error}") from None
-        raise ConfigError(f"{run_dir} is being trained by {_holder(holder)} (it holds {holder}); one process "
-                          "writes a run folder at a time: wait for it to end, or choose another --out") from None
+        raise ConfigError(
+            f"{run_dir} is being trained by {_holder(holder)} (it holds {holder}); one process "
+            "writes a run folder at a time: wait for it to end, or choose another --out"
+        ) from None
 
 
 def acquire_run_lock(run_dir: str | os.PathLike) -> RunLock:

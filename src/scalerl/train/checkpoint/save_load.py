@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,10 +31,16 @@ from safetensors.torch import load_file, save_file
 from scalerl.errors import InputError
 from scalerl.models.hf_folder import load_weights_into, write_model_folder
 from scalerl.models.lora import adapter_state, is_lora
-from scalerl.train.checkpoint.verify import reading, verify_checkpoint
-from scalerl.train.checkpoint.layout import (CHECKPOINTS_DIR_NAME, STATE_FILE, TRAINING_STATE_DIR, checkpoint_name,
-                                             checkpoint_step, training_file)
+from scalerl.train.checkpoint.layout import (
+    CHECKPOINTS_DIR_NAME,
+    STATE_FILE,
+    TRAINING_STATE_DIR,
+    checkpoint_name,
+    checkpoint_step,
+    training_file,
+)
 from scalerl.train.checkpoint.manifest import write_manifest
+from scalerl.train.checkpoint.verify import reading, verify_checkpoint
 from scalerl.train.guards.finite_checks import DivergenceError, nonfinite_parameter
 from scalerl.train.records.safe_writes import fsync_path, writing
 
@@ -114,8 +121,9 @@ def save_checkpoint(
             if staging.exists():
                 shutil.rmtree(staging)
             staging.mkdir()
-            _write_checkpoint_files(staging, model, tokenizer, optimizer_tensors, _rng_tensors(torch_generators),
-                                    run_state)
+            _write_checkpoint_files(
+                staging, model, tokenizer, optimizer_tensors, _rng_tensors(torch_generators), run_state
+            )
             retired = _retire(final) if final.exists() else None  # a step written again
             os.replace(staging, final)
             fsync_path(root)
@@ -127,9 +135,14 @@ def save_checkpoint(
     return final
 
 
-def _write_checkpoint_files(staging: Path, model: torch.nn.Module, tokenizer: Any,
-                            optimizer_tensors: Mapping[str, torch.Tensor], rng_tensors: Mapping[str, torch.Tensor],
-                            run_state: Mapping[str, Any]) -> None:
+def _write_checkpoint_files(
+    staging: Path,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    optimizer_tensors: Mapping[str, torch.Tensor],
+    rng_tensors: Mapping[str, torch.Tensor],
+    run_state: Mapping[str, Any],
+) -> None:
     """The model folder and training_state/ of one checkpoint into `staging`, every file fsynced."""
     write_model_folder(model, tokenizer, staging)
     state_dir = staging / TRAINING_STATE_DIR
@@ -145,17 +158,21 @@ def _write_checkpoint_files(staging: Path, model: torch.nn.Module, tokenizer: An
     fsync_path(staging)
 
 
-def _require_finite_for_saving(step: int, model: torch.nn.Module,
-                               optimizer_tensors: Mapping[str, torch.Tensor]) -> None:
+def _require_finite_for_saving(
+    step: int, model: torch.nn.Module, optimizer_tensors: Mapping[str, torch.Tensor]
+) -> None:
     """DivergenceError when a weight or an optimiser tensor is not finite: such a checkpoint
     is never written, so the run keeps its last finite one."""
     problem = nonfinite_parameter(model.named_parameters())
     if problem is None:
-        problem = nonfinite_parameter(((name, tensor) for name, tensor in optimizer_tensors.items()
-                                       if tensor.is_floating_point()), kind="optimiser state")
+        problem = nonfinite_parameter(
+            ((name, tensor) for name, tensor in optimizer_tensors.items() if tensor.is_floating_point()),
+            kind="optimiser state",
+        )
     if problem is not None:
-        raise DivergenceError(f"step {step}: {problem}; its checkpoint is not written (the run keeps its "
-                              "last checkpoint)")
+        raise DivergenceError(
+            f"step {step}: {problem}; its checkpoint is not written (the run keeps its last checkpoint)"
+        )
 
 
 def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
@@ -199,12 +216,15 @@ def checkpoint_folders(run_dir: str | os.PathLike) -> list[Path]:
     checkpoints from outside the run."""
     root = Path(run_dir) / CHECKPOINTS_DIR_NAME
     if root.is_symlink():
-        raise InputError(f"{root} is a symbolic link (a run's checkpoints folder is a real folder inside it); "
-                         "refusing to read checkpoints through it")
+        raise InputError(
+            f"{root} is a symbolic link (a run's checkpoints folder is a real folder inside it); "
+            "refusing to read checkpoints through it"
+        )
     if not root.is_dir():
         return []
-    return sorted((path for path in root.iterdir() if path.is_dir() and checkpoint_step(path) is not None),
-                  key=checkpoint_step)
+    return sorted(
+        (path for path in root.iterdir() if path.is_dir() and checkpoint_step(path) is not None), key=checkpoint_step
+    )
 
 
 def load_checkpoint(
@@ -230,8 +250,12 @@ def load_checkpoint(
     """
     path = Path(path)
     weight_shapes = weight_shapes if model is None else weight_shapes_of(model)
-    run_state = verify_checkpoint(path, weight_shapes=weight_shapes, generator_names=tuple(torch_generators or ()),
-                                  require_manifest=require_manifest)
+    run_state = verify_checkpoint(
+        path,
+        weight_shapes=weight_shapes,
+        generator_names=tuple(torch_generators or ()),
+        require_manifest=require_manifest,
+    )
     rng_file = training_file(path, "rng.safetensors")
     with reading(rng_file):
         rng = load_file(str(rng_file))

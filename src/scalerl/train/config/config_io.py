@@ -17,8 +17,9 @@ import json
 import math
 import os
 import typing
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from scalerl.errors import ConfigError
 from scalerl.parsing_limits import MAX_INT, load_json, load_toml, load_yaml, shown
@@ -28,14 +29,24 @@ from scalerl.train.config.trl_config import DIRECT_KEYS, is_trl_key, refused_key
 
 # Names TRL / transformers users type, and the key that does the job here (suggestions only).
 FOREIGN_KEY_NAMES: dict[str, str] = {
-    "learning_rate": "optim.lr", "num_generations": "sampling.generations_per_prompt",
-    "max_completion_length": "sampling.max_new_tokens", "batch_size": "sampling.prompts_per_step",
-    "per_device_train_batch_size": "sampling.prompts_per_step", "max_grad_norm": "optim.grad_clip",
-    "loss_type": "rl.loss", "scale_rewards": "rl.advantage_norm", "model_name_or_path": "model.path",
+    "learning_rate": "optim.lr",
+    "num_generations": "sampling.generations_per_prompt",
+    "max_completion_length": "sampling.max_new_tokens",
+    "batch_size": "sampling.prompts_per_step",
+    "per_device_train_batch_size": "sampling.prompts_per_step",
+    "max_grad_norm": "optim.grad_clip",
+    "loss_type": "rl.loss",
+    "scale_rewards": "rl.advantage_norm",
+    "model_name_or_path": "model.path",
     "dataset": "task.name",
-    "eval_steps": "eval_every", "save_steps": "checkpoint_every", "save_total_limit": "keep_checkpoints",
-    "bf16": "dtype", "adam_epsilon": "optim.adam_eps", "report_to": "tensorboard",
-    "num_train_epochs": "max_steps", "warmup_ratio": "optim.warmup_steps",
+    "eval_steps": "eval_every",
+    "save_steps": "checkpoint_every",
+    "save_total_limit": "keep_checkpoints",
+    "bf16": "dtype",
+    "adam_epsilon": "optim.adam_eps",
+    "report_to": "tensorboard",
+    "num_train_epochs": "max_steps",
+    "warmup_ratio": "optim.warmup_steps",
 }
 KEYS_COMMAND = "scalerl config keys"
 
@@ -43,7 +54,7 @@ KEYS_COMMAND = "scalerl config keys"
 # --- keys of a config dataclass -------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _type_hints(cls: type) -> dict[str, Any]:
     # Fixed per class and slow to evaluate (~3 ms): `--set` resolves every key through it.
     return typing.get_type_hints(cls)
@@ -135,8 +146,10 @@ def close_keys(root: type, key: str, trl_names: bool = False) -> list[str]:
     (`trl_names`: TRL GRPOConfig names too, which a config file accepts)."""
     paths = [path for path in field_paths(root) if path != key]
     leaf = key.rsplit(".", 1)[-1]
-    foreign = {**FOREIGN_KEY_NAMES, **{name: f"rl.{spec.config_key}" for spec in loss_parameters()
-                                       for name in spec.trl_names}}
+    foreign = {
+        **FOREIGN_KEY_NAMES,
+        **{name: f"rl.{spec.config_key}" for spec in loss_parameters() for name in spec.trl_names},
+    }
     close = [foreign[leaf]] if leaf in foreign else []
     close += [p for p in difflib.get_close_matches(key, paths, n=3, cutoff=0.6) if p not in close]
     leaf_to_path = {p.rsplit(".", 1)[-1]: p for p in paths}
@@ -237,7 +250,9 @@ def _assigned_values(root: type, values: Mapping[str, Any], assignment: str) -> 
         resolve_key(root, key)
     except ConfigError as error:
         if not is_trl_key(key):
-            raise ConfigError(unknown_key_message(root, key, trl_names=True)) if "unknown" in str(error) else error
+            if "unknown" in str(error):
+                raise ConfigError(unknown_key_message(root, key, trl_names=True)) from None
+            raise
     else:
         return dict([parse_assignment(root, assignment)])
     if not sep:
@@ -351,7 +366,6 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml", ".toml"):
         import tomllib
-
         import yaml
 
         kind, load = ("YAML", load_yaml) if suffix != ".toml" else ("TOML", load_toml)
@@ -452,7 +466,10 @@ def run_directory_of(path: str | os.PathLike) -> str | None:
 def write_json_config(values: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """Write nested config values as indented, key-sorted JSON (atomically; OutputError names the
     file when the write fails) and return the path."""
-    from scalerl.train.records.safe_writes import write_atomically, writing  # safetensors: not in the forecaster-only install
+    from scalerl.train.records.safe_writes import (
+        write_atomically,
+        writing,
+    )  # safetensors: not in the forecaster-only install
 
     path = Path(path)
     with writing(path):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.config.train_config import TrainConfig, all_field_paths
 from scalerl.train.config.config_io import config_field, path_type
+from scalerl.train.config.train_config import TrainConfig, all_field_paths
 
 
 def field_help(path: str) -> str:
@@ -65,8 +65,9 @@ def keys_table(keys: list[KeyInfo]) -> str:
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     header = ("key".ljust(widths[0]), "type".ljust(widths[1]), "default".ljust(widths[2]), "meaning")
     lines = ["  ".join(header)]
-    lines += ["  ".join((row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]), row[3]))
-              for row in rows]
+    lines += [
+        "  ".join((row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]), row[3])) for row in rows
+    ]
     return "\n".join(lines)
 
 

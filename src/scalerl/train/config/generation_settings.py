@@ -14,13 +14,19 @@ from scalerl.train.config.train_config import TrainConfig
 def sampling_settings(config: TrainConfig) -> SamplingSettings:
     """The generator's sampling settings from the run config."""
     sampling = config.sampling
-    return SamplingSettings(max_new_tokens=sampling.max_new_tokens, temperature=sampling.temperature,
-                            top_p=sampling.top_p, fp32_head=config.model.fp32_head)
+    return SamplingSettings(
+        max_new_tokens=sampling.max_new_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        fp32_head=config.model.fp32_head,
+    )
 
 
 def length_control(config: TrainConfig) -> LengthControl:
     """The generator's length control (interrupt | truncate | penalty) from the run config."""
     sampling = config.sampling
-    return LengthControl(mode=sampling.length_control,
-                         thinking_budget_min=sampling.thinking_budget_min,
-                         thinking_budget_max=sampling.thinking_budget_max)
+    return LengthControl(
+        mode=sampling.length_control,
+        thinking_budget_min=sampling.thinking_budget_min,
+        thinking_budget_max=sampling.thinking_budget_max,
+    )

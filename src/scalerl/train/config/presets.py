@@ -29,31 +29,70 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
-        Preset("scalerl", "ScaleRL: CISPO, prompt-level aggregation, batch-std advantages, "
-               "zero-variance filter, no-positive-resampling 0.9, forced interruption, FP32 head",
-               ()),
-        Preset("grpo", "DeepSeek-style GRPO: symmetric clip 0.2, sample-level aggregation, "
-               "prompt-std advantages, no filter, no curriculum, truncation, no FP32 head",
-               ("rl.loss=grpo", "rl.aggregation=sample", "rl.advantage_norm=prompt",
-                "rl.zero_variance_filter=false", "rl.npr=false",
-                "sampling.length_control=truncate", "model.fp32_head=false")),
-        Preset("dapo", "DAPO: clip-higher (0.2/0.28), token-level aggregation, prompt-std "
-               "advantages, zero-variance filter, overlong length penalty, no FP32 head",
-               ("rl.loss=dapo", "rl.aggregation=token", "rl.advantage_norm=prompt",
-                "rl.npr=false", "sampling.length_control=penalty", "model.fp32_head=false")),
-        Preset("gspo", "GSPO: sequence-level ratio with tight clipping, sample-level aggregation, "
-               "prompt-std advantages, truncation, no FP32 head",
-               ("rl.loss=gspo", "rl.aggregation=sample", "rl.advantage_norm=prompt",
-                "rl.zero_variance_filter=false", "rl.npr=false",
-                "sampling.length_control=truncate", "model.fp32_head=false")),
-        Preset("minimax", "MiniMax-M1: CISPO, token-level aggregation, prompt-std advantages, "
-               "FP32 head, truncation, no curriculum",
-               ("rl.aggregation=token", "rl.advantage_norm=prompt", "rl.npr=false",
-                "sampling.length_control=truncate")),
-        Preset("magistral", "Magistral: clip-higher loss, token-level aggregation, batch-std "
-               "advantages, zero-variance filter, length penalty, no FP32 head",
-               ("rl.loss=dapo", "rl.aggregation=token", "rl.npr=false",
-                "sampling.length_control=penalty", "model.fp32_head=false")),
+        Preset(
+            "scalerl",
+            "ScaleRL: CISPO, prompt-level aggregation, batch-std advantages, "
+            "zero-variance filter, no-positive-resampling 0.9, forced interruption, FP32 head",
+            (),
+        ),
+        Preset(
+            "grpo",
+            "DeepSeek-style GRPO: symmetric clip 0.2, sample-level aggregation, "
+            "prompt-std advantages, no filter, no curriculum, truncation, no FP32 head",
+            (
+                "rl.loss=grpo",
+                "rl.aggregation=sample",
+                "rl.advantage_norm=prompt",
+                "rl.zero_variance_filter=false",
+                "rl.npr=false",
+                "sampling.length_control=truncate",
+                "model.fp32_head=false",
+            ),
+        ),
+        Preset(
+            "dapo",
+            "DAPO: clip-higher (0.2/0.28), token-level aggregation, prompt-std "
+            "advantages, zero-variance filter, overlong length penalty, no FP32 head",
+            (
+                "rl.loss=dapo",
+                "rl.aggregation=token",
+                "rl.advantage_norm=prompt",
+                "rl.npr=false",
+                "sampling.length_control=penalty",
+                "model.fp32_head=false",
+            ),
+        ),
+        Preset(
+            "gspo",
+            "GSPO: sequence-level ratio with tight clipping, sample-level aggregation, "
+            "prompt-std advantages, truncation, no FP32 head",
+            (
+                "rl.loss=gspo",
+                "rl.aggregation=sample",
+                "rl.advantage_norm=prompt",
+                "rl.zero_variance_filter=false",
+                "rl.npr=false",
+                "sampling.length_control=truncate",
+                "model.fp32_head=false",
+            ),
+        ),
+        Preset(
+            "minimax",
+            "MiniMax-M1: CISPO, token-level aggregation, prompt-std advantages, FP32 head, truncation, no curriculum",
+            ("rl.aggregation=token", "rl.advantage_norm=prompt", "rl.npr=false", "sampling.length_control=truncate"),
+        ),
+        Preset(
+            "magistral",
+            "Magistral: clip-higher loss, token-level aggregation, batch-std "
+            "advantages, zero-variance filter, length penalty, no FP32 head",
+            (
+                "rl.loss=dapo",
+                "rl.aggregation=token",
+                "rl.npr=false",
+                "sampling.length_control=penalty",
+                "model.fp32_head=false",
+            ),
+        ),
     )
 }
 

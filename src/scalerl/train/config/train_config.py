@@ -14,9 +14,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from scalerl.checks import require as _require
 from scalerl.checks import require_choice as _require_choice
@@ -43,23 +44,37 @@ class SamplingConfig:
 
     prompts_per_step: int = field(default=32, metadata={"help": "prompts per optimiser step (P)"})
     generations_per_prompt: int = field(
-        default=16, metadata={"help": "completions per prompt (G, TRL's num_generations)"})
+        default=16, metadata={"help": "completions per prompt (G, TRL's num_generations)"}
+    )
     max_new_tokens: int = field(
-        default=64, metadata={"help": "most generated tokens per completion (TRL's max_completion_length)"})
+        default=64, metadata={"help": "most generated tokens per completion (TRL's max_completion_length)"}
+    )
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass (1: off)"})
-    length_control: str = field(default="interrupt",
-                                metadata={"help": "length control", "choices": LENGTH_CONTROLS})
+    length_control: str = field(default="interrupt", metadata={"help": "length control", "choices": LENGTH_CONTROLS})
     # `follows`: left unset, the key keeps its share of max_new_tokens when that changes (config_io).
-    thinking_budget_min: int = field(default=40, metadata={
-        "help": "interrupt: thinking tokens after which a thinking section may be cut (unset: 5/8 of "
-                "max_new_tokens)", "follows": "max_new_tokens"})
-    thinking_budget_max: int = field(default=48, metadata={
-        "help": "interrupt: thinking tokens after which it is always cut (unset: 3/4 of max_new_tokens)",
-        "follows": "max_new_tokens"})
-    penalty_cache_tokens: int = field(default=16, metadata={
-        "help": "penalty: soft-penalty window before max_new_tokens, DAPO (unset: 1/4 of max_new_tokens)",
-        "follows": "max_new_tokens"})
+    thinking_budget_min: int = field(
+        default=40,
+        metadata={
+            "help": "interrupt: thinking tokens after which a thinking section may be cut (unset: 5/8 of "
+            "max_new_tokens)",
+            "follows": "max_new_tokens",
+        },
+    )
+    thinking_budget_max: int = field(
+        default=48,
+        metadata={
+            "help": "interrupt: thinking tokens after which it is always cut (unset: 3/4 of max_new_tokens)",
+            "follows": "max_new_tokens",
+        },
+    )
+    penalty_cache_tokens: int = field(
+        default=16,
+        metadata={
+            "help": "penalty: soft-penalty window before max_new_tokens, DAPO (unset: 1/4 of max_new_tokens)",
+            "follows": "max_new_tokens",
+        },
+    )
 
     def __post_init__(self) -> None:
         for name in ("prompts_per_step", "generations_per_prompt", "max_new_tokens"):
@@ -68,14 +83,21 @@ class SamplingConfig:
         _require_fraction(self.top_p, "sampling.top_p", open_low=True)
         _require_choice(self.length_control, "sampling.length_control", tuple(LENGTH_CONTROLS))
         _require_positive(self.thinking_budget_min, "sampling.thinking_budget_min")
-        _require(self.thinking_budget_min <= self.thinking_budget_max,
-                 "sampling.thinking_budget_max",
-                 f"must be >= sampling.thinking_budget_min={self.thinking_budget_min}")
-        _require(self.thinking_budget_max < self.max_new_tokens, "sampling.thinking_budget_max",
-                 f"must be < sampling.max_new_tokens={self.max_new_tokens}")
-        _require(0 < self.penalty_cache_tokens <= self.max_new_tokens,
-                 "sampling.penalty_cache_tokens",
-                 f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]")
+        _require(
+            self.thinking_budget_min <= self.thinking_budget_max,
+            "sampling.thinking_budget_max",
+            f"must be >= sampling.thinking_budget_min={self.thinking_budget_min}",
+        )
+        _require(
+            self.thinking_budget_max < self.max_new_tokens,
+            "sampling.thinking_budget_max",
+            f"must be < sampling.max_new_tokens={self.max_new_tokens}",
+        )
+        _require(
+            0 < self.penalty_cache_tokens <= self.max_new_tokens,
+            "sampling.penalty_cache_tokens",
+            f"must be in (0, sampling.max_new_tokens={self.max_new_tokens}]",
+        )
 
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -86,24 +108,37 @@ CONFIG_DEFAULTS = ("scalerl", "trl")
 class OptimConfig:
     """AdamW with linear warm-up then a constant (or decaying) learning rate, and gradient clipping."""
 
-    lr: float = field(default=1e-4, metadata={
-        "help": "AdamW learning rate (TRL's learning_rate); below 1: AdamW moves each weight by about lr "
-                "per step, so lr >= 1 replaces the weights (RL fine-tuning uses 1e-6 to 1e-4)"})
+    lr: float = field(
+        default=1e-4,
+        metadata={
+            "help": "AdamW learning rate (TRL's learning_rate); below 1: AdamW moves each weight by about lr "
+            "per step, so lr >= 1 replaces the weights (RL fine-tuning uses 1e-6 to 1e-4)"
+        },
+    )
     warmup_steps: int = field(default=10, metadata={"help": "linear learning-rate warm-up steps"})
-    lr_schedule: str = field(default="constant", metadata={
-        "help": "learning rate after the warm-up: constant, linear or cosine decay to 0 at max_steps "
-                "(TRL's lr_scheduler_type)"})
+    lr_schedule: str = field(
+        default="constant",
+        metadata={
+            "help": "learning rate after the warm-up: constant, linear or cosine decay to 0 at max_steps "
+            "(TRL's lr_scheduler_type)"
+        },
+    )
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW decoupled weight decay"})
     adam_eps: float = field(default=1e-15, metadata={"help": "AdamW epsilon"})
     adam_beta1: float = field(default=0.9, metadata={"help": "AdamW beta1"})
     adam_beta2: float = field(default=0.999, metadata={"help": "AdamW beta2"})
     grad_clip: float = field(
-        default=1.0, metadata={"help": "clip the gradient norm to this value (TRL's max_grad_norm)"})
+        default=1.0, metadata={"help": "clip the gradient norm to this value (TRL's max_grad_norm)"}
+    )
 
     def __post_init__(self) -> None:
         _require_positive(self.lr, "optim.lr")
-        _require(self.lr < MAX_LR, "optim.lr", f"must be below {MAX_LR:g} (AdamW moves each weight by about lr per "
-                 f"step: a larger rate replaces the weights), got {self.lr!r}")
+        _require(
+            self.lr < MAX_LR,
+            "optim.lr",
+            f"must be below {MAX_LR:g} (AdamW moves each weight by about lr per "
+            f"step: a larger rate replaces the weights), got {self.lr!r}",
+        )
         _require_non_negative(self.warmup_steps, "optim.warmup_steps")
         _require_choice(self.lr_schedule, "optim.lr_schedule", LR_SCHEDULES)
         _require_non_negative(self.weight_decay, "optim.weight_decay")
@@ -120,14 +155,28 @@ class StepConfig:
     gradient unchanged (micro-batches with the whole batch's normalisers, chunked log-probs,
     activation checkpointing)."""
 
-    micro_batch_size: int = field(default=0, metadata={
-        "help": "sequences per forward/backward, gradients accumulated to the whole batch's (0: the whole batch at once)"})
-    logprob_chunk_size: int = field(default=0, metadata={
-        "help": "completion positions whose vocabulary logits exist at once, forward and backward (0: all)"})
-    gradient_checkpointing: bool = field(default=False, metadata={
-        "help": "recompute the transformer layers' activations in the backward pass (transformers' switch)"})
-    skip_nonfinite_steps: int = field(default=0, metadata={
-        "help": "steps with a non-finite loss, gradient norm or weight skipped (each logged) before the run stops (0: stop at the first)"})
+    micro_batch_size: int = field(
+        default=0,
+        metadata={
+            "help": "sequences per forward/backward, gradients accumulated to the whole batch's "
+            "(0: the whole batch at once)"
+        },
+    )
+    logprob_chunk_size: int = field(
+        default=0,
+        metadata={"help": "completion positions whose vocabulary logits exist at once, forward and backward (0: all)"},
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={"help": "recompute the transformer layers' activations in the backward pass (transformers' switch)"},
+    )
+    skip_nonfinite_steps: int = field(
+        default=0,
+        metadata={
+            "help": "steps with a non-finite loss, gradient norm or weight skipped (each logged) before the run "
+            "stops (0: stop at the first)"
+        },
+    )
 
     def __post_init__(self) -> None:
         _require_non_negative(self.micro_batch_size, "train.micro_batch_size")
@@ -148,35 +197,47 @@ class PipelineConfig:
     its data) or "ppo-offpolicy" (offpolicy_steps optimiser steps per generated round);
     actors, their resources and the Ray cluster to join ("" starts a local one)."""
 
-    mode: str = field(default="sync",
-                      metadata={"help": "sync (this process), async (PipelineRL on Ray) or ppo-offpolicy"})
+    mode: str = field(
+        default="sync", metadata={"help": "sync (this process), async (PipelineRL on Ray) or ppo-offpolicy"}
+    )
     max_lag: int = field(default=8, metadata={"help": "async: most steps the trainer may be ahead of its data (k)"})
     on_stale: str = field(
-        default="wait", metadata={"help": "async: what to do with a batch older than max_lag: wait or drop"})
+        default="wait", metadata={"help": "async: what to do with a batch older than max_lag: wait or drop"}
+    )
     num_generators: int = field(default=1, metadata={"help": "Ray generator actors"})
-    offpolicy_steps: int = field(
-        default=4, metadata={"help": "ppo-offpolicy: optimiser steps per generated round (k)"})
+    offpolicy_steps: int = field(default=4, metadata={"help": "ppo-offpolicy: optimiser steps per generated round (k)"})
     ray_address: str = field(
-        default="", metadata={"help": "Ray cluster to join ('auto' or host:port; '': start a local one)"})
+        default="", metadata={"help": "Ray cluster to join ('auto' or host:port; '': start a local one)"}
+    )
     num_cpus: int = field(default=0, metadata={"help": "CPUs of the local Ray instance (0: Ray's default)"})
     generator_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved per generator actor"})
     trainer_cpus: float = field(default=1.0, metadata={"help": "CPUs reserved per trainer actor"})
-    num_trainers: int = field(default=1, metadata={
-        "help": "trainer actors training one policy data parallel (torch.distributed: gloo on CPU, NCCL on "
-                "GPUs; each back-propagates its share of the batch, gradients summed)"})
+    num_trainers: int = field(
+        default=1,
+        metadata={
+            "help": "trainer actors training one policy data parallel (torch.distributed: gloo on CPU, NCCL on "
+            "GPUs; each back-propagates its share of the batch, gradients summed)"
+        },
+    )
     generator_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved per generator actor"})
     trainer_gpus: float = field(default=0.0, metadata={"help": "GPUs reserved for the trainer actor"})
     torch_threads: int = field(default=1, metadata={"help": "torch threads per actor"})
     max_generator_restarts: int = field(
-        default=3, metadata={"help": "restarts of a generator actor that died before the run fails"})
+        default=3, metadata={"help": "restarts of a generator actor that died before the run fails"}
+    )
     # ray.wait costs ~1-2 ms on a busy CPU: ask at most every 10 ms.
     weight_poll_seconds: float = field(
-        default=0.01, metadata={"help": "async: how often a generator looks for new weights"})
+        default=0.01, metadata={"help": "async: how often a generator looks for new weights"}
+    )
     backend: str = field(default="hf", metadata={"help": "generator backend: hf (transformers) or vllm"})
-    weight_sync: str = field(default="object_store", metadata={
-        "help": "how new weights reach the generators: object_store (ray.put, each generator fetches) or "
-                "broadcast (a torch.distributed group: gloo on CPU, NCCL on GPUs; a generator that dies "
-                "stops the run)"})
+    weight_sync: str = field(
+        default="object_store",
+        metadata={
+            "help": "how new weights reach the generators: object_store (ray.put, each generator fetches) or "
+            "broadcast (a torch.distributed group: gloo on CPU, NCCL on GPUs; a generator that dies "
+            "stops the run)"
+        },
+    )
     bucket_mb: float = field(default=256.0, metadata={"help": "weight_sync=broadcast: MiB of parameters per bucket"})
 
     def __post_init__(self) -> None:
@@ -185,13 +246,23 @@ class PipelineConfig:
         _require_choice(self.backend, "pipeline.backend", GENERATOR_BACKENDS)
         _require_choice(self.weight_sync, "pipeline.weight_sync", WEIGHT_SYNC_METHODS)
         _require_positive(self.bucket_mb, "pipeline.bucket_mb")
-        _require(self.weight_sync == "object_store" or self.backend == "hf", "pipeline.weight_sync",
-                 "broadcast needs the hf generator backend (vllm takes weights from the object store)")
+        _require(
+            self.weight_sync == "object_store" or self.backend == "hf",
+            "pipeline.weight_sync",
+            "broadcast needs the hf generator backend (vllm takes weights from the object store)",
+        )
         _require_non_negative(self.max_lag, "pipeline.max_lag")
         for name in ("num_generators", "num_trainers", "offpolicy_steps", "torch_threads"):
             _require_positive(getattr(self, name), f"pipeline.{name}")
-        for name in ("num_cpus", "generator_cpus", "trainer_cpus", "generator_gpus",
-                     "trainer_gpus", "max_generator_restarts", "weight_poll_seconds"):
+        for name in (
+            "num_cpus",
+            "generator_cpus",
+            "trainer_cpus",
+            "generator_gpus",
+            "trainer_gpus",
+            "max_generator_restarts",
+            "weight_poll_seconds",
+        ):
             _require_non_negative(getattr(self, name), f"pipeline.{name}")
 
 
@@ -200,9 +271,11 @@ class ForecastConfig:
     """Live forecast at each validation (scalerl.forecast.live); budget_flops 0: projected to max_steps."""
 
     enabled: bool = field(
-        default=True, metadata={"help": "fit the compute-performance sigmoid at every validation (live forecast)"})
+        default=True, metadata={"help": "fit the compute-performance sigmoid at every validation (live forecast)"}
+    )
     budget_flops: float = field(
-        default=0.0, metadata={"help": "compute at which the live forecast predicts (0: projected to max_steps)"})
+        default=0.0, metadata={"help": "compute at which the live forecast predicts (0: projected to max_steps)"}
+    )
     n_draws: int = field(default=50, metadata={"help": "posterior draws of each live forecast"})
 
     def __post_init__(self) -> None:
@@ -225,71 +298,115 @@ class TrainConfig:
     forecast: ForecastConfig = field(default_factory=ForecastConfig)
     max_steps: int = field(default=100, metadata={"help": "optimiser steps of the run"})
     eval_every: int = field(
-        default=10, metadata={"help": "validate every N steps (and at step 0 for R0, and at the last step)"})
+        default=10, metadata={"help": "validate every N steps (and at step 0 for R0, and at the last step)"}
+    )
     eval_prompts: int = field(default=64, metadata={"help": "validation prompts per evaluation"})
     eval_samples_per_prompt: int = field(default=4, metadata={"help": "completions per validation prompt"})
     # Greedy validation (temperature 0, as verl's default validation): the pass rate of the policy's
     # most likely completion, one per prompt; false: samples at sampling.temperature (the paper's).
     eval_greedy: bool = field(
         default=False,
-        metadata={"help": "validate with greedy decoding (one completion per prompt) instead of sampling"})
-    eval_logged_completions: int = field(default=8, metadata={
-        "help": "validation samples appended to RUN/completions.jsonl at each evaluation (prompt, completion, "
-                "reward, verdict; 0: none)"})
+        metadata={"help": "validate with greedy decoding (one completion per prompt) instead of sampling"},
+    )
+    eval_logged_completions: int = field(
+        default=8,
+        metadata={
+            "help": "validation samples appended to RUN/completions.jsonl at each evaluation (prompt, completion, "
+            "reward, verdict; 0: none)"
+        },
+    )
     checkpoint_every: int = field(
-        default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"})
+        default=10, metadata={"help": "write a checkpoint every N steps (and at the last step)"}
+    )
     keep_checkpoints: int = field(default=1, metadata={"help": "how many of the newest checkpoints to keep"})
     seed: int = field(default=0, metadata={"help": "seed of the run (sampling, prompts, built-in model)"})
-    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:N, mps or auto (cuda when available, else cpu)"})
+    device: str = field(
+        default="cpu", metadata={"help": "cpu, cuda, cuda:N, mps or auto (cuda when available, else cpu)"}
+    )
     dtype: str = field(default="float32", metadata={"help": "model body dtype: float32 or bfloat16"})
     num_devices: int = field(default=1, metadata={"help": "devices counted in device_hours"})
     # 1 is much faster than torch's default on a CPU shared with other jobs.
     torch_threads: int = field(
-        default=0, metadata={"help": "torch threads of the trainer process (0: torch's default)"})
-    tensorboard: bool = field(default=False, metadata={
-        "help": "also log every metric to RUN/tensorboard (grouped train/, eval/, forecast/)"})
-    wandb: bool = field(default=False, metadata={
-        "help": "also log every metric to Weights & Biases (grouped train/, eval/, forecast/)"})
+        default=0, metadata={"help": "torch threads of the trainer process (0: torch's default)"}
+    )
+    tensorboard: bool = field(
+        default=False, metadata={"help": "also log every metric to RUN/tensorboard (grouped train/, eval/, forecast/)"}
+    )
+    wandb: bool = field(
+        default=False, metadata={"help": "also log every metric to Weights & Biases (grouped train/, eval/, forecast/)"}
+    )
     wandb_project: str = field(default="", metadata={"help": "W&B project ('': $WANDB_PROJECT, else scalerl)"})
     wandb_run_name: str = field(
-        default="", metadata={"help": "W&B run name ('': $WANDB_NAME, else the run directory's name)"})
-    config_defaults: str = field(default="scalerl", metadata={
-        "help": "whose defaults the keys a --config file left out took: scalerl (the preset's) or trl (a TRL "
-                "GRPOConfig file: TRL's defaults and behaviour)"})
+        default="", metadata={"help": "W&B run name ('': $WANDB_NAME, else the run directory's name)"}
+    )
+    config_defaults: str = field(
+        default="scalerl",
+        metadata={
+            "help": "whose defaults the keys a --config file left out took: scalerl (the preset's) or trl (a TRL "
+            "GRPOConfig file: TRL's defaults and behaviour)"
+        },
+    )
 
     def __post_init__(self) -> None:
         for name, section_type in _SECTION_TYPES.items():
-            _require(isinstance(getattr(self, name), section_type), name,
-                     f"must be a {section_type.__name__}")
-        for name in ("max_steps", "eval_every", "eval_prompts", "eval_samples_per_prompt",
-                     "checkpoint_every", "keep_checkpoints", "num_devices"):
+            _require(isinstance(getattr(self, name), section_type), name, f"must be a {section_type.__name__}")
+        for name in (
+            "max_steps",
+            "eval_every",
+            "eval_prompts",
+            "eval_samples_per_prompt",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "num_devices",
+        ):
             _require_positive(getattr(self, name), name)
-        device_index = self.device[len("cuda:"):] if self.device.startswith("cuda:") else "0"
-        _require(self.device in ("cpu", "cuda", "mps", "auto") or (self.device.startswith("cuda:") and device_index.isdigit()),
-                 "device", f"{self.device!r} is not one of cpu, cuda, cuda:N, mps, auto")
+        device_index = self.device[len("cuda:") :] if self.device.startswith("cuda:") else "0"
+        _require(
+            self.device in ("cpu", "cuda", "mps", "auto")
+            or (self.device.startswith("cuda:") and device_index.isdigit()),
+            "device",
+            f"{self.device!r} is not one of cpu, cuda, cuda:N, mps, auto",
+        )
         _require(0 <= self.seed < 2**32, "seed", f"must be in [0, 2**32), got {self.seed!r}")
         _require_choice(self.dtype, "dtype", DTYPE_NAMES)
         _require_choice(self.config_defaults, "config_defaults", CONFIG_DEFAULTS)
         _require_non_negative(self.torch_threads, "torch_threads")
         _require_non_negative(self.eval_logged_completions, "eval_logged_completions")
-        _require(self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
-                 "model.lora_r", "LoRA runs generate with pipeline.backend=hf (the generators receive the "
-                 "adapter weights only), not vllm")
-        _require(not self.eval_greedy or self.eval_samples_per_prompt == 1, "eval_samples_per_prompt",
-                 f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
-                 f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}")
-        _require(self.task.name != "builtin" or bool(self.task.train_paths) or self.eval_prompts <= self.task.num_val_prompts,
-                 "eval_prompts", f"{self.eval_prompts} exceeds the built-in task's held-out "
-                 f"prompts (task.num_val_prompts={self.task.num_val_prompts})")
-        _require(self.task.name != "builtin" or self.sampling.prompts_per_step <= self.task.num_train_prompts,
-                 "sampling.prompts_per_step", f"{self.sampling.prompts_per_step} exceeds the built-in task's "
-                 f"training prompts (task.num_train_prompts={self.task.num_train_prompts})")
-        for count, per_prompt, name in ((self.sampling.prompts_per_step, self.sampling.generations_per_prompt,
-                                         "sampling.prompts_per_step"),
-                                        (self.eval_prompts, self.eval_samples_per_prompt, "eval_prompts")):
-            _require(count * per_prompt <= MAX_SEQUENCES_PER_STEP, name,
-                     f"{count} prompts x {per_prompt} completions is more than {MAX_SEQUENCES_PER_STEP} "
-                     "completions at once (their rollouts would outgrow memory)")
+        _require(
+            self.model.lora_r == 0 or self.pipeline.mode == "sync" or self.pipeline.backend == "hf",
+            "model.lora_r",
+            "LoRA runs generate with pipeline.backend=hf (the generators receive the adapter weights only), not vllm",
+        )
+        _require(
+            not self.eval_greedy or self.eval_samples_per_prompt == 1,
+            "eval_samples_per_prompt",
+            f"greedy validation (eval_greedy=true) gives one completion per prompt: set "
+            f"eval_samples_per_prompt=1, not {self.eval_samples_per_prompt}",
+        )
+        _require(
+            self.task.name != "builtin"
+            or bool(self.task.train_paths)
+            or self.eval_prompts <= self.task.num_val_prompts,
+            "eval_prompts",
+            f"{self.eval_prompts} exceeds the built-in task's held-out "
+            f"prompts (task.num_val_prompts={self.task.num_val_prompts})",
+        )
+        _require(
+            self.task.name != "builtin" or self.sampling.prompts_per_step <= self.task.num_train_prompts,
+            "sampling.prompts_per_step",
+            f"{self.sampling.prompts_per_step} exceeds the built-in task's "
+            f"training prompts (task.num_train_prompts={self.task.num_train_prompts})",
+        )
+        for count, per_prompt, name in (
+            (self.sampling.prompts_per_step, self.sampling.generations_per_prompt, "sampling.prompts_per_step"),
+            (self.eval_prompts, self.eval_samples_per_prompt, "eval_prompts"),
+        ):
+            _require(
+                count * per_prompt <= MAX_SEQUENCES_PER_STEP,
+                name,
+                f"{count} prompts x {per_prompt} completions is more than {MAX_SEQUENCES_PER_STEP} "
+                "completions at once (their rollouts would outgrow memory)",
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (JSON-serialisable); the rl section's loss parameters are keys of it."""
@@ -298,18 +415,24 @@ class TrainConfig:
         return values
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "TrainConfig":
+    def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:
         """Inverse of `to_dict`; unknown keys raise ConfigError with close matches."""
         return config_io.build_config(cls, values)
 
-    def with_overrides(self, assignments: typing.Iterable[str]) -> "TrainConfig":
+    def with_overrides(self, assignments: typing.Iterable[str]) -> TrainConfig:
         """A copy with `key=value` strings applied (see `parse_assignment`)."""
         return TrainConfig.from_dict(config_io.apply_assignments(TrainConfig, self.to_dict(), assignments))
 
 
 _SECTION_TYPES: dict[str, type] = {
-    "model": ModelConfig, "task": TaskConfig, "sampling": SamplingConfig,
-    "rl": RLConfig, "optim": OptimConfig, "train": StepConfig, "pipeline": PipelineConfig, "forecast": ForecastConfig,
+    "model": ModelConfig,
+    "task": TaskConfig,
+    "sampling": SamplingConfig,
+    "rl": RLConfig,
+    "optim": OptimConfig,
+    "train": StepConfig,
+    "pipeline": PipelineConfig,
+    "forecast": ForecastConfig,
 }
 
 

@@ -17,26 +17,53 @@ message (`refused_keys`). Torch-free, like the config.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from scalerl.errors import ConfigError
 from scalerl.parsing_limits import shown
 
 # TRL key -> scalerl key, when the value carries over as it is.
 DIRECT_KEYS: dict[str, str] = {
-    "learning_rate": "optim.lr", "weight_decay": "optim.weight_decay", "adam_beta1": "optim.adam_beta1",
-    "adam_beta2": "optim.adam_beta2", "adam_epsilon": "optim.adam_eps", "max_grad_norm": "optim.grad_clip",
-    "warmup_steps": "optim.warmup_steps", "num_generations": "sampling.generations_per_prompt",
-    "max_completion_length": "sampling.max_new_tokens", "temperature": "sampling.temperature",
-    "top_p": "sampling.top_p", "seed": "seed", "eval_steps": "eval_every", "save_steps": "checkpoint_every",
-    "save_total_limit": "keep_checkpoints", "run_name": "wandb_run_name", "model_name_or_path": "model.path",
-    "dataset_name": "task.name", "gradient_checkpointing": "train.gradient_checkpointing",
+    "learning_rate": "optim.lr",
+    "weight_decay": "optim.weight_decay",
+    "adam_beta1": "optim.adam_beta1",
+    "adam_beta2": "optim.adam_beta2",
+    "adam_epsilon": "optim.adam_eps",
+    "max_grad_norm": "optim.grad_clip",
+    "warmup_steps": "optim.warmup_steps",
+    "num_generations": "sampling.generations_per_prompt",
+    "max_completion_length": "sampling.max_new_tokens",
+    "temperature": "sampling.temperature",
+    "top_p": "sampling.top_p",
+    "seed": "seed",
+    "eval_steps": "eval_every",
+    "save_steps": "checkpoint_every",
+    "save_total_limit": "keep_checkpoints",
+    "run_name": "wandb_run_name",
+    "model_name_or_path": "model.path",
+    "dataset_name": "task.name",
+    "gradient_checkpointing": "train.gradient_checkpointing",
     "activation_checkpointing": "train.gradient_checkpointing",
 }
 # TRL keys read together with others (see `trl_assignments`).
-COMBINED_KEYS = ("per_device_train_batch_size", "gradient_accumulation_steps", "loss_type", "epsilon",
-                 "epsilon_high", "beta", "importance_sampling_level", "scale_rewards", "report_to", "bf16",
-                 "num_train_epochs", "max_steps", "output_dir", "lr_scheduler_type", "warmup_ratio")
+COMBINED_KEYS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "loss_type",
+    "epsilon",
+    "epsilon_high",
+    "beta",
+    "importance_sampling_level",
+    "scale_rewards",
+    "report_to",
+    "bf16",
+    "num_train_epochs",
+    "max_steps",
+    "output_dir",
+    "lr_scheduler_type",
+    "warmup_ratio",
+)
 # TRL keys with no counterpart here, and what to do instead.
 REFUSED_KEYS: dict[str, str] = {
     "num_train_epochs": "scalerl counts optimiser steps: set max_steps (TRL's max_steps wins over it too)",
@@ -56,7 +83,10 @@ HARMLESS_KEYS: dict[str, tuple[tuple[Any, ...] | None, str]] = {
     "use_vllm": ((False,), "set pipeline.backend=vllm with pipeline.mode=async for vLLM generation"),
     "fp16": ((False,), "use bf16: true (dtype bfloat16) for half precision"),
     "save_strategy": (("steps", "no"), "scalerl checkpoints every save_steps (checkpoint_every) and at the last step"),
-    "eval_strategy": (("steps", "no"), "scalerl validates every eval_every steps and at step 0 (the forecast's points)"),
+    "eval_strategy": (
+        ("steps", "no"),
+        "scalerl validates every eval_every steps and at step 0 (the forecast's points)",
+    ),
     "eval_on_start": (None, "scalerl validates at step 0 (R0 of the curve)"),
     "per_device_eval_batch_size": (None, "validation batches are set by eval_prompts"),
     "optim": (("adamw_torch", "adamw_torch_fused", "adamw_hf"), "scalerl's optimiser is torch's AdamW"),
@@ -73,28 +103,58 @@ HARMLESS_KEYS: dict[str, tuple[tuple[Any, ...] | None, str]] = {
     "repetition_penalty": ((1.0,), "no repetition penalty here"),
 }
 # lr_scheduler_type -> optim.lr_schedule
-LR_SCHEDULER_TYPES = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",
-                      "cosine": "cosine"}
+LR_SCHEDULER_TYPES = {
+    "constant": "constant",
+    "constant_with_warmup": "constant",
+    "linear": "linear",
+    "cosine": "cosine",
+}
 # TRL's GRPOConfig defaults (trl 1.16) of the keys mapped here: a TRL config's missing keys take them.
 TRL_DEFAULTS: dict[str, Any] = {
-    "learning_rate": 1e-6, "weight_decay": 0.0, "adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8,
-    "max_grad_norm": 1.0, "warmup_steps": 0, "lr_scheduler_type": "linear", "num_generations": 8,
-    "max_completion_length": 512, "temperature": 1.0, "top_p": 1.0, "seed": 42, "save_steps": 500,
-    "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1, "loss_type": "dapo", "epsilon": 0.2,
-    "beta": 0.0, "scale_rewards": "group",
+    "learning_rate": 1e-6,
+    "weight_decay": 0.0,
+    "adam_beta1": 0.9,
+    "adam_beta2": 0.999,
+    "adam_epsilon": 1e-8,
+    "max_grad_norm": 1.0,
+    "warmup_steps": 0,
+    "lr_scheduler_type": "linear",
+    "num_generations": 8,
+    "max_completion_length": 512,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "seed": 42,
+    "save_steps": 500,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "loss_type": "dapo",
+    "epsilon": 0.2,
+    "beta": 0.0,
+    "scale_rewards": "group",
 }
 # scalerl knobs TRL has no key for, set as TRL runs: no filter, no curriculum, no forced interruption
 # (cut at max_completion_length), the LM head in the body's dtype; `config_defaults` records it.
 TRL_BEHAVIOUR: dict[str, Any] = {
-    "rl.zero_variance_filter": False, "rl.npr": False, "sampling.length_control": "truncate",
-    "model.fp32_head": False, "config_defaults": "trl",
+    "rl.zero_variance_filter": False,
+    "rl.npr": False,
+    "sampling.length_control": "truncate",
+    "model.fp32_head": False,
+    "config_defaults": "trl",
 }
 # loss_type -> (rl.loss, rl.aggregation)
 LOSS_TYPES: dict[str, tuple[str, str]] = {
-    "grpo": ("grpo", "sample"), "bnpo": ("grpo", "token"), "dapo": ("dapo", "token"), "cispo": ("cispo", "token"),
+    "grpo": ("grpo", "sample"),
+    "bnpo": ("grpo", "token"),
+    "dapo": ("dapo", "token"),
+    "cispo": ("cispo", "token"),
 }
-SCALE_REWARDS = {True: "prompt_sample_std", "group": "prompt_sample_std", "batch": "batch", False: "none",
-                 "none": "none"}
+SCALE_REWARDS = {
+    True: "prompt_sample_std",
+    "group": "prompt_sample_std",
+    "batch": "batch",
+    False: "none",
+    "none": "none",
+}
 REPORT_TARGETS = ("tensorboard", "wandb")
 TRL_DEFAULT_EPSILON = 0.2
 
@@ -106,8 +166,10 @@ def is_trl_key(key: str) -> bool:
 
 def _accepted_harmless(key: str, value: Any) -> bool:
     values, _ = HARMLESS_KEYS[key]
-    return values is None or any(value is allowed or (value == allowed and isinstance(value, bool) == isinstance(allowed, bool))
-                                 for allowed in values)
+    return values is None or any(
+        value is allowed or (value == allowed and isinstance(value, bool) == isinstance(allowed, bool))
+        for allowed in values
+    )
 
 
 def refused_keys(values: Mapping[str, Any]) -> list[str]:
@@ -115,10 +177,16 @@ def refused_keys(values: Mapping[str, Any]) -> list[str]:
     with a value that would change something, an unknown scheduler."""
     max_steps = values.get("max_steps", -1)
     has_steps = isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps > 0
-    refused = [f"{key} ({REFUSED_KEYS[key]})" for key in values if key in REFUSED_KEYS
-               and not (key == "num_train_epochs" and has_steps)]
-    refused += [f"{key}: {shown(value)} ({HARMLESS_KEYS[key][1]})" for key, value in values.items()
-                if key in HARMLESS_KEYS and not _accepted_harmless(key, value)]
+    refused = [
+        f"{key} ({REFUSED_KEYS[key]})"
+        for key in values
+        if key in REFUSED_KEYS and not (key == "num_train_epochs" and has_steps)
+    ]
+    refused += [
+        f"{key}: {shown(value)} ({HARMLESS_KEYS[key][1]})"
+        for key, value in values.items()
+        if key in HARMLESS_KEYS and not _accepted_harmless(key, value)
+    ]
     scheduler = values.get("lr_scheduler_type", "constant")
     if not isinstance(scheduler, str) or scheduler not in LR_SCHEDULER_TYPES:
         refused.append(f"lr_scheduler_type: {shown(scheduler)} (use one of {', '.join(LR_SCHEDULER_TYPES)})")
@@ -131,9 +199,12 @@ def trl_notes(values: Mapping[str, Any], defaults_taken: bool) -> list[str]:
     notes = []
     if defaults_taken:
         missing = [f"{key} {value}" for key, value in TRL_DEFAULTS.items() if key not in values]
-        notes.append("a TRL GRPOConfig: keys it leaves out take TRL's defaults (" + ", ".join(missing)
-                     + "); no zero-variance filter, no curriculum, truncation at max_completion_length, no FP32 "
-                     "head; max_steps stays scalerl's unless the file sets it")
+        notes.append(
+            "a TRL GRPOConfig: keys it leaves out take TRL's defaults ("
+            + ", ".join(missing)
+            + "); no zero-variance filter, no curriculum, truncation at max_completion_length, no FP32 "
+            "head; max_steps stays scalerl's unless the file sets it"
+        )
     notes += [f"{key}: accepted, {HARMLESS_KEYS[key][1]}" for key in values if key in HARMLESS_KEYS]
     return notes
 
@@ -170,12 +241,16 @@ def _batch_assignments(values: Mapping[str, Any], generations: int) -> dict[str,
     with gradient_accumulation_steps > 1, micro-batches of per_device_train_batch_size sequences."""
     per_device, accumulation = values["per_device_train_batch_size"], values.get("gradient_accumulation_steps", 1)
     if not all(_is_positive_int(value) for value in (per_device, accumulation, generations)):
-        raise ConfigError("per_device_train_batch_size, gradient_accumulation_steps and num_generations must be "
-                          f"positive integers, got {shown(per_device)}, {shown(accumulation)}, {shown(generations)}")
+        raise ConfigError(
+            "per_device_train_batch_size, gradient_accumulation_steps and num_generations must be "
+            f"positive integers, got {shown(per_device)}, {shown(accumulation)}, {shown(generations)}"
+        )
     completions = per_device * accumulation
     if completions % generations:
-        raise ConfigError(f"per_device_train_batch_size * gradient_accumulation_steps = {completions} completions "
-                          f"per step is not a multiple of num_generations = {generations}")
+        raise ConfigError(
+            f"per_device_train_batch_size * gradient_accumulation_steps = {completions} completions "
+            f"per step is not a multiple of num_generations = {generations}"
+        )
     out: dict[str, Any] = {"sampling.prompts_per_step": completions // generations}
     if accumulation > 1:
         out["train.micro_batch_size"] = per_device
@@ -206,8 +281,9 @@ def _loss_assignments(values: Mapping[str, Any], base_loss: str) -> dict[str, An
     loss = base_loss
     if "loss_type" in values:
         if not isinstance(values["loss_type"], str) or values["loss_type"] not in LOSS_TYPES:
-            raise ConfigError(f"loss_type {shown(values['loss_type'])} has no counterpart here; "
-                              f"use one of {', '.join(LOSS_TYPES)}")
+            raise ConfigError(
+                f"loss_type {shown(values['loss_type'])} has no counterpart here; use one of {', '.join(LOSS_TYPES)}"
+            )
         loss, out["rl.aggregation"] = LOSS_TYPES[values["loss_type"]]
     level = values.get("importance_sampling_level", "token")
     if not isinstance(level, str) or level not in ("token", "sequence"):
@@ -216,8 +292,12 @@ def _loss_assignments(values: Mapping[str, Any], base_loss: str) -> dict[str, An
         loss = "gspo"
     low = values.get("epsilon", TRL_DEFAULT_EPSILON)
     high = values.get("epsilon_high", low)
-    clip_keys = {"grpo": ("rl.grpo_eps", None), "dapo": ("rl.dapo_eps_low", "rl.dapo_eps_high"),
-                 "gspo": ("rl.gspo_eps_low", "rl.gspo_eps_high"), "cispo": (None, "rl.cispo_eps_max")}
+    clip_keys = {
+        "grpo": ("rl.grpo_eps", None),
+        "dapo": ("rl.dapo_eps_low", "rl.dapo_eps_high"),
+        "gspo": ("rl.gspo_eps_low", "rl.gspo_eps_high"),
+        "cispo": (None, "rl.cispo_eps_max"),
+    }
     low_key, high_key = clip_keys.get(loss, (None, None))
     if loss == "grpo" and high != low:
         raise ConfigError("loss_type grpo/bnpo clips symmetrically here: drop epsilon_high or use loss_type dapo")
@@ -233,7 +313,9 @@ def _loss_assignments(values: Mapping[str, Any], base_loss: str) -> dict[str, An
     return out
 
 
-def trl_assignments(values: Mapping[str, Any], base: Mapping[str, Any], *, with_defaults: bool = False) -> dict[str, Any]:
+def trl_assignments(
+    values: Mapping[str, Any], base: Mapping[str, Any], *, with_defaults: bool = False
+) -> dict[str, Any]:
     """{dotted scalerl key: value} for the TRL keys of `values` (every key of it must satisfy
     `is_trl_key`); `base` (nested config values) gives what a TRL key depends on and the file
     leaves out (num_generations, the loss, max_steps). `with_defaults`: the keys `values` leaves

@@ -3,7 +3,8 @@ would allocate for them: prompt tokens + sampling.max_new_tokens must fit the mo
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from scalerl.errors import ConfigError
 from scalerl.tasks.types import Task, TaskExample
@@ -44,6 +45,8 @@ def check_prompt_lengths(task: Task, tokenizer: Any, model: Any, max_new_tokens:
         found = _too_long(examples, tokenizer, limit)
         if found is not None:
             index, tokens = found
-            raise ConfigError(f"task.name: {split} prompt {index} has {tokens} tokens; with sampling.max_new_tokens="
-                              f"{max_new_tokens} it does not fit the model's context of {context} positions "
-                              "(shorten the prompt, or lower sampling.max_new_tokens)")
+            raise ConfigError(
+                f"task.name: {split} prompt {index} has {tokens} tokens; with sampling.max_new_tokens="
+                f"{max_new_tokens} it does not fit the model's context of {context} positions "
+                "(shorten the prompt, or lower sampling.max_new_tokens)"
+            )

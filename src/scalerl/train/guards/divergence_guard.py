@@ -32,14 +32,20 @@ class DivergenceGuard:
     def admit(self, step: int, error: NonFiniteStep) -> str:
         """The warning of skipping step `step`, or DivergenceError when no skip is left."""
         if self.skipped >= self.allowed:
-            allowance = (f"{self.allowed} such step(s) were skipped already" if self.allowed
-                         else f"lower optim.lr, or allow skipping with --set {SKIP_KEY}=N")
+            allowance = (
+                f"{self.allowed} such step(s) were skipped already"
+                if self.allowed
+                else f"lower optim.lr, or allow skipping with --set {SKIP_KEY}=N"
+            )
             raise DivergenceError(
                 f"step {step}: {error.quantity}; the run stopped before applying it (checkpoints written "
-                f"so far are kept; {allowance})")
+                f"so far are kept; {allowance})"
+            )
         self.skipped += 1
-        return (f"warning: step {step}: {error.quantity}; step skipped, no update applied "
-                f"({self.skipped} of {SKIP_KEY}={self.allowed})")
+        return (
+            f"warning: step {step}: {error.quantity}; step skipped, no update applied "
+            f"({self.skipped} of {SKIP_KEY}={self.allowed})"
+        )
 
 
 def guard_for(config: TrainConfig) -> DivergenceGuard:
@@ -51,6 +57,8 @@ def require_finite_validation(step: int, pass_rate: float) -> float:
     """`pass_rate` when it is a finite number; DivergenceError naming step `step` otherwise
     (a validation row never holds NaN silently)."""
     if not math.isfinite(float(pass_rate)):
-        raise DivergenceError(f"step {step}: the validation pass rate is {pass_rate!r}; the run stopped "
-                              "(checkpoints written so far are kept)")
+        raise DivergenceError(
+            f"step {step}: the validation pass rate is {pass_rate!r}; the run stopped "
+            "(checkpoints written so far are kept)"
+        )
     return pass_rate

@@ -10,13 +10,13 @@ does (stop with a DivergenceError, or skip the step) is scalerl.train.guards.div
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch
 
-from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.errors import ScaleRLError
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.guards.update_size import update_problem
 
 # A sampled token's log-prob lies in [MIN_SAMPLED_LOGPROB, MAX_LOGPROB]: a token sampled at all had a
@@ -46,13 +46,17 @@ def nonfinite_logprobs(packed: PackedRollouts) -> str | None:
     logprobs, sampled = packed.logprobs.astype(np.float64, copy=False), packed.loss_mask > 0
     bad = np.isnan(logprobs) | (~np.isfinite(logprobs) & sampled)
     if bad.any():
-        return (f"the policy's generation log-probs are not finite ({int(bad.sum())} of {bad.size} tokens, "
-                f"first {float(logprobs[bad][0])!r})")
+        return (
+            f"the policy's generation log-probs are not finite ({int(bad.sum())} of {bad.size} tokens, "
+            f"first {float(logprobs[bad][0])!r})"
+        )
     out_of_range = ((logprobs > MAX_LOGPROB) | (logprobs < MIN_SAMPLED_LOGPROB)) & sampled
     if out_of_range.any():
-        return (f"the policy's generation log-probs are out of range ({int(out_of_range.sum())} of "
-                f"{out_of_range.size} tokens outside [{MIN_SAMPLED_LOGPROB:g}, 0], first "
-                f"{float(logprobs[out_of_range][0]):.4g})")
+        return (
+            f"the policy's generation log-probs are out of range ({int(out_of_range.sum())} of "
+            f"{out_of_range.size} tokens outside [{MIN_SAMPLED_LOGPROB:g}, 0], first "
+            f"{float(logprobs[out_of_range][0]):.4g})"
+        )
     return None
 
 
@@ -76,8 +80,7 @@ def require_finite_rollouts(rollouts: PackedRollouts) -> None:
         raise NonFiniteStep(problem)
 
 
-def require_finite_update(loss: float | torch.Tensor, grad_norm: float | torch.Tensor,
-                          model: torch.nn.Module) -> None:
+def require_finite_update(loss: float | torch.Tensor, grad_norm: float | torch.Tensor, model: torch.nn.Module) -> None:
     """NonFiniteStep when the loss is not finite or beyond +-MAX_ABS_LOSS, or the gradient norm
     (before clipping) or a weight is not finite: called between backward/clip and optimizer.step,
     so nothing is applied."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 STOPPING_NOTE = "Ctrl-C: stopping after this step, then writing a checkpoint (Ctrl-C again: stop at once)"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -41,7 +41,7 @@ def adamw_update_norms(optimizer: torch.optim.AdamW) -> tuple[float, float]:
                 continue
             state = optimizer.state.get(param, {})
             t = float(state["step"]) + 1 if "step" in state else 1.0
-            correction1, correction2_sqrt = 1 - beta1 ** t, math.sqrt(1 - beta2 ** t)
+            correction1, correction2_sqrt = 1 - beta1**t, math.sqrt(1 - beta2**t)
             pieces = [param.detach().reshape(-1), param.grad.detach().reshape(-1)]
             if "exp_avg" in state:
                 pieces += [state["exp_avg"].reshape(-1), state["exp_avg_sq"].reshape(-1)]
@@ -76,6 +76,8 @@ def update_problem(optimizer: torch.optim.Optimizer) -> str | None:
     if not math.isfinite(update_norm):
         return f"the update's norm is {update_norm!r}"
     if weight_norm > 0 and update_norm > MAX_RELATIVE_UPDATE * weight_norm:
-        return (f"the update is {update_norm / weight_norm:.3g} times the weights' norm (at most "
-                f"{MAX_RELATIVE_UPDATE:g}: a blow-up)")
+        return (
+            f"the update is {update_norm / weight_norm:.3g} times the weights' norm (at most "
+            f"{MAX_RELATIVE_UPDATE:g}: a blow-up)"
+        )
     return None

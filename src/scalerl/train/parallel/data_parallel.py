@@ -13,7 +13,7 @@ the single-process identity.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -74,7 +74,7 @@ def all_reduce_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
     offset = 0
     for parameter in trainable:
         count = parameter.grad.numel()
-        parameter.grad.copy_(flat[offset: offset + count].view_as(parameter.grad))
+        parameter.grad.copy_(flat[offset : offset + count].view_as(parameter.grad))
         offset += count
 
 

@@ -10,16 +10,17 @@ L itself, and so is the sum of the micro-batches' gradients.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from scalerl.errors import InputError
 
 
-def aggregation_token_weights(aggregation: Callable[..., torch.Tensor], mask: torch.Tensor,
-                              group_ids: torch.Tensor) -> torch.Tensor:
+def aggregation_token_weights(
+    aggregation: Callable[..., torch.Tensor], mask: torch.Tensor, group_ids: torch.Tensor
+) -> torch.Tensor:
     """The weights w [N, T] with aggregation(l, mask, group_ids) = sum_{i,t} w_it * l_it.
 
     For an aggregation linear in the token loss l, w = dL/dl, read off by differentiating it once
@@ -52,8 +53,7 @@ class AccumulatedStats:
     ratio_sum: float = 0.0
     clipped_sum: float = 0.0
 
-    def add(self, loss: float, entropy_sum: float, tokens: float, mean_ratio: float,
-            clipped_fraction: float) -> None:
+    def add(self, loss: float, entropy_sum: float, tokens: float, mean_ratio: float, clipped_fraction: float) -> None:
         """One micro-batch: its loss share, its summed token entropy, its real-token count and the
         loss function's mean ratio and clipped fraction on it."""
         self.loss += loss

@@ -13,5 +13,5 @@ def grouped_metric_name(column: str) -> str:
     'forecast_A' -> 'forecast/A', any other 'loss' -> 'train/loss' (TRL's train/ and eval/ panels)."""
     for prefix, group in METRIC_GROUPS:
         if column.startswith(prefix) and len(column) > len(prefix):
-            return group + column[len(prefix):]
+            return group + column[len(prefix) :]
     return TRAIN_GROUP + column

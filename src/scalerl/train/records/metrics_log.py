@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from scalerl.errors import InputError
 from scalerl.train.records.metric_groups import grouped_metric_name
@@ -26,9 +27,21 @@ METRICS_FILE_NAME = "metrics.jsonl"
 # Columns of every training row, in this order (what readers of metrics.jsonl may rely on);
 # validation rows add `val_pass_rate`.
 TRAIN_COLUMNS = (
-    "step", "samples", "tokens_generated", "tokens_trained", "flops", "device_hours",
-    "train_reward", "kept_prompts", "pool_size", "mean_length", "truncation_rate", "entropy",
-    "loss", "lr", "grad_norm",
+    "step",
+    "samples",
+    "tokens_generated",
+    "tokens_trained",
+    "flops",
+    "device_hours",
+    "train_reward",
+    "kept_prompts",
+    "pool_size",
+    "mean_length",
+    "truncation_rate",
+    "entropy",
+    "loss",
+    "lr",
+    "grad_norm",
 )
 
 
@@ -94,8 +107,7 @@ def read_numbered_rows(path: str | os.PathLike) -> list[tuple[int, dict[str, Any
 def nonfinite_cells(row: Mapping[str, Any]) -> list[str]:
     """The columns of a row holding NaN or an infinity (scalerl writes non-finite numbers as null,
     so such a value was put there by hand or by damage)."""
-    return [key for key, value in row.items()
-            if isinstance(value, float) and not math.isfinite(value)]
+    return [key for key, value in row.items() if isinstance(value, float) and not math.isfinite(value)]
 
 
 def truncate_after_step(path: str | os.PathLike, last_step: int) -> int:
@@ -157,14 +169,17 @@ class MetricsLog:
         self._mirrors = [m for m in (tensorboard_mirror, *mirrors) if m is not None]
 
     @classmethod
-    def for_config(cls, run_dir: str | os.PathLike, config: Any) -> "MetricsLog":
+    def for_config(cls, run_dir: str | os.PathLike, config: Any) -> MetricsLog:
         """The log a run's config asks for: `tensorboard`, `wandb` (project, run name)."""
         mirrors = ()
         if config.wandb:
             from scalerl.train.records.wandb_log import WandbMirror
 
-            mirrors = (WandbMirror(run_dir, project=config.wandb_project, run_name=config.wandb_run_name,
-                                   config=config.to_dict()),)
+            mirrors = (
+                WandbMirror(
+                    run_dir, project=config.wandb_project, run_name=config.wandb_run_name, config=config.to_dict()
+                ),
+            )
         return cls(run_dir, tensorboard=config.tensorboard, mirrors=mirrors)
 
     def append(self, row: Mapping[str, Any]) -> None:

@@ -37,8 +37,7 @@ def status_text(train_reward: float | None, val_pass_rate: float | None, forecas
 class RunProgress:
     """Progress of one run: a rich bar on a terminal, plain lines without one, nothing when disabled."""
 
-    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0,
-                 console: Console | None = None):
+    def __init__(self, total_steps: int, *, enabled: bool = True, start_step: int = 0, console: Console | None = None):
         self._enabled = enabled
         self._total = total_steps
         self._start = start_step
@@ -50,17 +49,22 @@ class RunProgress:
         self._task_id = None
         self.forecast_text = ""
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self._enabled:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
             # without a terminal the bar is kept (its fields) but never drawn: plain lines instead
             self._progress = Progress(
-                TextColumn("step"), MofNCompleteColumn(), BarColumn(), TimeElapsedColumn(),
-                TextColumn("{task.fields[rewards]}"), console=self._console, disable=self._plain)
+                TextColumn("step"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[rewards]}"),
+                console=self._console,
+                disable=self._plain,
+            )
             self._progress.start()
-            self._task_id = self._progress.add_task("train", total=self._total, completed=self._start,
-                                                    rewards="")
+            self._task_id = self._progress.add_task("train", total=self._total, completed=self._start, rewards="")
         return self
 
     def show_forecast(self, text: str) -> None:

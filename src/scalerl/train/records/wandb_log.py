@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from scalerl.errors import ConfigError
 from scalerl.train.records.metric_groups import grouped_metric_name
@@ -28,26 +29,31 @@ def require_wandb() -> None:
     import importlib.util
 
     if importlib.util.find_spec("wandb") is None:
-        raise ConfigError("wandb: logging to W&B needs the wandb package (pip install wandb), "
-                          "or drop --wandb / --report-to wandb")
+        raise ConfigError(
+            "wandb: logging to W&B needs the wandb package (pip install wandb), or drop --wandb / --report-to wandb"
+        )
 
 
 def numeric_columns(row: Mapping[str, Any]) -> dict[str, float]:
     """The row's finite numeric columns except `step` (W&B gets the step separately), under their
     grouped names."""
-    return {grouped_metric_name(key): value for key, value in row.items()
-            if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value)}
+    return {
+        grouped_metric_name(key): value
+        for key, value in row.items()
+        if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    }
 
 
 def run_identity(project: str, run_name: str, run_dir: Path, environ: Mapping[str, str]) -> dict[str, str | None]:
     """wandb.init's project, name, entity and group: the config's value when set, else W&B's
     variable (WANDB_PROJECT, WANDB_NAME, WANDB_ENTITY, WANDB_RUN_GROUP), else scalerl's default
     (project 'scalerl', the run directory's name; no entity or group: W&B's own)."""
-    return {"project": project or environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
-            "name": run_name or environ.get("WANDB_NAME") or run_dir.name,
-            "entity": environ.get("WANDB_ENTITY") or None,
-            "group": environ.get("WANDB_RUN_GROUP") or None}
+    return {
+        "project": project or environ.get("WANDB_PROJECT") or DEFAULT_PROJECT,
+        "name": run_name or environ.get("WANDB_NAME") or run_dir.name,
+        "entity": environ.get("WANDB_ENTITY") or None,
+        "group": environ.get("WANDB_RUN_GROUP") or None,
+    }
 
 
 def _run_id(run_dir: Path) -> str:
@@ -66,20 +72,27 @@ class WandbMirror:
     """Logs each metrics row to one W&B run at the row's step; W&B's files go to $WANDB_DIR when
     set, else into the run directory."""
 
-    def __init__(self, run_dir: str | os.PathLike, *, project: str, run_name: str = "",
-                 config: Mapping[str, Any] | None = None):
+    def __init__(
+        self, run_dir: str | os.PathLike, *, project: str, run_name: str = "", config: Mapping[str, Any] | None = None
+    ):
         require_wandb()
         import wandb
 
         run_dir = Path(run_dir)
         try:
-            self._run = wandb.init(**run_identity(project, run_name, run_dir, os.environ), id=_run_id(run_dir),
-                                   resume="allow", dir=os.environ.get("WANDB_DIR") or str(run_dir),
-                                   config=dict(config or {}),
-                                   settings=wandb.Settings(console="off", quiet=True))
+            self._run = wandb.init(
+                **run_identity(project, run_name, run_dir, os.environ),
+                id=_run_id(run_dir),
+                resume="allow",
+                dir=os.environ.get("WANDB_DIR") or str(run_dir),
+                config=dict(config or {}),
+                settings=wandb.Settings(console="off", quiet=True),
+            )
         except Exception as error:  # wandb raises its own types (UsageError, CommError, ...) and more
-            raise ConfigError(f"wandb: could not start a W&B run ({' '.join(str(error).split())}); "
-                              "`wandb login`, or set WANDB_MODE=offline to log locally") from None
+            raise ConfigError(
+                f"wandb: could not start a W&B run ({' '.join(str(error).split())}); "
+                "`wandb login`, or set WANDB_MODE=offline to log locally"
+            ) from None
 
     def write(self, row: Mapping[str, Any]) -> None:
         self._run.log(numeric_columns(row), step=int(row["step"]))
