@@ -43,7 +43,7 @@ def test_past_four_midpoints_with_little_noise_the_ceiling_is_identified_and_wit
     """The issue's known answer over its grid (4-16 C_mid, noise 0.002-0.01; two draws per cell, the
     benchmark's draws): identified on every run, A's 95 % interval within 0.03 of the truth and
     holding it on at least 80 % (the misses sit at 6-8 C_mid, where a flat end is read at the late
-    level: docs/forecasting.md)."""
+    level: docs/forecasting-decisions.md)."""
     rows = []
     for i, length in enumerate(LENGTHS):
         for j, noise_sd in enumerate(NOISE_SDS):
