@@ -1,9 +1,9 @@
-"""Renderers (benchmarks/render.py BLOCKS) of the study's checks: the paired verdict on the shared
+"""Renderers (benchmarks/render/pages.py BLOCKS) of the study's checks: the paired verdict on the shared
 real curves (`from_logs_verdicts.json`) and the positive controls on the built-in task
 (`positive_controls.json` or, when only the end-to-end check ran, `positive_controls_quick.json`)."""
 from __future__ import annotations
 
-from benchmarks.render_tables import machine_text
+from benchmarks.render.tables import machine_text
 
 
 def _interval(item: dict | None, digits: int = 3) -> str:

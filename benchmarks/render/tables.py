@@ -1,5 +1,5 @@
-"""The renderers of benchmarks/render.py, one small function per area (forecast accuracy is in
-render_forecast.py): each takes the loaded results JSON and returns markdown, a table or one
+"""The renderers of benchmarks/render/pages.py, one small function per area (forecast accuracy is in
+forecast.py): each takes the loaded results JSON and returns markdown, a table or one
 headline sentence."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 from benchmarks.pipeline_efficiency_report import markdown as pipeline_markdown
 from benchmarks.study_table import markdown as study_markdown
 from benchmarks.sweep_equal_compute import markdown as sweep_markdown
-from benchmarks.throughput_report import markdown_table as throughput_table
+from benchmarks.render.throughput import markdown_table as throughput_table
 
 
 def machine_text(results: dict) -> str:

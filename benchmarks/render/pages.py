@@ -5,8 +5,8 @@ blocks of README.md and docs/*.md, so that no figure is typed by hand.
     python -m benchmarks.render --check    # exit 1, naming the files, when one is stale
 
 A block is the text between `<!-- results:NAME -->` and `<!-- /results:NAME -->`; NAME is one of
-BLOCKS. Each area's renderer is a small function of its loaded JSON (render_tables.py; forecast
-accuracy in render_forecast.py); SECTIONS lists the areas of docs/results.md, BLOCKS what the
+BLOCKS. Each area's renderer is a small function of its loaded JSON (tables.py; forecast
+accuracy in forecast.py); SECTIONS lists the areas of docs/results.md, BLOCKS what the
 README and the guides may quote.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import render_forecast, render_study_checks as study_checks, render_tables as tables
-from benchmarks import render_pipeline_scale as pipeline_scale
+from benchmarks.render import forecast as render_forecast, study_checks, tables
+from benchmarks.render import pipeline_scale
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
@@ -126,7 +126,7 @@ def results_page(results_dir: Path = RESULTS_DIR) -> str:
     """docs/results.md: one section per area, each with the command that measured it."""
     lines = ["# Measured results", "",
              "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
-             "renderers (`benchmarks/render.py`, `render_tables.py`, `render_forecast.py`), never this",
+             "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`), never this",
              "page. How to rerun each benchmark and what it costs:",
              "[benchmarks/README.md](../benchmarks/README.md).", ""]
     lines += [f"- [{title}](#{anchor})" for anchor, title, *_ in SECTIONS]
