@@ -2,5 +2,6 @@
 
 `pages.py` writes docs/results.md and fills the marked blocks of README.md and docs/*.md
 (`python -m benchmarks.render [--check]`); `tables.py`, `forecast.py`, `study_checks.py`,
-`pipeline_scale.py` and `throughput.py` hold one small renderer per area. Nothing here measures.
+`pipeline_scale.py` and `throughput.py` hold one small renderer per area; `provenance.py` marks
+the figures of results not tied to a clean commit. Nothing here measures.
 """

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.render import forecast as render_forecast, study_checks, tables
-from benchmarks.render import pipeline_scale
+from benchmarks.render import pipeline_scale, provenance
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
@@ -112,10 +112,12 @@ BLOCKS = {
 
 
 def _call(renderer, names: list[str], results_dir: Path) -> str:
-    """The renderer's text; a JSON whose layout the renderer does not know is one error naming
-    both (rerun the benchmark, or update the renderer with the benchmark)."""
+    """The renderer's text, with a provenance note when a result is not tied to a clean commit;
+    a JSON whose layout the renderer does not know is one error naming both (rerun the benchmark,
+    or update the renderer with the benchmark)."""
+    documents = {name: load(name, results_dir) for name in names}
     try:
-        return renderer(*[load(name, results_dir) for name in names]).strip()
+        return provenance.with_note(renderer(*documents.values()).strip(), documents)
     except (KeyError, IndexError, TypeError, ValueError) as error:
         where = f"{renderer.__module__}.{renderer.__name__}"
         raise SystemExit(f"error: {where} cannot render {', '.join(names)}: "
@@ -130,12 +132,18 @@ def results_page(results_dir: Path = RESULTS_DIR) -> str:
              "page. How to rerun each benchmark and what it costs:",
              "[benchmarks/README.md](../benchmarks/README.md).", ""]
     lines += [f"- [{title}](#{anchor})" for anchor, title, *_ in SECTIONS]
+    lines.append("- [Which commit measured each result](#provenance)")
     for anchor, title, names, renderer, command in SECTIONS:
         sources = ", ".join(f"`benchmarks/results/{name}`" for name in names)
         machine = tables.machine_text(load(names[0], results_dir))
         lines += ["", f'<a id="{anchor}"></a>', f"## {title}", "",
                   f"`{command}` ({sources}{'; ' + machine if machine else ''})", "",
                   _call(renderer, names, results_dir)]
+    every = {name: load(name, results_dir) for name in provenance.result_files(results_dir)}
+    lines += ["", '<a id="provenance"></a>', "## Which commit measured each result", "",
+              "From each result's machine block (`git_commit`, `git_dirty`: uncommitted changes under "
+              "`src/` or `benchmarks/`); a figure above from a result that is not clean says so under it.", "",
+              provenance.table(every)]
     return "\n".join(lines) + "\n"
 
 
