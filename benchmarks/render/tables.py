@@ -279,3 +279,14 @@ def train_memory_headline(results: dict) -> str:
             f"{spans}; chunked log-probs need {summary['logprob_memory_ratio']:.1f}x less memory than "
             "materialised logits at a 32k vocabulary "
             "([docs/training.md](docs/training.md#larger-models-memory-reward-functions-several-processes)).")
+
+
+def demo_time(*robustness: dict) -> str:
+    """How long `make demo` takes on two cores: the range and median wall time of the demos that
+    ran alone (one at a time) on two threads."""
+    seconds = sorted(run["seconds"] for result in robustness if result["settings"].get("parallel") == 1
+                     for run in result["runs"] if run["threads"] == 2 and run["exit_code"] == 0)
+    minutes = [s / 60 for s in seconds]
+    return (f"`make demo` takes {minutes[0]:.0f}-{minutes[-1]:.0f} minutes on two CPU cores (median "
+            f"{statistics.median(minutes):.0f} over {len(minutes)} demos run one at a time on two threads; "
+            "install excluded).")
