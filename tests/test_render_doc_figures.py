@@ -57,3 +57,13 @@ def test_efficiency_reading_says_the_pace_and_the_ceiling_pairs():
         "No pair calls it a ceiling mover.")
     assert study_checks.positive_controls_efficiency_reading(_controls(0.2, 1)).endswith(
         "it is faster (+0.200 decades). 1 pair(s) call it a ceiling mover.")
+
+
+def test_publication_at_scale_reads_the_largest_model():
+    rows = [{"parameters": 1_000_000, "bytes_per_version": 2_000_000, "snapshot_ms": 1.0, "put_ms": 1.0,
+             "network_ms_per_copy_10gbit": 1.6},
+            {"parameters": 2_000_000_000, "bytes_per_version": 4_000_000_000, "snapshot_ms": 3900.0, "put_ms": 2300.0,
+             "network_ms_per_copy_10gbit": 3200.0}]
+    text = tables.publication_at_scale({"publication": rows})
+    assert "at ~2 B parameters expect" in text and "put of 4.0 GB per version" in text
+    assert "3.9 s + 2.3 s on this CPU" in text and "(3.2 s at 10 Gbit/s, 0.32 s at 100 Gbit/s)" in text

@@ -110,6 +110,7 @@ BLOCKS = {
     "train-memory-headline": (["train_memory.json"], tables.train_memory_headline),
     "pipeline-headline": (["pipeline_efficiency.json"], tables.pipeline_headline),
     "pipeline-efficiency": (["pipeline_efficiency.json"], tables.pipeline_efficiency),
+    "publication-at-scale": (["pipeline_efficiency.json"], tables.publication_at_scale),
     "pipeline-broadcast": (["pipeline_broadcast.json"], pipeline_scale.broadcast_table),
     "pipeline-transport": (["pipeline_transport.json"], pipeline_scale.transport_table),
 }

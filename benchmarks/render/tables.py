@@ -290,3 +290,16 @@ def demo_time(*robustness: dict) -> str:
     return (f"`make demo` takes {minutes[0]:.0f}-{minutes[-1]:.0f} minutes on two CPU cores (median "
             f"{statistics.median(minutes):.0f} over {len(minutes)} demos run one at a time on two threads; "
             "install excluded).")
+
+
+def publication_at_scale(results: dict) -> str:
+    """Weight publication of the largest model pipeline_efficiency timed: bytes per version, this
+    CPU's snapshot and put, and one network copy per node at 10 and 100 Gbit/s (bytes * 8 / rate)."""
+    largest = max(results["publication"], key=lambda row: row["parameters"])
+    network_s = largest["network_ms_per_copy_10gbit"] / 1000
+    return (f"The cost that grows with scale is weight publication: at ~{largest['parameters'] / 1e9:.0f} B "
+            f"parameters expect a device-to-host copy and an object-store put of "
+            f"{largest['bytes_per_version'] / 1e9:.1f} GB per version (about a second on a GPU node's memory "
+            f"bandwidth; {largest['snapshot_ms'] / 1000:.1f} s + {largest['put_ms'] / 1000:.1f} s on this CPU) "
+            f"plus one network copy per node ({network_s:.1f} s at 10 Gbit/s, {network_s / 10:.2f} s at 100 "
+            "Gbit/s), serial with each optimiser step, so it matters once T is a few seconds.")
