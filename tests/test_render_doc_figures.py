@@ -67,3 +67,10 @@ def test_publication_at_scale_reads_the_largest_model():
     text = tables.publication_at_scale({"publication": rows})
     assert "at ~2 B parameters expect" in text and "put of 4.0 GB per version" in text
     assert "3.9 s + 2.3 s on this CPU" in text and "(3.2 s at 10 Gbit/s, 0.32 s at 100 Gbit/s)" in text
+
+
+def test_study_run_cost_is_device_hours_per_run():
+    results = {"settings": {"parallel_runs": 2, "steps": 200}, "run_device_hours": {"runs": 15, "total": 2.75}}
+    assert study_checks.study_run_cost(results) == (
+        "On 2 CPU cores, 2 runs of 200 steps of the built-in model side by side take about 11 minutes "
+        "(the positive controls: 2.8 device-hours over 15 runs).")

@@ -101,6 +101,7 @@ BLOCKS = {
     "positive-controls-ceiling-reading": (["positive_controls.json"], study_checks.positive_controls_ceiling_reading),
     "positive-controls-efficiency-reading": (["positive_controls.json"],
                                              study_checks.positive_controls_efficiency_reading),
+    "study-run-cost": (["positive_controls.json"], study_checks.study_run_cost),
     "demo-time": (SECTION_FILES["demo-robustness"][:3], tables.demo_time),
     "tiny-study-headline": (["from_logs_verdicts.json"], study_checks.tiny_study_headline),
     "trainer-headline": (["trainer_throughput.json"], tables.trainer_headline),

@@ -164,3 +164,13 @@ def positive_controls_efficiency_reading(results: dict) -> str:
     return (f"The learning-rate control is called \"{efficiency['verdict']}\": at {settings['steps']} steps its "
             f"paired dA is {_interval(effect['paired_delta_A'])}{reason}. The compute to half the gain says it "
             f"is {pace} ({saved:+.3f} decades). {pairs}")
+
+
+def study_run_cost(results: dict) -> str:
+    """What one run of the study costs on this machine: the positive controls' device time per run
+    (each run's own wall time, the runs going `parallel_runs` at a time), total hours / runs."""
+    settings, device = results["settings"], results["run_device_hours"]
+    per_run_min = 60 * device["total"] / device["runs"]
+    return (f"On 2 CPU cores, {settings['parallel_runs']} runs of {settings['steps']} steps of the built-in model side by "
+            f"side take about {per_run_min:.0f} minutes (the positive controls: {device['total']:.1f} device-hours "
+            f"over {device['runs']} runs).")
