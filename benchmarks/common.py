@@ -131,14 +131,45 @@ def copy_file(source: Path, target: Path) -> Path:
     return _replace(target, "wb", Path(source).read_bytes())
 
 
+ALLOW_DIRTY_VARIABLE = "SCALERL_BENCH_ALLOW_DIRTY"
+
+
+class DirtyTreeError(SystemExit):
+    """A new result for the repository measured on uncommitted code: no commit reproduces it."""
+
+
+def dirty_refusal(path: Path, block: dict) -> str | None:
+    """Why a new result may not be written to `path`, or None when it may: refused when the
+    machine block says the tree had uncommitted changes under src/ or benchmarks/ (git_dirty
+    true) and `path` lies inside the repository, unless SCALERL_BENCH_ALLOW_DIRTY=1. A result
+    written outside the repository (a quick run into a temporary folder) is never refused."""
+    if block.get("git_dirty") is not True or os.environ.get(ALLOW_DIRTY_VARIABLE) == "1":
+        return None
+    if not Path(path).resolve().is_relative_to(REPO):
+        return None
+    return (f"{path} would record a measurement of uncommitted code (changes under src/ or benchmarks/ "
+            f"on top of {block.get('git_commit')}): commit them and rerun, or set "
+            f"{ALLOW_DIRTY_VARIABLE}=1 to write it marked dirty")
+
+
 def write_result(path: Path, payload: dict, command: str, load_average_before=None,
-                 indent: int = 1, machine_block: dict | None = None) -> Path:
+                 indent: int = 1, machine_block: dict | None = None, new_measurement: bool = True) -> Path:
     """Write a benchmark's JSON result atomically, with `command` (command_line's text) and the
     machine block set on it (`machine_block` when the benchmark built it already, else
-    machine(load_average_before)); NaN and infinities are written as null."""
+    machine(load_average_before)); NaN and infinities are written as null. A new measurement
+    from a dirty tree into the repository is refused (dirty_refusal): the document is kept in a
+    temporary file that the DirtyTreeError names, so the run is not lost. `new_measurement=False`
+    (a re-render keeping the block of the run that measured it) skips the check."""
     block = machine_block if machine_block is not None else machine(load_average_before)
     document = {**payload, "command": command, "machine": block}
-    return write_text(path, json.dumps(plain(document), indent=indent, allow_nan=False) + "\n")
+    text = json.dumps(plain(document), indent=indent, allow_nan=False) + "\n"
+    refusal = dirty_refusal(path, block) if new_measurement else None
+    if refusal is not None:
+        handle, kept = tempfile.mkstemp(prefix=f"{Path(path).stem}.", suffix=".json")
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        raise DirtyTreeError(f"error: {refusal} (this run's result is kept at {kept})")
+    return write_text(path, text)
 
 
 def paired_interval(differences, level: float) -> dict:

@@ -28,7 +28,7 @@ from benchmarks.common import command_line, write_result
 from benchmarks.forecast_accuracy import (
     FRACTIONS, POINT_BASELINES, band_table_summary, error_table, forecast_cells, plateau_read,
 )
-from benchmarks.render_forecast import seed_spread as spread_table
+from benchmarks.render.forecast import seed_spread as spread_table
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "forecast_seed_spread.json"

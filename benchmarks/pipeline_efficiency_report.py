@@ -330,10 +330,11 @@ def figure(payload: dict, path: Path) -> None:
 
 def write_outputs(payload: dict, out: Path, figure_path: Path, command: str,
                   machine_block: dict | None = None) -> list[str]:
-    """Write JSON (with `command` and the machine block: this machine's unless given), markdown
-    and figure; return the lines to print."""
+    """Write JSON (with `command` and the machine block: this machine's unless given, when it is
+    the measuring run's and the dirty-tree check does not apply), markdown and figure; return the
+    lines to print."""
     table = markdown(payload)
-    write_result(out, payload, command, indent=2, machine_block=machine_block)
+    write_result(out, payload, command, indent=2, machine_block=machine_block, new_measurement=machine_block is None)
     write_text(out.with_suffix(".md"), table)
     figure(payload, figure_path)
     return [table, f"wrote {out}, {out.with_suffix('.md')} and {figure_path}"]

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS_DIR, command_line, machine, write_result, write_text
-from benchmarks.throughput_report import TOKENS_PER_SECOND_TARGET, report_markdown
+from benchmarks.render.throughput import TOKENS_PER_SECOND_TARGET, report_markdown
 
 LEARNING_RATE = 1e-4
 WEIGHT_DECAY = 0.01

@@ -7,12 +7,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MODULES = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py") if path.stem != "__init__")
+MODULES = sorted(".".join(path.relative_to(REPO / "benchmarks").with_suffix("").parts)
+                 for path in (REPO / "benchmarks").rglob("*.py")
+                 if path.stem not in ("__init__", "__main__") and "data" not in path.parts)
 
 
-def test_benchmarks_is_a_package_of_flat_modules():
+def test_benchmarks_is_flat_modules_and_a_render_package():
     assert (REPO / "benchmarks" / "__init__.py").is_file()
-    assert "common" in MODULES and "render" in MODULES
+    assert (REPO / "benchmarks" / "render" / "__main__.py").is_file()
+    assert "common" in MODULES and "render.pages" in MODULES and "render.tables" in MODULES
+    assert not [name for name in MODULES if name.startswith("render_")], "a renderer outside benchmarks/render/"
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -1,7 +1,7 @@
 """Every benchmark's quick mode runs end to end, so that a refactor cannot break one silently.
 
 A module of benchmarks/ with a `__main__` block is a benchmark unless NOT_BENCHMARKS names it
-(renderers and helpers); each must offer `--quick` unless NO_QUICK says why it cannot. QUICK_ARGS says how each is run quickly and
+(helpers; the renderers live in benchmarks/render/); each must offer `--quick` unless NO_QUICK says why it cannot. QUICK_ARGS says how each is run quickly and
 where it writes ({tmp}: the test's temporary folder); a benchmark it does not list runs with
 DEFAULT_ARGS, so adding a benchmark whose `--out` takes a file needs no line here. No run may
 touch benchmarks/results, the docs or the shipped band table.
@@ -21,7 +21,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "benchmarks"
 NOT_BENCHMARKS = {  # modules with a __main__ block that measure nothing themselves
-    "render": "renders the results into the docs",
     "pipeline_efficiency_report": "re-renders pipeline_efficiency's table and figure from its JSON",
 }
 NO_QUICK = {  # benchmarks that cannot have a quick mode, and why (their run is skipped, saying so)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.forecast_seed_spread import best_baselines, spread
-from benchmarks.render_forecast import _seed_verdict, seed_spread
+from benchmarks.render.forecast import _seed_verdict, seed_spread
 
 
 def test_spread_is_the_min_max_and_mean_over_seeds():

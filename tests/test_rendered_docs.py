@@ -18,7 +18,7 @@ def test_rendered_docs_are_up_to_date():
 @pytest.fixture()
 def render(monkeypatch):
     monkeypatch.syspath_prepend(str(REPO))
-    from benchmarks import render as module
+    from benchmarks.render import pages as module
 
     return module
 
@@ -50,7 +50,7 @@ def test_check_names_a_stale_file(render, tmp_path):
 
 def test_a_results_file_the_renderer_cannot_read_is_named(render, tmp_path):
     (tmp_path / "trainer_throughput.json").write_text("{}")
-    with pytest.raises(SystemExit, match=r"render_tables.trainer_headline cannot render trainer_throughput.json"):
+    with pytest.raises(SystemExit, match=r"render.tables.trainer_headline cannot render trainer_throughput.json"):
         render.fill_blocks("<!-- results:trainer-headline -->\n<!-- /results:trainer-headline -->\n", tmp_path)
     with pytest.raises(SystemExit, match="reader_scale.json is missing"):
         render.fill_blocks("<!-- results:reader-scale -->\n<!-- /results:reader-scale -->\n", tmp_path)

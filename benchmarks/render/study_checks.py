@@ -1,9 +1,9 @@
-"""Renderers (benchmarks/render.py BLOCKS) of the study's checks: the paired verdict on the shared
+"""Renderers (benchmarks/render/pages.py BLOCKS) of the study's checks: the paired verdict on the shared
 real curves (`from_logs_verdicts.json`) and the positive controls on the built-in task
 (`positive_controls.json` or, when only the end-to-end check ran, `positive_controls_quick.json`)."""
 from __future__ import annotations
 
-from benchmarks.render_tables import machine_text
+from benchmarks.render.tables import machine_text
 
 
 def _interval(item: dict | None, digits: int = 3) -> str:
@@ -121,3 +121,56 @@ def tiny_study_headline(results: dict) -> str:
             f"[docs/study.md](docs/study.md#the-tiny-benchmark)), judged by today's engine: {said}"
             + ("; none is called a ceiling or an efficiency mover." if not any(v.startswith("moves") for v in verdicts)
                else "."))
+
+
+def _effect(study: dict) -> dict:
+    return next(v["effect"] for v in study["variants"] if not v["is_base"])
+
+
+def positive_controls_ceiling_reading(results: dict) -> str:
+    """What the ceiling mover was called, how many pairs hit the constructed dA, and the settled
+    easy / hard pass rates that explain why the base's fitted ceiling (the seed mean of A) sits
+    where it does against its bound (1 - u) + u / 10."""
+    controls = results["controls"]
+    ceiling, efficiency = controls["ceiling_mover"], controls["efficiency_mover"]
+    effect = _effect(results["ceiling_study"])
+    called = sum(pair["verdict"] == effect["effect"] and pair.get("direction") == effect["direction"]
+                 for pair in effect["pairs"])
+    base_seeds = next(v for v in results["ceiling_study"]["variants"] if v["is_base"])["seeds"]
+    base_a = sum(seed["params"]["A"] for seed in base_seeds) / len(base_seeds)
+    base, variant = (ceiling["settled_by_difficulty"][name] for name in ceiling["settled_by_difficulty"])
+    passed = ceiling["passed"] and efficiency["passed"]
+    side = "over" if base_a > ceiling["bound_base"] else "under"
+    return (f"{'Both checks pass' if passed else 'A check FAILED'}. The ceiling mover is called "
+            f"\"{ceiling['verdict']}\" in {called} of {ceiling['pairs']} pairs, and {ceiling['pairs_within']} of "
+            f"them fall within {ceiling['tolerance']} of the constructed {ceiling['expected_delta_A']:+.3f}. The "
+            "construction is measured, not assumed: validation logs the pass rate on easy and hard prompts apart "
+            "(`val_pass_rate_easy`, `val_pass_rate_hard`). The base's runs settle at "
+            f"{base['val_pass_rate_easy']:.2f} on easy prompts and guess hard ones at {base['val_pass_rate_hard']:.2f}. "
+            f"The variant's settle at {variant['val_pass_rate_easy']:.2f} on easy prompts and "
+            f"{variant['val_pass_rate_hard']:.2f} on hard ones. The guesses land near 1 in 10, which is why the "
+            f"base's fitted ceiling, {base_a:.3f}, sits {side} its {ceiling['bound_base']:.3f} bound.")
+
+
+def positive_controls_efficiency_reading(results: dict) -> str:
+    """What the learning-rate control was called at the design's length, and why."""
+    settings, efficiency = results["settings"], results["controls"]["efficiency_mover"]
+    effect = _effect(results["efficiency_study"])
+    saved = effect["paired_compute_saved_to_half_gain"]["mean"]
+    pace = "slower" if saved < 0 else "faster"
+    pairs = ("No pair calls it a ceiling mover." if efficiency["ceiling_pairs"] == 0 else
+             f"{efficiency['ceiling_pairs']} pair(s) call it a ceiling mover.")
+    reason = f" ({efficiency['reason']})" if efficiency.get("reason") else ""
+    return (f"The learning-rate control is called \"{efficiency['verdict']}\": at {settings['steps']} steps its "
+            f"paired dA is {_interval(effect['paired_delta_A'])}{reason}. The compute to half the gain says it "
+            f"is {pace} ({saved:+.3f} decades). {pairs}")
+
+
+def study_run_cost(results: dict) -> str:
+    """What one run of the study costs on this machine: the positive controls' device time per run
+    (each run's own wall time, the runs going `parallel_runs` at a time), total hours / runs."""
+    settings, device = results["settings"], results["run_device_hours"]
+    per_run_min = 60 * device["total"] / device["runs"]
+    return (f"On 2 CPU cores, {settings['parallel_runs']} runs of {settings['steps']} steps of the built-in model side by "
+            f"side take about {per_run_min:.0f} minutes (the positive controls: {device['total']:.1f} device-hours "
+            f"over {device['runs']} runs).")

@@ -1,5 +1,5 @@
-"""The renderers of benchmarks/render.py, one small function per area (forecast accuracy is in
-render_forecast.py): each takes the loaded results JSON and returns markdown, a table or one
+"""The renderers of benchmarks/render/pages.py, one small function per area (forecast accuracy is in
+forecast.py): each takes the loaded results JSON and returns markdown, a table or one
 headline sentence."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 from benchmarks.pipeline_efficiency_report import markdown as pipeline_markdown
 from benchmarks.study_table import markdown as study_markdown
 from benchmarks.sweep_equal_compute import markdown as sweep_markdown
-from benchmarks.throughput_report import markdown_table as throughput_table
+from benchmarks.render.throughput import markdown_table as throughput_table
 
 
 def machine_text(results: dict) -> str:
@@ -279,3 +279,27 @@ def train_memory_headline(results: dict) -> str:
             f"{spans}; chunked log-probs need {summary['logprob_memory_ratio']:.1f}x less memory than "
             "materialised logits at a 32k vocabulary "
             "([docs/training.md](docs/training.md#larger-models-memory-reward-functions-several-processes)).")
+
+
+def demo_time(*robustness: dict) -> str:
+    """How long `make demo` takes on two cores: the range and median wall time of the demos that
+    ran alone (one at a time) on two threads."""
+    seconds = sorted(run["seconds"] for result in robustness if result["settings"].get("parallel") == 1
+                     for run in result["runs"] if run["threads"] == 2 and run["exit_code"] == 0)
+    minutes = [s / 60 for s in seconds]
+    return (f"`make demo` takes {minutes[0]:.0f}-{minutes[-1]:.0f} minutes on two CPU cores (median "
+            f"{statistics.median(minutes):.0f} over {len(minutes)} demos run one at a time on two threads; "
+            "install excluded).")
+
+
+def publication_at_scale(results: dict) -> str:
+    """Weight publication of the largest model pipeline_efficiency timed: bytes per version, this
+    CPU's snapshot and put, and one network copy per node at 10 and 100 Gbit/s (bytes * 8 / rate)."""
+    largest = max(results["publication"], key=lambda row: row["parameters"])
+    network_s = largest["network_ms_per_copy_10gbit"] / 1000
+    return (f"The cost that grows with scale is weight publication: at ~{largest['parameters'] / 1e9:.0f} B "
+            f"parameters expect a device-to-host copy and an object-store put of "
+            f"{largest['bytes_per_version'] / 1e9:.1f} GB per version (about a second on a GPU node's memory "
+            f"bandwidth; {largest['snapshot_ms'] / 1000:.1f} s + {largest['put_ms'] / 1000:.1f} s on this CPU) "
+            f"plus one network copy per node ({network_s:.1f} s at 10 Gbit/s, {network_s / 10:.2f} s at 100 "
+            "Gbit/s), serial with each optimiser step, so it matters once T is a few seconds.")

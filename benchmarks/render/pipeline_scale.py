@@ -3,7 +3,7 @@ store (pipeline_broadcast.json) and the rollouts' hand-off as tuples against pac
 (pipeline_transport.json). Each is a function of the loaded JSON (see render.py)."""
 from __future__ import annotations
 
-from benchmarks.render_tables import machine_text
+from benchmarks.render.tables import machine_text
 
 
 def broadcast_table(results: dict) -> str:

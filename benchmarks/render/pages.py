@@ -5,8 +5,8 @@ blocks of README.md and docs/*.md, so that no figure is typed by hand.
     python -m benchmarks.render --check    # exit 1, naming the files, when one is stale
 
 A block is the text between `<!-- results:NAME -->` and `<!-- /results:NAME -->`; NAME is one of
-BLOCKS. Each area's renderer is a small function of its loaded JSON (render_tables.py; forecast
-accuracy in render_forecast.py); SECTIONS lists the areas of docs/results.md, BLOCKS what the
+BLOCKS. Each area's renderer is a small function of its loaded JSON (tables.py; forecast
+accuracy in forecast.py); SECTIONS lists the areas of docs/results.md, BLOCKS what the
 README and the guides may quote.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import render_forecast, render_study_checks as study_checks, render_tables as tables
-from benchmarks import render_pipeline_scale as pipeline_scale
+from benchmarks.render import forecast as render_forecast, study_checks, tables
+from benchmarks.render import pipeline_scale, provenance
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
@@ -98,6 +98,11 @@ BLOCKS = {
     "from-logs-verdicts": (["from_logs_verdicts.json"], study_checks.from_logs_verdicts),
     "positive-controls": (["positive_controls.json"], study_checks.positive_controls),
     "positive-controls-headline": (["positive_controls.json"], study_checks.positive_controls_headline),
+    "positive-controls-ceiling-reading": (["positive_controls.json"], study_checks.positive_controls_ceiling_reading),
+    "positive-controls-efficiency-reading": (["positive_controls.json"],
+                                             study_checks.positive_controls_efficiency_reading),
+    "study-run-cost": (["positive_controls.json"], study_checks.study_run_cost),
+    "demo-time": (SECTION_FILES["demo-robustness"][:3], tables.demo_time),
     "tiny-study-headline": (["from_logs_verdicts.json"], study_checks.tiny_study_headline),
     "trainer-headline": (["trainer_throughput.json"], tables.trainer_headline),
     "trainer-throughput": (["trainer_throughput.json"], tables.trainer_throughput),
@@ -106,16 +111,19 @@ BLOCKS = {
     "train-memory-headline": (["train_memory.json"], tables.train_memory_headline),
     "pipeline-headline": (["pipeline_efficiency.json"], tables.pipeline_headline),
     "pipeline-efficiency": (["pipeline_efficiency.json"], tables.pipeline_efficiency),
+    "publication-at-scale": (["pipeline_efficiency.json"], tables.publication_at_scale),
     "pipeline-broadcast": (["pipeline_broadcast.json"], pipeline_scale.broadcast_table),
     "pipeline-transport": (["pipeline_transport.json"], pipeline_scale.transport_table),
 }
 
 
 def _call(renderer, names: list[str], results_dir: Path) -> str:
-    """The renderer's text; a JSON whose layout the renderer does not know is one error naming
-    both (rerun the benchmark, or update the renderer with the benchmark)."""
+    """The renderer's text, with a provenance note when a result is not tied to a clean commit;
+    a JSON whose layout the renderer does not know is one error naming both (rerun the benchmark,
+    or update the renderer with the benchmark)."""
+    documents = {name: load(name, results_dir) for name in names}
     try:
-        return renderer(*[load(name, results_dir) for name in names]).strip()
+        return provenance.with_note(renderer(*documents.values()).strip(), documents)
     except (KeyError, IndexError, TypeError, ValueError) as error:
         where = f"{renderer.__module__}.{renderer.__name__}"
         raise SystemExit(f"error: {where} cannot render {', '.join(names)}: "
@@ -126,16 +134,22 @@ def results_page(results_dir: Path = RESULTS_DIR) -> str:
     """docs/results.md: one section per area, each with the command that measured it."""
     lines = ["# Measured results", "",
              "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
-             "renderers (`benchmarks/render.py`, `render_tables.py`, `render_forecast.py`), never this",
+             "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`), never this",
              "page. How to rerun each benchmark and what it costs:",
              "[benchmarks/README.md](../benchmarks/README.md).", ""]
     lines += [f"- [{title}](#{anchor})" for anchor, title, *_ in SECTIONS]
+    lines.append("- [Which commit measured each result](#provenance)")
     for anchor, title, names, renderer, command in SECTIONS:
         sources = ", ".join(f"`benchmarks/results/{name}`" for name in names)
         machine = tables.machine_text(load(names[0], results_dir))
         lines += ["", f'<a id="{anchor}"></a>', f"## {title}", "",
                   f"`{command}` ({sources}{'; ' + machine if machine else ''})", "",
                   _call(renderer, names, results_dir)]
+    every = {name: load(name, results_dir) for name in provenance.result_files(results_dir)}
+    lines += ["", '<a id="provenance"></a>', "## Which commit measured each result", "",
+              "From each result's machine block (`git_commit`, `git_dirty`: uncommitted changes under "
+              "`src/` or `benchmarks/`); a figure above from a result that is not clean says so under it.", "",
+              provenance.table(every)]
     return "\n".join(lines) + "\n"
 
 
