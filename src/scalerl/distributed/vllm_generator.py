@@ -90,6 +90,8 @@ class VllmRolloutBackend:
             n=1,
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
+            top_k=self.sampling.top_k if self.sampling.top_k > 0 else -1,
+            repetition_penalty=self.sampling.repetition_penalty,
             max_tokens=max(1, int(max_tokens)),
             logprobs=0,
             seed=int(seed),

@@ -66,13 +66,16 @@ class Rollout:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """How the generator samples: temperature and nucleus (top-p) truncation, maximum length.
-    Temperature 0 is greedy decoding: the most likely token at every step (validation only)."""
+    """How the generator samples: temperature, top-k and nucleus (top-p) truncation, the CTRL
+    repetition penalty, maximum length. Temperature 0 is greedy decoding: the most likely token of
+    the penalised logits at every step (validation only). top_k 0 and repetition_penalty 1: off."""
 
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
     fp32_head: bool = True
+    top_k: int = 0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -81,6 +84,10 @@ class SamplingSettings:
             raise ConfigError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0: off), got {self.top_k}")
+        if not self.repetition_penalty > 0:
+            raise ConfigError(f"repetition_penalty must be > 0 (1: off), got {self.repetition_penalty}")
 
 
 @dataclass(frozen=True)
