@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from scalerl.errors import ConfigError
-from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.train.generation import (
     apply_repetition_penalty,
@@ -122,3 +122,28 @@ def test_bad_top_k_and_repetition_penalty_are_config_errors():
         SamplingSettings(top_k=-1)
     with pytest.raises(ConfigError, match="repetition_penalty must be > 0"):
         SamplingSettings(repetition_penalty=0.0)
+
+
+def test_max_prompt_length_keeps_the_last_tokens_of_a_longer_prompt():
+    settings = SamplingSettings(max_prompt_length=3)
+    assert settings.cut_prompt([5, 6, 7, 8, 9]) == [7, 8, 9]
+    assert settings.cut_prompt([5, 6]) == [5, 6]
+    assert SamplingSettings().cut_prompt([5, 6, 7, 8, 9]) == [5, 6, 7, 8, 9]  # 0: no limit
+    with pytest.raises(ConfigError, match="max_prompt_length must be >= 0"):
+        SamplingSettings(max_prompt_length=-1)
+
+
+def test_a_cut_prompt_is_what_the_policy_sees_and_trains_on():
+    model, tokenizer = build_tiny_model(SMALL, seed=1)
+    full_ids = tuple(tokenizer("12+47+30=")["input_ids"])  # BOS and 9 characters
+    sampling = SamplingSettings(max_new_tokens=8, max_prompt_length=4)
+    rollouts = _generate(model, tokenizer, ["12+47+30="], sampling, seed=4)
+    for rollout in rollouts:
+        assert rollout.prompt_token_ids == full_ids[-4:]  # "30=" and the '+' before it, no BOS
+        ids = torch.tensor([rollout.prompt_token_ids + rollout.completion_token_ids])
+        with torch.no_grad():  # the recorded log-probs are those given the cut prompt alone
+            logprobs = teacher_forced_logprobs(model, ids, torch.ones_like(ids))
+        recorded = torch.tensor(rollout.generator_logprobs)
+        assert torch.allclose(logprobs[0, -len(recorded) :], recorded, atol=1e-5)
+    uncut = _generate(model, tokenizer, ["12+47+30="], SamplingSettings(max_new_tokens=8), seed=4)
+    assert uncut[0].prompt_token_ids == full_ids

@@ -83,6 +83,10 @@ def test_trl_top_k_none_is_off_and_sampling_keys_reach_the_generator(tmp_path):
     assert (settings.top_k, settings.repetition_penalty) == (0, 1.3)
     path.write_text("top_k: 4\n")
     assert sampling_settings(config_from_file(path)).top_k == 4
+    path.write_text("max_prompt_length: 256\n")
+    assert sampling_settings(config_from_file(path)).max_prompt_length == 256
+    path.write_text("max_prompt_length: null\n")
+    assert sampling_settings(config_from_file(path)).max_prompt_length == 0  # no limit
 
 
 def test_trl_loss_types_carry_trl_clipping(tmp_path):

@@ -320,7 +320,7 @@ def _decode_prompts(
         raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
     if num_generations < 1 or not prompts:
         raise InputError("generate_rollouts needs at least one prompt and num_generations >= 1")
-    prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in prompts]
+    prompt_ids = [sampling.cut_prompt(tokenizer(prompt)["input_ids"]) for prompt in prompts]
     sequences = [ids for ids in prompt_ids for _ in range(num_generations)]
     interrupting = length_control.mode == "interrupt"
     states = [

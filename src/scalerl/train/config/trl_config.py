@@ -38,6 +38,7 @@ DIRECT_KEYS: dict[str, str] = {
     "top_p": "sampling.top_p",
     "top_k": "sampling.top_k",
     "repetition_penalty": "sampling.repetition_penalty",
+    "max_prompt_length": "sampling.max_prompt_length",
     "seed": "seed",
     "eval_steps": "eval_every",
     "save_steps": "checkpoint_every",
@@ -69,7 +70,6 @@ COMBINED_KEYS = (
 # TRL keys with no counterpart here, and what to do instead.
 REFUSED_KEYS: dict[str, str] = {
     "num_train_epochs": "scalerl counts optimiser steps: set max_steps (TRL's max_steps wins over it too)",
-    "max_prompt_length": "scalerl does not cut prompts: drop it",
 }
 # TRL keys that change nothing here: (the values accepted, None: any; the note said). Another
 # value is refused with the note.
@@ -329,8 +329,9 @@ def trl_assignments(
         raise ConfigError("TRL keys with no counterpart here: " + "; ".join(refused))
     max_steps = _max_steps(values)
     out = {DIRECT_KEYS[key]: value for key, value in values.items() if key in DIRECT_KEYS}
-    if values.get("top_k", 0) is None:  # older TRL's "off"
-        out["sampling.top_k"] = 0
+    for key in ("top_k", "max_prompt_length"):  # null: TRL's "off" / "no limit"
+        if key in values and values[key] is None:
+            out[DIRECT_KEYS[key]] = 0
     if with_defaults:
         out.update(TRL_BEHAVIOUR)
     if max_steps is not None:
