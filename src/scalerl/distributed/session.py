@@ -21,7 +21,7 @@ from scalerl.distributed.actors import (
     remote_class,
 )
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
-from scalerl.distributed.settings import PipelineConfig, actor_gpus
+from scalerl.distributed.settings import PipelineConfig, actor_gpus, cluster_gpus, with_cluster_device
 from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_stats
 from scalerl.distributed.trainer_replicas import ReplicaSteps, join_data_parallel
 from scalerl.distributed.weight_sync.object_store import WeightRegistry
@@ -49,6 +49,7 @@ class PipelineSession:
         accept_old_checkpoints: bool = False,
     ) -> None:
         workers = workers or WorkerClasses()
+        config = with_cluster_device(config, cluster_gpus() if config.device == "auto" else 0.0)
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
         self._log = log
