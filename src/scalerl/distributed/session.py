@@ -272,7 +272,8 @@ class PipelineSession:
         # the run state of a checkpoint is taken now, before later batches are dispatched, so a
         # resumed k = 0 run samples exactly what the uninterrupted one does
         snapshot = self.run_state.snapshot() if self.run_state.checkpoint_due(row["step"]) else None
-        self.pending.append([row, self.trainer.validate.remote() if due else None, snapshot])
+        validation = self.trainer.validate.remote(str(self.run_dir), row["step"]) if due else None
+        self.pending.append([row, validation, snapshot])
 
     def checkpoint_pending(self) -> bool:
         """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
@@ -311,7 +312,8 @@ class PipelineSession:
 
     def initial_validation(self) -> None:
         """Step 0's row (R0), as the synchronous trainer writes it."""
-        self.pending.append([self.run_state.initial_row(), self.trainer.validate.remote(), None])
+        row = self.run_state.initial_row()
+        self.pending.append([row, self.trainer.validate.remote(str(self.run_dir), row["step"]), None])
         self.flush(block=True)
 
     def start_clock(self) -> None:
