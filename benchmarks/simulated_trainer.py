@@ -49,7 +49,7 @@ class SimulatedTrainer(TrainerWorker):
         return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
                            started_at=started_at, finished_at=time.time())
 
-    def validate(self) -> tuple[dict[str, float], float, float]:
+    def validate(self, run_dir: str | None = None, step: int | None = None) -> tuple[dict[str, float], float, float]:
         started_at = time.time()
         sleep_until(time.perf_counter() + self.costs.validate_seconds)
         return {PASS_RATE_COLUMN: 0.5}, started_at, time.time()

@@ -68,3 +68,34 @@ def test_actor_gpus_share_one_gpu_unless_told_otherwise():
     assert actor_gpus("cpu", PipelineConfig(num_generators=2)) == (0.0, 0.0)
     assert actor_gpus("cuda", PipelineConfig(num_generators=2)) == (0.5, 0.25)
     assert actor_gpus("cuda:0", PipelineConfig(trainer_gpus=1, generator_gpus=1)) == (1.0, 1.0)
+
+
+def test_device_auto_is_the_ray_clusters_device_and_sets_the_actors_gpus():
+    from scalerl.distributed.settings import PipelineConfig, actor_gpus, with_cluster_device
+    from scalerl.train.config.train_config import TrainConfig
+
+    auto = TrainConfig().with_overrides(["device=auto"])
+    on_gpus, on_cpus = with_cluster_device(auto, cluster_gpus=2.0), with_cluster_device(auto, cluster_gpus=0.0)
+    assert (on_gpus.device, on_cpus.device) == ("cuda", "cpu")
+    assert actor_gpus(on_gpus.device, PipelineConfig(num_generators=2)) == (0.5, 0.25)
+    assert actor_gpus(on_cpus.device, PipelineConfig(num_generators=2)) == (0.0, 0.0)
+    explicit = TrainConfig().with_overrides(["device=cpu"])
+    assert with_cluster_device(explicit, cluster_gpus=8.0) is explicit
+
+
+def test_the_pipeline_session_resolves_device_auto_before_anything_reads_it(monkeypatch, tmp_path):
+    from scalerl.distributed import session
+    from scalerl.distributed.settings import PipelineConfig
+    from scalerl.train.config.train_config import TrainConfig
+
+    seen = []
+
+    def stop_at_check_paths(config, **_):
+        seen.append(config.device)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(session, "cluster_gpus", lambda: 1.0)  # a cluster with a GPU, no Ray started
+    monkeypatch.setattr(session, "check_paths", stop_at_check_paths)
+    with pytest.raises(RuntimeError, match="stop"):
+        session.PipelineSession(TrainConfig().with_overrides(["device=auto"]), PipelineConfig(), tmp_path)
+    assert seen == ["cuda"]

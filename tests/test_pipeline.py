@@ -79,6 +79,9 @@ def test_k0_pipeline_reproduces_the_synchronous_trainer(tiny_config, ray_session
     assert [r["step"] for r in pipe_rows] == [0, 1, 2, 3, 4]
     assert [strip_timing_columns(r) for r in pipe_rows] == [strip_timing_columns(r) for r in sync_rows]
     assert all(r["policy_lag_max"] == 0 for r in pipe_rows[1:])
+    # the trainer actor writes the validation samples as the synchronous trainer does
+    sync_samples = (tmp_path / "sync" / "completions.jsonl").read_text()
+    assert sync_samples and (tmp_path / "pipe" / "completions.jsonl").read_text() == sync_samples
     sync_weights = load_file(str(tmp_path / "sync" / "checkpoints" / "step_00000004" / "model.safetensors"))
     for name, array in result.final_weights.arrays.items():
         assert torch.allclose(torch.tensor(array), sync_weights[name], atol=1e-6), name

@@ -7,6 +7,7 @@ from cli_invocation import assert_one_line_error, invoke
 
 from scalerl.cli.train import build_train_config, logging_assignments
 from scalerl.errors import ConfigError
+from scalerl.train.config.generation_settings import sampling_settings
 from scalerl.train.config.train_config import TrainConfig, config_from_file
 
 TRL_YAML = """\
@@ -23,6 +24,8 @@ scale_rewards: batch
 num_train_epochs: 1
 max_steps: 50
 temperature: 0.9
+top_k: 20
+repetition_penalty: 1.1
 seed: 3
 report_to: all
 bf16: true
@@ -47,6 +50,8 @@ def test_a_trl_grpo_config_yaml_maps_each_key_to_ours(tmp_path):
             "rl.advantage_norm=batch",
             "max_steps=50",
             "sampling.temperature=0.9",
+            "sampling.top_k=20",
+            "sampling.repetition_penalty=1.1",
             "seed=3",
             "tensorboard=true",
             "wandb=true",
@@ -69,6 +74,19 @@ def test_a_trl_grpo_config_yaml_maps_each_key_to_ours(tmp_path):
     )
     assert config == expected
     assert (config.sampling.thinking_budget_min, config.sampling.thinking_budget_max) == (20, 24)  # 5/8, 3/4 of 32
+
+
+def test_trl_top_k_none_is_off_and_sampling_keys_reach_the_generator(tmp_path):
+    path = tmp_path / "sampling.yaml"
+    path.write_text("top_k: null\nrepetition_penalty: 1.3\n")
+    settings = sampling_settings(config_from_file(path))
+    assert (settings.top_k, settings.repetition_penalty) == (0, 1.3)
+    path.write_text("top_k: 4\n")
+    assert sampling_settings(config_from_file(path)).top_k == 4
+    path.write_text("max_prompt_length: 256\n")
+    assert sampling_settings(config_from_file(path)).max_prompt_length == 256
+    path.write_text("max_prompt_length: null\n")
+    assert sampling_settings(config_from_file(path)).max_prompt_length == 0  # no limit
 
 
 def test_trl_loss_types_carry_trl_clipping(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -241,11 +242,19 @@ class TrainerWorker:
             finished_at=time.time(),
         )
 
-    def validate(self) -> tuple[dict[str, float], float, float]:
+    def validate(self, run_dir: str | None = None, step: int | None = None) -> tuple[dict[str, float], float, float]:
         """(validation columns, started_at, finished_at) with the synchronous trainer's validation
-        (validation_pass_rates: val_pass_rate, and per difficulty group where the prompts have one)."""
+        (validation_pass_rates: val_pass_rate, and per difficulty group where the prompts have one);
+        with `run_dir`, its sample completions appended to RUN/completions.jsonl tagged `step`."""
         started_at = time.time()
-        rates = validation_pass_rates(self.model, self.tokenizer, self.task, self.config)
+        rates = validation_pass_rates(
+            self.model,
+            self.tokenizer,
+            self.task,
+            self.config,
+            run_dir=None if run_dir is None else Path(run_dir),
+            step=step,
+        )
         return rates, started_at, time.time()
 
     def save_checkpoint(self, run_dir: str, snapshot: RunSnapshot) -> str:

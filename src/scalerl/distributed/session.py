@@ -21,7 +21,7 @@ from scalerl.distributed.actors import (
     remote_class,
 )
 from scalerl.distributed.observability import BusyLedger, pipeline_columns
-from scalerl.distributed.settings import PipelineConfig, actor_gpus
+from scalerl.distributed.settings import PipelineConfig, actor_gpus, cluster_gpus, with_cluster_device
 from scalerl.distributed.staleness import LagStats, batch_lag_stats, packed_lag_stats
 from scalerl.distributed.trainer_replicas import ReplicaSteps, join_data_parallel
 from scalerl.distributed.weight_sync.object_store import WeightRegistry
@@ -49,6 +49,7 @@ class PipelineSession:
         accept_old_checkpoints: bool = False,
     ) -> None:
         workers = workers or WorkerClasses()
+        config = with_cluster_device(config, cluster_gpus() if config.device == "auto" else 0.0)
         self.config, self.pipeline, self.run_dir = config, pipeline, Path(run_dir)
         self.log_lines: list[str] = []
         self._log = log
@@ -271,7 +272,8 @@ class PipelineSession:
         # the run state of a checkpoint is taken now, before later batches are dispatched, so a
         # resumed k = 0 run samples exactly what the uninterrupted one does
         snapshot = self.run_state.snapshot() if self.run_state.checkpoint_due(row["step"]) else None
-        self.pending.append([row, self.trainer.validate.remote() if due else None, snapshot])
+        validation = self.trainer.validate.remote(str(self.run_dir), row["step"]) if due else None
+        self.pending.append([row, validation, snapshot])
 
     def checkpoint_pending(self) -> bool:
         """A row whose step needs a checkpoint is not written yet: the trainer must not step."""
@@ -310,7 +312,8 @@ class PipelineSession:
 
     def initial_validation(self) -> None:
         """Step 0's row (R0), as the synchronous trainer writes it."""
-        self.pending.append([self.run_state.initial_row(), self.trainer.validate.remote(), None])
+        row = self.run_state.initial_row()
+        self.pending.append([row, self.trainer.validate.remote(str(self.run_dir), row["step"]), None])
         self.flush(block=True)
 
     def start_clock(self) -> None:

@@ -90,6 +90,8 @@ class VllmRolloutBackend:
             n=1,
             temperature=self.sampling.temperature,
             top_p=self.sampling.top_p,
+            top_k=self.sampling.top_k if self.sampling.top_k > 0 else -1,
+            repetition_penalty=self.sampling.repetition_penalty,
             max_tokens=max(1, int(max_tokens)),
             logprobs=0,
             seed=int(seed),
@@ -112,7 +114,7 @@ class VllmRolloutBackend:
     ) -> list[Rollout]:
         """Sample G completions per prompt; see the module docstring for the two-pass interruption."""
         rng = random.Random(seed)
-        prompt_ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        prompt_ids = [self.sampling.cut_prompt(self.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
         jobs = [
             (g, i, ids) for g, (i, ids) in enumerate(zip(prompt_indices, prompt_ids)) for _ in range(num_generations)
         ]

@@ -4,6 +4,7 @@ sampling and length-control settings a generator runs with. Pure data: no torch 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalerl.errors import ConfigError, InputError
@@ -66,13 +67,19 @@ class Rollout:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """How the generator samples: temperature and nucleus (top-p) truncation, maximum length.
-    Temperature 0 is greedy decoding: the most likely token at every step (validation only)."""
+    """How the generator samples: temperature, top-k and nucleus (top-p) truncation, the CTRL
+    repetition penalty, maximum length, the prompts' maximum length (0: any; a longer prompt keeps
+    its last max_prompt_length tokens, as TRL cuts it). Temperature 0 is greedy decoding: the most
+    likely token of the penalised logits at every step (validation only). top_k 0 and
+    repetition_penalty 1: off."""
 
     max_new_tokens: int = 64
     temperature: float = 1.0
     top_p: float = 1.0
     fp32_head: bool = True
+    top_k: int = 0
+    repetition_penalty: float = 1.0
+    max_prompt_length: int = 0
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -81,6 +88,18 @@ class SamplingSettings:
             raise ConfigError(f"temperature must be >= 0 (0: greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0: off), got {self.top_k}")
+        if not self.repetition_penalty > 0:
+            raise ConfigError(f"repetition_penalty must be > 0 (1: off), got {self.repetition_penalty}")
+        if self.max_prompt_length < 0:
+            raise ConfigError(f"max_prompt_length must be >= 0 (0: no limit), got {self.max_prompt_length}")
+
+    def cut_prompt(self, prompt_ids: Sequence[int]) -> list[int]:
+        """The prompt's token ids the generator sees: its last max_prompt_length tokens (left
+        truncation, as TRL's max_prompt_length), all of them when max_prompt_length is 0."""
+        prompt_ids = list(prompt_ids)
+        return prompt_ids[-self.max_prompt_length :] if 0 < self.max_prompt_length < len(prompt_ids) else prompt_ids
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Rollout generation: a manual, batched KV-cache decoding loop with per-step hooks.
 
-For P prompts x G generations: left-padded prompts, sampling at the configured temperature/top-p,
-the generator's per-token log-probs from the FP32 head, per-token weight versions, EOS / length
-stops and ScaleRL's forced interruption of over-long thinking (arXiv 2510.13786, section 4).
+For P prompts x G generations: left-padded prompts, sampling at the configured temperature, top-k,
+top-p and repetition penalty, the generator's per-token log-probs (the policy's own, from the FP32
+head), per-token weight versions, EOS / length stops and ScaleRL's forced interruption of
+over-long thinking (arXiv 2510.13786, section 4).
 `weight_update_hook()` runs between decoding steps (PipelineRL in-flight weight updates: the
 model's weights change in place, the KV cache is kept, later tokens carry the new version).
 
@@ -44,6 +45,25 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
 
 
+def top_k_filter(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    """Top-k filtering (Fan et al. 2018): keep the `top_k` largest logits of each row (and those
+    tied with the k-th), the others get -inf; top_k 0 keeps all. logits [N, V] -> [N, V]."""
+    if top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    kth_largest = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def apply_repetition_penalty(logits: torch.Tensor, seen: torch.Tensor, penalty: float) -> torch.Tensor:
+    """The CTRL repetition penalty (Keskar et al. 2019), as TRL's generators apply it: the logit l of
+    every token already in the sequence (prompt and completion so far; `seen` [N, V] bool) becomes
+    l / penalty when l > 0 and l * penalty otherwise; penalty 1 changes nothing. logits [N, V]."""
+    if penalty == 1.0:
+        return logits
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalised, logits)
+
+
 def gumbel_noise(
     num_rows: int, vocab_size: int, generator: torch.Generator, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
@@ -56,17 +76,23 @@ def gumbel_noise(
     return -torch.log(-torch.log(uniform))
 
 
-def sample_with_noise(logits: torch.Tensor, sampling: SamplingSettings, noise: torch.Tensor) -> torch.Tensor:
-    """One token per row from softmax(top_p(logits / temperature)), by the Gumbel-max trick:
-    argmax_v (l_v + g_v) with g_v i.i.d. standard Gumbel is distributed as softmax(l)
-    (Gumbel 1954; Maddison, Tarlow & Minka 2014). logits, noise [N, V] -> ids [N].
-    Temperature 0: argmax_v l_v (greedy; the noise is drawn all the same and ignored).
+def sample_with_noise(
+    logits: torch.Tensor, sampling: SamplingSettings, noise: torch.Tensor, seen: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One token per row from softmax(top_p(top_k(penalised(logits) / temperature))), by the
+    Gumbel-max trick: argmax_v (l_v + g_v) with g_v i.i.d. standard Gumbel is distributed as
+    softmax(l) (Gumbel 1954; Maddison, Tarlow & Minka 2014). logits, noise [N, V] -> ids [N];
+    `seen` [N, V]: the tokens the repetition penalty applies to (None: no penalty).
+    Temperature 0: argmax_v of the penalised logits (greedy; the noise is drawn and ignored).
 
     On a CPU this is ~5x faster than torch.multinomial (whose exponential draws dominate a
     decoding step of the built-in model)."""
+    logits = logits.float()
+    if seen is not None:
+        logits = apply_repetition_penalty(logits, seen, sampling.repetition_penalty)
     if sampling.temperature == 0:  # greedy: the limit of softmax(l / T) as T -> 0
-        return torch.argmax(logits.float(), dim=-1)
-    scaled = top_p_filter(logits.float() / sampling.temperature, sampling.top_p)
+        return torch.argmax(logits, dim=-1)
+    scaled = top_p_filter(top_k_filter(logits / sampling.temperature, sampling.top_k), sampling.top_p)
     return torch.argmax(scaled + noise, dim=-1)
 
 
@@ -158,7 +184,7 @@ def generate_rollouts(
 
     Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
     Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
-    trainer recomputes), whatever temperature/top-p the sampling used. With length control
+    trainer recomputes), whatever temperature/top-k/top-p/repetition penalty the sampling used. With length control
     "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
     """
     rollouts, _ = generate_rollout_shard(
@@ -294,7 +320,7 @@ def _decode_prompts(
         raise InputError(f"{len(prompts)} prompts but {len(prompt_indices)} prompt indices")
     if num_generations < 1 or not prompts:
         raise InputError("generate_rollouts needs at least one prompt and num_generations >= 1")
-    prompt_ids = [list(tokenizer(prompt)["input_ids"]) for prompt in prompts]
+    prompt_ids = [sampling.cut_prompt(tokenizer(prompt)["input_ids"]) for prompt in prompts]
     sequences = [ids for ids in prompt_ids for _ in range(num_generations)]
     interrupting = length_control.mode == "interrupt"
     states = [
@@ -376,6 +402,7 @@ def _decode(
     rows = list(range(len(states)))
     drawn_rows, first_row = noise_rows if noise_rows is not None else (len(states), 0)
     cache = None
+    seen = None  # [rows, V] bool: the tokens of each sequence so far, for the repetition penalty
     for step in range(sampling.max_new_tokens):
         if step > 0 and hook is not None:
             new_version = hook()
@@ -395,10 +422,14 @@ def _decode(
         if len(rows) < drawn_rows:
             noise = noise[torch.tensor(rows, device=noise.device) + first_row]
         live = [states[row] for row in rows]
-        tokens = sample_with_noise(logits, sampling, noise).tolist()
+        if seen is None and sampling.repetition_penalty != 1.0:
+            seen = _tokens_seen(input_ids, attention_mask, logits.shape[-1])
+        tokens = sample_with_noise(logits, sampling, noise, seen).tolist()
         is_forced = [bool(state.forced) and not state.finished for state in live]
         tokens = [state.forced.pop(0) if forced else token for state, token, forced in zip(live, tokens, is_forced)]
         token_ids = torch.tensor(tokens, dtype=torch.long, device=logits.device)
+        if seen is not None:
+            seen[torch.arange(len(rows), device=seen.device), token_ids] = True
         chosen_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(-1, token_ids[:, None])[:, 0].tolist()
         recording = [index for index, state in enumerate(live) if not state.finished]
         if grid is not None:
@@ -433,8 +464,15 @@ def _decode(
             cache.batch_select_indices(keep)
             input_ids, attention_mask = input_ids[keep], attention_mask[keep]
             positions, next_positions = positions[keep], next_positions[keep]
+            seen = seen[keep] if seen is not None else None
             rows = [rows[index] for index in still_decoding]
     return sampling.max_new_tokens
+
+
+def _tokens_seen(input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[N, vocab_size] bool: which token ids occur among each row's real (unmasked) tokens."""
+    counts = torch.zeros(input_ids.shape[0], vocab_size, dtype=torch.long, device=input_ids.device)
+    return counts.scatter_add_(1, input_ids, attention_mask.long()) > 0
 
 
 def _completion_text(state: _SequenceState, tokenizer) -> str:

@@ -28,6 +28,7 @@ from scalerl.tasks.types import Task, TaskExample
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import evaluate_correct_counts
+from scalerl.train.records.completions_table import COMPLETIONS_FILE
 
 _EVAL_SEED_OFFSET = 1_000_003
 DIFFICULTY_COLUMN = "difficulty"
@@ -108,9 +109,6 @@ def validation_pass_rates(
         **pass_rate_columns(counts, config.eval_samples_per_prompt, difficulty_groups(examples)),
         **samples.reward_means(),
     }
-
-
-COMPLETIONS_FILE = "completions.jsonl"
 
 
 class SampleLog:

@@ -1,5 +1,5 @@
-"""The generator's settings read from a run config: sampling (temperature, top-p, length, FP32
-head) and length control, the same for training rollouts, evaluation and the vLLM backend.
+"""The generator's settings read from a run config: sampling (temperature, top-k, top-p, repetition
+penalty, lengths, FP32 head) and length control, the same for training rollouts, evaluation and the vLLM backend.
 
 Kept apart from scalerl.train.generation, which takes these settings as arguments, so that the
 generation code (and the warm start built on it) does not depend on the run config.
@@ -18,6 +18,9 @@ def sampling_settings(config: TrainConfig) -> SamplingSettings:
         max_new_tokens=sampling.max_new_tokens,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        repetition_penalty=sampling.repetition_penalty,
+        max_prompt_length=sampling.max_prompt_length,
         fp32_head=config.model.fp32_head,
     )
 

@@ -51,6 +51,27 @@ class SamplingConfig:
     )
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass (1: off)"})
+    top_k: int = field(
+        default=0,
+        metadata={
+            "help": "sample among the k most likely tokens only (0: off); the log-probs recorded for training stay "
+            "the policy's own (untruncated, temperature 1), as in TRL and verl"
+        },
+    )
+    repetition_penalty: float = field(
+        default=1.0,
+        metadata={
+            "help": "CTRL repetition penalty (1: off): the logit l of a token already in the prompt or completion "
+            "becomes l / penalty if l > 0, else l * penalty, for sampling only (recorded log-probs are the policy's)"
+        },
+    )
+    max_prompt_length: int = field(
+        default=0,
+        metadata={
+            "help": "most prompt tokens (0: no limit); a longer prompt keeps its last max_prompt_length tokens "
+            "(left truncation, as TRL's max_prompt_length), in training and validation"
+        },
+    )
     length_control: str = field(default="interrupt", metadata={"help": "length control", "choices": LENGTH_CONTROLS})
     # `follows`: left unset, the key keeps its share of max_new_tokens when that changes (config_io).
     thinking_budget_min: int = field(
@@ -81,6 +102,9 @@ class SamplingConfig:
             _require_positive(getattr(self, name), f"sampling.{name}")
         _require_positive(self.temperature, "sampling.temperature")
         _require_fraction(self.top_p, "sampling.top_p", open_low=True)
+        _require(self.top_k >= 0, "sampling.top_k", "must be >= 0 (0: off)")
+        _require_positive(self.repetition_penalty, "sampling.repetition_penalty")
+        _require(self.max_prompt_length >= 0, "sampling.max_prompt_length", "must be >= 0 (0: no limit)")
         _require_choice(self.length_control, "sampling.length_control", tuple(LENGTH_CONTROLS))
         _require_positive(self.thinking_budget_min, "sampling.thinking_budget_min")
         _require(

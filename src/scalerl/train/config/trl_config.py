@@ -36,6 +36,9 @@ DIRECT_KEYS: dict[str, str] = {
     "max_completion_length": "sampling.max_new_tokens",
     "temperature": "sampling.temperature",
     "top_p": "sampling.top_p",
+    "top_k": "sampling.top_k",
+    "repetition_penalty": "sampling.repetition_penalty",
+    "max_prompt_length": "sampling.max_prompt_length",
     "seed": "seed",
     "eval_steps": "eval_every",
     "save_steps": "checkpoint_every",
@@ -67,7 +70,6 @@ COMBINED_KEYS = (
 # TRL keys with no counterpart here, and what to do instead.
 REFUSED_KEYS: dict[str, str] = {
     "num_train_epochs": "scalerl counts optimiser steps: set max_steps (TRL's max_steps wins over it too)",
-    "max_prompt_length": "scalerl does not cut prompts: drop it",
 }
 # TRL keys that change nothing here: (the values accepted, None: any; the note said). Another
 # value is refused with the note.
@@ -99,8 +101,6 @@ HARMLESS_KEYS: dict[str, tuple[tuple[Any, ...] | None, str]] = {
     "num_iterations": ((1,), "one update per generated batch (pipeline.mode=ppo-offpolicy for more)"),
     "mask_truncated_completions": ((False,), "truncated completions are trained on"),
     "use_liger_kernel": ((False,), "no liger kernels here"),
-    "top_k": ((0, None), "top-k sampling is off"),
-    "repetition_penalty": ((1.0,), "no repetition penalty here"),
 }
 # lr_scheduler_type -> optim.lr_schedule
 LR_SCHEDULER_TYPES = {
@@ -123,6 +123,8 @@ TRL_DEFAULTS: dict[str, Any] = {
     "max_completion_length": 512,
     "temperature": 1.0,
     "top_p": 1.0,
+    "top_k": 0,
+    "repetition_penalty": 1.0,
     "seed": 42,
     "save_steps": 500,
     "per_device_train_batch_size": 8,
@@ -327,6 +329,9 @@ def trl_assignments(
         raise ConfigError("TRL keys with no counterpart here: " + "; ".join(refused))
     max_steps = _max_steps(values)
     out = {DIRECT_KEYS[key]: value for key, value in values.items() if key in DIRECT_KEYS}
+    for key in ("top_k", "max_prompt_length"):  # null: TRL's "off" / "no limit"
+        if key in values and values[key] is None:
+            out[DIRECT_KEYS[key]] = 0
     if with_defaults:
         out.update(TRL_BEHAVIOUR)
     if max_steps is not None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.errors import InputError
+from scalerl.train.records.completions_table import COMPLETIONS_FILE, COMPLETIONS_TAG, CompletionsFeed, markdown_table
 from scalerl.train.records.metric_groups import grouped_metric_name
 from scalerl.train.records.safe_writes import write_atomically, writing
 
@@ -147,6 +148,11 @@ class TensorBoardMirror:
                     self._writer.add_scalar(grouped_metric_name(key), value, global_step=step)
         self._writer.flush()
 
+    def write_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """The validation samples of `step` as one Markdown table (TensorBoard's Text tab)."""
+        self._writer.add_text(COMPLETIONS_TAG, markdown_table(rows), global_step=step)
+        self._writer.flush()
+
     def close(self) -> None:
         self._writer.close()
 
@@ -161,12 +167,14 @@ def open_tensorboard(log_dir: str | os.PathLike) -> TensorBoardMirror | None:
 
 class MetricsLog:
     """The run's metrics sink: JSONL file (always) plus TensorBoard and W&B (optional), every
-    mirror under the grouped names of the JSONL columns (`grouped_metric_name`)."""
+    mirror under the grouped names of the JSONL columns (`grouped_metric_name`). The validation
+    samples of RUN/completions.jsonl go to the mirrors with their step's row, before it."""
 
     def __init__(self, run_dir: str | os.PathLike, *, tensorboard: bool = False, mirrors: tuple = ()):
         self.path = Path(run_dir) / METRICS_FILE_NAME
         tensorboard_mirror = open_tensorboard(Path(run_dir) / "tensorboard") if tensorboard else None
         self._mirrors = [m for m in (tensorboard_mirror, *mirrors) if m is not None]
+        self._completions = CompletionsFeed(Path(run_dir) / COMPLETIONS_FILE)
 
     @classmethod
     def for_config(cls, run_dir: str | os.PathLike, config: Any) -> MetricsLog:
@@ -184,7 +192,10 @@ class MetricsLog:
 
     def append(self, row: Mapping[str, Any]) -> None:
         append_row(self.path, row)
+        samples = self._completions.due(int(row["step"])) if self._mirrors else []
         for mirror in self._mirrors:
+            if samples:
+                mirror.write_completions(int(row["step"]), samples)
             mirror.write(row)
 
     def rows(self) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.errors import ConfigError
+from scalerl.train.records.completions_table import COMPLETIONS_TAG, table_cell, table_columns
 from scalerl.train.records.metric_groups import grouped_metric_name
 
 RUN_ID_FILE = "wandb_run_id"
@@ -96,6 +97,15 @@ class WandbMirror:
 
     def write(self, row: Mapping[str, Any]) -> None:
         self._run.log(numeric_columns(row), step=int(row["step"]))
+
+    def write_completions(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """The validation samples of `step` as one wandb.Table (W&B's Tables view)."""
+        import wandb
+
+        columns = table_columns(rows)
+        data = [[table_cell(row.get(column)) for column in columns] for row in rows]
+        table = wandb.Table(columns=columns, data=data, allow_mixed_types=True)
+        self._run.log({COMPLETIONS_TAG: table}, step=step)
 
     def close(self) -> None:
         self._run.finish()
