@@ -115,7 +115,7 @@ class OffPolicyLoop:
             oldest = min(r.oldest_policy_version for r in rollout_slice)
             if admit_batch(oldest, self.session.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
-            self.session.run_state.update_pool(rollout_slice)
+            self.session.run_state.update_pool(batch.packed.columns())
             self.session.steps_committed += 1
             self.pending = (self.session.train(batch.packed), batch)
             result = ray.get(self.pending[0])
