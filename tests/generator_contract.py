@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import unpack_rollouts
 
 
 def rollout_violations(
@@ -87,7 +88,7 @@ def batch_violations(batch, request, num_generations: int, *, published_version:
     if batch.weight_sync_seconds < 0:
         problems.append("negative weight_sync_seconds")
     problems += rollout_violations(
-        batch.rollouts,
+        unpack_rollouts(batch.packed),
         request.prompt_indices,
         num_generations,
         min_version=batch.start_version,

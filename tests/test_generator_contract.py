@@ -129,4 +129,4 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
             ray.shutdown()
     assert batch_violations(batch, request, 2, published_version=2) == []
     assert worker.vllm.loaded_versions == [2]  # the published weights reached the backend
-    assert {r.reward for r in batch.rollouts} <= {-1.0, 1.0}  # scored by the task's verifier
+    assert set(batch.packed.reward.tolist()) <= {-1.0, 1.0}  # scored by the task's verifier

@@ -11,7 +11,6 @@ from scalerl.distributed.messages import GeneratedBatch
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import (
     PackedRollouts,
-    as_rollouts,
     concat_packed,
     pack_rollouts,
     unpack_rollouts,
@@ -128,6 +127,5 @@ def test_generated_batch_reads_its_packed_rollouts():
         weight_sync_seconds=0.0,
         num_weight_swaps=0,
     )
-    assert batch.rollouts == tuple(rollouts)
+    assert unpack_rollouts(batch.packed) == rollouts
     assert batch.oldest_policy_version == 0  # the third rollout's token was made by version 0
-    assert as_rollouts(batch.packed) == rollouts and as_rollouts(tuple(rollouts)) == rollouts

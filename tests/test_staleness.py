@@ -120,7 +120,6 @@ def _batch(oldest_version):
 
     return SimpleNamespace(
         oldest_policy_version=oldest_version,
-        rollouts=("r",),
         packed=SimpleNamespace(columns=lambda: ("columns", oldest_version)),
     )
 

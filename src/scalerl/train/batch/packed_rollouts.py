@@ -243,8 +243,3 @@ def unpack_rollouts(packed: PackedRollouts) -> list[Rollout]:
             (start, end),
         ) in columns
     ]
-
-
-def as_rollouts(batch: PackedRollouts | Sequence[Rollout]) -> list[Rollout]:
-    """A trainer's argument as Rollouts: unpacked when packed, else the sequence as a list."""
-    return unpack_rollouts(batch) if isinstance(batch, PackedRollouts) else list(batch)
