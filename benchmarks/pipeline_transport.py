@@ -78,12 +78,12 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
     and of packing and unpacking alone, in this process."""
     import ray
 
-    from scalerl.train.batch.packed_rollouts import as_rollouts, pack_rollouts
+    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 
     @ray.remote(num_cpus=0)
     class Receiver:
         def take(self, batch) -> int:
-            return len(as_rollouts(batch))
+            return len(list(batch) if isinstance(batch, list) else unpack_rollouts(batch))
 
     receiver = Receiver.remote()
     ray.get(receiver.take.remote([]))

@@ -5,17 +5,15 @@ time; publication, checkpoints and the model shape are TrainerWorker's own.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 import numpy as np
 
+from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
-from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_until
 from scalerl.errors import InputError
 from scalerl.train.batch.batch_columns import generation_totals
-from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.held_out import PASS_RATE_COLUMN
 
 
@@ -31,12 +29,11 @@ class SimulatedTrainer(TrainerWorker):
         super().__init__(config, registry, torch_threads=torch_threads,
                          resume_checkpoint=resume_checkpoint)
 
-    def train(self, rollouts: PackedRollouts | Sequence[Rollout]) -> StepResult:
+    def train(self, batch: PackedRollouts) -> StepResult:
         from scalerl.train.train_step import StepStats
 
         started_at = time.time()
         # TrainerWorker.train trains on a packed batch as it is: nothing is unpacked here either
-        batch = rollouts if isinstance(rollouts, PackedRollouts) else pack_rollouts(list(rollouts))
         tokens, context = generation_totals(batch.columns())
         sleep_until(time.perf_counter() + self.costs.train_seconds(tokens))
         self.version += 1

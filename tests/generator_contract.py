@@ -1,7 +1,8 @@
 """The generator interface contract, as checks any backend's output can be run through.
 
 A rollout backend (the HF path in scalerl.train.generation, vllm_generator.VllmRolloutBackend, a
-test fake) turns P prompts into P x G `Rollout`s; a generator worker wraps them in a
+test fake) turns P prompts into P x G rollouts, packed (`PackedRollouts`; checked here unpacked, as
+`Rollout`s); a generator worker wraps them in a
 `GeneratedBatch` for one `GenerationRequest`. The driver, the staleness rule and the trainer rely
 on the properties below; tests run the fake backend through them on CPU and the vLLM backend on
 a GPU node (tests/test_vllm_gpu.py). Pure Python: no torch, no ray.
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import unpack_rollouts
 
 
 def rollout_violations(
@@ -86,7 +88,7 @@ def batch_violations(batch, request, num_generations: int, *, published_version:
     if batch.weight_sync_seconds < 0:
         problems.append("negative weight_sync_seconds")
     problems += rollout_violations(
-        batch.rollouts,
+        unpack_rollouts(batch.packed),
         request.prompt_indices,
         num_generations,
         min_version=batch.start_version,

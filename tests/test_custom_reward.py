@@ -11,9 +11,10 @@ from scalerl.errors import ConfigError
 from scalerl.tasks.custom_reward import RewardFunctionError, combined_rewards, reward_functions
 from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import TaskExample
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.run_setup import build_task
-from scalerl.train.step_rollouts import score_rollouts
+from scalerl.train.step_rollouts import score_batch
 
 MODULE = """
 def correct(prompts, completions, answers, **kwargs):
@@ -66,28 +67,30 @@ def test_python_callables_and_a_dataset_column(tmp_path, user_module):
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     config = TrainConfig().with_overrides([f"task.name={path}", f"task.reward={user_module}:level"])
     task = build_task(config)
-    rollouts = [
-        Rollout(
-            prompt_index=i,
-            group_index=0,
-            prompt_token_ids=(1,),
-            completion_token_ids=(2,),
-            generator_logprobs=(0.0,),
-            token_policy_versions=(0,),
-            reward=0.0,
-            truncated=False,
-            interrupted=False,
-            completion_text="0",
-        )
-        for i in range(3)
-    ]
+    rollouts = pack_rollouts(
+        [
+            Rollout(
+                prompt_index=i,
+                group_index=0,
+                prompt_token_ids=(1,),
+                completion_token_ids=(2,),
+                generator_logprobs=(0.0,),
+                token_policy_versions=(0,),
+                reward=0.0,
+                truncated=False,
+                interrupted=False,
+                completion_text="0",
+            )
+            for i in range(3)
+        ]
+    )
     difficulties = [float(dict(task.train[i].columns)["difficulty"]) for i in range(3)]
-    assert [r.reward for r in score_rollouts(task, rollouts)] == difficulties
+    assert score_batch(task, rollouts).reward.tolist() == difficulties
     doubled = build_task(
         TrainConfig().with_overrides([f"task.name={path}", "task.reward_weights="]),
         reward_functions=[lambda completions, **kwargs: [2.0] * len(completions)],
     )
-    assert [r.reward for r in score_rollouts(doubled, rollouts)] == [2.0, 2.0, 2.0]
+    assert score_batch(doubled, rollouts).reward.tolist() == [2.0, 2.0, 2.0]
     assert doubled.reward("anything", task.train[0]) == 2.0
 
 

@@ -64,6 +64,7 @@ def test_model_shape_excludes_untied_input_embedding():
 def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
     pytest.importorskip("torch")
     from scalerl.tasks.rollout import Rollout
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_state import RunState
     from scalerl.train.train_step import StepStats
@@ -100,7 +101,7 @@ def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
         )
         state = RunState(TrainConfig(), tmp_path / f"run{recomputed_tokens}", num_train_prompts=4)
         try:
-            return state.book_step(1, [rollout], stats, shape=SHAPE, wall_seconds=0.0)["flops"]
+            return state.book_step(1, pack_rollouts([rollout]).columns(), stats, shape=SHAPE, wall_seconds=0.0)["flops"]
         finally:
             state.close()
 

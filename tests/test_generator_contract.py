@@ -10,11 +10,11 @@ from generator_contract import batch_violations, check, rollout_violations
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
 from scalerl.errors import ScaleRLError
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 
 
 class FakeRolloutBackend:
-    """VllmRolloutBackend's interface with deterministic output: prompts x G -> Rollouts whose
+    """VllmRolloutBackend's interface with deterministic output: prompts x G -> rollouts (packed) whose
     last two tokens are a forced phrase (log-prob 0, loss_mask 0), reward 0.0 (scored later)."""
 
     def __init__(self, model_path="fake", sampling=None, length_control=None):
@@ -44,12 +44,14 @@ class FakeRolloutBackend:
                         loss_mask=(1,) * sampled + (0, 0),
                     )
                 )
-        return rollouts
+        return pack_rollouts(rollouts)
 
 
 def _fake_rollouts(version=3):
-    return FakeRolloutBackend().generate(
-        ["1+1=", "2+2=", "3+3="], [7, 2, 9], num_generations=2, seed=0, policy_version=version
+    return unpack_rollouts(
+        FakeRolloutBackend().generate(
+            ["1+1=", "2+2=", "3+3="], [7, 2, 9], num_generations=2, seed=0, policy_version=version
+        )
     )
 
 
@@ -127,4 +129,4 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
             ray.shutdown()
     assert batch_violations(batch, request, 2, published_version=2) == []
     assert worker.vllm.loaded_versions == [2]  # the published weights reached the backend
-    assert {r.reward for r in batch.rollouts} <= {-1.0, 1.0}  # scored by the task's verifier
+    assert set(batch.packed.reward.tolist()) <= {-1.0, 1.0}  # scored by the task's verifier

@@ -52,14 +52,18 @@ def test_split_groups_keeps_order_and_balances():
 
 def test_slice_rounds_cuts_whole_prompt_groups_and_renumbers_them():
     from scalerl.distributed.offpolicy import slice_rounds
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
 
-    # 4 prompt groups of 2 generations (group ids as a round of two batches tags them)
-    rollouts = [_rollout(g, 10 + g) for g in (100, 100, 101, 101, 200, 200, 201, 201)]
-    slices = slice_rounds(rollouts, prompts_per_step=2)
-    assert len(slices) == 2
-    assert [r.group_index for r in slices[0]] == [0, 0, 1, 1]
-    assert [r.prompt_index for r in slices[1]] == [210, 210, 211, 211]
-    assert [r.group_index for r in slices[1]] == [0, 0, 1, 1]
+    # 5 prompt groups of 2 generations (group ids as a round of two batches tags them); the
+    # completions' versions tell the rollouts apart
+    groups = (100, 100, 101, 101, 200, 200, 201, 201, 202, 202)
+    packed = pack_rollouts([_rollout(g, 10 + g, versions=(i,)) for i, g in enumerate(groups)])
+    slices = slice_rounds(packed, prompts_per_step=2)
+    assert len(slices) == 3
+    assert [s.group_index.tolist() for s in slices] == [[0, 0, 1, 1], [0, 0, 1, 1], [0, 0]]
+    assert slices[1].prompt_index.tolist() == [210, 210, 211, 211]
+    assert [s.versions.tolist() for s in slices] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert slice_rounds(pack_rollouts([]), prompts_per_step=2) == []
 
 
 def test_actor_gpus_share_one_gpu_unless_told_otherwise():

@@ -9,7 +9,12 @@ import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.packed_rollouts import PackedRollouts, as_rollouts, pack_rollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import (
+    PackedRollouts,
+    concat_packed,
+    pack_rollouts,
+    unpack_rollouts,
+)
 
 
 def ragged_rollouts() -> list[Rollout]:
@@ -77,6 +82,25 @@ def test_empty_batch_and_all_empty_completions():
     assert unpack_rollouts(packed) == empty
 
 
+def _same_arrays(a: PackedRollouts, b: PackedRollouts) -> None:
+    for name in PackedRollouts.__dataclass_fields__:
+        left, right = getattr(a, name), getattr(b, name)
+        assert left.dtype == right.dtype and left.tolist() == right.tolist(), name
+
+
+def test_concat_of_packs_is_the_pack_of_the_concatenated_rollouts():
+    rollouts = ragged_rollouts()
+    parts = [rollouts[:1], [], rollouts[1:], rollouts[::-1]]  # an empty part, an empty completion, reordering
+    joined = concat_packed([pack_rollouts(part) for part in parts])
+    _same_arrays(joined, pack_rollouts([r for part in parts for r in part]))
+    # by hand: completions of lengths 4 | - | 0, 1 | 1, 0, 4 -> offsets shifted by 4 and 5
+    assert joined.completion_offsets.tolist() == [0, 4, 4, 5, 6, 6, 10]
+    assert joined.text_offsets.tolist()[:2] == [0, len("7 = 3 + 4 – ok ✓".encode())]
+    assert unpack_rollouts(joined) == [r for part in parts for r in part]
+    _same_arrays(concat_packed([]), pack_rollouts([]))
+    _same_arrays(concat_packed([pack_rollouts(rollouts)]), pack_rollouts(rollouts))
+
+
 def test_packed_rollouts_survive_ray_serialisation_and_pickle():
     import ray.cloudpickle
 
@@ -103,6 +127,5 @@ def test_generated_batch_reads_its_packed_rollouts():
         weight_sync_seconds=0.0,
         num_weight_swaps=0,
     )
-    assert batch.rollouts == tuple(rollouts)
+    assert unpack_rollouts(batch.packed) == rollouts
     assert batch.oldest_policy_version == 0  # the third rollout's token was made by version 0
-    assert as_rollouts(batch.packed) == rollouts and as_rollouts(tuple(rollouts)) == rollouts

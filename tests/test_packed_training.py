@@ -16,7 +16,7 @@ from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
 from scalerl.distributed.weight_sync.object_store import BackgroundPublisher
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.batch_columns import generation_totals, rollout_columns
+from scalerl.train.batch.batch_columns import generation_totals
 from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
@@ -156,11 +156,14 @@ def test_nonfinite_logprobs_read_from_the_packed_buffers():
     assert nonfinite_logprobs(pack_rollouts(_batch())) is None
 
 
-def test_columns_and_generation_totals_of_packed_and_rollouts_agree():
-    rollouts = _batch()
-    packed, listed = pack_rollouts(rollouts).columns(), rollout_columns(rollouts)
-    for name in ("prompt_index", "reward", "truncated", "interrupted", "prompt_lengths", "completion_lengths"):
-        assert getattr(packed, name).tolist() == getattr(listed, name).tolist(), name
+def test_columns_and_generation_totals_of_a_packed_batch_by_hand():
+    packed = pack_rollouts(_batch()).columns()
+    assert packed.prompt_index.tolist() == [0, 0, 1, 1, 2, 2]
+    assert packed.reward.tolist() == [1.0, -1.0, -1.0, 1.0, 1.0, 1.0]
+    assert packed.truncated.tolist() == [False, False, True, False, False, False]
+    assert packed.interrupted.tolist() == [False] * 6
+    assert packed.prompt_lengths.tolist() == [3, 3, 2, 2, 1, 1]
+    assert packed.completion_lengths.tolist() == [4, 1, 6, 2, 2, 1]
     # sum_i L_i ; sum_i (L_i P_i + L_i (L_i + 1) / 2) by hand
     assert generation_totals(packed) == (
         16,
@@ -168,7 +171,7 @@ def test_columns_and_generation_totals_of_packed_and_rollouts_agree():
     )
 
 
-def test_book_step_of_a_packed_batch_writes_the_rollouts_row(tmp_path):
+def test_book_step_of_a_packed_batch_writes_its_row(tmp_path):
     shape = ModelShape(n_params=1000, n_layers=1, d_model=8)
     stats = StepStats(
         loss=0.5,
@@ -185,19 +188,16 @@ def test_book_step_of_a_packed_batch_writes_the_rollouts_row(tmp_path):
         updated=True,
     )
     config = TrainConfig().with_overrides(["max_steps=10", "prompts_per_step=3", "generations_per_prompt=2"])
-    rows = []
-    for form in (list, pack_rollouts):
-        state = RunState(config, tmp_path / form.__name__, num_train_prompts=20)
-        state.update_pool(form(_batch()))
-        rows.append(
-            state.book_step(1, form(_batch()), stats, shape=shape, wall_seconds=0.0, dropped=[form(_batch()[:2])])
-        )
-        rows[-1]["pool_size_after"] = state.pool.active_count
-        state.close()
-    assert rows[0] == rows[1]
-    assert rows[1]["samples"] == 8 and rows[1]["tokens_generated"] == 16 + 5
-    assert rows[1]["train_pass_rate"] == 4 / 6 and rows[1]["truncation_rate"] == 1 / 6
-    assert rows[1]["pool_size_after"] == 19  # prompt 2 passed every generation: retired
+    state = RunState(config, tmp_path, num_train_prompts=20)
+    columns = pack_rollouts(_batch()).columns()
+    state.update_pool(columns)
+    dropped = pack_rollouts(_batch()[:2]).columns()
+    row = state.book_step(1, columns, stats, shape=shape, wall_seconds=0.0, dropped=[dropped])
+    state.close()
+    assert row["samples"] == 8 and row["tokens_generated"] == 16 + 5
+    assert row["train_pass_rate"] == 4 / 6 and row["truncation_rate"] == 1 / 6
+    assert row["train_reward"] == 2 / 6 and row["mean_length"] == 16 / 6
+    assert state.pool.active_count == 19  # prompt 2 passed every generation: retired
 
 
 def test_packed_lag_stats_by_hand():

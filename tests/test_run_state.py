@@ -6,6 +6,7 @@ import torch
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
+from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
@@ -38,6 +39,11 @@ def _rollout(prompt, reward, tokens=3):
     )
 
 
+def _columns(*rollouts):
+    """The columns of these rollouts packed: what the trainer and the pipeline book a step from."""
+    return pack_rollouts(list(rollouts)).columns()
+
+
 def _stats(tokens=10):
     return StepStats(
         loss=0.5,
@@ -67,8 +73,8 @@ def test_schedule_validates_at_r0_every_eval_every_and_at_the_end(tmp_path):
 
 def test_book_step_adds_generation_training_and_dropped_batches_to_the_counters(tmp_path):
     state = RunState(_config(), tmp_path, num_train_prompts=20)
-    rollouts = [_rollout(0, 1.0), _rollout(0, -1.0, tokens=5)]
-    row = state.book_step(1, rollouts, _stats(), shape=SHAPE, wall_seconds=3600.0, dropped=[[_rollout(1, 1.0)]])
+    batch = _columns(_rollout(0, 1.0), _rollout(0, -1.0, tokens=5))
+    row = state.book_step(1, batch, _stats(), shape=SHAPE, wall_seconds=3600.0, dropped=[_columns(_rollout(1, 1.0))])
     assert state.step == 1 and row["step"] == 1
     assert row["samples"] == 3 and row["tokens_generated"] == 3 + 5 + 3
     assert row["tokens_trained"] == 10 and row["device_hours"] == pytest.approx(1.0)
@@ -94,8 +100,8 @@ def test_a_checkpoint_restores_the_run_state_and_drops_later_rows(tmp_path):
     state = RunState.open(config, tmp_path, resume=False, num_train_prompts=20)
     state.append(state.initial_row())
     prompts = state.sample_prompts()
-    state.update_pool([_rollout(prompts[0], 1.0), _rollout(prompts[0], 1.0)])  # solved: retired
-    state.append(state.book_step(1, [_rollout(prompts[0], 1.0)], _stats(), shape=SHAPE, wall_seconds=1.0))
+    state.update_pool(_columns(_rollout(prompts[0], 1.0), _rollout(prompts[0], 1.0)))  # solved: retired
+    state.append(state.book_step(1, _columns(_rollout(prompts[0], 1.0)), _stats(), shape=SHAPE, wall_seconds=1.0))
     model, tokenizer = build_tiny_model(TINY_SPEC, seed=0)
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, config.optim.warmup_steps)

@@ -118,7 +118,10 @@ def _fake_session(*, max_lag, on_stale, committed, published, max_steps=100):
 def _batch(oldest_version):
     from types import SimpleNamespace
 
-    return SimpleNamespace(oldest_policy_version=oldest_version, rollouts=("r",), packed=("arrays", oldest_version))
+    return SimpleNamespace(
+        oldest_policy_version=oldest_version,
+        packed=SimpleNamespace(columns=lambda: ("columns", oldest_version)),
+    )
 
 
 def test_async_loop_dispatch_gate_asks_with_the_latest_consumer_version():

@@ -134,8 +134,9 @@ def test_bad_difficulty_settings_raise_config_error():
         ArithmeticTask(TaskConfig(num_operands=2, max_digits=1, num_train_prompts=100, num_val_prompts=1))
 
 
-def test_score_rollouts_rewards_each_rollout_against_its_train_prompt():
-    from scalerl.train.step_rollouts import score_rollouts
+def test_score_batch_rewards_each_rollout_against_its_train_prompt():
+    from scalerl.train.batch.packed_rollouts import pack_rollouts
+    from scalerl.train.step_rollouts import score_batch
 
     task = ArithmeticTask(SMALL_TASK)
 
@@ -154,7 +155,8 @@ def test_score_rollouts_rewards_each_rollout_against_its_train_prompt():
         )
 
     rollouts = [rollout(3, task.train[3].demonstration), rollout(4, task.train[3].demonstration)]
-    assert [r.reward for r in score_rollouts(task, rollouts)] == [1.0, -1.0]
+    assert score_batch(task, pack_rollouts(rollouts)).reward.tolist() == [1.0, -1.0]
+    assert len(score_batch(task, pack_rollouts([]))) == 0
 
 
 # --- verifiers -------------------------------------------------------------------------------

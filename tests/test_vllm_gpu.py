@@ -45,16 +45,17 @@ def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights()
 
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
     from scalerl.distributed.weight_sync.object_store import snapshot_weights
+    from scalerl.train.batch.packed_rollouts import unpack_rollouts
     from scalerl.train.config.generation_settings import length_control, sampling_settings
 
     config = _config()
     backend = VllmRolloutBackend(MODEL, sampling_settings(config), length_control(config), gpu_memory_utilization=0.4)
     prompts = ["What is 2 + 3?", "What is 7 * 6?"]
-    rollouts = backend.generate(prompts, [0, 1], num_generations=2, seed=0, policy_version=0)
+    rollouts = unpack_rollouts(backend.generate(prompts, [0, 1], num_generations=2, seed=0, policy_version=0))
     assert rollout_violations(rollouts, [0, 1], 2, min_version=0, max_version=0) == []
     model = AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype=torch.bfloat16)
     backend.load_snapshot(snapshot_weights(model, 1))  # the trainer's format, bf16 bit-exact
-    again = backend.generate(prompts, [0, 1], num_generations=2, seed=0, policy_version=1)
+    again = unpack_rollouts(backend.generate(prompts, [0, 1], num_generations=2, seed=0, policy_version=1))
     assert rollout_violations(again, [0, 1], 2, min_version=1, max_version=1) == []
     # same weights, same seeds: the reloaded engine samples what it sampled before
     assert [r.completion_token_ids for r in again] == [r.completion_token_ids for r in rollouts]

@@ -29,8 +29,7 @@ from scalerl.distributed.weight_sync.object_store import (
     registry_handle,
     snapshot_weights,
 )
-from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.flops import ModelShape, model_shape
 from scalerl.train.guards.context_check import check_prompt_lengths
@@ -39,7 +38,7 @@ from scalerl.train.held_out import validation_pass_rates
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
 from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
-from scalerl.train.step_rollouts import generate_step, score_rollouts, training_rewards
+from scalerl.train.step_rollouts import generate_step, score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 
@@ -94,8 +93,7 @@ class GeneratorWorker:
         sync_before, swaps_before = self.subscriber.sync_seconds, self.subscriber.num_swaps
         rng_after = None
         if self.backend == "vllm":
-            rollouts, start_version = self._generate_vllm(request)
-            packed = pack_rollouts(rollouts)
+            packed, start_version = self._generate_vllm(request)
         else:
             start_version = self.subscriber.sync(self.model, request.min_version)
             hook = self.subscriber.hook_for(self.model) if request.in_flight else None
@@ -124,17 +122,17 @@ class GeneratorWorker:
             rng_state_after=rng_after,
         )
 
-    def _generate_vllm(self, request: GenerationRequest) -> tuple[list[Rollout], int]:
+    def _generate_vllm(self, request: GenerationRequest) -> tuple[PackedRollouts, int]:
         version = self.subscriber.sync(self.vllm.load_snapshot, request.min_version)
         examples = [self.task.train[i] for i in request.prompt_indices]
-        rollouts = self.vllm.generate(
+        packed = self.vllm.generate(
             [e.prompt for e in examples],
             list(request.prompt_indices),
             num_generations=self.config.sampling.generations_per_prompt,
             seed=request.seed,
             policy_version=version,
         )
-        return score_rollouts(self.task, rollouts), version
+        return score_batch(self.task, packed), version
 
 
 # A data-parallel rank waits this long in a collective for the others (one step, or a checkpoint).

@@ -6,11 +6,9 @@ code: the simulated-device backend's generators import only this, packed_rollout
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
-from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.packed_rollouts import PackedRollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 
 
 @dataclass(frozen=True)
@@ -31,8 +29,8 @@ class GenerationRequest:
 
 @dataclass(frozen=True)
 class GeneratedBatch:
-    """Rollouts (rewards filled in), packed into arrays (packed.py), and how the generator spent
-    its time on them. `rollouts` unpacks them on first use, in the process that reads them."""
+    """Rollouts (rewards filled in), packed into arrays (packed_rollouts.py), and how the generator
+    spent its time on them."""
 
     step: int
     generator_id: int
@@ -43,10 +41,6 @@ class GeneratedBatch:
     weight_sync_seconds: float
     num_weight_swaps: int
     rng_state_after: object | None = None
-
-    @functools.cached_property
-    def rollouts(self) -> tuple[Rollout, ...]:
-        return tuple(unpack_rollouts(self.packed))
 
     @property
     def oldest_policy_version(self) -> int:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import numpy as np
+
 from scalerl.distributed.staleness import Admission, admit_batch
 from scalerl.errors import ScaleRLError
-from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, concat_packed
 
 
 def split_groups(prompt_indices: list[int], num_parts: int) -> list[list[int]]:
@@ -26,19 +28,21 @@ def split_groups(prompt_indices: list[int], num_parts: int) -> list[list[int]]:
     return chunks
 
 
-def slice_rounds(rollouts: list, prompts_per_step: int) -> list[list]:
+def slice_rounds(packed: PackedRollouts, prompts_per_step: int) -> list[PackedRollouts]:
     """Consecutive slices of `prompts_per_step` prompt groups, group indices renumbered from 0.
 
-    `rollouts` come grouped by prompt (G per prompt, in the round's prompt order)."""
-    groups: list[list] = []
-    for rollout in rollouts:
-        if not groups or groups[-1][0].group_index != rollout.group_index:
-            groups.append([])
-        groups[-1].append(rollout)
+    `packed` comes grouped by prompt (G per prompt, in the round's prompt order): a group starts
+    where group_index changes; group number j goes to slice j // prompts_per_step as its group
+    j % prompts_per_step."""
+    if not len(packed):
+        return []
+    starts = np.ones(len(packed), dtype=np.int64)
+    starts[1:] = packed.group_index[1:] != packed.group_index[:-1]
+    slice_of, group_in_slice = np.divmod(np.cumsum(starts) - 1, prompts_per_step)
     slices = []
-    for start in range(0, len(groups), prompts_per_step):
-        chunk = groups[start : start + prompts_per_step]
-        slices.append([dataclasses.replace(r, group_index=g) for g, group in enumerate(chunk) for r in group])
+    for part in range(int(slice_of[-1]) + 1):
+        rows = np.flatnonzero(slice_of == part)
+        slices.append(dataclasses.replace(packed.select(rows), group_index=group_in_slice[rows]))
     return slices
 
 
@@ -103,21 +107,21 @@ class OffPolicyLoop:
     def _train_round(self, batches: list) -> None:
         import ray
 
-        rollouts = [r for batch in batches for r in _regrouped(batch, offset=0)]
         first = batches[0]
-        slices = slice_rounds(rollouts, self.session.config.sampling.prompts_per_step)
-        for position, rollout_slice in enumerate(slices):
+        round_batch = concat_packed([_regrouped(batch) for batch in batches])
+        slices = slice_rounds(round_batch, self.session.config.sampling.prompts_per_step)
+        for position, packed in enumerate(slices):
             batch = dataclasses.replace(
                 first,
-                packed=pack_rollouts(rollout_slice),
+                packed=packed,
                 weight_sync_seconds=sum(b.weight_sync_seconds for b in batches) if position == 0 else 0.0,
             )
-            oldest = min(r.oldest_policy_version for r in rollout_slice)
+            oldest = batch.oldest_policy_version
             if admit_batch(oldest, self.session.steps_committed, self.k - 1, "drop") is not Admission.ADMIT:
                 raise ScaleRLError("PPO-off-policy-k produced a batch older than k - 1 (internal error)")
-            self.session.run_state.update_pool(rollout_slice)
+            self.session.run_state.update_pool(packed.columns())
             self.session.steps_committed += 1
-            self.pending = (self.session.train(batch.packed), batch)
+            self.pending = (self.session.train(packed), batch)
             result = ray.get(self.pending[0])
             self.pending = None
             self.session.complete_step(result, batch)
@@ -126,7 +130,7 @@ class OffPolicyLoop:
                     self.on_row(row, self.session)
 
 
-def _regrouped(batch, offset: int) -> list:
+def _regrouped(batch) -> PackedRollouts:
     """A batch's rollouts with group indices made unique across a round's batches."""
     tag = batch.generator_id * 1_000_000 + batch.step * 10_000
-    return [dataclasses.replace(r, group_index=tag + r.group_index + offset) for r in batch.rollouts]
+    return dataclasses.replace(batch.packed, group_index=batch.packed.group_index + tag)

@@ -300,7 +300,7 @@ class _AsyncLoop:
                     f"trainer version {self.session.steps_committed} (max_lag {self.k})"
                 )
                 continue
-            self.run_state.update_pool(batch.packed)  # its columns: nothing unpacked
+            self.run_state.update_pool(batch.packed.columns())  # views of its arrays: nothing unpacked
             ref = self.session.train(batch.packed)  # arrays: no pickling per rollout
             self.training.append((ref, batch))
             self.session.steps_committed += 1

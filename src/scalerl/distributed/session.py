@@ -259,11 +259,11 @@ class PipelineSession:
         # booked from the packed arrays (their columns): the driver never unpacks a batch
         row = self.run_state.book_step(
             result.version,
-            batch.packed,
+            batch.packed.columns(),
             result.stats,
             shape=self.model_shape(),
             wall_seconds=wall_seconds,
-            dropped=[b.packed for b in dropped],
+            dropped=[b.packed.columns() for b in dropped],
         )
         row.update(extras)
         if result.stats.nonfinite:

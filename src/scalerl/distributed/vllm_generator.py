@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from scalerl.errors import ConfigError, ScaleRLError
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
 
 
 def vllm_usable() -> bool:
@@ -50,7 +51,7 @@ def _load_weights(llm, named_tensors) -> None:
 
 
 class VllmRolloutBackend:
-    """vLLM sampling with the HF backend's contract: prompts x G -> list[Rollout] (reward 0.0)."""
+    """vLLM sampling with the HF backend's contract: prompts x G -> PackedRollouts (reward 0.0)."""
 
     def __init__(
         self,
@@ -111,8 +112,8 @@ class VllmRolloutBackend:
         num_generations: int,
         seed: int,
         policy_version: int,
-    ) -> list[Rollout]:
-        """Sample G completions per prompt; see the module docstring for the two-pass interruption."""
+    ) -> PackedRollouts:
+        """Sample G completions per prompt, packed; see the module docstring for the two-pass interruption."""
         rng = random.Random(seed)
         prompt_ids = [self.sampling.cut_prompt(self.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
         jobs = [
@@ -131,7 +132,7 @@ class VllmRolloutBackend:
         pieces = [_piece(out, forced=False) for out in first]
         if interrupt:
             pieces = self._continue_after_thinking(jobs, pieces, first, seeds)
-        return [self._rollout(job, piece, policy_version) for job, piece in zip(jobs, pieces)]
+        return pack_rollouts([self._rollout(job, piece, policy_version) for job, piece in zip(jobs, pieces)])
 
     def _continue_after_thinking(self, jobs, pieces, first, seeds) -> list[dict]:
         """Second pass: answer after `</think>`, appending the interruption phrase where cut."""

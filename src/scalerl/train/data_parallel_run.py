@@ -24,7 +24,7 @@ import torch
 
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, concat_packed, pack_rollouts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
@@ -41,7 +41,7 @@ from scalerl.train.parallel.data_parallel import (
 )
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
 from scalerl.train.run_state import restore_training
-from scalerl.train.step_rollouts import score_rollouts, training_rewards
+from scalerl.train.step_rollouts import score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 
@@ -96,8 +96,8 @@ def generate_together(
     )
     vocab_size = model.get_output_embeddings().weight.shape[0]
     skip_decoding_steps(generator, all_reduce_max(steps) - steps, len(indices) * generations, vocab_size)
-    scored = score_rollouts(task, shard) if shard else []
-    return pack_rollouts([rollout for part in all_gather_objects(scored) for rollout in part])
+    scored = score_batch(task, pack_rollouts(shard))
+    return concat_packed(all_gather_objects(scored))
 
 
 def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ()) -> int:

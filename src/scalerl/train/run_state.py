@@ -32,9 +32,8 @@ from scalerl.errors import ConfigError, InputError
 from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, projected_budget
 from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
-from scalerl.tasks.rollout import Rollout
 from scalerl.train import flops
-from scalerl.train.batch.batch_columns import BatchColumns, as_columns, generation_totals
+from scalerl.train.batch.batch_columns import BatchColumns, generation_totals
 from scalerl.train.checkpoint.layout import training_file
 from scalerl.train.checkpoint.manifest import manifest_path
 from scalerl.train.checkpoint.resume import check_rows_for_resume, newest_intact
@@ -277,10 +276,9 @@ class RunState:
         """The next step's prompt indices from the pool (prompts_per_step by default)."""
         return self.pool.sample(num_prompts or self.config.sampling.prompts_per_step, self.numpy_rng)
 
-    def update_pool(self, rollouts: Sequence[Rollout] | BatchColumns) -> None:
+    def update_pool(self, columns: BatchColumns) -> None:
         """Retire the prompts whose pass rate reached the no-positive-resampling threshold.
-        `rollouts`: Rollouts, or their columns (a packed batch's, scalerl.train.batch.batch_columns)."""
-        columns = as_columns(rollouts)
+        `columns`: the step's batch's (PackedRollouts.columns())."""
         self.pool.update_many(pass_rates_by_prompt(columns.prompt_index.tolist(), columns.reward.tolist()))
 
     def take_rng_state(self) -> torch.Tensor | None:
@@ -318,29 +316,27 @@ class RunState:
     def book_step(
         self,
         step: int,
-        rollouts: Sequence[Rollout] | BatchColumns,
+        columns: BatchColumns,
         stats: StepStats,
         *,
         shape: flops.ModelShape,
         wall_seconds: float,
-        dropped: Sequence[Sequence[Rollout] | BatchColumns] = (),
+        dropped: Sequence[BatchColumns] = (),
     ) -> dict[str, Any]:
         """Step `step` is done: add its compute (and the generation of `dropped` batches, generated
         but never trained on) to the counters; return its metrics row (not yet appended).
-        Batches are Rollouts or their columns (scalerl.train.batch.batch_columns: the same numbers)."""
+        Batches come as their columns (PackedRollouts.columns(): views, nothing unpacked)."""
         self.step = int(step)
-        rollouts = as_columns(rollouts)
-        self._book_generation(shape, rollouts)
+        self._book_generation(shape, columns)
         self.counters.tokens_trained += stats.tokens_trained
         self.counters.flops += flops.training_flops(shape, stats.tokens_trained, stats.trained_context_sum)
         self.counters.flops += flops.recompute_flops(shape, stats.tokens_recomputed, stats.recomputed_context_sum)
         self.counters.device_hours += flops.device_hours(wall_seconds, self.config.num_devices)
         for batch in dropped:
             self._book_generation(shape, batch)
-        return self._train_row(rollouts, stats)
+        return self._train_row(columns, stats)
 
-    def _book_generation(self, shape: flops.ModelShape, rollouts: Sequence[Rollout] | BatchColumns) -> None:
-        columns = as_columns(rollouts)
+    def _book_generation(self, shape: flops.ModelShape, columns: BatchColumns) -> None:
         generated, context = generation_totals(columns)
         self.counters.samples += len(columns)
         self.counters.tokens_generated += generated

@@ -15,7 +15,6 @@ import torch
 
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.custom_reward import RewardTrainerState
-from scalerl.tasks.rollout import Rollout
 from scalerl.tasks.types import Task
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
@@ -38,17 +37,12 @@ def verifier_rewards(
     return [float(task.reward(text, example)) for text, example in zip(texts, examples)]
 
 
-def score_rollouts(task: Task, rollouts: Sequence[Rollout]) -> list[Rollout]:
-    """The verifier's reward of each rollout (the length penalty is added at training)."""
-    global_step = max((max(r.token_policy_versions, default=0) for r in rollouts), default=0)
-    rewards = verifier_rewards(
-        task, [r.completion_text for r in rollouts], [r.prompt_index for r in rollouts], global_step
-    )
-    return [r.with_reward(value) for r, value in zip(rollouts, rewards)]
-
-
-def score_packed(task: Task, packed: PackedRollouts) -> PackedRollouts:
-    """score_rollouts on a packed batch: the same rewards, read from its texts."""
+def score_batch(task: Task, packed: PackedRollouts) -> PackedRollouts:
+    """The verifier's reward of each rollout, read from its completion text (the length penalty
+    is added at training), told the newest weight version behind the batch; an empty batch is
+    returned as it is (no reward function is called)."""
+    if not len(packed):
+        return packed
     text, offsets = packed.text_bytes.tobytes(), packed.text_offsets.tolist()
     texts = [text[start:end].decode("utf-8") for start, end in zip(offsets, offsets[1:])]
     global_step = int(packed.versions.max()) if packed.versions.size else 0
@@ -72,7 +66,7 @@ def generate_step(
     (generation.generate_packed), scored. The synchronous trainer and the pipeline's generators
     both call it."""
     indices = [int(i) for i in prompt_indices]
-    return score_packed(
+    return score_batch(
         task,
         generate_packed(
             model,

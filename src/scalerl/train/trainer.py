@@ -173,10 +173,9 @@ def run_one_step(run: Run) -> dict[str, Any]:
         run.config,
         reference=run.reference,
     )
-    run.state.update_pool(rollouts)
-    row = run.state.book_step(
-        run.step + 1, rollouts, stats, shape=run.shape, wall_seconds=time.perf_counter() - started
-    )
+    columns = rollouts.columns()
+    run.state.update_pool(columns)
+    row = run.state.book_step(run.step + 1, columns, stats, shape=run.shape, wall_seconds=time.perf_counter() - started)
     if stats.nonfinite:
         row["nonfinite"] = stats.nonfinite  # the warning `_write` shows (not a column)
     return row

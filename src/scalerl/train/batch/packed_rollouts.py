@@ -151,6 +151,34 @@ def pack_rollouts(rollouts: Sequence[Rollout]) -> PackedRollouts:
     )
 
 
+# PackedRollouts' fields by kind: one entry per rollout, offsets [n + 1], flat buffers the offsets cut.
+PER_ROLLOUT_FIELDS = ("prompt_index", "group_index", "reward", "truncated", "interrupted")
+OFFSET_FIELDS = ("prompt_offsets", "completion_offsets", "text_offsets")
+FLAT_FIELDS = ("prompt_tokens", "completion_tokens", "logprobs", "versions", "loss_mask", "text_bytes")
+
+
+def concat_packed(parts: Sequence[PackedRollouts]) -> PackedRollouts:
+    """The parts' rollouts in order, as one batch (equal to packing the concatenated Rollout lists):
+    per-rollout fields and flat buffers joined, each part's offsets shifted by the items before it,
+
+        offsets = [0] + [o + total_before_part for o in part.offsets[1:], part after part]."""
+    if not parts:
+        return pack_rollouts([])
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(part, name) for part in parts])
+
+    def offsets(name: str) -> np.ndarray:
+        ends = [getattr(part, name)[1:] for part in parts]
+        shifts = np.cumsum([0] + [int(getattr(part, name)[-1]) for part in parts[:-1]])
+        return np.concatenate([np.zeros(1, dtype=np.int64)] + [end + shift for end, shift in zip(ends, shifts)])
+
+    return PackedRollouts(
+        **{name: joined(name) for name in PER_ROLLOUT_FIELDS + FLAT_FIELDS},
+        **{name: offsets(name) for name in OFFSET_FIELDS},
+    )
+
+
 def _split(values: np.ndarray, offsets: list[int]) -> list[tuple]:
     """values cut at offsets, each piece a tuple of Python numbers."""
     flat = values.tolist()
@@ -215,8 +243,3 @@ def unpack_rollouts(packed: PackedRollouts) -> list[Rollout]:
             (start, end),
         ) in columns
     ]
-
-
-def as_rollouts(batch: PackedRollouts | Sequence[Rollout]) -> list[Rollout]:
-    """A trainer's argument as Rollouts: unpacked when packed, else the sequence as a list."""
-    return unpack_rollouts(batch) if isinstance(batch, PackedRollouts) else list(batch)
