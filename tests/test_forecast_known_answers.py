@@ -107,3 +107,25 @@ def test_reward_too_large_to_square_is_an_input_error():
     # Found by the messy-curve property: a reward of 1e300 (no reward range) overflowed the residuals.
     with pytest.raises(ScaleRLError, match="reward"):
         fit_sigmoid([0.1, 0.11, 0.19, 0.43], [0.0, 1e300, 0.0, 0.0], reward_range=None, n_draws=N_BOOTSTRAP)
+
+
+def test_c_mid_prior_puts_half_its_mass_from_a_decade_below_the_first_evaluation():
+    # log C_mid's prior: an even mixture of a uniform on [u_min - log 1000, u_max + log 1000] and one
+    # on [u_min - log 10, u_max + log 1000]; u spans log(1e-2) .. 0 here.
+    from scalerl.forecast.posterior import log_c_mid_prior
+    from scalerl.forecast.sigmoid_solver import SolverProblem
+
+    log_compute = np.log(np.geomspace(1e-2, 1.0, 9))
+    s_lo, s_hi, s_near = math.log(1e-2) - math.log(1e3), math.log(1e3), math.log(1e-2) - math.log(10.0)
+    problem = SolverProblem(log_compute, np.linspace(0.2, 0.6, 9), 0.1,
+                            np.array([0.1, 0.1, s_lo]), np.array([1.0, 12.0, s_hi]))
+    grid = np.linspace(s_lo, s_hi, 400_001)
+    density = np.exp(log_c_mid_prior(grid, problem))
+    step = grid[1] - grid[0]
+    assert np.sum(density) * step == pytest.approx(1.0, abs=1e-4)
+    near = grid >= s_near
+    # 0.5 from the near component + 0.5 x its share of the wide range.
+    expected = 0.5 + 0.5 * (s_hi - s_near) / (s_hi - s_lo)
+    assert np.sum(density[near]) * step == pytest.approx(expected, abs=1e-4)
+    # Below the decade the density is the wide component's alone: 0.5 / (s_hi - s_lo).
+    assert density[0] == pytest.approx(0.5 / (s_hi - s_lo))

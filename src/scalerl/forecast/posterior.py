@@ -13,7 +13,8 @@ with weakly informative priors (independent):
              reward range's top): no mass at either bound, so A is never pinned at 1
     log B    normal(log 1.5, 0.8)              (the paper reports B of 1.6-2.0; RL curves 0.5-4)
              truncated to [b_min, b_max]
-    s        uniform on the solver's bounds      (observed log-compute range +- log 1000)
+    s        1/2 uniform on the solver's bounds (observed log-compute range +- log 1000)
+             + 1/2 uniform from log 10 below the first fitted evaluation to the upper bound
     log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
              truncated below at log(noise_floor)
 
@@ -61,6 +62,19 @@ def stuck_log_prob_gap(n_dim: int) -> float:
     return float(chi2.ppf(SETTINGS.stuck_quantile, n_dim) / 2.0)
 
 
+def log_c_mid_prior(s: np.ndarray, problem: SolverProblem) -> np.ndarray:
+    """log p(s), s = log(C_mid / C_ref), inside the bounds [s_lo, s_hi]: a mixture of two uniforms,
+
+        p(s) = (1 - w) / (s_hi - s_lo) + w 1[s >= s_near] / (s_hi - s_near),
+        s_near = min u - log(c_mid_near_factor),  w = c_mid_near_share
+
+    (half the mass within a decade below the first evaluation and above, half over the whole range)."""
+    s_lo, s_hi = float(problem.lower[2]), float(problem.upper[2])
+    s_near = min(max(float(np.min(problem.log_compute)) - np.log(SETTINGS.c_mid_near_factor), s_lo), s_hi - 1e-12)
+    w = SETTINGS.c_mid_near_share
+    return np.log((1.0 - w) / (s_hi - s_lo) + np.where(s >= s_near, w / (s_hi - s_near), 0.0))
+
+
 def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
               log_sigma_floor: float) -> np.ndarray:
     """log p(A, B, s, log sigma) up to a constant, -inf outside the bounds; theta is (k, 4)."""
@@ -79,6 +93,7 @@ def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float
         # Beta(2, 2) on the gain fraction f = (A - A_low) / (A_top - A_low): no mass at either bound.
         fraction = np.minimum(np.maximum((a - lower[0]) / (upper[0] - lower[0]), 1e-12), 1 - 1e-12)
         value += (SETTINGS.a_prior_beta - 1.0) * (np.log(fraction) + np.log1p(-fraction))
+    value += log_c_mid_prior(s, problem)
     value += -0.5 * ((log_sigma - log_sigma_centre) / SETTINGS.log_sigma_prior_sd) ** 2
     value[~inside] = -np.inf
     return value

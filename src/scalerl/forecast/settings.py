@@ -46,6 +46,14 @@ class ForecastSettings:
     b_max: float = 12.0
     # C_mid lies at most this factor outside the observed compute range either side.
     c_mid_range_factor: float = 1e3
+    # log C_mid's prior is a mixture at even odds of two uniforms: one on the whole range above,
+    # one from this factor below the first fitted evaluation (the decade the paper's grid fit
+    # searches) to the top. A run that jumps before its first evaluation and then levels off is
+    # otherwise read as a sigmoid's slow tail (small B, C_mid far back) that keeps rising after the
+    # run has settled; a hard bound at the decade called a verl run plateaued while it still climbs
+    # (docs/forecasting-decisions.md), the mixture lets the data choose.
+    c_mid_near_factor: float = 10.0
+    c_mid_near_share: float = 0.5
     # With an open reward range A's top is R0 + this many times the observed gain.
     open_range_gain_factor: float = 3.0
     # A's posterior reaches the top of its range (the ceiling is a limit, not an estimate) when its
