@@ -19,6 +19,7 @@ Writes docs/ablation_tiny.{md,png}, docs/ablation_tiny_sweep.{md,png} and
 benchmarks/results/ablation_tiny.json (--quick: only the JSON, as ablation_tiny_quick.json).
 Finished runs under --workdir are reused: rerun the same command to continue after a stop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,7 @@ from benchmarks.common import DOCS_DIR, RESULTS_DIR, command_line, copy_file, wr
 
 # The paper's leave-one-out knobs. model.fp32_head=false is left out: in float32 it
 # repeats the base exactly, and bfloat16 on a CPU is several times slower.
-KNOBS = ("loss=dapo", "aggregation=sample", "adv_norm=none", "zero_var_filter=false",
-         "no_positive_resampling=false")
+KNOBS = ("loss=dapo", "aggregation=sample", "adv_norm=none", "zero_var_filter=false", "no_positive_resampling=false")
 QUICK_KNOBS = ("loss=dapo", "adv_norm=none")
 SWEEP = "batch_prompts=8,16,32"
 QUICK_SWEEP = "batch_prompts=8,32"
@@ -40,18 +40,28 @@ QUICK_SWEEP = "batch_prompts=8,32"
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1 seed, 2 knobs, 2 batch sizes, a few steps")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default: the demo's max_steps; quick 12)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="optimiser steps per run (default: the demo's max_steps; quick 12)"
+    )
     parser.add_argument("--eval-every", type=int, default=None, help="default 10, the demo's (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 3 (quick 1)")
     parser.add_argument("--knobs", default=None, help="comma-separated knob=value list of the leave-one-out study")
-    parser.add_argument("--sweep", default=None, help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP}; 'none' for the leave-one-out study alone)")
+    parser.add_argument(
+        "--sweep",
+        default=None,
+        help=f"the sweep (default {SWEEP}; quick {QUICK_SWEEP}; 'none' for the leave-one-out study alone)",
+    )
     parser.add_argument("--margin", type=float, default=None, help="margin on A (default: the paper's 0.02)")
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_ablation_tiny (quick: ..._quick)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="JSON results (default benchmarks/results/ablation_tiny.json, quick: ablation_tiny_quick.json); "
-                             "the docs pages are published only by a full run to the default place")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON results (default benchmarks/results/ablation_tiny.json, quick: ablation_tiny_quick.json); "
+        "the docs pages are published only by a full run to the default place",
+    )
     return parser.parse_args(argv)
 
 
@@ -92,8 +102,13 @@ def demo_setting() -> list[str]:
 def common_overrides(config: dict) -> list[str]:
     """Shared by every run: the demo's setting, steps, evaluation schedule, checkpoints, one torch thread."""
     every = config["eval_every"]
-    return [*demo_setting(), f"max_steps={config['steps']}", f"eval_every={every}",
-            f"checkpoint_every={max(every, 20)}", "torch_threads=1"]
+    return [
+        *demo_setting(),
+        f"max_steps={config['steps']}",
+        f"eval_every={every}",
+        f"checkpoint_every={max(every, 20)}",
+        "torch_threads=1",
+    ]
 
 
 def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
@@ -105,8 +120,9 @@ def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
     linked = []
     for variant in sweep_plan.variants:
         link = workdir / "sweep" / variant.slug
-        same = all(variant_config(sweep_plan, variant, k) == variant_config(loo_plan, base, k)
-                   for k in range(sweep_plan.seeds))
+        same = all(
+            variant_config(sweep_plan, variant, k) == variant_config(loo_plan, base, k) for k in range(sweep_plan.seeds)
+        )
         if same and not link.exists() and sweep_plan.seeds == loo_plan.seeds:
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(Path("..") / "loo" / base.slug, target_is_directory=True)
@@ -122,11 +138,21 @@ def run_and_report(plan, out_dir: Path, config: dict, command: str):
 
     ray_options = RayOptions(1.0, "", config["parallel_runs"]) if config["parallel_runs"] else None
     started = time.perf_counter()
-    run_study(plan, out_dir, show_progress=ray_options is None, ray_options=ray_options,
-              log=lambda line: print(line, flush=True))
+    run_study(
+        plan,
+        out_dir,
+        show_progress=ray_options is None,
+        ray_options=ray_options,
+        log=lambda line: print(line, flush=True),
+    )
     train_seconds = time.perf_counter() - started
-    report = build_ablation_report(report_runs(plan, out_dir), kind=plan.kind, sweep_knob=plan.sweep_knob,
-                                   seeds=plan.seeds, margin=config["margin"])
+    report = build_ablation_report(
+        report_runs(plan, out_dir),
+        kind=plan.kind,
+        sweep_knob=plan.sweep_knob,
+        seeds=plan.seeds,
+        margin=config["margin"],
+    )
     written = write_ablation_outputs(report, out_dir, command, design=plan.design())
     return report, markdown_text(report, command, plan.design()), written, train_seconds
 
@@ -156,22 +182,33 @@ def main(argv=None) -> int:
     config = settings(args)
     command = command_line("ablation_tiny", argv)
     workdir = config["workdir"]
-    loo_plan = plan_leave_one_out("scalerl", config["knobs"], common_overrides=common_overrides(config),
-                                  seeds=config["seeds"])
-    sweep_plan = None if config["sweep"] == "none" else plan_sweep(
-        "scalerl", config["sweep"], common_overrides=common_overrides(config), seeds=config["seeds"])
-    sweep_size = "no sweep" if sweep_plan is None else \
-        f"sweep {config['sweep']}: {len(sweep_plan.variants)} settings x {config['seeds']} seeds"
-    print(f"leave-one-out: {len(loo_plan.variants)} variants x {config['seeds']} seeds; {sweep_size}; "
-          f"{config['steps']} steps each", flush=True)
+    loo_plan = plan_leave_one_out(
+        "scalerl", config["knobs"], common_overrides=common_overrides(config), seeds=config["seeds"]
+    )
+    sweep_plan = (
+        None
+        if config["sweep"] == "none"
+        else plan_sweep("scalerl", config["sweep"], common_overrides=common_overrides(config), seeds=config["seeds"])
+    )
+    sweep_size = (
+        "no sweep"
+        if sweep_plan is None
+        else f"sweep {config['sweep']}: {len(sweep_plan.variants)} settings x {config['seeds']} seeds"
+    )
+    print(
+        f"leave-one-out: {len(loo_plan.variants)} variants x {config['seeds']} seeds; {sweep_size}; "
+        f"{config['steps']} steps each",
+        flush=True,
+    )
     loo, loo_md, loo_written, loo_seconds = run_and_report(loo_plan, workdir / "loo", config, command.strip())
     print(loo_md, flush=True)
     sweep = sweep_written = sweep_seconds = None
     if sweep_plan is not None:
         for slug in link_reused_runs(sweep_plan, loo_plan, workdir):
             print(f"sweep setting {slug} is the leave-one-out base: its runs are reused", flush=True)
-        sweep, sweep_md, sweep_written, sweep_seconds = run_and_report(sweep_plan, workdir / "sweep", config,
-                                                                       command.strip())
+        sweep, sweep_md, sweep_written, sweep_seconds = run_and_report(
+            sweep_plan, workdir / "sweep", config, command.strip()
+        )
         print(sweep_md, flush=True)
     payload = {
         "settings": {**config, "workdir": str(workdir), "knobs": list(config["knobs"])},

@@ -148,8 +148,9 @@ class GridBootstrap:
     def interval(self, compute, level=0.8):
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
         rng = np.random.default_rng(self.seed)
-        curves = sigmoid_reward(compute[None, :], self.curves[:, :1], self.curves[:, 1:2], self.curves[:, 2:3],
-                                self.fit.r0)
+        curves = sigmoid_reward(
+            compute[None, :], self.curves[:, :1], self.curves[:, 1:2], self.curves[:, 2:3], self.fit.r0
+        )
         noise = rng.choice(self.residuals, size=curves.shape)
         lo, hi = np.quantile(curves + noise, [(1 - level) / 2, (1 + level) / 2], axis=0)
         centre = self.predict(compute)

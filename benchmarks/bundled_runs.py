@@ -51,16 +51,27 @@ def load_runs(data_dir: Path = DATA) -> list[Run]:
         if same:
             group = next((s for s in stems if s.endswith("__" + same.group(1))), stem)
         frame = pd.read_csv(data_dir / row.file).sort_values("compute", kind="stable")
-        runs.append(Run(stem, stem.split("__")[0], row.status, group,
-                        frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)))
+        runs.append(
+            Run(
+                stem,
+                stem.split("__")[0],
+                row.status,
+                group,
+                frame["compute"].to_numpy(float),
+                frame["reward"].to_numpy(float),
+            )
+        )
     return runs
 
 
 def quick_runs(runs: list[Run]) -> list[Run]:
     """The `--quick` subset: the first run of each status from each source that has a run of every
     forecast status (a handful of runs, still two sources to hold out in turn)."""
-    complete = [source for source in dict.fromkeys(run.source for run in runs)
-                if set(FORECAST_STATUSES) <= {run.status for run in runs if run.source == source}]
+    complete = [
+        source
+        for source in dict.fromkeys(run.source for run in runs)
+        if set(FORECAST_STATUSES) <= {run.status for run in runs if run.source == source}
+    ]
     firsts = {}
     for run in runs:
         if run.source in complete:
@@ -87,8 +98,7 @@ def fit_at_cut(run: Run, fraction: float, seed: int = 0):
     return fit, run.compute[later], run.reward[later]
 
 
-def collect_fits(runs: list[Run], fractions, log=sys.stderr, seconds: list | None = None,
-                 seed: int = 0) -> dict:
+def collect_fits(runs: list[Run], fractions, log=sys.stderr, seconds: list | None = None, seed: int = 0) -> dict:
     """{(run name, fraction): (fit, later compute, later reward) or None} for the forecastable runs;
     the wall-clock seconds of each fit are appended to `seconds` when given; `seed`: the sampler's."""
     fits = {}

@@ -90,8 +90,9 @@ def cpu_and_wall_seconds(argv: list[str], cwd: Path) -> tuple[float, float]:
 
 def heavy_modules(args: list[str], cwd: Path) -> list[str]:
     """The heavy modules one run of `scalerl ARGS` imports."""
-    done = subprocess.run([sys.executable, "-c", MODULES_SCRIPT, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES_SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
     line = next((line for line in done.stderr.splitlines() if line.startswith("heavy_modules=")), "heavy_modules=")
     return [name for name in line.split("=", 1)[1].split(",") if name]
 
@@ -104,11 +105,16 @@ def measure(name: str, args: list[str], repeats: int, cwd: Path) -> dict:
     cpu = [round(seconds, 3) for seconds, _ in runs]
     target = TARGET_CPU_SECONDS.get(name)
     median_cpu = statistics.median(cpu)
-    return {"name": name, "command": "scalerl " + " ".join(args), "cpu_seconds": cpu,
-            "median_cpu_seconds": round(median_cpu, 3),
-            "median_wall_seconds": round(statistics.median(wall for _, wall in runs), 3),
-            "target_cpu_seconds": target, "meets_target": None if target is None else bool(median_cpu <= target),
-            "heavy_modules": heavy_modules(args, cwd)}
+    return {
+        "name": name,
+        "command": "scalerl " + " ".join(args),
+        "cpu_seconds": cpu,
+        "median_cpu_seconds": round(median_cpu, 3),
+        "median_wall_seconds": round(statistics.median(wall for _, wall in runs), 3),
+        "target_cpu_seconds": target,
+        "meets_target": None if target is None else bool(median_cpu <= target),
+        "heavy_modules": heavy_modules(args, cwd),
+    }
 
 
 def main(argv=None) -> None:
@@ -117,16 +123,26 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         write_run_csv(folder / "run.csv")
-        commands = [("--help", ["--help"]), ("fit --help", ["fit", "--help"]), ("fit", ["fit", "run.csv"]),
-                    ("fit --json", ["fit", "run.csv", "--json"])]
+        commands = [
+            ("--help", ["--help"]),
+            ("fit --help", ["fit", "--help"]),
+            ("fit", ["fit", "run.csv"]),
+            ("fit --json", ["fit", "run.csv", "--json"]),
+        ]
         rows = [measure(name, command, args.repeats, folder) for name, command in commands]
     print(f"{'command':<30} {'median CPU s':>12} {'wall s':>8} {'target':>7}  heavy modules imported")
     for row in rows:
         target = "" if row["target_cpu_seconds"] is None else f"{row['target_cpu_seconds']:.2f}"
-        print(f"{row['command']:<30} {row['median_cpu_seconds']:>12.3f} {row['median_wall_seconds']:>8.3f} "
-              f"{target:>7}  {', '.join(row['heavy_modules']) or '-'}")
-    payload = {"n_points": N_POINTS, "repeats": args.repeats, "launcher": " ".join(Path(p).name for p in scalerl_command()),
-               "commands": rows}
+        print(
+            f"{row['command']:<30} {row['median_cpu_seconds']:>12.3f} {row['median_wall_seconds']:>8.3f} "
+            f"{target:>7}  {', '.join(row['heavy_modules']) or '-'}"
+        )
+    payload = {
+        "n_points": N_POINTS,
+        "repeats": args.repeats,
+        "launcher": " ".join(Path(p).name for p in scalerl_command()),
+        "commands": rows,
+    }
     block = machine(load_at_start, packages=("typer", "rich", "numpy", "scipy", "pandas", "emcee"))
     write_result(args.out, payload, command_line("cli_latency", argv), machine_block=block)
 

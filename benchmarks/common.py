@@ -3,6 +3,7 @@ result, the atomic writer, and the paired t-interval as a JSON-ready dict.
 
 Every benchmark runs from the repository root as `python -m benchmarks.<name>`.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,6 +47,7 @@ def _torch_threads() -> int | None:
 
 def _git_commit() -> dict:
     """{"commit": HEAD or None, "dirty": uncommitted changes under src/ or benchmarks/}."""
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10)
@@ -147,13 +149,22 @@ def dirty_refusal(path: Path, block: dict) -> str | None:
         return None
     if not Path(path).resolve().is_relative_to(REPO):
         return None
-    return (f"{path} would record a measurement of uncommitted code (changes under src/ or benchmarks/ "
-            f"on top of {block.get('git_commit')}): commit them and rerun, or set "
-            f"{ALLOW_DIRTY_VARIABLE}=1 to write it marked dirty")
+    return (
+        f"{path} would record a measurement of uncommitted code (changes under src/ or benchmarks/ "
+        f"on top of {block.get('git_commit')}): commit them and rerun, or set "
+        f"{ALLOW_DIRTY_VARIABLE}=1 to write it marked dirty"
+    )
 
 
-def write_result(path: Path, payload: dict, command: str, load_average_before=None,
-                 indent: int = 1, machine_block: dict | None = None, new_measurement: bool = True) -> Path:
+def write_result(
+    path: Path,
+    payload: dict,
+    command: str,
+    load_average_before=None,
+    indent: int = 1,
+    machine_block: dict | None = None,
+    new_measurement: bool = True,
+) -> Path:
     """Write a benchmark's JSON result atomically, with `command` (command_line's text) and the
     machine block set on it (`machine_block` when the benchmark built it already, else
     machine(load_average_before)); NaN and infinities are written as null. A new measurement
@@ -182,5 +193,9 @@ def paired_interval(differences, level: float) -> dict:
 
     interval = paired_t_interval(list(differences), level)
     bounded = math.isfinite(interval.lo)
-    return {"mean": interval.mean, "lo": interval.lo if bounded else None,
-            "hi": interval.hi if bounded else None, "n": interval.n}
+    return {
+        "mean": interval.mean,
+        "lo": interval.lo if bounded else None,
+        "hi": interval.hi if bounded else None,
+        "n": interval.n,
+    }

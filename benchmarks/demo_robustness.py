@@ -44,17 +44,30 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=5, help="RL seeds 0..N-1 (default 5)")
     parser.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
     parser.add_argument("--max-steps", type=int, default=None, help="override the demo's max_steps, 250 (smoke checks)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        help="extra config override for every run, key=value (repeatable)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="extra config override for every run, key=value (repeatable)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS.relative_to(REPO)})")
     parser.add_argument("--keep", type=Path, default=None, help="keep each run's directory under this folder")
-    parser.add_argument("--runs", default=None,
-                        help="explicit SEEDxTHREADS list instead of --seeds x --threads, e.g. 0x1,1x1,0x2")
-    parser.add_argument("--parallel", type=int, default=1,
-                        help="demos at once, each in its own empty HOME (default 1; seconds then include the sharing)")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"smoke run: one demo (seed 0, 1 thread) of {QUICK_STEPS} steps with a short warm "
-                             "start and small evaluations; pair with --out")
+    parser.add_argument(
+        "--runs", default=None, help="explicit SEEDxTHREADS list instead of --seeds x --threads, e.g. 0x1,1x1,0x2"
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="demos at once, each in its own empty HOME (default 1; seconds then include the sharing)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: one demo (seed 0, 1 thread) of {QUICK_STEPS} steps with a short warm "
+        "start and small evaluations; pair with --out",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.threads = 1, "1"
@@ -85,8 +98,16 @@ def demo_command(run_dir: Path, seed: int, threads: int, args: argparse.Namespac
     if args.max_steps is not None:
         sets.append(f"max_steps={args.max_steps}")
     launcher = "import sys; from scalerl.cli.app import main; sys.argv[0] = 'scalerl'; main()"
-    return [sys.executable, "-c", launcher, "demo", "--out", str(run_dir), "--no-progress",
-            *[arg for item in sets for arg in ("--set", item)]]
+    return [
+        sys.executable,
+        "-c",
+        launcher,
+        "demo",
+        "--out",
+        str(run_dir),
+        "--no-progress",
+        *[arg for item in sets for arg in ("--set", item)],
+    ]
 
 
 def clean_environment(home: Path) -> dict:
@@ -100,8 +121,11 @@ def clean_environment(home: Path) -> dict:
 def warm_start_entry(home: Path) -> dict:
     """The warm start the run built in its empty cache: its key and the sha256 of its weights file."""
     root = home / ".cache" / "scalerl" / "warmstart"
-    entries = [entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith(".")] \
-        if root.is_dir() else []
+    entries = (
+        [entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith(".")]
+        if root.is_dir()
+        else []
+    )
     if len(entries) != 1:
         return {"key": None, "weights_file_sha256": None, "entries": len(entries)}
     weights = sorted(entries[0].glob("*.safetensors"))
@@ -120,8 +144,18 @@ def curve_numbers(run_dir: Path) -> dict:
     from scalerl.errors import ScaleRLError
     from scalerl.forecast.fitting import fit_sigmoid
 
-    numbers: dict = {"R0": None, "final_plateau": None, "A": None, "A_interval": None, "ceiling_identified": None, "ceiling_at_bound": None,
-                     "first_half_coverage": None, "held_out_points": None, "n_evaluations": 0, "fit_error": None}
+    numbers: dict = {
+        "R0": None,
+        "final_plateau": None,
+        "A": None,
+        "A_interval": None,
+        "ceiling_identified": None,
+        "ceiling_at_bound": None,
+        "first_half_coverage": None,
+        "held_out_points": None,
+        "n_evaluations": 0,
+        "fit_error": None,
+    }
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         return numbers
@@ -129,11 +163,15 @@ def curve_numbers(run_dir: Path) -> dict:
     numbers["n_evaluations"] = int(pass_rate.size)
     if pass_rate.size:
         numbers["R0"] = float(pass_rate[0])
-        numbers["final_plateau"] = float(pass_rate[-max(1, pass_rate.size // 4):].mean())
+        numbers["final_plateau"] = float(pass_rate[-max(1, pass_rate.size // 4) :].mean())
     try:
         fit = fit_sigmoid(flops, pass_rate, level=LEVEL)
-        numbers.update(A=fit.a, A_interval=list(fit.conf_int(LEVEL)["A"]),
-                       ceiling_identified=bool(fit.ceiling_identified), ceiling_at_bound=bool(fit.ceiling_at_bound))
+        numbers.update(
+            A=fit.a,
+            A_interval=list(fit.conf_int(LEVEL)["A"]),
+            ceiling_identified=bool(fit.ceiling_identified),
+            ceiling_at_bound=bool(fit.ceiling_at_bound),
+        )
     except ScaleRLError as error:
         numbers["fit_error"] = str(error)
     forecast = run_dir / "forecast.json"
@@ -150,12 +188,23 @@ def run_once(seed: int, threads: int, args: argparse.Namespace) -> dict:
     run_dir = home / "run"
     started = time.perf_counter()
     try:
-        completed = subprocess.run(demo_command(run_dir, seed, threads, args), env=clean_environment(home),
-                                   cwd=home, capture_output=True, text=True)
+        completed = subprocess.run(
+            demo_command(run_dir, seed, threads, args),
+            env=clean_environment(home),
+            cwd=home,
+            capture_output=True,
+            text=True,
+        )
         seconds = time.perf_counter() - started
-        result = {"seed": seed, "threads": threads, "seconds": seconds, "exit_code": completed.returncode,
-                  "stderr_tail": completed.stderr.strip().splitlines()[-3:] if completed.returncode else [],
-                  **curve_numbers(run_dir), "warm_start": warm_start_entry(home)}
+        result = {
+            "seed": seed,
+            "threads": threads,
+            "seconds": seconds,
+            "exit_code": completed.returncode,
+            "stderr_tail": completed.stderr.strip().splitlines()[-3:] if completed.returncode else [],
+            **curve_numbers(run_dir),
+            "warm_start": warm_start_entry(home),
+        }
         if args.keep is not None:
             shutil.copytree(run_dir, args.keep / f"seed{seed}-threads{threads}", dirs_exist_ok=True)
         return result
@@ -167,11 +216,19 @@ def spread(results: list[dict]) -> dict:
     """A over the runs with a fit: mean, sample SD, range; and whether every run built the same warm start."""
     values = np.array([r["A"] for r in results if r["A"] is not None], dtype=float)
     digests = {r["warm_start"]["weights_file_sha256"] for r in results}
-    summary = {"runs": len(results), "runs_fitted": int(values.size), "warm_start_digests": len(digests - {None}),
-               "one_warm_start": len(digests) == 1 and None not in digests}
+    summary = {
+        "runs": len(results),
+        "runs_fitted": int(values.size),
+        "warm_start_digests": len(digests - {None}),
+        "one_warm_start": len(digests) == 1 and None not in digests,
+    }
     if values.size:
-        summary.update(A_mean=float(values.mean()), A_min=float(values.min()), A_max=float(values.max()),
-                       A_sd=float(values.std(ddof=1)) if values.size > 1 else None)
+        summary.update(
+            A_mean=float(values.mean()),
+            A_min=float(values.min()),
+            A_max=float(values.max()),
+            A_sd=float(values.std(ddof=1)) if values.size > 1 else None,
+        )
     return summary
 
 
@@ -184,12 +241,24 @@ def table(results: list[dict]) -> str:
     lines = [" | ".join(header), " | ".join("---" for _ in header)]
     for r in results:
         interval = "-" if r["A_interval"] is None else f"[{r['A_interval'][0]:.3f}, {r['A_interval'][1]:.3f}]"
-        coverage = "-" if r["first_half_coverage"] is None else \
-            f"{r['first_half_coverage']:.0%} of {r['held_out_points']}"
-        lines.append(" | ".join([str(r["seed"]), str(r["threads"]), number(r["R0"]), number(r["final_plateau"]),
-                                 f"{number(r['A'])}{' (limit)' if r['ceiling_at_bound'] else ''} {interval}", coverage,
-                                 (r["warm_start"]["weights_file_sha256"] or "-")[:12], f"{r['seconds']:.0f}",
-                                 str(r["exit_code"])]))
+        coverage = (
+            "-" if r["first_half_coverage"] is None else f"{r['first_half_coverage']:.0%} of {r['held_out_points']}"
+        )
+        lines.append(
+            " | ".join(
+                [
+                    str(r["seed"]),
+                    str(r["threads"]),
+                    number(r["R0"]),
+                    number(r["final_plateau"]),
+                    f"{number(r['A'])}{' (limit)' if r['ceiling_at_bound'] else ''} {interval}",
+                    coverage,
+                    (r["warm_start"]["weights_file_sha256"] or "-")[:12],
+                    f"{r['seconds']:.0f}",
+                    str(r["exit_code"]),
+                ]
+            )
+        )
     return "\n".join(lines)
 
 
@@ -208,10 +277,17 @@ def main(argv=None) -> int:
     print(table(results))
     print()
     print(json.dumps(summary, indent=2))
-    payload = {"settings": {"runs": [list(item) for item in args.plan], "parallel": args.parallel,
-                            "max_steps": args.max_steps,
-                            "overrides": args.overrides, "level": LEVEL},
-               "runs": results, "summary": summary}
+    payload = {
+        "settings": {
+            "runs": [list(item) for item in args.plan],
+            "parallel": args.parallel,
+            "max_steps": args.max_steps,
+            "overrides": args.overrides,
+            "level": LEVEL,
+        },
+        "runs": results,
+        "summary": summary,
+    }
     write_result(args.out, payload, command_line("demo_robustness", argv), indent=2)
     print(f"written: {args.out}")
     return 0 if all(r["exit_code"] == 0 for r in results) else 1

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import interval_score, write_text
-from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
+from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs
+from benchmarks.common import interval_score, write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
 from scalerl.forecast.fitting import fit_sigmoid
@@ -77,8 +77,11 @@ def band_record(model, compute, reward):
             lo, hi = (np.asarray(v, dtype=float) for v in model.interval(compute, level))
         if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
             return None
-        out[str(level)] = {"covered": ((lo <= reward) & (reward <= hi)).tolist(), "width": (hi - lo).tolist(),
-                           "score": interval_score(lo, hi, reward, level).tolist()}
+        out[str(level)] = {
+            "covered": ((lo <= reward) & (reward <= hi)).tolist(),
+            "width": (hi - lo).tolist(),
+            "score": interval_score(lo, hi, reward, level).tolist(),
+        }
     return out
 
 
@@ -105,8 +108,14 @@ def forecast_cells(runs, fits, baselines=None):
         final_compute, truth = run.compute[-N_HELD_OUT:], float(np.mean(run.reward[-N_HELD_OUT:]))
         for fraction in FRACTIONS:
             train = cut_mask(run.compute, fraction)
-            cell = {"run": run.name, "source": run.source, "status": run.status, "fraction": fraction,
-                    "n_train": int(train.sum()), "truth": truth}
+            cell = {
+                "run": run.name,
+                "source": run.source,
+                "status": run.status,
+                "fraction": fraction,
+                "n_train": int(train.sum()),
+                "truth": truth,
+            }
             if train.sum() < 4:
                 cell["skipped"] = "fewer than 4 points (R0 + 3)"
                 cells.append(cell)
@@ -147,14 +156,18 @@ def error_table(cells, methods=METHODS):
     for fraction in FRACTIONS:
         table[str(fraction)] = {}
         for status in ("all",) + FORECAST_STATUSES:
-            chosen = [c for c in cells if c["fraction"] == fraction and "skipped" not in c
-                      and status in ("all", c["status"])]
+            chosen = [
+                c for c in cells if c["fraction"] == fraction and "skipped" not in c and status in ("all", c["status"])
+            ]
             rows = {}
             for method in methods:
                 errors = [_fallback_error(c, method) for c in chosen]
-                rows[method] = {"cells": len(chosen), "failed": sum("abs_error" not in c[method] for c in chosen),
-                                "median_abs_error": float(np.median(errors)) if errors else None,
-                                "mean_abs_error": float(np.mean(errors)) if errors else None}
+                rows[method] = {
+                    "cells": len(chosen),
+                    "failed": sum("abs_error" not in c[method] for c in chosen),
+                    "median_abs_error": float(np.median(errors)) if errors else None,
+                    "mean_abs_error": float(np.mean(errors)) if errors else None,
+                }
             table[str(fraction)][STATUS_NAMES.get(status, status)] = rows
     return table
 
@@ -180,18 +193,28 @@ def band_table_summary(cells, methods=BAND_METHODS):
                 if not own:
                     continue
                 bands = [_fallback_bands(c, method) for c in chosen]
-                row = {"forecasts": len(own), "of": len(chosen),
-                       "evaluations": int(sum(len(b["0.8"]["covered"]) for b in bands))}
+                row = {
+                    "forecasts": len(own),
+                    "of": len(chosen),
+                    "evaluations": int(sum(len(b["0.8"]["covered"]) for b in bands)),
+                }
                 for level in LEVELS:
                     key = str(level)
-                    pooled = {name: np.concatenate([np.asarray(b[key][name], float) for b in bands])
-                              for name in ("covered", "width", "score")}
-                    per_run = {name: np.mean([np.mean(b[key][name]) for b in bands if b[key][name]])
-                               for name in ("covered", "width", "score")}
-                    row[key] = {"coverage": float(pooled["covered"].mean()), "width": float(pooled["width"].mean()),
-                                "interval_score": float(pooled["score"].mean()),
-                                "coverage_per_run": float(per_run["covered"]),
-                                "interval_score_per_run": float(per_run["score"])}
+                    pooled = {
+                        name: np.concatenate([np.asarray(b[key][name], float) for b in bands])
+                        for name in ("covered", "width", "score")
+                    }
+                    per_run = {
+                        name: np.mean([np.mean(b[key][name]) for b in bands if b[key][name]])
+                        for name in ("covered", "width", "score")
+                    }
+                    row[key] = {
+                        "coverage": float(pooled["covered"].mean()),
+                        "width": float(pooled["width"].mean()),
+                        "interval_score": float(pooled["score"].mean()),
+                        "coverage_per_run": float(per_run["covered"]),
+                        "interval_score_per_run": float(per_run["score"]),
+                    }
                 rows[method] = row
             table[str(fraction)][STATUS_NAMES[status]] = rows
     return table
@@ -207,10 +230,15 @@ def plateau_verdict(fit, settled):
     """The plateau read of one fit on a complete run: plateaued, A within PLATEAU_WITHIN of the
     settled level and A's PLATEAU_LEVEL interval holding it; and whether the verdict says to run longer."""
     lo, hi = fit.conf_int(PLATEAU_LEVEL)["A"]
-    return {"A": fit.a, "A_interval": [lo, hi], "identified": bool(fit.ceiling_identified),
-            "read": bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi),
-            "headline": fit.verdict.text, "verdict": fit.verdict.kind,
-            "told_to_run_longer": fit.verdict.advises_longer_run}
+    return {
+        "A": fit.a,
+        "A_interval": [lo, hi],
+        "identified": bool(fit.ceiling_identified),
+        "read": bool(fit.ceiling_identified and abs(fit.a - settled) <= PLATEAU_WITHIN and lo <= settled <= hi),
+        "headline": fit.verdict.text,
+        "verdict": fit.verdict.kind,
+        "told_to_run_longer": fit.verdict.advises_longer_run,
+    }
 
 
 def plateau_read(runs, seed=0):
@@ -228,17 +256,26 @@ def plateau_read(runs, seed=0):
             rows.append({**row, "error": str(error)})
             continue
         late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
-        rows.append({**row, **plateau_verdict(fit, settled),
-                     # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
-                     "end_still_rising": bool(late is not None and not late.is_flat(0.95))})
+        rows.append(
+            {
+                **row,
+                **plateau_verdict(fit, settled),
+                # the run's own last stretch (not the fit) still rises beyond its noise at 95 %
+                "end_still_rising": bool(late is not None and not late.is_flat(0.95)),
+            }
+        )
     healthy = [r for r in rows if r["status"] == "healthy"]
-    summary = {"healthy_runs": len(healthy), "read": sum(r.get("read", False) for r in healthy),
-               "identified": sum(r.get("identified", False) for r in healthy),
-               "told_to_run_longer": sum(r.get("told_to_run_longer", False) for r in healthy),
-               "told_to_run_longer_end_still_rising": sum(r.get("told_to_run_longer", False)
-                                                          and r.get("end_still_rising", False) for r in healthy),
-               "still_rising_runs": sum(r["status"] == "pre_plateau" for r in rows),
-               "still_rising_identified": sum(r.get("identified", False) for r in rows if r["status"] == "pre_plateau")}
+    summary = {
+        "healthy_runs": len(healthy),
+        "read": sum(r.get("read", False) for r in healthy),
+        "identified": sum(r.get("identified", False) for r in healthy),
+        "told_to_run_longer": sum(r.get("told_to_run_longer", False) for r in healthy),
+        "told_to_run_longer_end_still_rising": sum(
+            r.get("told_to_run_longer", False) and r.get("end_still_rising", False) for r in healthy
+        ),
+        "still_rising_runs": sum(r["status"] == "pre_plateau" for r in rows),
+        "still_rising_identified": sum(r.get("identified", False) for r in rows if r["status"] == "pre_plateau"),
+    }
     return summary, rows
 
 
@@ -282,35 +319,52 @@ def _fmt(value, spec):
 
 
 def markdown(report):
-    lines = ["Final-level error (mean of the last three evaluations), a refused forecast scored as the "
-             "last value; every method's constants learned on the other sources.", "",
-             "| fit on | runs | method | cells | refused | median abs err | mean abs err |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "Final-level error (mean of the last three evaluations), a refused forecast scored as the "
+        "last value; every method's constants learned on the other sources.",
+        "",
+        "| fit on | runs | method | cells | refused | median abs err | mean abs err |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for fraction, by_status in report["errors"].items():
         for status, rows in by_status.items():
             for method, r in rows.items():
-                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['cells']} | {r['failed']} | "
-                             f"{_fmt(r['median_abs_error'], '.4f')} | {_fmt(r['mean_abs_error'], '.4f')} |")
-    lines += ["", "Bands on every held-out evaluation (pooled; per-run-weighted coverage in brackets); a refused "
-              "forecast scored on persistence's band (own bands / cells).", "",
-              "| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                lines.append(
+                    f"| {float(fraction):.0%} | {status} | {method} | {r['cells']} | {r['failed']} | "
+                    f"{_fmt(r['median_abs_error'], '.4f')} | {_fmt(r['mean_abs_error'], '.4f')} |"
+                )
+    lines += [
+        "",
+        "Bands on every held-out evaluation (pooled; per-run-weighted coverage in brackets); a refused "
+        "forecast scored on persistence's band (own bands / cells).",
+        "",
+        "| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for fraction, by_status in report["bands"].items():
         for status, rows in by_status.items():
             for method, r in rows.items():
-                cov = " | ".join(f"{r[str(lv)]['coverage']:.2f} ({r[str(lv)]['coverage_per_run']:.2f})" for lv in LEVELS)
-                lines.append(f"| {float(fraction):.0%} | {status} | {method} | {r['forecasts']}/{r['of']} | "
-                             f"{r['evaluations']} | {cov} | "
-                             f"{r['0.8']['width']:.3f} | {r['0.8']['interval_score']:.4f} |")
+                cov = " | ".join(
+                    f"{r[str(lv)]['coverage']:.2f} ({r[str(lv)]['coverage_per_run']:.2f})" for lv in LEVELS
+                )
+                lines.append(
+                    f"| {float(fraction):.0%} | {status} | {method} | {r['forecasts']}/{r['of']} | "
+                    f"{r['evaluations']} | {cov} | "
+                    f"{r['0.8']['width']:.3f} | {r['0.8']['interval_score']:.4f} |"
+                )
     plateau = report["plateau_read"]
-    lines += ["", f"Plateau read on complete healthy runs: {plateau['read']} of {plateau['healthy_runs']} "
-              f"(identified {plateau['identified']}, told to run longer {plateau['told_to_run_longer']}, of them still "
-              f"rising at their end {plateau['told_to_run_longer_end_still_rising']}); "
-              f"still-rising runs called identified: {plateau['still_rising_identified']} of {plateau['still_rising_runs']}.",
-              f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
-              "(wall clock, this machine).",
-              "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items()),
-              f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run breaking an invariant of the output): "
-              f"{report['contradictions']['contradictions']} in {report['contradictions']['fits']} fits."]
+    lines += [
+        "",
+        f"Plateau read on complete healthy runs: {plateau['read']} of {plateau['healthy_runs']} "
+        f"(identified {plateau['identified']}, told to run longer {plateau['told_to_run_longer']}, of them still "
+        f"rising at their end {plateau['told_to_run_longer_end_still_rising']}); "
+        f"still-rising runs called identified: {plateau['still_rising_identified']} of {plateau['still_rising_runs']}.",
+        f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
+        "(wall clock, this machine).",
+        "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items()),
+        f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run breaking an invariant of the output): "
+        f"{report['contradictions']['contradictions']} in {report['contradictions']['fits']} fits.",
+    ]
     return "\n".join(lines)
 
 
@@ -324,8 +378,12 @@ def coverage_figure(report, path):
     fig, axes = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
     for ax, status in zip(axes, STATUS_NAMES.values()):
         for method in BAND_METHODS:
-            points = [(lv, report["bands"][str(f)][status][method][str(lv)]["coverage"])
-                      for f in FRACTIONS for lv in LEVELS if method in report["bands"][str(f)][status]]
+            points = [
+                (lv, report["bands"][str(f)][status][method][str(lv)]["coverage"])
+                for f in FRACTIONS
+                for lv in LEVELS
+                if method in report["bands"][str(f)][status]
+            ]
             if points:
                 xs, ys = zip(*points)
                 ax.scatter(xs, ys, label=method, s=18)
@@ -345,8 +403,11 @@ def main(argv=None) -> None:
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "forecast_calibration.png")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run on a few runs (bundled_runs.quick_runs); pair with --out and --figure")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run on a few runs (bundled_runs.quick_runs); pair with --out and --figure",
+    )
     args = parser.parse_args(argv)
     runs = quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data)
     fit_seconds = []
@@ -355,15 +416,26 @@ def main(argv=None) -> None:
     cells = forecast_cells(runs, fits)
     band_seconds = [c["scalerl"]["band_seconds"] for c in cells if "band_seconds" in c.get("scalerl", {})]
     plateau_summary, plateau_rows = plateau_read(runs)
-    report = {"command": "python -m benchmarks.forecast_accuracy", "data": str(args.data.relative_to(ROOT))
-              if args.data.is_relative_to(ROOT) else str(args.data),
-              "runs": len(runs), "sources": sources, "fractions": FRACTIONS, "levels": LEVELS,
-              "held_out": "by source: every learned constant from the other sources' runs",
-              "errors": error_table(cells), "bands": band_table_summary(cells),
-              "plateau_read": plateau_summary, "plateau_rows": plateau_rows,
-              "seconds": {"median": float(np.median(fit_seconds) + np.median(band_seconds)),
-                          "max": float(np.max(fit_seconds) + np.max(band_seconds))},
-              "collapse_rule": collapse_rule(runs), "contradictions": contradiction_count(runs, fits), "cells": cells}
+    report = {
+        "command": "python -m benchmarks.forecast_accuracy",
+        "data": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else str(args.data),
+        "runs": len(runs),
+        "sources": sources,
+        "fractions": FRACTIONS,
+        "levels": LEVELS,
+        "held_out": "by source: every learned constant from the other sources' runs",
+        "errors": error_table(cells),
+        "bands": band_table_summary(cells),
+        "plateau_read": plateau_summary,
+        "plateau_rows": plateau_rows,
+        "seconds": {
+            "median": float(np.median(fit_seconds) + np.median(band_seconds)),
+            "max": float(np.max(fit_seconds) + np.max(band_seconds)),
+        },
+        "collapse_rule": collapse_rule(runs),
+        "contradictions": contradiction_count(runs, fits),
+        "cells": cells,
+    }
     text = markdown(report)
     write_text(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
     write_text(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")

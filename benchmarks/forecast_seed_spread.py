@@ -26,7 +26,12 @@ import numpy as np
 from benchmarks.bundled_runs import collect_fits, load_runs, quick_runs
 from benchmarks.common import command_line, write_result
 from benchmarks.forecast_accuracy import (
-    FRACTIONS, POINT_BASELINES, band_table_summary, error_table, forecast_cells, plateau_read,
+    FRACTIONS,
+    POINT_BASELINES,
+    band_table_summary,
+    error_table,
+    forecast_cells,
+    plateau_read,
 )
 from benchmarks.render.forecast import seed_spread as spread_table
 
@@ -105,9 +110,14 @@ def main(argv=None) -> None:
     for seed in args.seeds:
         print(f"seed {seed}: fitting {len(runs)} runs", file=sys.stderr, flush=True)
         per_seed.append({"seed": seed, "metrics": seed_metrics(runs, seed)})
-    payload = {"runs": len(runs), "seeds": args.seeds, "per_seed": per_seed, "spread": spread(per_seed),
-               "baselines": best_baselines(json.loads(args.accuracy.read_text())),
-               "seconds": time.perf_counter() - start}
+    payload = {
+        "runs": len(runs),
+        "seeds": args.seeds,
+        "per_seed": per_seed,
+        "spread": spread(per_seed),
+        "baselines": best_baselines(json.loads(args.accuracy.read_text())),
+        "seconds": time.perf_counter() - start,
+    }
     print(spread_table(payload))
     write_result(args.out, payload, command_line("forecast_seed_spread", argv))
     print(f"written: {args.out}")

@@ -26,6 +26,7 @@ backend), which is how a paired block is used: the setting's own level cancels i
 
 Writes benchmarks/results/from_logs_verdicts.json (verdicts, intervals, refusals, seconds per run fitted).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,32 +46,63 @@ SHIBUKI = "shibuki-a5__"
 
 # name -> (base variant, rows of (file stem, variant, seed)), what each group asks
 GROUPS = {
-    "verl off-policy correction vs base (paired by setting)": ("base", [
-        (f"{VERL}gsm8k_qwen2_7b_base", "base", "q7b-megatron"), (f"{VERL}gsm8k_qwen2_7b_off_ppl", "off_ppl", "q7b-megatron"),
-        (f"{VERL}q7b_fsdp_base", "base", "q7b-fsdp"), (f"{VERL}q7b_fsdp_off_ppl", "off_ppl", "q7b-fsdp"),
-        (f"{VERL}q3b_fsdp_base", "base", "q3b-fsdp"), (f"{VERL}q3b_fsdp_off_ppl", "off_ppl", "q3b-fsdp"),
-        (f"{VERL}q3b_mcore_base", "base", "q3b-megatron"), (f"{VERL}q3b_mcore_off_ppl", "off_ppl", "q3b-megatron"),
-    ]),
-    "verl off-policy correction vs base (seeds unpaired: Welch)": ("base", [
-        (f"{VERL}gsm8k_qwen2_7b_base", "base", "q7b-megatron"), (f"{VERL}gsm8k_qwen2_7b_off_ppl", "off_ppl", "a"),
-        (f"{VERL}q7b_fsdp_base", "base", "q7b-fsdp"), (f"{VERL}q7b_fsdp_off_ppl", "off_ppl", "b"),
-        (f"{VERL}q3b_fsdp_base", "base", "q3b-fsdp"), (f"{VERL}q3b_fsdp_off_ppl", "off_ppl", "c"),
-        (f"{VERL}q3b_mcore_base", "base", "q3b-megatron"), (f"{VERL}q3b_mcore_off_ppl", "off_ppl", "d"),
-    ]),
-    "verl Megatron vs FSDP (paired by model and arm)": ("fsdp", [
-        (f"{VERL}q7b_fsdp_base", "fsdp", "q7b-base"), (f"{VERL}gsm8k_qwen2_7b_base", "megatron", "q7b-base"),
-        (f"{VERL}q7b_fsdp_off_ppl", "fsdp", "q7b-off_ppl"), (f"{VERL}gsm8k_qwen2_7b_off_ppl", "megatron", "q7b-off_ppl"),
-        (f"{VERL}q3b_fsdp_base", "fsdp", "q3b-base"), (f"{VERL}q3b_mcore_base", "megatron", "q3b-base"),
-        (f"{VERL}q3b_fsdp_off_ppl", "fsdp", "q3b-off_ppl"), (f"{VERL}q3b_mcore_off_ppl", "megatron", "q3b-off_ppl"),
-    ]),
-    "shibuki learning-rate sweep (one run per learning rate)": ("lr3e-5", [
-        (f"{SHIBUKI}lr3e-5", "lr3e-5", "0"), (f"{SHIBUKI}lr5e-5", "lr5e-5", "0"),
-        (f"{SHIBUKI}lr5e-6", "lr5e-6", "0"), (f"{SHIBUKI}lr7e-5", "lr7e-5", "0"),
-    ]),
-    "shibuki GPU-hours runs vs sample-count runs (refusal check)": ("gpu-hours", [
-        (f"{SHIBUKI}ref_lr4e-5", "gpu-hours", "0"), (f"{SHIBUKI}no_std_normalization", "gpu-hours", "1"),
-        (f"{SHIBUKI}lr3e-5", "samples", "0"), (f"{SHIBUKI}lr5e-5", "samples", "1"),
-    ]),
+    "verl off-policy correction vs base (paired by setting)": (
+        "base",
+        [
+            (f"{VERL}gsm8k_qwen2_7b_base", "base", "q7b-megatron"),
+            (f"{VERL}gsm8k_qwen2_7b_off_ppl", "off_ppl", "q7b-megatron"),
+            (f"{VERL}q7b_fsdp_base", "base", "q7b-fsdp"),
+            (f"{VERL}q7b_fsdp_off_ppl", "off_ppl", "q7b-fsdp"),
+            (f"{VERL}q3b_fsdp_base", "base", "q3b-fsdp"),
+            (f"{VERL}q3b_fsdp_off_ppl", "off_ppl", "q3b-fsdp"),
+            (f"{VERL}q3b_mcore_base", "base", "q3b-megatron"),
+            (f"{VERL}q3b_mcore_off_ppl", "off_ppl", "q3b-megatron"),
+        ],
+    ),
+    "verl off-policy correction vs base (seeds unpaired: Welch)": (
+        "base",
+        [
+            (f"{VERL}gsm8k_qwen2_7b_base", "base", "q7b-megatron"),
+            (f"{VERL}gsm8k_qwen2_7b_off_ppl", "off_ppl", "a"),
+            (f"{VERL}q7b_fsdp_base", "base", "q7b-fsdp"),
+            (f"{VERL}q7b_fsdp_off_ppl", "off_ppl", "b"),
+            (f"{VERL}q3b_fsdp_base", "base", "q3b-fsdp"),
+            (f"{VERL}q3b_fsdp_off_ppl", "off_ppl", "c"),
+            (f"{VERL}q3b_mcore_base", "base", "q3b-megatron"),
+            (f"{VERL}q3b_mcore_off_ppl", "off_ppl", "d"),
+        ],
+    ),
+    "verl Megatron vs FSDP (paired by model and arm)": (
+        "fsdp",
+        [
+            (f"{VERL}q7b_fsdp_base", "fsdp", "q7b-base"),
+            (f"{VERL}gsm8k_qwen2_7b_base", "megatron", "q7b-base"),
+            (f"{VERL}q7b_fsdp_off_ppl", "fsdp", "q7b-off_ppl"),
+            (f"{VERL}gsm8k_qwen2_7b_off_ppl", "megatron", "q7b-off_ppl"),
+            (f"{VERL}q3b_fsdp_base", "fsdp", "q3b-base"),
+            (f"{VERL}q3b_mcore_base", "megatron", "q3b-base"),
+            (f"{VERL}q3b_fsdp_off_ppl", "fsdp", "q3b-off_ppl"),
+            (f"{VERL}q3b_mcore_off_ppl", "megatron", "q3b-off_ppl"),
+        ],
+    ),
+    "shibuki learning-rate sweep (one run per learning rate)": (
+        "lr3e-5",
+        [
+            (f"{SHIBUKI}lr3e-5", "lr3e-5", "0"),
+            (f"{SHIBUKI}lr5e-5", "lr5e-5", "0"),
+            (f"{SHIBUKI}lr5e-6", "lr5e-6", "0"),
+            (f"{SHIBUKI}lr7e-5", "lr7e-5", "0"),
+        ],
+    ),
+    "shibuki GPU-hours runs vs sample-count runs (refusal check)": (
+        "gpu-hours",
+        [
+            (f"{SHIBUKI}ref_lr4e-5", "gpu-hours", "0"),
+            (f"{SHIBUKI}no_std_normalization", "gpu-hours", "1"),
+            (f"{SHIBUKI}lr3e-5", "samples", "0"),
+            (f"{SHIBUKI}lr5e-5", "samples", "1"),
+        ],
+    ),
 }
 
 
@@ -112,8 +144,10 @@ def write_manifest(group: str, rows, units: dict[str, str], folder: Path = MANIF
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / manifest_name(group)
     data = Path("..") if folder == MANIFESTS else DATA_DIR
-    lines = ["path,variant,seed,unit"] + [f"{data / (stem if '/' in stem else f'curves/{stem}')}.csv,{variant},{seed},"
-                                          f"{units[stem]}" for stem, variant, seed in rows]
+    lines = ["path,variant,seed,unit"] + [
+        f"{data / (stem if '/' in stem else f'curves/{stem}')}.csv,{variant},{seed},{units[stem]}"
+        for stem, variant, seed in rows
+    ]
     write_text(path, "\n".join(lines) + "\n")
     return path
 
@@ -140,30 +174,51 @@ def judge(manifest: Path, base: str, margin: float | None) -> dict:
     variants = []
     for item in report.variants:
         verdict = item.verdict
-        variants.append({
-            "variant": item.run.slug, "is_base": item.run.is_base,
-            "seeds": [{"label": seed.label, "A": None if seed.fit is None else seed.fit.a,
-                       "ceiling_identified": None if seed.fit is None else bool(seed.fit.ceiling_identified),
-                       "error": seed.error} for seed in item.seeds],
-            "verdict": None if verdict is None else verdict.label,
-            "delta_A": None if verdict is None else interval(verdict.delta_a),
-            "delta_B": None if verdict is None else interval(verdict.delta_b),
-            "compute_saved_to_half_gain": None if verdict is None else interval(verdict.delta_speed),
-            "pairs_agree": None if verdict is None or not verdict.agreement.pairs else
-            f"{verdict.agreement.agreeing}/{verdict.agreement.pairs}",
-            "reason": None if verdict is None else verdict.reason,
-        })
-    return {"runs": len(rows), "x": report.x_name, "y": report.y_name, "margin": report.margin,
-            "variants": variants, "seconds": seconds, "seconds_per_run": seconds / len(rows)}
+        variants.append(
+            {
+                "variant": item.run.slug,
+                "is_base": item.run.is_base,
+                "seeds": [
+                    {
+                        "label": seed.label,
+                        "A": None if seed.fit is None else seed.fit.a,
+                        "ceiling_identified": None if seed.fit is None else bool(seed.fit.ceiling_identified),
+                        "error": seed.error,
+                    }
+                    for seed in item.seeds
+                ],
+                "verdict": None if verdict is None else verdict.label,
+                "delta_A": None if verdict is None else interval(verdict.delta_a),
+                "delta_B": None if verdict is None else interval(verdict.delta_b),
+                "compute_saved_to_half_gain": None if verdict is None else interval(verdict.delta_speed),
+                "pairs_agree": None
+                if verdict is None or not verdict.agreement.pairs
+                else f"{verdict.agreement.agreeing}/{verdict.agreement.pairs}",
+                "reason": None if verdict is None else verdict.reason,
+            }
+        )
+    return {
+        "runs": len(rows),
+        "x": report.x_name,
+        "y": report.y_name,
+        "margin": report.margin,
+        "variants": variants,
+        "seconds": seconds,
+        "seconds_per_run": seconds / len(rows),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--margin", type=float, default=None, help="margin on A (default: the paper's 0.02)")
     parser.add_argument("--quick", action="store_true", help="two pairs of one group, and the refusals")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="JSON results (default benchmarks/results/from_logs_verdicts.json); with --out the "
-                             "manifests go next to it, not into benchmarks/data/from_logs")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON results (default benchmarks/results/from_logs_verdicts.json); with --out the "
+        "manifests go next to it, not into benchmarks/data/from_logs",
+    )
     args = parser.parse_args(argv)
     units = curve_units()
     folder = MANIFESTS if args.out is None else args.out.parent
@@ -172,14 +227,23 @@ def main(argv=None) -> int:
         manifest = write_manifest(name, rows, units, folder)
         manifest = manifest.relative_to(REPO) if manifest.is_relative_to(REPO) else manifest
         results[name] = {"base": base, "manifest": str(manifest), **judge(manifest, base, args.margin)}
-        print(f"{name}: {results[name].get('refused') or [v['verdict'] for v in results[name]['variants']]} "
-              f"({results[name]['seconds']:.1f} s)", flush=True)
+        print(
+            f"{name}: {results[name].get('refused') or [v['verdict'] for v in results[name]['variants']]} "
+            f"({results[name]['seconds']:.1f} s)",
+            flush=True,
+        )
     fitted = [group for group in results.values() if "refused" not in group]
     total_runs = sum(group["runs"] for group in fitted)
-    summary = {"runs_fitted": total_runs, "seconds": sum(group["seconds"] for group in fitted),
-               "seconds_per_run": sum(group["seconds"] for group in fitted) / max(total_runs, 1)}
-    path = write_result(args.out or RESULTS_DIR / "from_logs_verdicts.json", {"groups": results, "summary": summary},
-                        command_line("from_logs_verdicts", argv))
+    summary = {
+        "runs_fitted": total_runs,
+        "seconds": sum(group["seconds"] for group in fitted),
+        "seconds_per_run": sum(group["seconds"] for group in fitted) / max(total_runs, 1),
+    }
+    path = write_result(
+        args.out or RESULTS_DIR / "from_logs_verdicts.json",
+        {"groups": results, "summary": summary},
+        command_line("from_logs_verdicts", argv),
+    )
     print(f"{summary['runs_fitted']} runs fitted, {summary['seconds_per_run']:.2f} s per run; written: {path}")
     return 0
 

@@ -43,15 +43,20 @@ def install(venv: Path) -> float:
     """Create `venv` and install the repository without extras; the seconds it took."""
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "-e", str(REPO)],
-                   check=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "-e", str(REPO)], check=True
+    )
     return time.perf_counter() - started
 
 
 def distributions(venv: Path) -> list[str]:
     """The distributions installed in `venv` besides pip's own bootstrap and scalerl itself."""
-    listed = subprocess.run([str(venv / "bin" / "pip"), "list", "--format", "json", "--disable-pip-version-check"],
-                            check=True, capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        [str(venv / "bin" / "pip"), "list", "--format", "json", "--disable-pip-version-check"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     names = sorted(item["name"].lower() for item in json.loads(listed))
     return [name for name in names if name not in BOOTSTRAP and name != "scalerl"]
 
@@ -83,12 +88,17 @@ def write_logs(folder: Path) -> dict[str, Path]:
 
 def run_scalerl(venv: Path, *args: str, cwd: Path) -> dict:
     """Run the venv's `scalerl ARGS`: exit code, the first stderr line and, for `--json`, A."""
-    done = subprocess.run([str(venv / "bin" / "scalerl"), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, check=False)
+    done = subprocess.run(
+        [str(venv / "bin" / "scalerl"), *args], capture_output=True, text=True, cwd=cwd, timeout=600, check=False
+    )
     lines = done.stderr.strip().splitlines()
     errors = [line for line in lines if line.startswith("error:")]
-    result = {"command": "scalerl " + " ".join(args), "exit_code": done.returncode,
-              "error": errors[0] if errors else None, "stderr_lines": len(lines)}
+    result = {
+        "command": "scalerl " + " ".join(args),
+        "exit_code": done.returncode,
+        "error": errors[0] if errors else None,
+        "stderr_lines": len(lines),
+    }
     if "--json" in args and done.returncode == 0:
         result["A"] = json.loads(done.stdout)["params"]["A"]
     return result
@@ -105,9 +115,14 @@ def main(argv=None) -> None:
         logs = write_logs(Path(scratch))
         checks = [run_scalerl(venv, "fit", str(logs[name]), "--json", cwd=Path(scratch)) for name in logs]
         checks += [run_scalerl(venv, *command, cwd=Path(scratch)) for command in TRAINING_COMMANDS]
-    payload = {"install": "pip install -e . (no extras) into a fresh venv", "install_seconds": round(seconds, 1),
-               "n_distributions": len(installed), "site_packages_mb": round(size_mb, 1),
-               "distributions": installed, "checks": checks}
+    payload = {
+        "install": "pip install -e . (no extras) into a fresh venv",
+        "install_seconds": round(seconds, 1),
+        "n_distributions": len(installed),
+        "site_packages_mb": round(size_mb, 1),
+        "distributions": installed,
+        "checks": checks,
+    }
     print(f"{len(installed)} distributions, {size_mb:.0f} MB of site-packages ({seconds:.0f} s to install)")
     for check in checks:
         print(f"  {check['command']}: exit {check['exit_code']}  {check.get('error') or check.get('A', '')}")

@@ -15,6 +15,7 @@ benchmarks/results/live_forecast_overhead.json. A script, not a test: it asserts
     python -m benchmarks.live_forecast_overhead              # 30 steps, repeats 5 (about 2 minutes)
     python -m benchmarks.live_forecast_overhead --steps 12   # quicker
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="repeats per synthetic curve length")
     parser.add_argument("--n-draws", type=int, default=None, help="default: the config's")
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 4 steps, an evaluation every 2, one repeat; pair with --out")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 4 steps, an evaluation every 2, one repeat; pair with --out"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.eval_every, args.repeats = 4, 2, 1
@@ -72,9 +74,12 @@ def timed_real_run(steps: int, eval_every: int, n_draws: int | None, extra_overr
     run_dir = Path(tempfile.mkdtemp(prefix="live_forecast_bench_"))
     try:
         started = time.perf_counter()
-        trainer_module.train(config, run_dir / "run", show_progress=False,
-                             on_row=lambda row: row_times.append((row["step"], "val_pass_rate" in row,
-                                                                  time.perf_counter())))
+        trainer_module.train(
+            config,
+            run_dir / "run",
+            show_progress=False,
+            on_row=lambda row: row_times.append((row["step"], "val_pass_rate" in row, time.perf_counter())),
+        )
     finally:
         run_state_module.add_live_forecast = original
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -82,12 +87,18 @@ def timed_real_run(steps: int, eval_every: int, n_draws: int | None, extra_overr
     durations = [(step, has_val, t - before) for (step, has_val, t), before in zip(row_times, previous)]
     step_seconds = [d for step, has_val, d in durations if step > 0 and not has_val]
     val_step_seconds = [d for step, has_val, d in durations if step > 0 and has_val]
-    return {"config": {"steps": steps, "eval_every": eval_every, "n_draws": config.forecast.n_draws,
-                       "prompts_per_step": config.sampling.prompts_per_step,
-                       "generations_per_prompt": config.sampling.generations_per_prompt},
-            "median_step_seconds": statistics.median(step_seconds),
-            "median_step_with_validation_seconds": statistics.median(val_step_seconds) if val_step_seconds else None,
-            "refit_seconds": refit_seconds}
+    return {
+        "config": {
+            "steps": steps,
+            "eval_every": eval_every,
+            "n_draws": config.forecast.n_draws,
+            "prompts_per_step": config.sampling.prompts_per_step,
+            "generations_per_prompt": config.sampling.generations_per_prompt,
+        },
+        "median_step_seconds": statistics.median(step_seconds),
+        "median_step_with_validation_seconds": statistics.median(val_step_seconds) if val_step_seconds else None,
+        "refit_seconds": refit_seconds,
+    }
 
 
 def demo_like_curve(n_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -122,9 +133,15 @@ def timed_synthetic_refits(n_draws: int, repeats: int) -> list[dict]:
                     started = time.perf_counter()
                     write_live_plot(forecast, flops, reward, Path(folder) / "forecast_live.png")
                     plot_times.append(time.perf_counter() - started)
-            rows.append({"n_points": n_points, "fitted": fitted, "repeats": repeats,
-                         "median_fit_seconds": statistics.median(fit_times),
-                         "median_plot_seconds": statistics.median(plot_times) if plot_times else 0.0})
+            rows.append(
+                {
+                    "n_points": n_points,
+                    "fitted": fitted,
+                    "repeats": repeats,
+                    "median_fit_seconds": statistics.median(fit_times),
+                    "median_plot_seconds": statistics.median(plot_times) if plot_times else 0.0,
+                }
+            )
     return rows
 
 
@@ -133,8 +150,7 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(1)
-    real = timed_real_run(args.steps, args.eval_every, args.n_draws,
-                          QUICK_OVERRIDES if args.quick else ())
+    real = timed_real_run(args.steps, args.eval_every, args.n_draws, QUICK_OVERRIDES if args.quick else ())
     n_draws = real["config"]["n_draws"]
     synthetic = timed_synthetic_refits(n_draws, args.repeats)
     interval_seconds = args.eval_every * real["median_step_seconds"]
@@ -142,16 +158,24 @@ def main(argv=None) -> None:
         row["overhead_percent"] = 100.0 * (row["median_fit_seconds"] + row["median_plot_seconds"]) / interval_seconds
     real_refits = real["refit_seconds"]
     real["overhead_percent_of_real_refits"] = [100.0 * s / interval_seconds for s in real_refits]
-    payload = {"n_draws": n_draws, "real_run": real, "synthetic_curves": synthetic,
-               "max_overhead_percent": max(row["overhead_percent"] for row in synthetic)}
-    print(f"demo config, {args.steps} steps, one torch thread: median step {real['median_step_seconds']:.3f} s, "
-          f"eval every {args.eval_every} steps -> {interval_seconds:.2f} s between validations")
+    payload = {
+        "n_draws": n_draws,
+        "real_run": real,
+        "synthetic_curves": synthetic,
+        "max_overhead_percent": max(row["overhead_percent"] for row in synthetic),
+    }
+    print(
+        f"demo config, {args.steps} steps, one torch thread: median step {real['median_step_seconds']:.3f} s, "
+        f"eval every {args.eval_every} steps -> {interval_seconds:.2f} s between validations"
+    )
     print("live refits inside the run (s): " + ", ".join(f"{s:.3f}" for s in real_refits))
     print(f"\n| evaluations | fitted | refit s | plot s | overhead (% of {args.eval_every} steps) |")
     print("|---|---|---|---|---|")
     for row in synthetic:
-        print(f"| {row['n_points']} | {row['fitted']}/{row['repeats']} | {row['median_fit_seconds']:.3f} | "
-              f"{row['median_plot_seconds']:.3f} | {row['overhead_percent']:.2f} |")
+        print(
+            f"| {row['n_points']} | {row['fitted']}/{row['repeats']} | {row['median_fit_seconds']:.3f} | "
+            f"{row['median_plot_seconds']:.3f} | {row['overhead_percent']:.2f} |"
+        )
     out = write_result(Path(args.out), payload, command_line("live_forecast_overhead", argv), indent=2)
     print(f"\nwritten: {out}")
 

@@ -6,6 +6,7 @@ optimiser step consumes one batch; `generate_seconds` (G) is the time one genera
 whole step's batch, `train_seconds` (T) the trainer's time for one optimiser step, n the number of
 generators, k the maximum policy lag (PipelineRL, ScaleRL arXiv 2510.13786 section 4).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,7 +24,7 @@ def _check(generate_seconds: float, train_seconds: float, num_generators: int = 
 def sync_step_seconds(generate_seconds: float, train_seconds: float) -> float:
     """Synchronous RL: generation then training, nothing overlaps.
 
-        t_sync = G + T
+    t_sync = G + T
     """
     _check(generate_seconds, train_seconds)
     return float(generate_seconds + train_seconds)
@@ -54,18 +55,20 @@ def lag_limited_step_seconds(generate_seconds: float, train_seconds: float, max_
     return float((generate_seconds + train_seconds) / (int(max_lag) + 1))
 
 
-def async_lag_step_seconds(generate_seconds: float, train_seconds: float, num_generators: int,
-                           max_lag: int) -> float:
+def async_lag_step_seconds(generate_seconds: float, train_seconds: float, num_generators: int, max_lag: int) -> float:
     """The asynchronous pipeline's bound with both limits:
 
-        t = max(G / n, T, (G + T) / (k + 1))
+    t = max(G / n, T, (G + T) / (k + 1))
     """
-    return max(async_step_seconds(generate_seconds, train_seconds, num_generators),
-               lag_limited_step_seconds(generate_seconds, train_seconds, max_lag))
+    return max(
+        async_step_seconds(generate_seconds, train_seconds, num_generators),
+        lag_limited_step_seconds(generate_seconds, train_seconds, max_lag),
+    )
 
 
-def offpolicy_step_seconds(generate_seconds: float, train_seconds: float, num_generators: int,
-                           offpolicy_steps: int) -> float:
+def offpolicy_step_seconds(
+    generate_seconds: float, train_seconds: float, num_generators: int, offpolicy_steps: int
+) -> float:
     """PPO-off-policy-k: each round generates k batches with one version (split over n
     generators), then takes k optimiser steps; the two phases never overlap.
 
@@ -97,8 +100,7 @@ def efficiency(measured_step_seconds: float, bound_step_seconds: float) -> float
     return float(bound_step_seconds / measured_step_seconds)
 
 
-def weight_bytes_per_step(num_parameters: int, bytes_per_parameter: int,
-                          num_generators: int) -> dict[str, int]:
+def weight_bytes_per_step(num_parameters: int, bytes_per_parameter: int, num_generators: int) -> dict[str, int]:
     """Bytes one new policy version moves through Ray's object store.
 
     The trainer puts the version once (P b bytes, b = bytes per parameter); every generator

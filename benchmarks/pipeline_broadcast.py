@@ -18,6 +18,7 @@ of memory and a few minutes.
     python -m benchmarks.pipeline_broadcast                      # 125 M, 350 M, 1 B
     python -m benchmarks.pipeline_broadcast --quick              # smoke run: 4 M parameters
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,7 +73,7 @@ class Side:
         generator = torch.Generator().manual_seed(0)
         while left > 0:
             size = min(chunk, left)
-            values = (torch.randn(size, generator=generator) if self.rank == 0 else torch.zeros(size))
+            values = torch.randn(size, generator=generator) if self.rank == 0 else torch.zeros(size)
             module.append(torch.nn.Parameter(values.to(torch.bfloat16), requires_grad=False))
             left -= size
         self.model = module
@@ -82,8 +83,11 @@ class Side:
         """Seconds to broadcast one raw uint8 buffer of `num_bytes` from rank 0."""
         import torch
 
-        buffer = torch.ones(int(num_bytes), dtype=torch.uint8) if self.rank == 0 else \
-            torch.empty(int(num_bytes), dtype=torch.uint8)
+        buffer = (
+            torch.ones(int(num_bytes), dtype=torch.uint8)
+            if self.rank == 0
+            else torch.empty(int(num_bytes), dtype=torch.uint8)
+        )
         self._barrier()
         started = time.perf_counter()
         self.group.broadcast(buffer, 0)
@@ -145,12 +149,16 @@ def measure_size(sides, parameters: int, args) -> dict:
         fetch_s.append(ray.get(generator.fetch.remote(wrapped)))
         publish_s.append(put_seconds)
         del wrapped
-    return {"parameters": int(parameters), "bytes_per_version": int(num_bytes),
-            "broadcast_s": statistics.median(broadcast_s), "broadcast_runs_s": broadcast_s,
-            "object_store_publish_s": statistics.median(publish_s),
-            "object_store_fetch_s": statistics.median(fetch_s),
-            "object_store_s": statistics.median(publish_s) + statistics.median(fetch_s),
-            "received_equals_sent": same}
+    return {
+        "parameters": int(parameters),
+        "bytes_per_version": int(num_bytes),
+        "broadcast_s": statistics.median(broadcast_s),
+        "broadcast_runs_s": broadcast_s,
+        "object_store_publish_s": statistics.median(publish_s),
+        "object_store_fetch_s": statistics.median(fetch_s),
+        "object_store_s": statistics.median(publish_s) + statistics.median(fetch_s),
+        "received_equals_sent": same,
+    }
 
 
 def main(argv=None) -> int:
@@ -171,8 +179,11 @@ def main(argv=None) -> int:
         link_bytes = int(args.link_mb * 2**20)
         link_s = [max(ray.get([s.link.remote(link_bytes) for s in sides])) for _ in range(args.repeats)]
         bandwidth = link_bytes / statistics.median(link_s)
-        print(f"gloo link: {bandwidth / 1e9:.2f} GB/s ({args.link_mb:.0f} MiB in "
-              f"{1e3 * statistics.median(link_s):.0f} ms)", flush=True)
+        print(
+            f"gloo link: {bandwidth / 1e9:.2f} GB/s ({args.link_mb:.0f} MiB in "
+            f"{1e3 * statistics.median(link_s):.0f} ms)",
+            flush=True,
+        )
         rows = []
         for size in args.sizes.split(","):
             row = measure_size(sides, int(float(size)), args)
@@ -180,18 +191,24 @@ def main(argv=None) -> int:
             row["broadcast_over_wire"] = row["broadcast_s"] / row["wire_s"]
             row["object_store_over_broadcast"] = row["object_store_s"] / row["broadcast_s"]
             rows.append(row)
-            print(f"{row['parameters'] / 1e6:.0f} M bf16 ({row['bytes_per_version'] / 1e9:.2f} GB): broadcast "
-                  f"{row['broadcast_s']:.2f} s = {row['broadcast_over_wire']:.2f} x wire {row['wire_s']:.2f} s; "
-                  f"object store {row['object_store_s']:.2f} s (put {row['object_store_publish_s']:.2f} + fetch "
-                  f"{row['object_store_fetch_s']:.2f}) = {row['object_store_over_broadcast']:.1f} x broadcast",
-                  flush=True)
+            print(
+                f"{row['parameters'] / 1e6:.0f} M bf16 ({row['bytes_per_version'] / 1e9:.2f} GB): broadcast "
+                f"{row['broadcast_s']:.2f} s = {row['broadcast_over_wire']:.2f} x wire {row['wire_s']:.2f} s; "
+                f"object store {row['object_store_s']:.2f} s (put {row['object_store_publish_s']:.2f} + fetch "
+                f"{row['object_store_fetch_s']:.2f}) = {row['object_store_over_broadcast']:.1f} x broadcast",
+                flush=True,
+            )
     finally:
         ray.shutdown()
-    payload = {"benchmark": "pipeline_broadcast", "quick": args.quick, "bucket_mb": args.bucket_mb,
-               "repeats": args.repeats, "link": {"bytes": link_bytes, "seconds": link_s,
-                                                  "bytes_per_second": bandwidth},
-               "sizes": rows, "targets": {"broadcast_over_wire": TARGET_WIRE_RATIO,
-                                          "object_store_over_broadcast_at_1b": TARGET_SPEEDUP}}
+    payload = {
+        "benchmark": "pipeline_broadcast",
+        "quick": args.quick,
+        "bucket_mb": args.bucket_mb,
+        "repeats": args.repeats,
+        "link": {"bytes": link_bytes, "seconds": link_s, "bytes_per_second": bandwidth},
+        "sizes": rows,
+        "targets": {"broadcast_over_wire": TARGET_WIRE_RATIO, "object_store_over_broadcast_at_1b": TARGET_SPEEDUP},
+    }
     write_result(Path(args.out), payload, command_line("pipeline_broadcast", argv), load_before)
     print(f"wrote {args.out}")
     return 0

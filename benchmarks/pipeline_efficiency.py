@@ -23,6 +23,7 @@ not a test: it asserts nothing about time.
     python -m benchmarks.pipeline_efficiency            # full grid (about 25 minutes on 2 cores)
     python -m benchmarks.pipeline_efficiency --quick    # a few cells (about 3 minutes)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,16 +52,21 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--generators", default="1,2,4,8")
     parser.add_argument("--lags", default="1,2,4,8", help="async max_lag values")
     parser.add_argument("--offpolicy-k", type=int, default=8)
-    parser.add_argument("--intervals", type=int, default=16,
-                        help="steady-state steps timed per async/sync cell (after the fill)")
-    parser.add_argument("--param-sizes", default="builtin,xl,125e6,350e6,1e9",
-                        help="model sizes for the publication measurement")
+    parser.add_argument(
+        "--intervals", type=int, default=16, help="steady-state steps timed per async/sync cell (after the fill)"
+    )
+    parser.add_argument(
+        "--param-sizes", default="builtin,xl,125e6,350e6,1e9", help="model sizes for the publication measurement"
+    )
     parser.add_argument("--workdir", default="runs/bench_pipeline_efficiency")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--figure", default=str(DOCS_DIR / "pipeline_efficiency.png"))
-    parser.add_argument("--keep-partial", action="store_true",
-                        help="reuse the cells of an interrupted run (OUT.partial.jsonl) with the "
-                             "same settings instead of measuring them again")
+    parser.add_argument(
+        "--keep-partial",
+        action="store_true",
+        help="reuse the cells of an interrupted run (OUT.partial.jsonl) with the "
+        "same settings instead of measuring them again",
+    )
     return parser.parse_args(argv)
 
 
@@ -77,8 +83,7 @@ def plan(args) -> list[dict]:
     for r in ratios:
         for n in generators:
             cells += [{"mode": "async", "k": k, "ratio": r, "generators": n} for k in lags]
-            cells.append({"mode": "ppo-offpolicy", "k": args.offpolicy_k, "ratio": r,
-                          "generators": n})
+            cells.append({"mode": "ppo-offpolicy", "k": args.offpolicy_k, "ratio": r, "generators": n})
     return cells
 
 
@@ -93,7 +98,7 @@ class Instrument:
         self.bookkeeping, self.publish, self.fetch = [], [], []
         self.train_spans, self.swaps = [], []
 
-    def __enter__(self) -> "Instrument":
+    def __enter__(self) -> Instrument:
         complete, flush = self.original
         me = self
 
@@ -123,36 +128,54 @@ class Instrument:
 def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: int = 32) -> dict:
     """One pipeline run on simulated devices; steady-state step time from the rows' arrival."""
     from benchmarks import overlap_bounds as ob
-    from scalerl.distributed.pipeline import run_pipeline
-    from scalerl.distributed.settings import PipelineConfig
     from benchmarks.simulated_device import DeviceCosts
     from benchmarks.simulated_trainer import simulated_workers
+    from scalerl.distributed.pipeline import run_pipeline
+    from scalerl.distributed.settings import PipelineConfig
     from scalerl.train.config.train_config import TrainConfig
 
     train_s = args.train_seconds
     generate_s = cell["ratio"] * train_s
     steps, skip = cell_steps(cell, generate_s, train_s, args.intervals)
-    config = TrainConfig().with_overrides([
-        *batch, "model.warmstart_steps=0", f"max_steps={steps}", f"eval_every={steps}",
-        f"checkpoint_every={steps}", f"max_new_tokens={max(64, completion_tokens + 1)}"])
+    config = TrainConfig().with_overrides(
+        [
+            *batch,
+            "model.warmstart_steps=0",
+            f"max_steps={steps}",
+            f"eval_every={steps}",
+            f"checkpoint_every={steps}",
+            f"max_new_tokens={max(64, completion_tokens + 1)}",
+        ]
+    )
     sequences = config.sampling.prompts_per_step * config.sampling.generations_per_prompt
     costs = DeviceCosts.for_step(generate_s, train_s, sequences, completion_tokens)
     n, k = cell["generators"], cell["k"]
     mode = "ppo-offpolicy" if cell["mode"] == "ppo-offpolicy" else "async"
-    pipeline = PipelineConfig(mode=mode, max_lag=k if mode == "async" else 8, offpolicy_steps=max(k, 1),
-                              num_generators=n, generator_cpus=0.0, trainer_cpus=0.0,
-                              max_generator_restarts=0)
+    pipeline = PipelineConfig(
+        mode=mode,
+        max_lag=k if mode == "async" else 8,
+        offpolicy_steps=max(k, 1),
+        num_generators=n,
+        generator_cpus=0.0,
+        trainer_cpus=0.0,
+        max_generator_restarts=0,
+    )
     stamps: list[float] = []
     run_dir = workdir / f"{cell['mode']}_k{k}_r{cell['ratio']}_n{n}"
     shutil.rmtree(run_dir, ignore_errors=True)  # the benchmark's own scratch run of this cell
     started = time.perf_counter()
     with Instrument() as probe:
-        result = run_pipeline(config, pipeline, run_dir, workers=simulated_workers(costs),
-                              log=lambda _m: None,
-                              on_row=lambda _row, _s: stamps.append(time.perf_counter()))
+        result = run_pipeline(
+            config,
+            pipeline,
+            run_dir,
+            workers=simulated_workers(costs),
+            log=lambda _m: None,
+            on_row=lambda _row, _s: stamps.append(time.perf_counter()),
+        )
     measured = steady_step_seconds(stamps, skip, mode, k, n)
     # the trainer's hand-off between two queued steps: return, next call's arguments, dispatch
-    spans = probe.train_spans[first_timed_row(len(stamps), skip):]
+    spans = probe.train_spans[first_timed_row(len(stamps), skip) :]
     gaps = [start - previous_end for (_, previous_end), (start, _) in zip(spans, spans[1:])]
     if cell["mode"] == "sync":
         bound = ob.sync_step_seconds(generate_s, train_s)
@@ -162,25 +185,30 @@ def run_cell(cell: dict, args, workdir: Path, batch=BATCH, completion_tokens: in
         bound = ob.async_step_seconds(generate_s, train_s, n)
     rows = result.rows[1:]
     lag_max = [int(r["policy_lag_max"]) for r in rows]
-    return {**cell, "steps": steps, "fill_steps": skip,
-            "timed_from_step": k if mode == "ppo-offpolicy" else first_timed_row(len(stamps), skip),
-            "generate_seconds": generate_s,
-            "train_seconds": train_s,
-            "sequences_per_step": sequences, "completion_tokens": completion_tokens,
-            "measured_step_seconds": measured, "bound_step_seconds": bound,
-            "lag_bound_step_seconds": ob.async_lag_step_seconds(generate_s, train_s, n, k)
-            if mode == "async" else bound,
-            "efficiency": ob.efficiency(measured, bound),
-            "trainer_saturated": ob.trainer_saturated(generate_s, train_s, n),
-            "policy_lag_max_counts": {str(v): lag_max.count(v) for v in sorted(set(lag_max))},
-            "policy_lag_mean": statistics.fmean(float(r["policy_lag_mean"]) for r in rows),
-            "publish_ms": 1e3 * statistics.median(probe.publish),
-            "generator_fetch_ms": 1e3 * statistics.median(probe.fetch),
-            "bookkeeping_ms": 1e3 * statistics.median(probe.bookkeeping),
-            "trainer_gap_ms": 1e3 * statistics.median(gaps) if gaps else None,
-            "weight_swaps_per_step": sum(probe.swaps) / len(probe.swaps),
-            "row_seconds": [round(stamp - started, 4) for stamp in stamps],
-            "wall_seconds": time.perf_counter() - started}
+    return {
+        **cell,
+        "steps": steps,
+        "fill_steps": skip,
+        "timed_from_step": k if mode == "ppo-offpolicy" else first_timed_row(len(stamps), skip),
+        "generate_seconds": generate_s,
+        "train_seconds": train_s,
+        "sequences_per_step": sequences,
+        "completion_tokens": completion_tokens,
+        "measured_step_seconds": measured,
+        "bound_step_seconds": bound,
+        "lag_bound_step_seconds": ob.async_lag_step_seconds(generate_s, train_s, n, k) if mode == "async" else bound,
+        "efficiency": ob.efficiency(measured, bound),
+        "trainer_saturated": ob.trainer_saturated(generate_s, train_s, n),
+        "policy_lag_max_counts": {str(v): lag_max.count(v) for v in sorted(set(lag_max))},
+        "policy_lag_mean": statistics.fmean(float(r["policy_lag_mean"]) for r in rows),
+        "publish_ms": 1e3 * statistics.median(probe.publish),
+        "generator_fetch_ms": 1e3 * statistics.median(probe.fetch),
+        "bookkeeping_ms": 1e3 * statistics.median(probe.bookkeeping),
+        "trainer_gap_ms": 1e3 * statistics.median(gaps) if gaps else None,
+        "weight_swaps_per_step": sum(probe.swaps) / len(probe.swaps),
+        "row_seconds": [round(stamp - started, 4) for stamp in stamps],
+        "wall_seconds": time.perf_counter() - started,
+    }
 
 
 def _key(cell: dict) -> tuple:
@@ -196,8 +224,7 @@ def _partial_cells(path: Path, args) -> dict:
     if not path.exists():
         return {}
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {_key(line["cell"]): line["cell"] for line in lines
-            if line["settings"] == _settings(args)}
+    return {_key(line["cell"]): line["cell"] for line in lines if line["settings"] == _settings(args)}
 
 
 def expected_run_seconds(cell: dict, args) -> float:
@@ -217,8 +244,10 @@ def progress(done: int, todo: list[dict], cells: list[dict], args, elapsed: floa
     (actors, model) the finished cells paid."""
     startup = statistics.fmean(c["wall_seconds"] - expected_run_seconds(c, args) for c in cells)
     left = sum(expected_run_seconds(c, args) + max(0.0, startup) for c in todo[done:])
-    return (f"[{done:2d}/{len(todo)} {int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}, "
-            f"~{int(left) // 60:02d}:{int(left) % 60:02d} left]")
+    return (
+        f"[{done:2d}/{len(todo)} {int(elapsed) // 60:02d}:{int(elapsed) % 60:02d}, "
+        f"~{int(left) // 60:02d}:{int(left) % 60:02d} left]"
+    )
 
 
 def main(argv=None) -> int:
@@ -227,8 +256,9 @@ def main(argv=None) -> int:
     import ray
 
     workdir = Path(args.workdir)
-    ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     started = time.time()
     cells = []
     todo = plan(args)
@@ -245,26 +275,31 @@ def main(argv=None) -> int:
             cells.append(result)
             with partial.open("a") as out:  # an interrupted run keeps what it measured
                 out.write(json.dumps({"settings": _settings(args), "cell": result}) + "\n")
-            print(f"{progress(index + 1, todo, cells, args, time.time() - started)} "
-                  f"{cell['mode']:>13} k={cell['k']} {cell['ratio']}:1 n={cell['generators']}: "
-                  f"{result['measured_step_seconds'] * 1e3:7.1f} ms/step, bound "
-                  f"{result['bound_step_seconds'] * 1e3:7.1f} ms, efficiency "
-                  f"{result['efficiency']:.3f}", flush=True)
+            print(
+                f"{progress(index + 1, todo, cells, args, time.time() - started)} "
+                f"{cell['mode']:>13} k={cell['k']} {cell['ratio']}:1 n={cell['generators']}: "
+                f"{result['measured_step_seconds'] * 1e3:7.1f} ms/step, bound "
+                f"{result['bound_step_seconds'] * 1e3:7.1f} ms, efficiency "
+                f"{result['efficiency']:.3f}",
+                flush=True,
+            )
         overhead_cell = {"mode": "async", "k": 8, "ratio": 1, "generators": 1}
         default_batch = run_cell(overhead_cell, args, workdir / "default_batch", DEFAULT_BATCH, 64)
-        publication = publication_costs(args.param_sizes.split(","),
-                                        workdir / "publication")
+        publication = publication_costs(args.param_sizes.split(","), workdir / "publication")
     finally:
         ray.shutdown()
     payload = {
-        "benchmark": "pipeline_efficiency", "quick": args.quick, "intervals": args.intervals,
-        "train_seconds": args.train_seconds, "cells": cells,
-        "default_batch_cell": default_batch, "publication": publication,
+        "benchmark": "pipeline_efficiency",
+        "quick": args.quick,
+        "intervals": args.intervals,
+        "train_seconds": args.train_seconds,
+        "cells": cells,
+        "default_batch_cell": default_batch,
+        "publication": publication,
         "summary": summarise(cells, default_batch),
         "total_seconds": time.time() - started,
     }
-    for line in write_outputs(payload, Path(args.out), Path(args.figure),
-                              command_line("pipeline_efficiency", argv)):
+    for line in write_outputs(payload, Path(args.out), Path(args.figure), command_line("pipeline_efficiency", argv)):
         print(line)
     partial.unlink(missing_ok=True)
     return 0

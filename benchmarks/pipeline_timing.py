@@ -1,6 +1,7 @@
 """Step timing of benchmarks/pipeline_efficiency.py: how many steps a cell runs, which rows are
 timed, and the steady-state step time from the rows' arrival times (shared by the benchmark and
 its report, which re-estimates saved cells)."""
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,7 @@ def first_timed_row(num_rows: int, skip: int) -> int:
     return max(skip, math.ceil(num_rows / 2))
 
 
-def steady_step_seconds(stamps: list[float], skip: int, mode: str, k: int,
-                        generators: int) -> float:
+def steady_step_seconds(stamps: list[float], skip: int, mode: str, k: int, generators: int) -> float:
     """Seconds per step in the steady state (see cell_steps), from the rows' arrival times.
 
     Rows arrive in bursts: with n generators running back to back, the n batches of one round
@@ -62,6 +62,10 @@ def reestimate(cell: dict) -> dict:
     stamps = cell["row_seconds"]
     measured = steady_step_seconds(stamps, skip, cell["mode"], cell["k"], cell["generators"])
     timed_from = cell["k"] if cell["mode"] == "ppo-offpolicy" else first_timed_row(len(stamps), skip)
-    return {**cell, "fill_steps": skip, "timed_from_step": timed_from,
-            "measured_step_seconds": measured,
-            "efficiency": ob.efficiency(measured, cell["bound_step_seconds"])}
+    return {
+        **cell,
+        "fill_steps": skip,
+        "timed_from_step": timed_from,
+        "measured_step_seconds": measured,
+        "efficiency": ob.efficiency(measured, cell["bound_step_seconds"]),
+    }

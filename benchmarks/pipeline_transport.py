@@ -15,6 +15,7 @@ Prints a table and writes benchmarks/results/pipeline_transport.json. A script, 
     python -m benchmarks.pipeline_transport            # ~2 minutes on 2 cores
     python -m benchmarks.pipeline_transport --quick    # smoke run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,14 +63,21 @@ def batch_of_rollouts(prompts: int, generations: int, completion_tokens: int, pr
         for _ in range(generations):
             length = int(rng.integers(completion_tokens // 2, completion_tokens + 1))
             cut = int(rng.integers(0, length + 1))
-            rollouts.append(Rollout(
-                prompt_index=group, group_index=group, prompt_token_ids=prompt,
-                completion_token_ids=tuple(int(t) for t in rng.integers(3, 40, length)),
-                generator_logprobs=tuple(float(x) for x in -rng.exponential(1.0, length)),
-                token_policy_versions=(4,) * cut + (5,) * (length - cut),
-                reward=float(rng.choice([-1.0, 1.0])), truncated=length == completion_tokens,
-                interrupted=False, completion_text="x" * length,
-                loss_mask=tuple(int(m) for m in rng.random(length) > 0.05)))
+            rollouts.append(
+                Rollout(
+                    prompt_index=group,
+                    group_index=group,
+                    prompt_token_ids=prompt,
+                    completion_token_ids=tuple(int(t) for t in rng.integers(3, 40, length)),
+                    generator_logprobs=tuple(float(x) for x in -rng.exponential(1.0, length)),
+                    token_policy_versions=(4,) * cut + (5,) * (length - cut),
+                    reward=float(rng.choice([-1.0, 1.0])),
+                    truncated=length == completion_tokens,
+                    interrupted=False,
+                    completion_text="x" * length,
+                    loss_mask=tuple(int(m) for m in rng.random(length) > 0.05),
+                )
+            )
     return rollouts
 
 
@@ -96,8 +104,11 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
             assert ray.get(receiver.take.remote(batch)) == len(rollouts)
             timings[name].append(time.perf_counter() - started)
     ray.kill(receiver)
-    return {"handoff_ms": {name: 1e3 * statistics.median(t) for name, t in timings.items()},
-            "cpu_ms": cpu_ms(rollouts, repeats, generations), "packed_bytes": pack_rollouts(rollouts).num_bytes}
+    return {
+        "handoff_ms": {name: 1e3 * statistics.median(t) for name, t in timings.items()},
+        "cpu_ms": cpu_ms(rollouts, repeats, generations),
+        "packed_bytes": pack_rollouts(rollouts).num_bytes,
+    }
 
 
 def decoded_grid(rollouts, generations: int):
@@ -109,14 +120,23 @@ def decoded_grid(rollouts, generations: int):
     grid = TokenGrid.empty(len(rollouts), width)
     for column in range(width):
         rows = [i for i, r in enumerate(rollouts) if r.num_completion_tokens > column]
-        grid.write(rows, [rollouts[i].completion_token_ids[column] for i in rows],
-                   [rollouts[i].generator_logprobs[column] for i in rows],
-                   0, [rollouts[i].loss_mask[column] for i in rows])
+        grid.write(
+            rows,
+            [rollouts[i].completion_token_ids[column] for i in rows],
+            [rollouts[i].generator_logprobs[column] for i in rows],
+            0,
+            [rollouts[i].loss_mask[column] for i in rows],
+        )
         grid.versions[rows, column] = [rollouts[i].token_policy_versions[column] for i in rows]
     prompts = [r.prompt_token_ids for r in rollouts[::generations]]
-    fields = {"prompt_ids": prompts, "prompt_indices": [r.prompt_index for r in rollouts[::generations]],
-              "num_generations": generations, "texts": [r.completion_text for r in rollouts],
-              "truncated": [r.truncated for r in rollouts], "interrupted": [r.interrupted for r in rollouts]}
+    fields = {
+        "prompt_ids": prompts,
+        "prompt_indices": [r.prompt_index for r in rollouts[::generations]],
+        "num_generations": generations,
+        "texts": [r.completion_text for r in rollouts],
+        "truncated": [r.truncated for r in rollouts],
+        "interrupted": [r.interrupted for r in rollouts],
+    }
     return grid, fields
 
 
@@ -131,13 +151,23 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     from scalerl.train.batch.token_grid import pack_decoded
 
     grid, fields = decoded_grid(rollouts, generations)
-    decoded = pack_decoded(grid, fields["prompt_ids"], fields["prompt_indices"], fields["num_generations"],
-                           fields["texts"], truncated=fields["truncated"], interrupted=fields["interrupted"])
+    decoded = pack_decoded(
+        grid,
+        fields["prompt_ids"],
+        fields["prompt_indices"],
+        fields["num_generations"],
+        fields["texts"],
+        truncated=fields["truncated"],
+        interrupted=fields["interrupted"],
+    )
     expected = pack_rollouts(rollouts)
     import numpy as np
 
-    if not all(np.array_equal(getattr(decoded, name), getattr(expected, name))
-               for name in expected.__dataclass_fields__ if name != "reward"):
+    if not all(
+        np.array_equal(getattr(decoded, name), getattr(expected, name))
+        for name in expected.__dataclass_fields__
+        if name != "reward"
+    ):
         raise AssertionError("packing from the decoder's grid differs from packing the Rollouts")
 
     def clock(work) -> float:
@@ -152,18 +182,28 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     packed = pack_rollouts(rollouts)
     buffers: list = []
     packed_pickle = pickle.dumps(packed, protocol=5, buffer_callback=buffers.append)
-    return {"tuples_send": clock(lambda: pickle.dumps(list(rollouts), protocol=5)),
-            "tuples_receive": clock(lambda: pickle.loads(tuples)),
-            "pack": clock(lambda: pack_rollouts(rollouts)),
-            "pack_decoded": clock(lambda: pack_decoded(grid, fields["prompt_ids"], fields["prompt_indices"],
-                                                       fields["num_generations"], fields["texts"],
-                                                       truncated=fields["truncated"],
-                                                       interrupted=fields["interrupted"])),
-            "packed_send": clock(lambda: pickle.dumps(pack_rollouts(rollouts), protocol=5,
-                                                      buffer_callback=lambda _b: None)),
-            "packed_forward": clock(lambda: pickle.dumps(packed, protocol=5, buffer_callback=lambda _b: None)),
-            "unpack": clock(lambda: unpack_rollouts(packed)),
-            "packed_receive": clock(lambda: unpack_rollouts(pickle.loads(packed_pickle, buffers=buffers)))}
+    return {
+        "tuples_send": clock(lambda: pickle.dumps(list(rollouts), protocol=5)),
+        "tuples_receive": clock(lambda: pickle.loads(tuples)),
+        "pack": clock(lambda: pack_rollouts(rollouts)),
+        "pack_decoded": clock(
+            lambda: pack_decoded(
+                grid,
+                fields["prompt_ids"],
+                fields["prompt_indices"],
+                fields["num_generations"],
+                fields["texts"],
+                truncated=fields["truncated"],
+                interrupted=fields["interrupted"],
+            )
+        ),
+        "packed_send": clock(
+            lambda: pickle.dumps(pack_rollouts(rollouts), protocol=5, buffer_callback=lambda _b: None)
+        ),
+        "packed_forward": clock(lambda: pickle.dumps(packed, protocol=5, buffer_callback=lambda _b: None)),
+        "unpack": clock(lambda: unpack_rollouts(packed)),
+        "packed_receive": clock(lambda: unpack_rollouts(pickle.loads(packed_pickle, buffers=buffers))),
+    }
 
 
 def default_batch_cell(args) -> dict:
@@ -171,8 +211,13 @@ def default_batch_cell(args) -> dict:
     from benchmarks.pipeline_efficiency import DEFAULT_BATCH, run_cell
     from benchmarks.pipeline_efficiency_report import overhead
 
-    cell = run_cell({"mode": "async", "k": 8, "ratio": 1, "generators": 1}, args,
-                    Path(args.workdir), DEFAULT_BATCH, args.completion_tokens)
+    cell = run_cell(
+        {"mode": "async", "k": 8, "ratio": 1, "generators": 1},
+        args,
+        Path(args.workdir),
+        DEFAULT_BATCH,
+        args.completion_tokens,
+    )
     return {"cell": cell, "overhead": overhead(cell, None)}
 
 
@@ -182,30 +227,44 @@ def main(argv=None) -> int:
     import ray
 
     load_before = os.getloadavg()
-    ray.init(num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        num_cpus=max(2, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     try:
         rollouts = batch_of_rollouts(args.prompts, args.generations, args.completion_tokens, args.prompt_tokens)
         handoff = handoff_ms(rollouts, args.repeats, args.generations)
         cell = None if args.no_cell else default_batch_cell(args)
     finally:
         ray.shutdown()
-    payload = {"benchmark": "pipeline_transport", "quick": args.quick,
-               "batch": {"prompts": args.prompts, "generations": args.generations,
-                         "completion_tokens_max": args.completion_tokens, "prompt_tokens": args.prompt_tokens,
-                         "sequences": len(rollouts),
-                         "completion_tokens": sum(r.num_completion_tokens for r in rollouts)},
-               "repeats": args.repeats, **handoff, "default_batch": cell}
+    payload = {
+        "benchmark": "pipeline_transport",
+        "quick": args.quick,
+        "batch": {
+            "prompts": args.prompts,
+            "generations": args.generations,
+            "completion_tokens_max": args.completion_tokens,
+            "prompt_tokens": args.prompt_tokens,
+            "sequences": len(rollouts),
+            "completion_tokens": sum(r.num_completion_tokens for r in rollouts),
+        },
+        "repeats": args.repeats,
+        **handoff,
+        "default_batch": cell,
+    }
     cpu = handoff["cpu_ms"]
-    print(f"hand-off of {len(rollouts)} rollouts (actor call, wall): tuples {handoff['handoff_ms']['tuples']:.1f} ms, "
-          f"packed {handoff['handoff_ms']['packed']:.1f} ms ({handoff['packed_bytes'] / 1e6:.2f} MB)")
+    print(
+        f"hand-off of {len(rollouts)} rollouts (actor call, wall): tuples {handoff['handoff_ms']['tuples']:.1f} ms, "
+        f"packed {handoff['handoff_ms']['packed']:.1f} ms ({handoff['packed_bytes'] / 1e6:.2f} MB)"
+    )
     print("CPU ms: " + ", ".join(f"{name} {value:.2f}" for name, value in cpu.items()))
     if cell:
         over = cell["overhead"]
-        print(f"default-batch cell: {over['step_ms']:.1f} ms per step against a {over['bound_ms']:.0f} ms bound "
-              f"({100 * over['excess_share']:.1f} % over); trainer hand-off {over['trainer_gap_ms'] or 0:.1f} ms, "
-              f"publication {over['publish_ms']:.1f} ms, driver bookkeeping "
-              f"{over['bookkeeping_ms_off_critical_path']:.1f} ms")
+        print(
+            f"default-batch cell: {over['step_ms']:.1f} ms per step against a {over['bound_ms']:.0f} ms bound "
+            f"({100 * over['excess_share']:.1f} % over); trainer hand-off {over['trainer_gap_ms'] or 0:.1f} ms, "
+            f"publication {over['publish_ms']:.1f} ms, driver bookkeeping "
+            f"{over['bookkeeping_ms_off_critical_path']:.1f} ms"
+        )
     write_result(Path(args.out), payload, command_line("pipeline_transport", argv), load_before)
     print(f"wrote {args.out}")
     return 0

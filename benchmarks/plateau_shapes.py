@@ -99,10 +99,13 @@ def summarise(rows: list[dict]) -> dict:
     """Counts of one (shape, noise kind) cell: read, told to run longer, refused, median |A - settled|."""
     fitted = [r for r in rows if "refused" not in r]
     gaps = [abs(r["A"] - r["settled"]) for r in fitted]
-    return {"runs": len(rows), "read": sum(r["read"] for r in fitted),
-            "told_to_run_longer": sum(r["told_to_run_longer"] for r in fitted),
-            "refused": len(rows) - len(fitted),
-            "median_abs_gap": float(np.median(gaps)) if gaps else None}
+    return {
+        "runs": len(rows),
+        "read": sum(r["read"] for r in fitted),
+        "told_to_run_longer": sum(r["told_to_run_longer"] for r in fitted),
+        "refused": len(rows) - len(fitted),
+        "median_abs_gap": float(np.median(gaps)) if gaps else None,
+    }
 
 
 def main(argv=None) -> None:
@@ -124,9 +127,15 @@ def main(argv=None) -> None:
                     rows.append({"noise_sd": sd, **read_run(*synthetic_run(shape, kind, sd, rng))})
             cells[f"{shape}/{kind}"] = {"summary": summarise(rows), "rows": rows}
     every = [row for cell in cells.values() for row in cell["rows"]]
-    payload = {"runs_per_cell": per_cell * len(NOISE_SDS), "seed": args.seed, "noise_sds": list(NOISE_SDS),
-               "ar_coefficient": AR_COEFFICIENT, "total": summarise(every), "cells": cells,
-               "seconds": time.perf_counter() - start}
+    payload = {
+        "runs_per_cell": per_cell * len(NOISE_SDS),
+        "seed": args.seed,
+        "noise_sds": list(NOISE_SDS),
+        "ar_coefficient": AR_COEFFICIENT,
+        "total": summarise(every),
+        "cells": cells,
+        "seconds": time.perf_counter() - start,
+    }
     print(shapes_table(payload))
     write_result(args.out, payload, command_line("plateau_shapes", argv))
     print(f"written: {args.out}")

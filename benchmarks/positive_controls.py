@@ -20,6 +20,7 @@ thread per run, two runs at a time. Finished runs under --workdir are reused, pa
 rerun the same command to continue after a stop. Writes benchmarks/results/positive_controls.json
 (--quick: positive_controls_quick.json), with the wall time of the training.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,14 +46,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps per run (default 200; quick 12)")
     parser.add_argument("--eval-every", type=int, default=None, help="default 10 (quick 3)")
     parser.add_argument("--seeds", type=int, default=None, help="default 5 (quick 1)")
-    parser.add_argument("--hard-fraction", type=float, default=HARD_FRACTION, help="the ceiling mover's task.hard_fraction")
+    parser.add_argument(
+        "--hard-fraction", type=float, default=HARD_FRACTION, help="the ceiling mover's task.hard_fraction"
+    )
     parser.add_argument("--lr", type=float, default=LOW_LR, help="the efficiency mover's optim.lr")
     parser.add_argument("--margin", type=float, default=None, help="margin on A (default: the paper's 0.02)")
     parser.add_argument("--sequential", action="store_true", help="train one run at a time instead of on Ray")
     parser.add_argument("--parallel-runs", type=int, default=2, help="runs at once on Ray (1 CPU each)")
     parser.add_argument("--workdir", default=None, help="default runs/bench_positive_controls (quick: ..._quick)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="JSON results (default benchmarks/results/positive_controls.json, quick: ..._quick.json)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON results (default benchmarks/results/positive_controls.json, quick: ..._quick.json)",
+    )
     return parser.parse_args(argv)
 
 
@@ -70,8 +77,9 @@ def settings(args) -> dict:
         "hard_fraction": args.hard_fraction,
         "lr": args.lr,
         "parallel_runs": 0 if args.sequential else args.parallel_runs,
-        "workdir": Path(args.workdir or ("runs/bench_positive_controls_quick" if quick
-                                         else "runs/bench_positive_controls")),
+        "workdir": Path(
+            args.workdir or ("runs/bench_positive_controls_quick" if quick else "runs/bench_positive_controls")
+        ),
     }
 
 
@@ -88,30 +96,46 @@ def validation_hard_share(hard_fraction: float, num_val_prompts: int) -> float:
 
 def constructed_delta_a(base_hard: float, variant_hard: float, num_val_prompts: int) -> float:
     """bound(u_variant) - bound(u_base) on the validation pool's actual shares."""
-    return (task_bound(validation_hard_share(variant_hard, num_val_prompts))
-            - task_bound(validation_hard_share(base_hard, num_val_prompts)))
+    return task_bound(validation_hard_share(variant_hard, num_val_prompts)) - task_bound(
+        validation_hard_share(base_hard, num_val_prompts)
+    )
 
 
 def ceiling_check(effect: dict, expected: float, tolerance: float = DA_TOLERANCE) -> dict:
     """Pairs whose own verdict is 'moves the ceiling' with the expected sign and |dA_i - expected| <=
     tolerance; passes when the knob's verdict is that too and >= PAIRS_NEEDED pairs (or all, if fewer) do."""
     sign = "down" if expected < 0 else "up"
-    good = [pair["seed"] for pair in effect["pairs"]
-            if pair["verdict"] == "moves the ceiling" and pair["direction"] == sign
-            and pair["delta_A"] is not None and abs(pair["delta_A"] - expected) <= tolerance]
+    good = [
+        pair["seed"]
+        for pair in effect["pairs"]
+        if pair["verdict"] == "moves the ceiling"
+        and pair["direction"] == sign
+        and pair["delta_A"] is not None
+        and abs(pair["delta_A"] - expected) <= tolerance
+    ]
     needed = min(PAIRS_NEEDED, len(effect["pairs"]))
     passed = effect["effect"] == "moves the ceiling" and effect["direction"] == sign and len(good) >= needed
-    return {"expected_delta_A": expected, "tolerance": tolerance, "pairs_within": len(good),
-            "pairs": len(effect["pairs"]), "pairs_needed": needed, "passed": passed}
+    return {
+        "expected_delta_A": expected,
+        "tolerance": tolerance,
+        "pairs_within": len(good),
+        "pairs": len(effect["pairs"]),
+        "pairs_needed": needed,
+        "passed": passed,
+    }
 
 
 def efficiency_check(effect: dict) -> dict:
     """Passes unless the knob or any pair says 'moves the ceiling'; 'exact' when the knob's verdict
     is 'moves efficiency only'."""
     ceiling_pairs = sum(pair["verdict"] == "moves the ceiling" for pair in effect["pairs"])
-    return {"verdict": effect["label"], "exact": effect["effect"] == "moves efficiency only",
-            "ceiling_pairs": ceiling_pairs, "reason": effect["reason"],
-            "passed": effect["effect"] != "moves the ceiling"}
+    return {
+        "verdict": effect["label"],
+        "exact": effect["effect"] == "moves efficiency only",
+        "ceiling_pairs": ceiling_pairs,
+        "reason": effect["reason"],
+        "passed": effect["effect"] != "moves the ceiling",
+    }
 
 
 def run_device_hours(workdir: Path) -> dict:
@@ -149,9 +173,13 @@ def settled_by_difficulty(sweep_dir: Path) -> dict:
     for setting in sorted(path for path in sweep_dir.iterdir() if path.is_dir()):
         runs = [read_rows(path) for path in sorted(setting.glob("seed-*/metrics.jsonl"))]
         levels = {column: [settled_level(rows, column) for rows in runs] for column in GROUP_COLUMNS}
-        out[setting.name] = {"seeds": len(runs), **{
-            column: (sum(values) / len(values) if values and None not in values else None)
-            for column, values in levels.items()}}
+        out[setting.name] = {
+            "seeds": len(runs),
+            **{
+                column: (sum(values) / len(values) if values and None not in values else None)
+                for column, values in levels.items()
+            },
+        }
     return out
 
 
@@ -173,11 +201,16 @@ def plans(config: dict):
     if config["quick"]:  # a path check: short warm starts (two are needed: the ceiling mover's prompts differ)
         overrides.append(f"model.warmstart_steps={QUICK_WARMSTART_STEPS}")
     base_hard = hard_fraction_of(overrides)
-    efficiency = plan_leave_one_out("scalerl", [f"optim.lr={config['lr']:g}"], common_overrides=overrides,
-                                    seeds=config["seeds"])
+    efficiency = plan_leave_one_out(
+        "scalerl", [f"optim.lr={config['lr']:g}"], common_overrides=overrides, seeds=config["seeds"]
+    )
     others = [item for item in overrides if not item.startswith("task.hard_fraction=")]
-    ceiling = plan_sweep("scalerl", f"task.hard_fraction={base_hard:g},{config['hard_fraction']:g}",
-                         common_overrides=others, seeds=config["seeds"])
+    ceiling = plan_sweep(
+        "scalerl",
+        f"task.hard_fraction={base_hard:g},{config['hard_fraction']:g}",
+        common_overrides=others,
+        seeds=config["seeds"],
+    )
     return base_hard, efficiency, ceiling
 
 
@@ -192,9 +225,12 @@ def main(argv=None) -> int:
     base_hard, efficiency_plan, ceiling_plan = plans(config)
     num_val = variant_config(efficiency_plan, efficiency_plan.variants[0], 0).task.num_val_prompts
     expected = constructed_delta_a(base_hard, config["hard_fraction"], num_val)
-    print(f"positive controls: base + optim.lr={config['lr']:g} + task.hard_fraction={config['hard_fraction']:g}, "
-          f"{config['seeds']} seeds, {config['steps']} steps each; constructed dA of the ceiling mover "
-          f"{expected:+.3f}", flush=True)
+    print(
+        f"positive controls: base + optim.lr={config['lr']:g} + task.hard_fraction={config['hard_fraction']:g}, "
+        f"{config['seeds']} seeds, {config['steps']} steps each; constructed dA of the ceiling mover "
+        f"{expected:+.3f}",
+        flush=True,
+    )
     started = time.perf_counter()
     efficiency, efficiency_md, _, efficiency_seconds = run_and_report(efficiency_plan, workdir / "loo", config, command)
     print(efficiency_md, flush=True)
@@ -207,25 +243,33 @@ def main(argv=None) -> int:
     efficiency_effect = next(item["effect"] for item in efficiency_payload["variants"] if not item["is_base"])
     ceiling_effect = next(item["effect"] for item in ceiling_payload["variants"] if not item["is_base"])
     controls = {
-        "ceiling_mover": {"knob": f"task.hard_fraction={base_hard:g}->{config['hard_fraction']:g}",
-                          "bound_base": task_bound(validation_hard_share(base_hard, num_val)),
-                          "bound_variant": task_bound(validation_hard_share(config["hard_fraction"], num_val)),
-                          "verdict": ceiling_effect["label"], **ceiling_check(ceiling_effect, expected),
-                          "settled_by_difficulty": settled_by_difficulty(workdir / "sweep")},
+        "ceiling_mover": {
+            "knob": f"task.hard_fraction={base_hard:g}->{config['hard_fraction']:g}",
+            "bound_base": task_bound(validation_hard_share(base_hard, num_val)),
+            "bound_variant": task_bound(validation_hard_share(config["hard_fraction"], num_val)),
+            "verdict": ceiling_effect["label"],
+            **ceiling_check(ceiling_effect, expected),
+            "settled_by_difficulty": settled_by_difficulty(workdir / "sweep"),
+        },
         "efficiency_mover": {"knob": f"optim.lr={config['lr']:g}", **efficiency_check(efficiency_effect)},
     }
     result = {
         "settings": {**config, "workdir": str(workdir)},
         "train_seconds": {"efficiency_study": efficiency_seconds, "ceiling_study": ceiling_seconds},
-        "total_seconds": time.perf_counter() - started, "runs": 3 * config["seeds"], "controls": controls,
+        "total_seconds": time.perf_counter() - started,
+        "runs": 3 * config["seeds"],
+        "controls": controls,
         "run_device_hours": run_device_hours(workdir),
-        "efficiency_study": efficiency_payload, "ceiling_study": ceiling_payload,
+        "efficiency_study": efficiency_payload,
+        "ceiling_study": ceiling_payload,
     }
     path = args.out or RESULTS_DIR / ("positive_controls_quick.json" if config["quick"] else "positive_controls.json")
     write_result(path, result, command)
     mover = controls["ceiling_mover"]
-    print(f"ceiling mover: {mover['verdict']}, {mover['pairs_within']}/{mover['pairs']} pairs within "
-          f"{DA_TOLERANCE} of {expected:+.3f}; efficiency mover: {controls['efficiency_mover']['verdict']}")
+    print(
+        f"ceiling mover: {mover['verdict']}, {mover['pairs_within']}/{mover['pairs']} pairs within "
+        f"{DA_TOLERANCE} of {expected:+.3f}; efficiency mover: {controls['efficiency_mover']['verdict']}"
+    )
     print(f"written: {path}")
     return 0
 

@@ -53,9 +53,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="rows per log")
     parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=FORMATS)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--quick", action="store_true", help="smoke run: one log of 2,000 rows per format; pair with --out")
-    parser.add_argument("--hostile", action="store_true",
-                        help="time the refusals of a 10^6-column CSV and a 2 GB sparse CSV instead")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: one log of 2,000 rows per format; pair with --out"
+    )
+    parser.add_argument(
+        "--hostile", action="store_true", help="time the refusals of a 10^6-column CSV and a 2 GB sparse CSV instead"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes = [2_000]
@@ -107,8 +110,13 @@ def run_fit(path: Path, env: dict | None = None) -> dict:
     """Run `scalerl fit PATH --json` in a fresh interpreter (`env` added to the environment);
     wall seconds, peak MB, exit code."""
     started = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-c", CHILD_SCRIPT, "fit", str(path), "--json"],
-                               capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+    completed = subprocess.run(
+        [sys.executable, "-c", CHILD_SCRIPT, "fit", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
     seconds = time.perf_counter() - started
     rss_lines = [line for line in completed.stderr.splitlines() if line.startswith("maxrss_kb=")]
     peak_kb = int(rss_lines[-1].split("=")[1]) if rss_lines else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -149,10 +157,18 @@ def hostile_main(args, argv) -> None:
             result = {"log": kind, "file_mb": round(path.stat().st_size / 2**20, 1), **run_fit(path, env)}
             rows.append(result)
             path.unlink()
-            print(f"{kind:<30} {result['file_mb']:>8.1f} MB file  {result['seconds']:>6.2f} s  "
-                  f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  {result['error']}", flush=True)
-    write_result(args.out, {"target": "each refused (exit 2) in seconds and < 1024 MB", "runs": rows},
-                 command_line("reader_scale", argv), load_at_start, indent=2)
+            print(
+                f"{kind:<30} {result['file_mb']:>8.1f} MB file  {result['seconds']:>6.2f} s  "
+                f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  {result['error']}",
+                flush=True,
+            )
+    write_result(
+        args.out,
+        {"target": "each refused (exit 2) in seconds and < 1024 MB", "runs": rows},
+        command_line("reader_scale", argv),
+        load_at_start,
+        indent=2,
+    )
     print(f"\nwrote {args.out}")
 
 
@@ -167,19 +183,32 @@ def main(argv=None) -> None:
         for n_rows in args.sizes:
             for fmt in args.formats:
                 path = write_log(Path(scratch), fmt, n_rows)
-                result = {"rows": n_rows, "format": fmt, "file_mb": round(path.stat().st_size / 2**20, 1),
-                          **run_fit(path)}
+                result = {
+                    "rows": n_rows,
+                    "format": fmt,
+                    "file_mb": round(path.stat().st_size / 2**20, 1),
+                    **run_fit(path),
+                }
                 rows.append(result)
                 path.unlink()  # a TensorBoard file's folder stays, empty
-                print(f"{n_rows:>9} {fmt:<6} {result['file_mb']:>7.1f} MB file  {result['seconds']:>7.2f} s  "
-                      f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  points {result['n_points']}",
-                      flush=True)
+                print(
+                    f"{n_rows:>9} {fmt:<6} {result['file_mb']:>7.1f} MB file  {result['seconds']:>7.2f} s  "
+                    f"{result['peak_mb']:>7.1f} MB peak  exit {result['exit_code']}  points {result['n_points']}",
+                    flush=True,
+                )
     print("\n| rows | format | file MB | seconds | peak RSS MB | points fitted |\n|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['rows']:,} | {row['format']} | {row['file_mb']} | {row['seconds']} | {row['peak_mb']} "
-              f"| {row['n_points']} |")
-    write_result(args.out, {"target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
-                 command_line("reader_scale", argv), load_at_start, indent=2)
+        print(
+            f"| {row['rows']:,} | {row['format']} | {row['file_mb']} | {row['seconds']} | {row['peak_mb']} "
+            f"| {row['n_points']} |"
+        )
+    write_result(
+        args.out,
+        {"target": "1e6 rows: < 30 s and < 1024 MB", "runs": rows},
+        command_line("reader_scale", argv),
+        load_at_start,
+        indent=2,
+    )
     print(f"\nwrote {args.out}")
 
 

@@ -10,6 +10,7 @@ chromium-headless-shell, chromium, chromium-browser, google-chrome found on PATH
 not background, and exits 3 when no browser is found. A script, not a test; it imports no other
 benchmark module, so `python benchmarks/report_render.py` works too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,16 @@ def find_browser() -> str | None:
 
 def screenshot(browser: str, html_path: Path, png_path: Path, width: int = 1200, height: int = 3000) -> Path:
     """Render `html_path` from the file system (no server) and write a PNG of the viewport."""
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               f"--window-size={width},{height}", f"--screenshot={png_path}", html_path.resolve().as_uri()]
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        f"--screenshot={png_path}",
+        html_path.resolve().as_uri(),
+    ]
     subprocess.run(command, check=True, capture_output=True, timeout=120)
     return png_path
 
@@ -65,8 +74,10 @@ def synthetic_report(folder: Path) -> Path:
         reward = sigmoid_reward(flops, a, b, 2542.0, 0.1) + rng.normal(0.0, 0.004, flops.size)
         reward[0] = 0.1
         (folder / name).mkdir()
-        rows = [json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)})
-                for i, (c, r) in enumerate(zip(flops, reward))]
+        rows = [
+            json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)})
+            for i, (c, r) in enumerate(zip(flops, reward))
+        ]
         (folder / name / "metrics.jsonl").write_text("\n".join(rows) + "\n")
         runs.append(folder / name)
     return write_report(build_report(runs), folder / "report.html")
@@ -76,8 +87,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("html", nargs="?", help="page to render (default: a synthetic report)")
     parser.add_argument("-o", "--output", default="report_screenshot.png", help="PNG to write")
-    parser.add_argument("--quick", action="store_true",
-                        help="the same check (it takes seconds); accepted so that every benchmark has a quick mode")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the same check (it takes seconds); accepted so that every benchmark has a quick mode",
+    )
     args = parser.parse_args(argv)
     browser = find_browser()
     if browser is None:
@@ -90,8 +104,10 @@ def main(argv=None) -> int:
 
     with Image.open(png_path) as image:
         size = image.size
-    print(f"{browser}: {html_path.name} -> {png_path} ({size[0]}x{size[1]} px, "
-          f"{ink_fraction(png_path):.1%} of pixels not background)")
+    print(
+        f"{browser}: {html_path.name} -> {png_path} ({size[0]}x{size[1]} px, "
+        f"{ink_fraction(png_path):.1%} of pixels not background)"
+    )
     return 0
 
 

@@ -31,11 +31,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 from benchmarks.bundled_runs import N_HELD_OUT, load_runs  # noqa: E402
-
 from scalerl.errors import ScaleRLError  # noqa: E402
 from scalerl.forecast.diagnostics import point_noise_sd  # noqa: E402
-from scalerl.forecast.settings import SETTINGS  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
+from scalerl.forecast.settings import SETTINGS  # noqa: E402
 
 FRACTIONS = (0.25, 0.5)
 LEVEL = 0.8
@@ -70,29 +69,44 @@ def score_cell(compute: np.ndarray, reward: np.ndarray, fraction: float) -> dict
     except ScaleRLError as error:
         return {"error": f"{type(error).__name__}: {error}"}
     inside = (near.lo <= observed <= near.hi) if not censored else near.hi >= observed
-    return {"width": width, "observed": observed, "censored": bool(censored), "predicted": near.value,
-            "lo": near.lo, "hi": near.hi, "consistent": bool(inside),
-            "ratio": near.value / observed if observed > 0 else None, "fitted_until": float(compute[train].max())}
+    return {
+        "width": width,
+        "observed": observed,
+        "censored": bool(censored),
+        "predicted": near.value,
+        "lo": near.lo,
+        "hi": near.hi,
+        "consistent": bool(inside),
+        "ratio": near.value / observed if observed > 0 else None,
+        "fitted_until": float(compute[train].max()),
+    }
 
 
 def summary(cells: list[dict]) -> dict:
     scored = [c for c in cells if "consistent" in c]
     settled = [c for c in scored if not c["censored"]]
     log_ratios = [abs(np.log10(c["ratio"])) for c in settled if c["ratio"] and c["predicted"] > 0]
-    return {"cells": len(cells), "scored": len(scored), "settled": len(settled),
-            "settled_inside_interval": int(sum(c["consistent"] for c in settled)),
-            "censored": len(scored) - len(settled),
-            "censored_consistent": int(sum(c["consistent"] for c in scored if c["censored"])),
-            "median_abs_log10_ratio": float(np.median(log_ratios)) if log_ratios else None,
-            "within_factor_2": int(sum(lr <= np.log10(2.0) for lr in log_ratios))}
+    return {
+        "cells": len(cells),
+        "scored": len(scored),
+        "settled": len(settled),
+        "settled_inside_interval": int(sum(c["consistent"] for c in settled)),
+        "censored": len(scored) - len(settled),
+        "censored_consistent": int(sum(c["consistent"] for c in scored if c["censored"])),
+        "median_abs_log10_ratio": float(np.median(log_ratios)) if log_ratios else None,
+        "within_factor_2": int(sum(lr <= np.log10(2.0) for lr in log_ratios)),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--quick", action="store_true",
-                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     cells = []
@@ -111,18 +125,27 @@ def main(argv=None) -> int:
             continue
         observed = f"{'>= ' if c['censored'] else ''}{c['observed']:.3g}"
         ratio = "-" if c["ratio"] is None else f"{c['ratio']:.2f}"
-        print(f"{c['run']} | {c['fraction']:.0%} | {c['width']:.3f} | {observed} | {c['predicted']:.3g} "
-              f"[{c['lo']:.3g}, {c['hi']:.3g}] | {ratio} | {'yes' if c['consistent'] else 'NO'}")
+        print(
+            f"{c['run']} | {c['fraction']:.0%} | {c['width']:.3f} | {observed} | {c['predicted']:.3g} "
+            f"[{c['lo']:.3g}, {c['hi']:.3g}] | {ratio} | {'yes' if c['consistent'] else 'NO'}"
+        )
     by_fraction = {f"{f:g}": summary([c for c in cells if c["fraction"] == f]) for f in FRACTIONS}
     print()
     for fraction, s in by_fraction.items():
-        print(f"fit on {float(fraction):.0%}: {s['settled_inside_interval']} of {s['settled']} settled runs inside the "
-              f"80 % interval; {s['censored_consistent']} of {s['censored']} censored consistent; median |log10 ratio| "
-              f"{s['median_abs_log10_ratio'] if s['median_abs_log10_ratio'] is None else round(s['median_abs_log10_ratio'], 3)}, "
-              f"{s['within_factor_2']} within a factor 2")
-    payload = {"command": "python benchmarks/run_length_accuracy.py", "level": LEVEL, "seconds": seconds,
-               "machine": {"platform": platform.platform(), "python": platform.python_version()},
-               "summary": by_fraction, "cells": cells}
+        print(
+            f"fit on {float(fraction):.0%}: {s['settled_inside_interval']} of {s['settled']} settled runs inside the "
+            f"80 % interval; {s['censored_consistent']} of {s['censored']} censored consistent; median |log10 ratio| "
+            f"{s['median_abs_log10_ratio'] if s['median_abs_log10_ratio'] is None else round(s['median_abs_log10_ratio'], 3)}, "
+            f"{s['within_factor_2']} within a factor 2"
+        )
+    payload = {
+        "command": "python benchmarks/run_length_accuracy.py",
+        "level": LEVEL,
+        "seconds": seconds,
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "summary": by_fraction,
+        "cells": cells,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     temp = args.out.with_name(args.out.name + ".tmp")
     temp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")

@@ -27,14 +27,14 @@ from pathlib import Path
 import emcee
 import numpy as np
 
-from benchmarks.common import write_text
 from benchmarks.bundled_runs import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, quick_runs
+from benchmarks.common import write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import point_noise_sd
 from scalerl.forecast.fitting import build_problem, fit_sigmoid, select_points
-from scalerl.forecast.sigmoid_solver import multi_start_fit
 from scalerl.forecast.posterior import run_sampler
 from scalerl.forecast.settings import SETTINGS
+from scalerl.forecast.sigmoid_solver import multi_start_fit
 
 FRACTIONS = (0.25, 0.5, 1.0)
 LONG_STEPS = 1150  # 1000 kept steps: tau of up to ~20 steps is estimated within ~10 %
@@ -74,25 +74,39 @@ def check(compute, reward):
     sampler = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 0, n_steps=LONG_STEPS)
     chain = sampler.get_chain()
     tau = emcee.autocorr.integrated_time(chain, quiet=True)
-    reference = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 1, n_steps=N_BURN + REFERENCE_KEPT,
-                            moves=emcee.moves.StretchMove())
+    reference = run_sampler(
+        problem,
+        theta_hat,
+        noise_sd,
+        DEFAULT_NOISE_FLOOR,
+        1,
+        n_steps=N_BURN + REFERENCE_KEPT,
+        moves=emcee.moves.StretchMove(),
+    )
     previous = run_sampler(problem, theta_hat, noise_sd, DEFAULT_NOISE_FLOOR, 0, moves=previous_moves())
     library_a, reference_a = a_quantiles(chain[:KEPT]), a_quantiles(reference.get_chain())
     previous_a = a_quantiles(previous.get_chain())
-    return {"acceptance": float(np.mean(sampler.acceptance_fraction)),
-            "tau": {name: float(t) for name, t in zip(("A", "B", "log_C_mid", "log_sigma"), tau)},
-            "effective_kept_samples": float(N_WALKERS * KEPT / np.max(tau)),
-            "a_quantiles": {"library": library_a, "reference": reference_a, "previous_moves": previous_a},
-            "a_quantile_gap": {"library": quantile_gap(library_a, reference_a),
-                               "previous_moves": quantile_gap(previous_a, reference_a)}}
+    return {
+        "acceptance": float(np.mean(sampler.acceptance_fraction)),
+        "tau": {name: float(t) for name, t in zip(("A", "B", "log_C_mid", "log_sigma"), tau)},
+        "effective_kept_samples": float(N_WALKERS * KEPT / np.max(tau)),
+        "a_quantiles": {"library": library_a, "reference": reference_a, "previous_moves": previous_a},
+        "a_quantile_gap": {
+            "library": quantile_gap(library_a, reference_a),
+            "previous_moves": quantile_gap(previous_a, reference_a),
+        },
+    }
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "sampler_check.json")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run: a few runs (band_table.quick_runs), fitted on all points only; pair with --out")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: a few runs (band_table.quick_runs), fitted on all points only; pair with --out",
+    )
     args = parser.parse_args(argv)
     rows = []
     for run in quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data):
@@ -109,19 +123,33 @@ def main(argv=None) -> None:
             print(f"{run.name} {fraction}: {rows[-1].get('acceptance', 'refused')}", file=sys.stderr, flush=True)
     ok = [r for r in rows if "acceptance" in r]
     taus = np.array([max(r["tau"].values()) for r in ok])
-    summary = {"fits": len(ok), "acceptance_median": float(np.median([r["acceptance"] for r in ok])),
-               "acceptance_min": float(np.min([r["acceptance"] for r in ok])),
-               "tau_max_median": float(np.median(taus)), "tau_max_p90": float(np.quantile(taus, 0.9)),
-               "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
-               "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
-               "kept_steps": KEPT, "walkers": N_WALKERS,
-               "a_quantile_gap": {
-                   "quantiles": list(QUANTILES), "reference": f"stretch move, {REFERENCE_KEPT} kept steps",
-                   **{which: {"mean": np.mean([r["a_quantile_gap"][which] for r in ok], axis=0).tolist(),
-                              "p90": np.quantile([r["a_quantile_gap"][which] for r in ok], 0.9, axis=0).tolist()}
-                      for which in ("library", "previous_moves")}}}
-    write_text(args.out, json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary,
-                                       "rows": rows}, indent=1) + "\n")
+    summary = {
+        "fits": len(ok),
+        "acceptance_median": float(np.median([r["acceptance"] for r in ok])),
+        "acceptance_min": float(np.min([r["acceptance"] for r in ok])),
+        "tau_max_median": float(np.median(taus)),
+        "tau_max_p90": float(np.quantile(taus, 0.9)),
+        "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
+        "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
+        "kept_steps": KEPT,
+        "walkers": N_WALKERS,
+        "a_quantile_gap": {
+            "quantiles": list(QUANTILES),
+            "reference": f"stretch move, {REFERENCE_KEPT} kept steps",
+            **{
+                which: {
+                    "mean": np.mean([r["a_quantile_gap"][which] for r in ok], axis=0).tolist(),
+                    "p90": np.quantile([r["a_quantile_gap"][which] for r in ok], 0.9, axis=0).tolist(),
+                }
+                for which in ("library", "previous_moves")
+            },
+        },
+    }
+    write_text(
+        args.out,
+        json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary, "rows": rows}, indent=1)
+        + "\n",
+    )
     print(json.dumps(summary, indent=1))
 
 

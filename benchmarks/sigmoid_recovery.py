@@ -31,7 +31,6 @@ from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid
 
-
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "sigmoid_recovery.json"
 TRUTH = {"A": 0.6, "B": 1.5, "C_mid": 1.0, "R0": 0.1}
@@ -56,11 +55,16 @@ def recovery_verdict(fit, a_true: float = TRUTH["A"]) -> dict:
     headline asks for a longer run."""
     lo95, hi95 = fit.conf_int(0.95)["A"]
     lo80, hi80 = fit.conf_int(0.8)["A"]
-    return {"identified": bool(fit.ceiling_identified), "A": float(fit.a),
-            "A_interval_95": [float(lo95), float(hi95)], "A_interval_80": [float(lo80), float(hi80)],
-            "within": bool(a_true - WITHIN <= lo95 and hi95 <= a_true + WITHIN),
-            "holds_95": bool(lo95 <= a_true <= hi95), "holds_80": bool(lo80 <= a_true <= hi80),
-            "run_longer": fit.verdict.advises_longer_run}
+    return {
+        "identified": bool(fit.ceiling_identified),
+        "A": float(fit.a),
+        "A_interval_95": [float(lo95), float(hi95)],
+        "A_interval_80": [float(lo80), float(hi80)],
+        "within": bool(a_true - WITHIN <= lo95 and hi95 <= a_true + WITHIN),
+        "holds_95": bool(lo95 <= a_true <= hi95),
+        "holds_80": bool(lo80 <= a_true <= hi80),
+        "run_longer": fit.verdict.advises_longer_run,
+    }
 
 
 def summarise(rows: list[dict], a_true: float = TRUTH["A"]) -> dict:
@@ -68,9 +72,12 @@ def summarise(rows: list[dict], a_true: float = TRUTH["A"]) -> dict:
     refused, and the median |A_hat - A|."""
     fitted = [r for r in rows if "refused" not in r]
     errors = [abs(r["A"] - a_true) for r in fitted]
-    return {"runs": len(rows), "refused": len(rows) - len(fitted),
-            **{key: sum(r[key] for r in fitted) for key in ("identified", "within", "holds_95", "holds_80", "run_longer")},
-            "median_abs_error": float(np.median(errors)) if errors else None}
+    return {
+        "runs": len(rows),
+        "refused": len(rows) - len(fitted),
+        **{key: sum(r[key] for r in fitted) for key in ("identified", "within", "holds_95", "holds_80", "run_longer")},
+        "median_abs_error": float(np.median(errors)) if errors else None,
+    }
 
 
 def in_target(length: float, noise_sd: float) -> bool:
@@ -100,10 +107,16 @@ def main(argv=None) -> None:
             cells.append({"length": length, "noise_sd": noise_sd, "summary": summarise(rows), "rows": rows})
             if in_target(length, noise_sd):
                 target_rows += rows
-    payload = {"truth": TRUTH, "evaluations": N_EVALUATIONS, "within": WITHIN, "runs_per_cell": per_cell,
-               "seed": args.seed, "target": {"length_from": TARGET_LENGTH, "noise_up_to": TARGET_NOISE,
-                                             **summarise(target_rows)},
-               "cells": cells, "seconds": time.perf_counter() - start}
+    payload = {
+        "truth": TRUTH,
+        "evaluations": N_EVALUATIONS,
+        "within": WITHIN,
+        "runs_per_cell": per_cell,
+        "seed": args.seed,
+        "target": {"length_from": TARGET_LENGTH, "noise_up_to": TARGET_NOISE, **summarise(target_rows)},
+        "cells": cells,
+        "seconds": time.perf_counter() - start,
+    }
     print(recovery_table(payload))
     write_result(args.out, payload, command_line("sigmoid_recovery", argv))
     print(f"written: {args.out}")

@@ -11,6 +11,7 @@ lengths, half of each group rewarded), so the CPU stays idle and the actors neve
 cores the way two CPU processes do. Pass them with
 `run_pipeline(..., workers=simulated_workers(costs))` (benchmarks.simulated_trainer) (benchmarks/pipeline_efficiency.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalerl.distributed.messages import GeneratedBatch, GenerationRequest
-from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.distributed.weight_sync.object_store import WeightSubscriber, registry_handle
 from scalerl.errors import InputError
+from scalerl.train.batch.packed_rollouts import PackedRollouts
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,20 @@ class DeviceCosts:
             raise InputError("simulated completion_tokens and prompt_tokens must be >= 1")
 
     @classmethod
-    def for_step(cls, generate_seconds: float, train_seconds: float, sequences_per_step: int,
-                 completion_tokens: int = 32, prompt_tokens: int = 16) -> "DeviceCosts":
+    def for_step(
+        cls,
+        generate_seconds: float,
+        train_seconds: float,
+        sequences_per_step: int,
+        completion_tokens: int = 32,
+        prompt_tokens: int = 16,
+    ) -> DeviceCosts:
         """Costs for which one step's batch takes `generate_seconds` on one generator and
         `train_seconds` on the trainer."""
         tokens = int(sequences_per_step) * int(completion_tokens)
         if tokens < 1:
             raise InputError("a step needs at least one sequence")
-        return cls(generate_seconds / tokens, train_seconds / tokens, int(completion_tokens),
-                   int(prompt_tokens))
+        return cls(generate_seconds / tokens, train_seconds / tokens, int(completion_tokens), int(prompt_tokens))
 
     def generate_seconds(self, num_sequences: int) -> float:
         return num_sequences * self.completion_tokens * self.generate_seconds_per_token
@@ -72,8 +78,9 @@ def sleep_until(deadline: float) -> None:
         time.sleep(remaining)
 
 
-def fake_packed(prompt_indices: Sequence[int], generations: int, costs: DeviceCosts,
-                token_versions: Sequence[int]) -> PackedRollouts:
+def fake_packed(
+    prompt_indices: Sequence[int], generations: int, costs: DeviceCosts, token_versions: Sequence[int]
+) -> PackedRollouts:
     """G rollouts per prompt of fixed length, packed as a generator's decoder records them
     (generation.generate_packed): prompt tokens 1, completion tokens 2 sampled at log-prob -1,
     token j by policy version token_versions[j], empty texts; rewards alternate +1 / -1 within a
@@ -84,15 +91,21 @@ def fake_packed(prompt_indices: Sequence[int], generations: int, costs: DeviceCo
         raise InputError(f"{versions.size} token versions for {length} completion tokens")
     groups = np.repeat(np.arange(len(prompt_indices), dtype=np.int64), int(generations))
     return PackedRollouts(
-        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups], group_index=groups,
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups],
+        group_index=groups,
         reward=np.where(np.arange(n) % int(generations) % 2 == 0, 1.0, -1.0),
-        truncated=np.zeros(n, dtype=bool), interrupted=np.zeros(n, dtype=bool),
+        truncated=np.zeros(n, dtype=bool),
+        interrupted=np.zeros(n, dtype=bool),
         prompt_offsets=np.arange(n + 1, dtype=np.int64) * prompt_length,
         prompt_tokens=np.ones(n * prompt_length, dtype=np.int64),
         completion_offsets=np.arange(n + 1, dtype=np.int64) * length,
-        completion_tokens=np.full(n * length, 2, dtype=np.int64), logprobs=np.full(n * length, -1.0),
-        versions=np.tile(versions, n), loss_mask=np.ones(n * length, dtype=np.int8),
-        text_offsets=np.zeros(n + 1, dtype=np.int64), text_bytes=np.zeros(0, dtype=np.uint8))
+        completion_tokens=np.full(n * length, 2, dtype=np.int64),
+        logprobs=np.full(n * length, -1.0),
+        versions=np.tile(versions, n),
+        loss_mask=np.ones(n * length, dtype=np.int8),
+        text_offsets=np.zeros(n + 1, dtype=np.int64),
+        text_bytes=np.zeros(0, dtype=np.uint8),
+    )
 
 
 class SimulatedGenerator:
@@ -101,9 +114,17 @@ class SimulatedGenerator:
     GeneratorWorker's interface (constructor, `pid`, `generate`) without its model code, so
     that starting eight of them on a small machine costs seconds, not a minute."""
 
-    def __init__(self, config, generator_id: int, registry, *, torch_threads: int = 1,
-                 poll_interval_seconds: float = 0.0, backend: str = "hf",
-                 costs: DeviceCosts | None = None) -> None:
+    def __init__(
+        self,
+        config,
+        generator_id: int,
+        registry,
+        *,
+        torch_threads: int = 1,
+        poll_interval_seconds: float = 0.0,
+        backend: str = "hf",
+        costs: DeviceCosts | None = None,
+    ) -> None:
         if costs is None:
             raise InputError("SimulatedGenerator needs DeviceCosts")
         self.config = config
@@ -127,16 +148,20 @@ class SimulatedGenerator:
         per_step = self.costs.generate_seconds(len(request.prompt_indices) * generations) / steps
         versions = []
         clock = time.perf_counter()
-        for step in range(steps):  # one decoding step: the in-flight swap point, then the device
+        for _step in range(steps):  # one decoding step: the in-flight swap point, then the device
             if request.in_flight:
                 version = self.subscriber.maybe_update(self._load) or version
             versions.append(version)
             clock += per_step
             sleep_until(clock)
         return GeneratedBatch(
-            step=request.step, generator_id=self.generator_id,
+            step=request.step,
+            generator_id=self.generator_id,
             packed=fake_packed(request.prompt_indices, generations, self.costs, versions),
-            start_version=start_version, started_at=started_at, finished_at=time.time(),
+            start_version=start_version,
+            started_at=started_at,
+            finished_at=time.time(),
             weight_sync_seconds=self.subscriber.sync_seconds - sync_before,
             num_weight_swaps=self.subscriber.num_swaps - swaps_before,
-            rng_state_after=request.rng_state)
+            rng_state_after=request.rng_state,
+        )

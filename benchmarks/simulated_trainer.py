@@ -2,6 +2,7 @@
 (see simulated_device.py): TrainerWorker with its optimiser step replaced by simulated device
 time; publication, checkpoints and the model shape are TrainerWorker's own.
 """
+
 from __future__ import annotations
 
 import time
@@ -21,13 +22,19 @@ class SimulatedTrainer(TrainerWorker):
     """A trainer whose optimiser step takes simulated device time, then publishes the real
     weights of its (untrained) model exactly as TrainerWorker does."""
 
-    def __init__(self, config, registry, *, torch_threads: int = 1,
-                 resume_checkpoint: str | None = None, costs: DeviceCosts | None = None) -> None:
+    def __init__(
+        self,
+        config,
+        registry,
+        *,
+        torch_threads: int = 1,
+        resume_checkpoint: str | None = None,
+        costs: DeviceCosts | None = None,
+    ) -> None:
         if costs is None:
             raise InputError("SimulatedTrainer needs DeviceCosts")
         self.costs = costs
-        super().__init__(config, registry, torch_threads=torch_threads,
-                         resume_checkpoint=resume_checkpoint)
+        super().__init__(config, registry, torch_threads=torch_threads, resume_checkpoint=resume_checkpoint)
 
     def train(self, batch: PackedRollouts) -> StepResult:
         from scalerl.train.train_step import StepStats
@@ -39,12 +46,27 @@ class SimulatedTrainer(TrainerWorker):
         self.version += 1
         publish_seconds = self.publish()  # TrainerWorker's own publication
         groups = int(np.unique(batch.group_index).size)
-        stats = StepStats(loss=0.0, grad_norm=0.0, lr=0.0, entropy=0.0, mean_ratio=1.0,
-                          clipped_fraction=0.0, kept_prompts=groups, total_prompts=groups,
-                          kept_sequences=len(batch), tokens_trained=tokens,
-                          trained_context_sum=context, updated=True)
-        return StepResult(stats=stats, version=self.version, publish_seconds=publish_seconds,
-                           started_at=started_at, finished_at=time.time())
+        stats = StepStats(
+            loss=0.0,
+            grad_norm=0.0,
+            lr=0.0,
+            entropy=0.0,
+            mean_ratio=1.0,
+            clipped_fraction=0.0,
+            kept_prompts=groups,
+            total_prompts=groups,
+            kept_sequences=len(batch),
+            tokens_trained=tokens,
+            trained_context_sum=context,
+            updated=True,
+        )
+        return StepResult(
+            stats=stats,
+            version=self.version,
+            publish_seconds=publish_seconds,
+            started_at=started_at,
+            finished_at=time.time(),
+        )
 
     def validate(self, run_dir: str | None = None, step: int | None = None) -> tuple[dict[str, float], float, float]:
         started_at = time.time()
@@ -55,5 +77,9 @@ class SimulatedTrainer(TrainerWorker):
 def simulated_workers(costs: DeviceCosts) -> WorkerClasses:
     """The WorkerClasses (scalerl.distributed.actors) that run a pipeline on simulated devices
     with these costs."""
-    return WorkerClasses(generator=SimulatedGenerator, trainer=SimulatedTrainer,
-                         generator_kwargs={"costs": costs}, trainer_kwargs={"costs": costs})
+    return WorkerClasses(
+        generator=SimulatedGenerator,
+        trainer=SimulatedTrainer,
+        generator_kwargs={"costs": costs},
+        trainer_kwargs={"costs": costs},
+    )

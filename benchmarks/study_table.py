@@ -41,10 +41,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=RESULTS, help="ablation_tiny.py's JSON results")
     parser.add_argument("--curves", type=Path, default=CURVES, help="folder of study__SLUG__seed-I.csv curves")
-    parser.add_argument("--export", action="store_true", help="first copy each run's evaluations from its metrics.jsonl")
+    parser.add_argument(
+        "--export", action="store_true", help="first copy each run's evaluations from its metrics.jsonl"
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="JSON written here")
-    parser.add_argument("--quick", action="store_true",
-                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
+    )
     return parser.parse_args(argv)
 
 
@@ -103,7 +108,7 @@ def read_values(path: Path) -> np.ndarray:
 
 def plateau(values: np.ndarray) -> float:
     """Mean of the last quarter of the evaluations: ceil(n / 4) of them."""
-    return float(np.mean(values[-math.ceil(values.size / 4):]))
+    return float(np.mean(values[-math.ceil(values.size / 4) :]))
 
 
 def signed(value: float | None, digits: int = 3) -> str:
@@ -118,21 +123,33 @@ def interval_text(stats: dict | None, digits: int = 3) -> str:
 
 def variant_rows(study: dict, curves: Path) -> list[dict]:
     level = float(study.get("verdict_level", 0.9))
-    plateaus = {v["slug"]: [plateau(read_values(curve_file(curves, v["slug"], i))) for i in range(len(v["seeds"]))]
-                for v in study["variants"]}
+    plateaus = {
+        v["slug"]: [plateau(read_values(curve_file(curves, v["slug"], i))) for i in range(len(v["seeds"]))]
+        for v in study["variants"]
+    }
     base = next(v for v in study["variants"] if v["is_base"])
     rows = []
     for variant in study["variants"]:
         seeds = variant["seeds"]
         identified = sum(bool(s.get("ceiling_identified")) for s in seeds)
-        row = {"slug": variant["slug"], "knob": variant["knob"], "is_base": variant["is_base"],
-               "A": variant["params"]["A"], "B": variant["params"]["B"], "identified": identified, "seeds": len(seeds),
-               "plateaus": plateaus[variant["slug"]], "plateau_mean": float(np.mean(plateaus[variant["slug"]])),
-               "paper": variant.get("paper", "-"), "effect": variant.get("effect")}
+        row = {
+            "slug": variant["slug"],
+            "knob": variant["knob"],
+            "is_base": variant["is_base"],
+            "A": variant["params"]["A"],
+            "B": variant["params"]["B"],
+            "identified": identified,
+            "seeds": len(seeds),
+            "plateaus": plateaus[variant["slug"]],
+            "plateau_mean": float(np.mean(plateaus[variant["slug"]])),
+            "paper": variant.get("paper", "-"),
+            "effect": variant.get("effect"),
+        }
         if not variant["is_base"]:
             pairs = min(len(seeds), len(base["seeds"]))
             row["paired_d_plateau"] = paired_interval(
-                [plateaus[variant["slug"]][i] - plateaus[base["slug"]][i] for i in range(pairs)], level)
+                [plateaus[variant["slug"]][i] - plateaus[base["slug"]][i] for i in range(pairs)], level
+            )
         rows.append(row)
     return rows
 
@@ -140,23 +157,30 @@ def variant_rows(study: dict, curves: Path) -> list[dict]:
 def markdown(rows: list[dict], study: dict) -> str:
     level = int(round(100 * float(study.get("verdict_level", 0.9))))
     fit_level = int(round(100 * float(study.get("level", 0.8))))
-    lines = [f"| knob flipped | A (seed mean) [{fit_level} %] | B (seed mean) | plateau (last quarter, seed mean) | "
-             f"paired d plateau [{level} %] | paired dA [{level} %] | paired dB at shared A [{level} %] | verdict | "
-             "pairs agree | paper |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| knob flipped | A (seed mean) [{fit_level} %] | B (seed mean) | plateau (last quarter, seed mean) | "
+        f"paired d plateau [{level} %] | paired dA [{level} %] | paired dB at shared A [{level} %] | verdict | "
+        "pairs agree | paper |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         a = row["A"]
         a_text = f"{a['mean']:.3f} [{a['lo']:.3f}, {a['hi']:.3f}] ({row['identified']}/{row['seeds']} identified)"
         if row["is_base"]:
-            lines.append(f"| (base: ScaleRL) | {a_text} | {row['B']['mean']:.2f} | {row['plateau_mean']:.3f} "
-                         "| - | - | - | - | - | - |")
+            lines.append(
+                f"| (base: ScaleRL) | {a_text} | {row['B']['mean']:.2f} | {row['plateau_mean']:.3f} "
+                "| - | - | - | - | - | - |"
+            )
             continue
         effect = row["effect"] or {}
         agreement = effect.get("agreement") or {}
         agree = f"{agreement.get('agreeing', '-')}/{agreement.get('pairs', '-')}"
-        lines.append(f"| `{row['knob']}` | {a_text} | {row['B']['mean']:.2f} | {row['plateau_mean']:.3f} | "
-                     f"{interval_text(row['paired_d_plateau'])} | {interval_text(effect.get('paired_delta_A'))} | "
-                     f"{interval_text(effect.get('paired_delta_B'))} | {effect.get('label', '-')} | {agree} | "
-                     f"{row['paper']} |")
+        lines.append(
+            f"| `{row['knob']}` | {a_text} | {row['B']['mean']:.2f} | {row['plateau_mean']:.3f} | "
+            f"{interval_text(row['paired_d_plateau'])} | {interval_text(effect.get('paired_delta_A'))} | "
+            f"{interval_text(effect.get('paired_delta_B'))} | {effect.get('label', '-')} | {agree} | "
+            f"{row['paper']} |"
+        )
     return "\n".join(lines)
 
 
@@ -177,8 +201,11 @@ def main(argv=None) -> int:
     rows = variant_rows(study, args.curves)
     print(markdown(rows, study))
     results = args.results.resolve()
-    write_result(args.out, {"results": str(results.relative_to(REPO)) if results.is_relative_to(REPO)
-                            else str(results), "rows": rows}, command_line("study_table", argv))
+    write_result(
+        args.out,
+        {"results": str(results.relative_to(REPO)) if results.is_relative_to(REPO) else str(results), "rows": rows},
+        command_line("study_table", argv),
+    )
     print(f"written: {args.out}")
     return 0
 

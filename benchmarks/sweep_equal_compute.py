@@ -25,10 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve as read_logged_curve
-
-from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result
 
 CURVES = DATA_DIR / "tiny_mod10_runs"
 OUT = RESULTS_DIR / "sweep_equal_compute.json"
@@ -42,8 +41,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--last", type=int, default=4, help="evaluations at the end of the smaller run (default 4)")
     parser.add_argument("--level", type=float, default=0.9, help="level of the paired interval (default 0.9)")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON written here")
-    parser.add_argument("--quick", action="store_true",
-                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
+    )
     return parser.parse_args(argv)
 
 
@@ -104,28 +106,49 @@ def setting_rows(curves: Path, reference: str, last: int, level: float) -> list[
                 mine, theirs = equal_compute_levels(compute, values, ref_compute, ref_values, last)
             except ValueError as error:
                 raise SystemExit(f"{path.name}: {error}") from None
-            seeds.append({"seed": seed_index, "end_flops": float(compute[-1]), "level": mine,
-                          "reference_level": theirs, "gain": mine - theirs})
+            seeds.append(
+                {
+                    "seed": seed_index,
+                    "end_flops": float(compute[-1]),
+                    "level": mine,
+                    "reference_level": theirs,
+                    "gain": mine - theirs,
+                }
+            )
         gains = [s["gain"] for s in seeds]
-        rows.append({"setting": setting, "seeds": seeds, "gain": paired_interval(gains, level),
-                     "ahead": sum(g > 0 for g in gains)})
+        rows.append(
+            {
+                "setting": setting,
+                "seeds": seeds,
+                "gain": paired_interval(gains, level),
+                "ahead": sum(g > 0 for g in gains),
+            }
+        )
     return rows
 
 
 def markdown(rows: list[dict], level: float, last: int) -> str:
     pct = int(round(100 * level))
-    lines = [f"| setting | stops at (FLOPs, seed mean) | its last {last} evaluations (per seed) | batch 32 at the same "
-             f"compute (per seed) | paired gain [{pct} %] | ahead in |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"| setting | stops at (FLOPs, seed mean) | its last {last} evaluations (per seed) | batch 32 at the same "
+        f"compute (per seed) | paired gain [{pct} %] | ahead in |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
         seeds = row["seeds"]
         end = float(np.mean([s["end_flops"] for s in seeds]))
         gain = row["gain"]
-        interval = f"{gain['mean']:+.3f}" if gain["lo"] is None else \
-            f"{gain['mean']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}]"
+        interval = (
+            f"{gain['mean']:+.3f}"
+            if gain["lo"] is None
+            else f"{gain['mean']:+.3f} [{gain['lo']:+.3f}, {gain['hi']:+.3f}]"
+        )
         levels = " / ".join(f"{s['level']:.3f}" for s in seeds)
         reference_levels = " / ".join(f"{s['reference_level']:.3f}" for s in seeds)
-        lines.append(f"| `{row['setting']}` | {end:.2e} | {levels} | {reference_levels} | {interval} | "
-                     f"{row['ahead']} of {len(seeds)} seeds |")
+        lines.append(
+            f"| `{row['setting']}` | {end:.2e} | {levels} | {reference_levels} | {interval} | "
+            f"{row['ahead']} of {len(seeds)} seeds |"
+        )
     return "\n".join(lines)
 
 
@@ -141,8 +164,11 @@ def main(argv=None) -> int:
     print(markdown(rows, args.level, args.last))
     curves = args.curves.resolve()
     curves_text = str(curves.relative_to(REPO)) if curves.is_relative_to(REPO) else str(curves)
-    write_result(args.out, {"curves": curves_text, "reference": args.reference, "last": args.last,
-                            "level": args.level, "rows": rows}, command_line("sweep_equal_compute", argv))
+    write_result(
+        args.out,
+        {"curves": curves_text, "reference": args.reference, "last": args.last, "level": args.level, "rows": rows},
+        command_line("sweep_equal_compute", argv),
+    )
     print(f"written: {args.out}")
     return 0
 

@@ -43,15 +43,28 @@ TARGET_PER_RUN = 0.7
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--fit-fraction", type=float, default=0.5, help="share of the compute fitted (default 0.5, the demo's)")
+    parser.add_argument(
+        "--fit-fraction", type=float, default=0.5, help="share of the compute fitted (default 0.5, the demo's)"
+    )
     parser.add_argument("--level", type=float, default=0.8, help="band level (default 0.8, the demo's)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of step,flops,val_pass_rate CSVs")
-    parser.add_argument("--capped-data", type=Path, default=CAPPED_DATA,
-                        help=f"runs whose validation pass rate cannot exceed {KNOWN_CEILING} (the A check)")
-    parser.add_argument("--out", type=Path, default=None, help=f"JSON results (default {RESULTS.relative_to(REPO)}; "
-                        "another name for another --fit-fraction)")
-    parser.add_argument("--quick", action="store_true",
-                        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode")
+    parser.add_argument(
+        "--capped-data",
+        type=Path,
+        default=CAPPED_DATA,
+        help=f"runs whose validation pass rate cannot exceed {KNOWN_CEILING} (the A check)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"JSON results (default {RESULTS.relative_to(REPO)}; another name for another --fit-fraction)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
+    )
     return parser.parse_args(argv)
 
 
@@ -73,13 +86,23 @@ def score_run(path: Path, fit_fraction: float, level: float) -> dict:
         return {"run": path.stem, "group": group, "error": "the whole run cannot be fitted"}
     inside = int(sum(point.inside_band for point in report.held_out))
     scores = [float(interval_score(p.lower, p.upper, p.observed, level)) for p in report.held_out]
-    return {"run": path.stem, "group": group, "error": None, "held_out": len(report.held_out), "inside": inside,
-            "coverage": report.band_coverage, "mean_abs_error": report.mean_abs_error,
-            "interval_score_sum": float(sum(scores)),
-            "A_all_points": whole.a, "A_interval_all_points": list(whole.conf_int(level)["A"]),
-            "B_all_points": whole.b, "ceiling_identified_all_points": bool(whole.ceiling_identified),
-            "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound),
-            "last_value": float(curve.reward[-1]), "max_value": float(curve.reward.max())}
+    return {
+        "run": path.stem,
+        "group": group,
+        "error": None,
+        "held_out": len(report.held_out),
+        "inside": inside,
+        "coverage": report.band_coverage,
+        "mean_abs_error": report.mean_abs_error,
+        "interval_score_sum": float(sum(scores)),
+        "A_all_points": whole.a,
+        "A_interval_all_points": list(whole.conf_int(level)["A"]),
+        "B_all_points": whole.b,
+        "ceiling_identified_all_points": bool(whole.ceiling_identified),
+        "ceiling_at_bound_all_points": bool(whole.ceiling_at_bound),
+        "last_value": float(curve.reward[-1]),
+        "max_value": float(curve.reward.max()),
+    }
 
 
 def ceiling_check(run: dict, known_ceiling: float = KNOWN_CEILING) -> dict:
@@ -87,10 +110,18 @@ def ceiling_check(run: dict, known_ceiling: float = KNOWN_CEILING) -> dict:
     if run["error"]:
         return {"run": run["run"], "error": run["error"]}
     low, high = run["A_interval_all_points"]
-    return {"run": run["run"], "error": None, "A": run["A_all_points"], "A_interval": [low, high],
-            "B": run["B_all_points"], "known_ceiling": known_ceiling, "interval_admits_bound": bool(low <= known_ceiling),
-            "ceiling_identified": run["ceiling_identified_all_points"], "last_value": run["last_value"],
-            "max_value": run["max_value"]}
+    return {
+        "run": run["run"],
+        "error": None,
+        "A": run["A_all_points"],
+        "A_interval": [low, high],
+        "B": run["B_all_points"],
+        "known_ceiling": known_ceiling,
+        "interval_admits_bound": bool(low <= known_ceiling),
+        "ceiling_identified": run["ceiling_identified_all_points"],
+        "last_value": run["last_value"],
+        "max_value": run["max_value"],
+    }
 
 
 def summary(scored: list[dict]) -> dict:
@@ -100,25 +131,36 @@ def summary(scored: list[dict]) -> dict:
         return {"runs": len(scored), "runs_fitted": 0}
     per_run = np.array([run["coverage"] for run in fitted])
     inside, total = sum(run["inside"] for run in fitted), sum(run["held_out"] for run in fitted)
-    return {"runs": len(scored), "runs_fitted": len(fitted), "held_out": total, "inside": inside,
-            "pooled_coverage": inside / total, "runs_at_least_target": int((per_run >= TARGET_PER_RUN).sum()),
-            "target_per_run": TARGET_PER_RUN, "median_run_coverage": float(np.median(per_run)),
-            "lowest_run_coverage": float(per_run.min()),
-            "mean_abs_error_median": float(np.median([run["mean_abs_error"] for run in fitted])),
-            "mean_interval_score": sum(run["interval_score_sum"] for run in fitted) / total}
+    return {
+        "runs": len(scored),
+        "runs_fitted": len(fitted),
+        "held_out": total,
+        "inside": inside,
+        "pooled_coverage": inside / total,
+        "runs_at_least_target": int((per_run >= TARGET_PER_RUN).sum()),
+        "target_per_run": TARGET_PER_RUN,
+        "median_run_coverage": float(np.median(per_run)),
+        "lowest_run_coverage": float(per_run.min()),
+        "mean_abs_error_median": float(np.median([run["mean_abs_error"] for run in fitted])),
+        "mean_interval_score": sum(run["interval_score_sum"] for run in fitted) / total,
+    }
 
 
 def table(scored: list[dict]) -> str:
-    lines = ["run | held out | inside band | coverage | mean abs error | A [80 %], all points",
-             "--- | --- | --- | --- | --- | ---"]
+    lines = [
+        "run | held out | inside band | coverage | mean abs error | A [80 %], all points",
+        "--- | --- | --- | --- | --- | ---",
+    ]
     for run in scored:
         if run["error"]:
             lines.append(f"{run['run']} | - | - | - | no fit: {run['error']} | -")
         else:
             low, high = run["A_interval_all_points"]
             limit = " (limit)" if run["ceiling_at_bound_all_points"] else ""
-            lines.append(f"{run['run']} | {run['held_out']} | {run['inside']} | {run['coverage']:.0%} | "
-                         f"{run['mean_abs_error']:.3f} | {run['A_all_points']:.3f}{limit} [{low:.3f}, {high:.3f}]")
+            lines.append(
+                f"{run['run']} | {run['held_out']} | {run['inside']} | {run['coverage']:.0%} | "
+                f"{run['mean_abs_error']:.3f} | {run['A_all_points']:.3f}{limit} [{low:.3f}, {high:.3f}]"
+            )
     return "\n".join(lines)
 
 
@@ -131,15 +173,23 @@ def main(argv=None) -> int:
         return 2
     started = time.perf_counter()
     scored = [score_run(path, args.fit_fraction, args.level) for path in [*paths, *capped_paths]]
-    ceilings = [ceiling_check(run) for run in scored[len(paths):]]
+    ceilings = [ceiling_check(run) for run in scored[len(paths) :]]
     seconds = time.perf_counter() - started
     groups = sorted({run["group"] for run in scored})
-    result = {"fit_fraction": args.fit_fraction, "level": args.level, "seconds": seconds,
-              "summary": summary(scored), "by_group": {group: summary([r for r in scored if r["group"] == group]) for group in groups},
-              "runs": scored,
-              "known_ceiling": {"bound": KNOWN_CEILING, "runs": ceilings,
-                                "intervals_admitting_bound": sum(bool(c.get("interval_admits_bound")) for c in ceilings),
-                                "fitted": sum(c["error"] is None for c in ceilings)}}
+    result = {
+        "fit_fraction": args.fit_fraction,
+        "level": args.level,
+        "seconds": seconds,
+        "summary": summary(scored),
+        "by_group": {group: summary([r for r in scored if r["group"] == group]) for group in groups},
+        "runs": scored,
+        "known_ceiling": {
+            "bound": KNOWN_CEILING,
+            "runs": ceilings,
+            "intervals_admitting_bound": sum(bool(c.get("interval_admits_bound")) for c in ceilings),
+            "fitted": sum(c["error"] is None for c in ceilings),
+        },
+    }
     print(table(scored))
     print()
     if ceilings:
@@ -151,16 +201,22 @@ def main(argv=None) -> int:
                 print(f"{check['run']} | no fit: {check['error']} | | | |")
                 continue
             low, high = check["A_interval"]
-            print(f"{check['run']} | {check['A']:.3f} [{low:.3f}, {high:.3f}] | {check['B']:.2f} | "
-                  f"{'yes' if check['ceiling_identified'] else 'no'} | {'yes' if check['interval_admits_bound'] else 'NO'} | "
-                  f"{check['max_value']:.3f}")
+            print(
+                f"{check['run']} | {check['A']:.3f} [{low:.3f}, {high:.3f}] | {check['B']:.2f} | "
+                f"{'yes' if check['ceiling_identified'] else 'no'} | {'yes' if check['interval_admits_bound'] else 'NO'} | "
+                f"{check['max_value']:.3f}"
+            )
         print()
     for name, part in [("all", result["summary"]), *result["by_group"].items()]:
         if part.get("runs_fitted"):
-            print(f"{name}: {part['inside']} of {part['held_out']} held-out evaluations inside the {args.level:.0%} band "
-                  f"({part['pooled_coverage']:.0%}); {part['runs_at_least_target']} of {part['runs_fitted']} runs hold "
-                  f">= {TARGET_PER_RUN:.0%}; per run median {part['median_run_coverage']:.0%}, lowest {part['lowest_run_coverage']:.0%}")
-    out = args.out or (RESULTS if args.fit_fraction == 0.5 else RESULTS.with_name(f"tiny_self_forecast_fit{args.fit_fraction:g}.json"))
+            print(
+                f"{name}: {part['inside']} of {part['held_out']} held-out evaluations inside the {args.level:.0%} band "
+                f"({part['pooled_coverage']:.0%}); {part['runs_at_least_target']} of {part['runs_fitted']} runs hold "
+                f">= {TARGET_PER_RUN:.0%}; per run median {part['median_run_coverage']:.0%}, lowest {part['lowest_run_coverage']:.0%}"
+            )
+    out = args.out or (
+        RESULTS if args.fit_fraction == 0.5 else RESULTS.with_name(f"tiny_self_forecast_fit{args.fit_fraction:g}.json")
+    )
     write_result(out, result, command_line("tiny_self_forecast", argv))
     print(f"written: {out.relative_to(REPO) if out.is_relative_to(REPO) else out} ({seconds:.1f} s)")
     return 0

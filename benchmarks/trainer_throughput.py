@@ -13,6 +13,7 @@ parent collects their JSON, prints a table and writes benchmarks/results/trainer
     python -m benchmarks.trainer_throughput              # the measured run
     python -m benchmarks.trainer_throughput --profile    # also cProfile a few steps of each
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,40 +37,60 @@ GRAD_CLIP = 1.0
 # scalerl configured to do the same work as TRL's GRPOTrainer defaults (loss_type "dapo": token-level
 # aggregation, symmetric clip 0.2, group-std advantages, no filter, no curriculum, plain truncation).
 MATCHED_OVERRIDES = (
-    "rl.loss=grpo", "rl.grpo_eps=0.2", "rl.aggregation=token", "rl.advantage_norm=prompt",
-    "rl.zero_variance_filter=false", "rl.npr=false", "sampling.length_control=truncate",
-    f"optim.lr={LEARNING_RATE}", f"optim.weight_decay={WEIGHT_DECAY}", "optim.warmup_steps=0",
+    "rl.loss=grpo",
+    "rl.grpo_eps=0.2",
+    "rl.aggregation=token",
+    "rl.advantage_norm=prompt",
+    "rl.zero_variance_filter=false",
+    "rl.npr=false",
+    "sampling.length_control=truncate",
+    f"optim.lr={LEARNING_RATE}",
+    f"optim.weight_decay={WEIGHT_DECAY}",
+    "optim.warmup_steps=0",
     f"optim.grad_clip={GRAD_CLIP}",
 )
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", default="compare",
-                        choices=("compare", "scalerl", "trl", "profile-scalerl", "profile-trl"),
-                        help="compare: run both as subprocesses (default); the others are the children")
+    parser.add_argument(
+        "--mode",
+        default="compare",
+        choices=("compare", "scalerl", "trl", "profile-scalerl", "profile-trl"),
+        help="compare: run both as subprocesses (default); the others are the children",
+    )
     parser.add_argument("--steps", type=int, default=None, help="timed optimiser steps per trainer")
     parser.add_argument("--warmup-steps", type=int, default=2, help="untimed steps before the timed ones")
     parser.add_argument("--prompts", type=int, default=16, help="prompts per optimiser step (P)")
     parser.add_argument("--generations", type=int, default=8, help="generations per prompt (G)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each trainer")
-    parser.add_argument("--fresh", action="store_true",
-                        help="start both from the freshly initialised model instead of the warm start")
-    parser.add_argument("--recipe", choices=("matched", "scalerl", "both"), default="both",
-                        help="scalerl's config: 'matched' does TRL's work (no filter, truncation; the "
-                             "ratio uses it); 'scalerl' is the ScaleRL preset (its zero-variance "
-                             "filter skips the update of constant-reward groups); 'both' runs each")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="runs of each trainer, alternating order; the median is reported")
+    parser.add_argument(
+        "--fresh", action="store_true", help="start both from the freshly initialised model instead of the warm start"
+    )
+    parser.add_argument(
+        "--recipe",
+        choices=("matched", "scalerl", "both"),
+        default="both",
+        help="scalerl's config: 'matched' does TRL's work (no filter, truncation; the "
+        "ratio uses it); 'scalerl' is the ScaleRL preset (its zero-variance "
+        "filter skips the update of constant-reward groups); 'both' runs each",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="runs of each trainer, alternating order; the median is reported"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run: few steps")
-    parser.add_argument("--profile", action="store_true",
-                        help="also cProfile a few steps of each trainer (separate runs, untimed)")
+    parser.add_argument(
+        "--profile", action="store_true", help="also cProfile a few steps of each trainer (separate runs, untimed)"
+    )
     parser.add_argument("--model-dir", default=None, help="(children) the shared starting model")
     parser.add_argument("--child-out", default=None, help="(children) where to write the JSON")
-    parser.add_argument("--out-dir", default=None,
-                        help="where trainer_throughput.{json,md} go (default benchmarks/results; a --quick run "
-                             "writes only when given one)")
+    parser.add_argument(
+        "--out-dir",
+        default=None,
+        help="where trainer_throughput.{json,md} go (default benchmarks/results; a --quick run "
+        "writes only when given one)",
+    )
     args = parser.parse_args(argv)
     if args.steps is None:
         args.steps = 5 if args.quick else 40
@@ -84,18 +105,23 @@ def scalerl_config(args, model_path: str):
     """The benchmark's TrainConfig: P x G, max new tokens, model path, the chosen recipe."""
     from scalerl.train.config.train_config import TrainConfig
 
-    overrides = [f"model.path={model_path}", f"sampling.prompts_per_step={args.prompts}",
-                 f"sampling.generations_per_prompt={args.generations}",
-                 f"sampling.max_new_tokens={args.max_new_tokens}",
-                 f"max_steps={args.warmup_steps + args.steps}",
-                 f"eval_every={args.warmup_steps + args.steps}",
-                 f"checkpoint_every={args.warmup_steps + args.steps}"]
+    overrides = [
+        f"model.path={model_path}",
+        f"sampling.prompts_per_step={args.prompts}",
+        f"sampling.generations_per_prompt={args.generations}",
+        f"sampling.max_new_tokens={args.max_new_tokens}",
+        f"max_steps={args.warmup_steps + args.steps}",
+        f"eval_every={args.warmup_steps + args.steps}",
+        f"checkpoint_every={args.warmup_steps + args.steps}",
+    ]
     if args.recipe == "matched":
         overrides += list(MATCHED_OVERRIDES)
     budget_max = min(48, args.max_new_tokens - 1)
-    overrides += [f"sampling.thinking_budget_max={budget_max}",
-                  f"sampling.thinking_budget_min={min(40, budget_max)}",
-                  f"sampling.penalty_cache_tokens={min(16, args.max_new_tokens)}"]
+    overrides += [
+        f"sampling.thinking_budget_max={budget_max}",
+        f"sampling.thinking_budget_min={min(40, budget_max)}",
+        f"sampling.penalty_cache_tokens={min(16, args.max_new_tokens)}",
+    ]
     return TrainConfig().with_overrides(overrides)
 
 
@@ -111,8 +137,10 @@ def save_starting_model(args, directory: Path) -> dict:
     task = build_task(config)
     model, tokenizer = fresh_policy(config) if args.fresh else build_policy(config, task)
     save_model(model, tokenizer, directory)
-    return {"start": "fresh" if args.fresh else "warm-started (cached demo warm start)",
-            "parameters": sum(p.numel() for p in model.parameters())}
+    return {
+        "start": "fresh" if args.fresh else "warm-started (cached demo warm start)",
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
 
 
 def peak_rss_mib() -> float:
@@ -120,8 +148,7 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def throughput(step_end_times: list[float], step_tokens: list[int], warmup_steps: int,
-               sequences_per_step: int) -> dict:
+def throughput(step_end_times: list[float], step_tokens: list[int], warmup_steps: int, sequences_per_step: int) -> dict:
     """Steps/s and generated tokens/s over the steps after the warm-up.
 
     The window runs from the end of the last warm-up step to the end of the last step, so it holds
@@ -129,11 +156,14 @@ def throughput(step_end_times: list[float], step_tokens: list[int], warmup_steps
     timed_tokens = sum(step_tokens[warmup_steps:])
     timed_steps = len(step_end_times) - warmup_steps
     wall_seconds = step_end_times[-1] - step_end_times[warmup_steps - 1]
-    return {"timed_steps": timed_steps, "wall_seconds": wall_seconds,
-            "steps_per_second": timed_steps / wall_seconds,
-            "generated_tokens": timed_tokens,
-            "generated_tokens_per_second": timed_tokens / wall_seconds,
-            "mean_completion_tokens": timed_tokens / (timed_steps * sequences_per_step)}
+    return {
+        "timed_steps": timed_steps,
+        "wall_seconds": wall_seconds,
+        "steps_per_second": timed_steps / wall_seconds,
+        "generated_tokens": timed_tokens,
+        "generated_tokens_per_second": timed_tokens / wall_seconds,
+        "mean_completion_tokens": timed_tokens / (timed_steps * sequences_per_step),
+    }
 
 
 def run_scalerl(args) -> dict:
@@ -156,8 +186,13 @@ def run_scalerl(args) -> dict:
             rewards.append(row["train_reward"])
         run.state.close()
     result = throughput(end_times[1:], tokens[1:], args.warmup_steps, args.prompts * args.generations)
-    result.update(trainer="scalerl", recipe=args.recipe, mean_train_reward=sum(rewards) / len(rewards),
-                  torch_threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
+    result.update(
+        trainer="scalerl",
+        recipe=args.recipe,
+        mean_train_reward=sum(rewards) / len(rewards),
+        torch_threads=torch.get_num_threads(),
+        peak_rss_mib=peak_rss_mib(),
+    )
     return result
 
 
@@ -168,8 +203,7 @@ def trl_dataset(args):
     from scalerl.train.run_setup import build_task
 
     task = build_task(scalerl_config(args, "builtin"))
-    return task, Dataset.from_dict({"prompt": [e.prompt for e in task.train],
-                                    "answer": [e.answer for e in task.train]})
+    return task, Dataset.from_dict({"prompt": [e.prompt for e in task.train], "answer": [e.answer for e in task.train]})
 
 
 def run_trl(args, profiler=None) -> dict:
@@ -188,8 +222,9 @@ def run_trl(args, profiler=None) -> dict:
 
     def verifier_reward(prompts, completions, completion_ids, answer, **_):
         step_tokens.append(sum(len(ids) for ids in completion_ids))
-        rewards = [task.reward(text, TaskExample(prompt=p, answer=a))
-                   for p, text, a in zip(prompts, completions, answer)]
+        rewards = [
+            task.reward(text, TaskExample(prompt=p, answer=a)) for p, text, a in zip(prompts, completions, answer)
+        ]
         rewards_seen.extend(rewards)
         return rewards
 
@@ -202,35 +237,80 @@ def run_trl(args, profiler=None) -> dict:
     batch_size = args.prompts * args.generations
     with tempfile.TemporaryDirectory(prefix="bench_trl_") as output_dir:
         grpo_args = GRPOConfig(
-            output_dir=output_dir, max_steps=args.warmup_steps + args.steps,
-            per_device_train_batch_size=batch_size, num_generations=args.generations,
-            generation_batch_size=batch_size, gradient_accumulation_steps=1,
-            max_completion_length=args.max_new_tokens, temperature=1.0, top_p=1.0, beta=0.0,
-            num_iterations=1, epsilon=0.2, loss_type="dapo", scale_rewards="group",
-            learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY, max_grad_norm=GRAD_CLIP,
-            lr_scheduler_type="constant", warmup_steps=0, use_vllm=False, use_cpu=True,
-            bf16=False, fp16=False, report_to=[], save_strategy="no", eval_strategy="no",
-            logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0)
+            output_dir=output_dir,
+            max_steps=args.warmup_steps + args.steps,
+            per_device_train_batch_size=batch_size,
+            num_generations=args.generations,
+            generation_batch_size=batch_size,
+            gradient_accumulation_steps=1,
+            max_completion_length=args.max_new_tokens,
+            temperature=1.0,
+            top_p=1.0,
+            beta=0.0,
+            num_iterations=1,
+            epsilon=0.2,
+            loss_type="dapo",
+            scale_rewards="group",
+            learning_rate=LEARNING_RATE,
+            weight_decay=WEIGHT_DECAY,
+            max_grad_norm=GRAD_CLIP,
+            lr_scheduler_type="constant",
+            warmup_steps=0,
+            use_vllm=False,
+            use_cpu=True,
+            bf16=False,
+            fp16=False,
+            report_to=[],
+            save_strategy="no",
+            eval_strategy="no",
+            logging_strategy="no",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            seed=0,
+        )
         model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
         tokenizer.padding_side = "left"
-        trainer = GRPOTrainer(model=model, reward_funcs=[verifier_reward], args=grpo_args,
-                              train_dataset=dataset, processing_class=tokenizer,
-                              callbacks=[StepClock()])
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[verifier_reward],
+            args=grpo_args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[StepClock()],
+        )
         trainer.train()
         if profiler is not None:
             profiler.disable()
     result = throughput(end_times, step_tokens, args.warmup_steps, batch_size)
-    result.update(trainer="trl", trl_version=_version("trl"),
-                  mean_train_reward=sum(rewards_seen) / max(1, len(rewards_seen)),
-                  torch_threads=torch.get_num_threads(), peak_rss_mib=peak_rss_mib())
+    result.update(
+        trainer="trl",
+        trl_version=_version("trl"),
+        mean_train_reward=sum(rewards_seen) / max(1, len(rewards_seen)),
+        torch_threads=torch.get_num_threads(),
+        peak_rss_mib=peak_rss_mib(),
+    )
     return result
 
 
-SCALERL_PHASES = ("_generate", "_decode", "policy_forward", "sample_with_noise", "_record_token",
-                  "_to_rollout", "train_step", "run_backward")
-TRL_PHASES = ("_generate", "generate", "_calculate_rewards", "compute_loss",
-              "_get_per_token_logps_and_entropies", "run_backward")
+SCALERL_PHASES = (
+    "_generate",
+    "_decode",
+    "policy_forward",
+    "sample_with_noise",
+    "_record_token",
+    "_to_rollout",
+    "train_step",
+    "run_backward",
+)
+TRL_PHASES = (
+    "_generate",
+    "generate",
+    "_calculate_rewards",
+    "compute_loss",
+    "_get_per_token_logps_and_entropies",
+    "run_backward",
+)
 
 
 def profile_summary(profiler, steps: int, phase_names: tuple[str, ...], top: int = 25) -> dict:
@@ -241,14 +321,28 @@ def profile_summary(profiler, steps: int, phase_names: tuple[str, ...], top: int
     total = stats.total_tt
     by_own = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
     by_cumulative = sorted(stats.stats.items(), key=lambda item: item[1][3], reverse=True)
-    phases = {name: next((cum for (_, _, n), (_, _, _, cum, _) in by_cumulative
-                          if n == name or f"'{name}'" in n), 0.0)  # builtins: "<method 'name' ...>"
-              for name in phase_names}
-    hot = [{"function": f"{Path(file).name}:{line}({name})", "calls": calls,
-            "own_seconds": own, "cumulative_seconds": cumulative, "own_fraction": own / total}
-           for (file, line, name), (_, calls, own, cumulative, _) in by_own]
-    return {"profiled_steps": steps, "total_seconds": total, "phase_cumulative_seconds": phases,
-            "hot_spots_by_own_time": hot}
+    phases = {
+        name: next(
+            (cum for (_, _, n), (_, _, _, cum, _) in by_cumulative if n == name or f"'{name}'" in n), 0.0
+        )  # builtins: "<method 'name' ...>"
+        for name in phase_names
+    }
+    hot = [
+        {
+            "function": f"{Path(file).name}:{line}({name})",
+            "calls": calls,
+            "own_seconds": own,
+            "cumulative_seconds": cumulative,
+            "own_fraction": own / total,
+        }
+        for (file, line, name), (_, calls, own, cumulative, _) in by_own
+    ]
+    return {
+        "profiled_steps": steps,
+        "total_seconds": total,
+        "phase_cumulative_seconds": phases,
+        "hot_spots_by_own_time": hot,
+    }
 
 
 def profile_scalerl(args) -> dict:
@@ -292,37 +386,65 @@ def _version(package: str) -> str:
 
 
 def child_command(args, mode: str, model_dir: Path, out_path: Path, recipe: str) -> list[str]:
-    command = [sys.executable, "-m", "benchmarks.trainer_throughput", "--mode", mode,
-               "--model-dir", str(model_dir), "--child-out", str(out_path),
-               "--steps", str(min(args.steps, 10) if mode.startswith("profile") else args.steps),
-               "--warmup-steps", str(args.warmup_steps), "--prompts", str(args.prompts),
-               "--generations", str(args.generations), "--max-new-tokens", str(args.max_new_tokens),
-               "--threads", str(args.threads), "--recipe", recipe]
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.trainer_throughput",
+        "--mode",
+        mode,
+        "--model-dir",
+        str(model_dir),
+        "--child-out",
+        str(out_path),
+        "--steps",
+        str(min(args.steps, 10) if mode.startswith("profile") else args.steps),
+        "--warmup-steps",
+        str(args.warmup_steps),
+        "--prompts",
+        str(args.prompts),
+        "--generations",
+        str(args.generations),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--threads",
+        str(args.threads),
+        "--recipe",
+        recipe,
+    ]
     return command + (["--fresh"] if args.fresh else [])
 
 
 def run_child(args, mode: str, model_dir: Path, workdir: Path, recipe: str = "matched") -> dict:
     """One trainer in its own process (equal thread settings); its JSON plus the load around it."""
     out_path = workdir / f"{mode}-{recipe}.json"
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
-               TOKENIZERS_PARALLELISM="false", WANDB_DISABLED="true", HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS=str(args.threads),
+        MKL_NUM_THREADS=str(args.threads),
+        TOKENIZERS_PARALLELISM="false",
+        WANDB_DISABLED="true",
+        HF_HUB_OFFLINE="1",
+    )
     load_before = os.getloadavg()
     started = time.perf_counter()
-    completed = subprocess.run(child_command(args, mode, model_dir, out_path, recipe), env=env, cwd=REPO,
-                               capture_output=True, text=True)
+    completed = subprocess.run(
+        child_command(args, mode, model_dir, out_path, recipe), env=env, cwd=REPO, capture_output=True, text=True
+    )
     if completed.returncode != 0:
         sys.stderr.write(completed.stdout[-4000:] + completed.stderr[-4000:])
         raise SystemExit(f"error: the {mode} child failed with exit code {completed.returncode}")
     result = json.loads(out_path.read_text())
-    result.update(process_seconds=time.perf_counter() - started,
-                  load_average_before=list(load_before), load_average_after=list(os.getloadavg()))
+    result.update(
+        process_seconds=time.perf_counter() - started,
+        load_average_before=list(load_before),
+        load_average_after=list(os.getloadavg()),
+    )
     return result
 
 
 def trainer_runs(recipe: str) -> dict[str, tuple[str, str]]:
     """Result name -> (child mode, scalerl recipe) of the trainers to compare."""
-    runs = {"scalerl": ("scalerl", "scalerl" if recipe == "scalerl" else "matched"),
-            "trl": ("trl", "matched")}
+    runs = {"scalerl": ("scalerl", "scalerl" if recipe == "scalerl" else "matched"), "trl": ("trl", "matched")}
     if recipe == "both":
         runs["scalerl (ScaleRL recipe)"] = ("scalerl", "scalerl")
     return runs
@@ -353,8 +475,12 @@ def run_rounds(args, model_dir: Path, workdir: Path) -> dict:
 def paired_ratios(results: dict, name: str) -> list[float]:
     """Round-by-round tokens/s of `name` over TRL's in the same round (adjacent runs: a drifting
     load cancels out better than in the ratio of the two medians)."""
-    return [ours / theirs for ours, theirs in zip(results[name]["rounds_generated_tokens_per_second"],
-                                                  results["trl"]["rounds_generated_tokens_per_second"])]
+    return [
+        ours / theirs
+        for ours, theirs in zip(
+            results[name]["rounds_generated_tokens_per_second"], results["trl"]["rounds_generated_tokens_per_second"]
+        )
+    ]
 
 
 def compare(args) -> dict:
@@ -364,27 +490,40 @@ def compare(args) -> dict:
         model_dir = Path(workdir) / "start_model"
         model_info = save_starting_model(args, model_dir)
         results = run_rounds(args, model_dir, Path(workdir))
-        profiles = {trainer: run_child(args, f"profile-{trainer}", model_dir, Path(workdir))
-                    for trainer in (("scalerl", "trl") if args.profile else ())}
+        profiles = {
+            trainer: run_child(args, f"profile-{trainer}", model_dir, Path(workdir))
+            for trainer in (("scalerl", "trl") if args.profile else ())
+        }
     ratios = paired_ratios(results, "scalerl")
     recipe_name = "scalerl (ScaleRL recipe)"
     recipe_ratios = paired_ratios(results, recipe_name) if recipe_name in results else None
     ratio = statistics.median(ratios)
     return {
-        "benchmark": "trainer_throughput", "quick": args.quick,
-        "setup": {"prompts": args.prompts, "generations": args.generations,
-                  "max_new_tokens": args.max_new_tokens, "timed_steps": args.steps,
-                  "warmup_steps": args.warmup_steps, "threads": args.threads, "recipe": args.recipe,
-                  "rounds": args.rounds,
-                  "matched_scalerl_overrides": list(MATCHED_OVERRIDES),
-                  "learning_rate": LEARNING_RATE, "temperature": 1.0, "device": "cpu",
-                  "dtype": "float32", **model_info},
+        "benchmark": "trainer_throughput",
+        "quick": args.quick,
+        "setup": {
+            "prompts": args.prompts,
+            "generations": args.generations,
+            "max_new_tokens": args.max_new_tokens,
+            "timed_steps": args.steps,
+            "warmup_steps": args.warmup_steps,
+            "threads": args.threads,
+            "recipe": args.recipe,
+            "rounds": args.rounds,
+            "matched_scalerl_overrides": list(MATCHED_OVERRIDES),
+            "learning_rate": LEARNING_RATE,
+            "temperature": 1.0,
+            "device": "cpu",
+            "dtype": "float32",
+            **model_info,
+        },
         "machine": machine(load_before, packages=("transformers", "trl")),
         "results": results,
         "tokens_per_second_ratio": ratio,  # median over rounds of the paired ratios
         "rounds_tokens_per_second_ratio": ratios,
-        "ratio_of_median_rounds": (results["scalerl"]["generated_tokens_per_second"]
-                                   / results["trl"]["generated_tokens_per_second"]),
+        "ratio_of_median_rounds": (
+            results["scalerl"]["generated_tokens_per_second"] / results["trl"]["generated_tokens_per_second"]
+        ),
         "steps_per_second_ratio": results["scalerl"]["steps_per_second"] / results["trl"]["steps_per_second"],
         "recipe_tokens_per_second_ratio": statistics.median(recipe_ratios) if recipe_ratios else None,
         "rounds_recipe_tokens_per_second_ratio": recipe_ratios,
@@ -397,8 +536,12 @@ def compare(args) -> dict:
 def main(argv=None) -> None:
     args = parse_args(argv)
     if args.mode != "compare":
-        runner = {"scalerl": run_scalerl, "trl": run_trl, "profile-scalerl": profile_scalerl,
-                  "profile-trl": profile_trl}[args.mode]
+        runner = {
+            "scalerl": run_scalerl,
+            "trl": run_trl,
+            "profile-scalerl": profile_scalerl,
+            "profile-trl": profile_trl,
+        }[args.mode]
         Path(args.child_out).write_text(json.dumps(runner(args), indent=1))
         return
     report = compare(args)
@@ -407,8 +550,12 @@ def main(argv=None) -> None:
     if args.quick and args.out_dir is None:  # a smoke run never overwrites the measured results
         return
     out_dir = Path(args.out_dir or RESULTS_DIR)
-    write_result(out_dir / "trainer_throughput.json", report, command_line("trainer_throughput", argv),
-                 machine_block=report["machine"])
+    write_result(
+        out_dir / "trainer_throughput.json",
+        report,
+        command_line("trainer_throughput", argv),
+        machine_block=report["machine"],
+    )
     write_text(out_dir / "trainer_throughput.md", markdown)
 
 

@@ -1,6 +1,7 @@
 """A result is tied to the commit it measured: benchmarks/common.py's write_result refuses a new
 measurement of uncommitted code into the repository unless SCALERL_BENCH_ALLOW_DIRTY=1, and the
 machine block's git_commit / git_dirty say what the tree was."""
+
 import json
 import subprocess
 
@@ -18,8 +19,11 @@ def repo(tmp_path, monkeypatch):
     root = tmp_path / "repo"
     (root / "src").mkdir(parents=True)
     (root / "src" / "code.py").write_text("x = 1\n")
-    for args in (["init", "-q"], ["add", "-A"],
-                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "-A"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one"],
+    ):
         subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
     monkeypatch.setattr(common, "REPO", root)
     monkeypatch.delenv(common.ALLOW_DIRTY_VARIABLE, raising=False)

@@ -6,6 +6,7 @@ where it writes ({tmp}: the test's temporary folder); a benchmark it does not li
 DEFAULT_ARGS, so adding a benchmark whose `--out` takes a file needs no line here. No run may
 touch benchmarks/results, the docs or the shipped band table.
 """
+
 from __future__ import annotations
 
 import ast
@@ -28,22 +29,75 @@ NO_QUICK = {  # benchmarks that cannot have a quick mode, and why (their run is 
 }
 DEFAULT_ARGS = ("--quick", "--out", "{tmp}/{name}.json")
 QUICK_ARGS: dict[str, tuple[str, ...]] = {
-    "ablation_tiny": ("--quick", "--steps", "6", "--eval-every", "2", "--knobs", "loss=dapo",
-                      "--sweep", "none", "--sequential", "--workdir", "{tmp}/work",
-                      "--out", "{tmp}/ablation_tiny.json"),
-    "async_vs_sync": ("--quick", "--modes", "sync,async-k8", "--workdir", "{tmp}/work",
-                      "--out", "{tmp}/async_vs_sync.json"),
+    "ablation_tiny": (
+        "--quick",
+        "--steps",
+        "6",
+        "--eval-every",
+        "2",
+        "--knobs",
+        "loss=dapo",
+        "--sweep",
+        "none",
+        "--sequential",
+        "--workdir",
+        "{tmp}/work",
+        "--out",
+        "{tmp}/ablation_tiny.json",
+    ),
+    "async_vs_sync": (
+        "--quick",
+        "--modes",
+        "sync,async-k8",
+        "--workdir",
+        "{tmp}/work",
+        "--out",
+        "{tmp}/async_vs_sync.json",
+    ),
     "forecast_accuracy": ("--quick", "--out", "{tmp}", "--figure", "{tmp}/forecast_calibration.png"),
     "forecast_seed_spread": ("--quick", "--seeds", "0", "1", "--out", "{tmp}/forecast_seed_spread.json"),
-    "pipeline_efficiency": ("--quick", "--ratios", "1", "--generators", "1", "--lags", "8",
-                            "--param-sizes", "builtin", "--workdir", "{tmp}/work",
-                            "--out", "{tmp}/pipeline_efficiency.json", "--figure", "{tmp}/pipeline_efficiency.png"),
-    "positive_controls": ("--quick", "--steps", "4", "--eval-every", "2", "--sequential", "--workdir", "{tmp}/work",
-                          "--out", "{tmp}/positive_controls.json"),
+    "pipeline_efficiency": (
+        "--quick",
+        "--ratios",
+        "1",
+        "--generators",
+        "1",
+        "--lags",
+        "8",
+        "--param-sizes",
+        "builtin",
+        "--workdir",
+        "{tmp}/work",
+        "--out",
+        "{tmp}/pipeline_efficiency.json",
+        "--figure",
+        "{tmp}/pipeline_efficiency.png",
+    ),
+    "positive_controls": (
+        "--quick",
+        "--steps",
+        "4",
+        "--eval-every",
+        "2",
+        "--sequential",
+        "--workdir",
+        "{tmp}/work",
+        "--out",
+        "{tmp}/positive_controls.json",
+    ),
     "pipeline_transport": ("--quick", "--workdir", "{tmp}/work", "--out", "{tmp}/pipeline_transport.json"),
     "report_render": ("--quick", "-o", "{tmp}/report.png"),
-    "trainer_throughput": ("--quick", "--recipe", "matched", "--steps", "2", "--warmup-steps", "1",
-                           "--out-dir", "{tmp}"),
+    "trainer_throughput": (
+        "--quick",
+        "--recipe",
+        "matched",
+        "--steps",
+        "2",
+        "--warmup-steps",
+        "1",
+        "--out-dir",
+        "{tmp}",
+    ),
 }
 NEEDS_PACKAGES = {"trainer_throughput": ("trl", "datasets")}  # the `bench` extra
 GUARDED = (REPO / "benchmarks" / "results", REPO / "docs")
@@ -72,7 +126,7 @@ def guarded_files() -> dict[Path, tuple[int, int]]:
     """(mtime, size) of every file a quick run must leave alone."""
     files = {}
     for root in GUARDED:
-        for path in ([root] if root.is_file() else root.rglob("*")):
+        for path in [root] if root.is_file() else root.rglob("*"):
             if path.is_file():
                 stat = path.stat()
                 files[path] = (stat.st_mtime_ns, stat.st_size)
@@ -82,8 +136,11 @@ def guarded_files() -> dict[Path, tuple[int, int]]:
 def test_every_benchmark_has_a_quick_mode():
     benchmarks = benchmark_modules()
     assert {"async_vs_sync", "pipeline_efficiency", "trainer_throughput", "forecast_accuracy"} <= set(benchmarks)
-    missing = [name for name in benchmarks
-               if name not in NO_QUICK and '"--quick"' not in (BENCHMARKS / f"{name}.py").read_text()]
+    missing = [
+        name
+        for name in benchmarks
+        if name not in NO_QUICK and '"--quick"' not in (BENCHMARKS / f"{name}.py").read_text()
+    ]
     assert missing == [], f"benchmarks without a --quick flag: {missing}"
     assert set(QUICK_ARGS) <= set(benchmarks), "QUICK_ARGS names a module that is not a benchmark"
 
@@ -101,13 +158,13 @@ def test_quick_mode_runs(name, tmp_path):
     absent = [p for p in NEEDS_PACKAGES.get(name, ()) if importlib.util.find_spec(p) is None]
     if absent:
         pytest.skip(f"{name} needs {', '.join(absent)} (pip install -e '.[bench]')")
-    if name == "report_render" and not any(shutil.which(b) for b in
-                                           ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")):
+    if name == "report_render" and not any(
+        shutil.which(b) for b in ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
+    ):
         pytest.skip("report_render needs a headless Chromium on PATH")
     before = guarded_files()
     env = dict(os.environ, MPLBACKEND="Agg", TOKENIZERS_PARALLELISM="false", WANDB_MODE="disabled")
-    done = subprocess.run(quick_command(name, tmp_path), cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(quick_command(name, tmp_path), cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{name} --quick failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     written = [p for p in tmp_path.iterdir() if p.is_file()]
     assert written, f"{name} --quick wrote nothing into {tmp_path}"

@@ -61,12 +61,32 @@ def test_fit_json_recovers_known_parameters(run_csv):
     assert result.exit_code == 0, result.output
     assert result.stdout.count("\n") == 1  # exactly one JSON object, nothing else
     payload = strict_json(result.stdout)
-    assert set(payload) == {"schema_version", "verdict", "params", "intervals", "level", "ceiling_identified",
-                            "ceiling_at_bound", "predictions", "compute_to_target", "compute_near_ceiling",
-                            "collapse_compute", "noise_sd", "reward_range", "n_points", "warnings", "source",
-                            "x_column", "y_column"}
+    assert set(payload) == {
+        "schema_version",
+        "verdict",
+        "params",
+        "intervals",
+        "level",
+        "ceiling_identified",
+        "ceiling_at_bound",
+        "predictions",
+        "compute_to_target",
+        "compute_near_ceiling",
+        "collapse_compute",
+        "noise_sd",
+        "reward_range",
+        "n_points",
+        "warnings",
+        "source",
+        "x_column",
+        "y_column",
+    }
     assert payload["verdict"]["kind"] == "plateaued" and payload["collapse_compute"] is None
-    assert (payload["x_column"], payload["y_column"], payload["reward_range"]) == ("gpu_hours", "val_pass_rate", [0.0, 1.0])
+    assert (payload["x_column"], payload["y_column"], payload["reward_range"]) == (
+        "gpu_hours",
+        "val_pass_rate",
+        [0.0, 1.0],
+    )
     params = payload["params"]
     assert params["R0"] == pytest.approx(TRUE["R0"])
     assert params["A"] == pytest.approx(TRUE["A"], abs=0.02)
@@ -92,6 +112,7 @@ def test_fit_seed_reproduces_its_answer_and_moves_only_the_sampled_edges(run_csv
     """--seed picks the posterior sampler's seed: the same seed gives the same JSON, the default is
     seed 0, another seed moves the posterior medians and the interval edges a little; compare and
     plot take it too; a negative seed is refused."""
+
     def fit_json(*extra):
         result = invoke("fit", run_csv, "--json", *extra, *FAST)
         assert result.exit_code == 0, result.output
@@ -155,8 +176,21 @@ def test_fit_says_still_rising_the_same_way_in_json_and_text(tmp_path):
 
 
 def test_fit_options_r0_min_x_loss_and_power_law(run_csv):
-    result = invoke("fit", run_csv, "--json", "--r0", "0.05", "--min-x", "600", "--loss", "soft_l1",
-                    "--power-law", "--predict-at", "20000", *FAST)
+    result = invoke(
+        "fit",
+        run_csv,
+        "--json",
+        "--r0",
+        "0.05",
+        "--min-x",
+        "600",
+        "--loss",
+        "soft_l1",
+        "--power-law",
+        "--predict-at",
+        "20000",
+        *FAST,
+    )
     assert result.exit_code == 0, result.output
     payload = strict_json(result.stdout)
     assert payload["params"]["R0"] == 0.05
@@ -233,10 +267,21 @@ def bad_input_cases(tmp_path):
         "missing column": (["fit", good, "--y", "pass_at_1"], "available columns: gpu_hours, val_pass_rate"),
         "nan": (["fit", csv("nan.csv", "compute,reward\n0,0.1\n1,nan\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
         "inf": (["fit", csv("inf.csv", "compute,reward\n0,0.1\ninf,0.2\n2,0.3\n3,0.4\n4,0.5\n")], "non-finite"),
-        "negative compute": (["fit", csv("neg.csv", "compute,reward\n-1,0.1\n1,0.2\n2,0.3\n3,0.4\n")], "negative compute"),
+        "negative compute": (
+            ["fit", csv("neg.csv", "compute,reward\n-1,0.1\n1,0.2\n2,0.3\n3,0.4\n")],
+            "negative compute",
+        ),
         "too few points": (["fit", csv("few.csv", "compute,reward\n0,0.1\n1,0.3\n2,0.4\n")], "too few points"),
-        "reward out of range": (["fit", csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n"),
-                                 "--reward-range", "0", "1"], "--reward-range"),
+        "reward out of range": (
+            [
+                "fit",
+                csv("range.csv", "compute,reward\n0,0.1\n1,0.4\n2,1.6\n3,1.8\n4,1.9\n"),
+                "--reward-range",
+                "0",
+                "1",
+            ],
+            "--reward-range",
+        ),
         "corrupt jsonl": (["fit", csv("bad.jsonl", '{"compute": 1, "reward": 0.1}\n{"compute": \n')], "not valid JSON"),
         "empty file": (["fit", csv("empty.csv", "")], "empty"),
         "unknown format": (["fit", csv("run.xlsx", "compute,reward\n")], "unknown log format"),
@@ -251,9 +296,23 @@ def bad_input_cases(tmp_path):
 
 
 CASE_NAMES = [
-    "missing file", "missing column", "nan", "inf", "negative compute", "too few points", "reward out of range",
-    "corrupt jsonl", "empty file", "unknown format", "both windows", "bad fraction", "bad plot suffix",
-    "bad predict-at", "nan option", "compare one run", "plot missing file",
+    "missing file",
+    "missing column",
+    "nan",
+    "inf",
+    "negative compute",
+    "too few points",
+    "reward out of range",
+    "corrupt jsonl",
+    "empty file",
+    "unknown format",
+    "both windows",
+    "bad fraction",
+    "bad plot suffix",
+    "bad predict-at",
+    "nan option",
+    "compare one run",
+    "plot missing file",
 ]
 
 
@@ -342,8 +401,11 @@ def run_main(monkeypatch, capsys, *args):
 
 
 def test_console_script_usage_errors_are_one_line_too(monkeypatch, capsys, run_csv):
-    for args, expected in [(["fit"], "Missing argument"), (["fit", run_csv, "--level", "abc"], "--level"),
-                           (["fitt"], "No such command")]:
+    for args, expected in [
+        (["fit"], "Missing argument"),
+        (["fit", run_csv, "--level", "abc"], "--level"),
+        (["fitt"], "No such command"),
+    ]:
         code, out, err = run_main(monkeypatch, capsys, *args)
         assert code == 2 and out == ""
         assert err.count("\n") == 1 and err.startswith("error: ") and expected in err, err

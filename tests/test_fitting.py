@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -64,9 +65,23 @@ def test_robust_loss_resists_one_outlier():
 def test_to_dict_matches_cli_contract_and_is_json():
     compute, reward = paper_curve(noise_sd=0.01)
     out = fit_sigmoid(compute, reward, n_draws=40).to_dict(0.8, predict_at=[1e5], target=0.9)
-    assert set(out) == {"schema_version", "verdict", "params", "intervals", "level", "ceiling_identified",
-                        "ceiling_at_bound", "predictions", "compute_to_target", "compute_near_ceiling",
-                        "collapse_compute", "noise_sd", "reward_range", "n_points", "warnings"}
+    assert set(out) == {
+        "schema_version",
+        "verdict",
+        "params",
+        "intervals",
+        "level",
+        "ceiling_identified",
+        "ceiling_at_bound",
+        "predictions",
+        "compute_to_target",
+        "compute_near_ceiling",
+        "collapse_compute",
+        "noise_sd",
+        "reward_range",
+        "n_points",
+        "warnings",
+    }
     assert out["schema_version"] == 2 and set(out["verdict"]) == {"kind", "text", "numbers"}
     assert set(out["compute_near_ceiling"]) == {"within", "value", "lo", "hi", "times_current", "level"}
     assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
@@ -116,7 +131,7 @@ def test_observation_band_holds_the_mean_band():
 def test_result_is_immutable():
     compute, reward = paper_curve()
     fit = fit_sigmoid(compute, reward, n_draws=20)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         fit.a = 1.0
     with pytest.raises(ValueError):
         fit.param_draws[0, 0] = 1.0

@@ -98,8 +98,12 @@ def test_the_verdict_is_the_same_in_text_json_and_title_at_every_level(curve, le
     assert other.verdict == fit.verdict
 
 
-@given(a=st.floats(0.3, 0.9), noise=st.sampled_from([0.002, 0.005, 0.01]), extra=st.integers(4, 20),
-       seed=st.integers(0, 2**16))
+@given(
+    a=st.floats(0.3, 0.9),
+    noise=st.sampled_from([0.002, 0.005, 0.01]),
+    extra=st.integers(4, 20),
+    seed=st.integers(0, 2**16),
+)
 @FEW
 def test_points_added_along_a_plateau_never_turn_plateaued_into_run_longer(a, noise, extra, seed):
     rng = np.random.default_rng(seed)

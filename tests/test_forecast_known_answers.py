@@ -86,8 +86,9 @@ def test_non_finite_or_empty_reward_range_is_a_clear_error(reward_range):
     # Found by the CLI options property: --reward-range 0 1e400 reached scipy as an infinite bound.
     compute = np.geomspace(10, 1e4, 10)
     with pytest.raises(ScaleRLError, match="reward_range"):
-        fit_sigmoid(compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), reward_range=reward_range,
-                    n_draws=N_BOOTSTRAP)
+        fit_sigmoid(
+            compute, sigmoid_reward(compute, 0.7, 1.5, 300.0, 0.0), reward_range=reward_range, n_draws=N_BOOTSTRAP
+        )
 
 
 def test_huge_r0_above_every_reward_without_a_range_is_a_fit_error():
@@ -117,8 +118,9 @@ def test_c_mid_prior_puts_half_its_mass_from_a_decade_below_the_first_evaluation
 
     log_compute = np.log(np.geomspace(1e-2, 1.0, 9))
     s_lo, s_hi, s_near = math.log(1e-2) - math.log(1e3), math.log(1e3), math.log(1e-2) - math.log(10.0)
-    problem = SolverProblem(log_compute, np.linspace(0.2, 0.6, 9), 0.1,
-                            np.array([0.1, 0.1, s_lo]), np.array([1.0, 12.0, s_hi]))
+    problem = SolverProblem(
+        log_compute, np.linspace(0.2, 0.6, 9), 0.1, np.array([0.1, 0.1, s_lo]), np.array([1.0, 12.0, s_hi])
+    )
     grid = np.linspace(s_lo, s_hi, 400_001)
     density = np.exp(log_c_mid_prior(grid, problem))
     step = grid[1] - grid[0]

@@ -48,7 +48,7 @@ def messy_curves(draw, damaged=True):
     if shape == "constant":
         reward = np.full(n_points, r0)
     elif shape == "collapse" and n_points > 2:
-        reward[2 * n_points // 3:] = r0 * 0.1
+        reward[2 * n_points // 3 :] = r0 * 0.1
     reward = reward + rng.normal(0.0, draw(st.sampled_from([0.0, 0.001, 0.01, 0.05, 0.3])), n_points)
     if draw(st.booleans()):
         reward = np.clip(reward, 0.0, 1.0)
@@ -110,8 +110,14 @@ def check_fit_result(fit, reward_range):
 def test_fit_sigmoid_gives_a_valid_result_or_a_scalerl_error(curve, r0_seed_form):
     compute, reward, reward_range = curve
     try:
-        fit = fit_sigmoid(compute, reward, r0=0.0 if r0_seed_form else None, reward_range=reward_range,
-                          n_draws=N_BOOTSTRAP, n_starts=2)
+        fit = fit_sigmoid(
+            compute,
+            reward,
+            r0=0.0 if r0_seed_form else None,
+            reward_range=reward_range,
+            n_draws=N_BOOTSTRAP,
+            n_starts=2,
+        )
     except ScaleRLError as error:
         assert str(error)
         event(f"error: {type(error).__name__}: {str(error)[:40]}")
@@ -138,12 +144,23 @@ def mostly(valid, odd):
     n_draws=mostly(st.sampled_from([20, 30]), st.sampled_from([0, 19])),
 )
 @SLOW_FIT_SETTINGS
-def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(curve, r0, min_compute, fixed_a, loss, level,
-                                                                   n_draws):
+def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(
+    curve, r0, min_compute, fixed_a, loss, level, n_draws
+):
     compute, reward, reward_range = curve
     try:
-        fit = fit_sigmoid(compute, reward, r0=r0, min_compute=min_compute, fixed_a=fixed_a, loss=loss, level=level,
-                          reward_range=reward_range, n_draws=n_draws, n_starts=2)
+        fit = fit_sigmoid(
+            compute,
+            reward,
+            r0=r0,
+            min_compute=min_compute,
+            fixed_a=fixed_a,
+            loss=loss,
+            level=level,
+            reward_range=reward_range,
+            n_draws=n_draws,
+            n_starts=2,
+        )
     except ScaleRLError as error:
         assert str(error)
         event(f"error: {type(error).__name__}: {str(error)[:40]}")
@@ -152,9 +169,13 @@ def test_fit_sigmoid_options_give_a_valid_result_or_a_scalerl_error(curve, r0, m
     check_fit_result(fit, reward_range)
 
 
-@given(curve=messy_curves(damaged=False), target=odd_numbers, at=odd_numbers,
-       level=mostly(st.sampled_from([0.5, 0.8, 0.95]), st.floats(allow_nan=True)),
-       kind=st.sampled_from(["observation", "mean", "other"]))
+@given(
+    curve=messy_curves(damaged=False),
+    target=odd_numbers,
+    at=odd_numbers,
+    level=mostly(st.sampled_from([0.5, 0.8, 0.95]), st.floats(allow_nan=True)),
+    kind=st.sampled_from(["observation", "mean", "other"]),
+)
 @SLOW_FIT_SETTINGS
 def test_fit_result_queries_give_numbers_or_a_scalerl_error(curve, target, at, level, kind):
     compute, reward, reward_range = curve
@@ -163,8 +184,12 @@ def test_fit_result_queries_give_numbers_or_a_scalerl_error(curve, target, at, l
     except ScaleRLError:
         return
     event("fitted")
-    for query in (lambda: fit.interval(at, level, kind), lambda: fit.compute_to_reach(target, level),
-                  lambda: fit.to_dict(level, predict_at=(at,), target=target), lambda: fit.conf_int(level)):
+    for query in (
+        lambda: fit.interval(at, level, kind),
+        lambda: fit.compute_to_reach(target, level),
+        lambda: fit.to_dict(level, predict_at=(at,), target=target),
+        lambda: fit.conf_int(level),
+    ):
         try:
             answer = query()
         except ScaleRLError as error:
@@ -313,11 +338,17 @@ option_values = st.one_of(
 )
 fit_options = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from(["--r0", "--min-x", "--fit-until", "--fit-fraction", "--predict-at", "--target",
-                                   "--level", "--n-draws"]), option_values),
+        st.tuples(
+            st.sampled_from(
+                ["--r0", "--min-x", "--fit-until", "--fit-fraction", "--predict-at", "--target", "--level", "--n-draws"]
+            ),
+            option_values,
+        ),
         st.tuples(st.just("--reward-range"), option_values, option_values),
-        st.tuples(st.sampled_from(["--loss", "--x", "--y"]),
-                  st.sampled_from(["linear", "huber", "l3", "gpu_hours", "val_pass_rate", "missing"])),
+        st.tuples(
+            st.sampled_from(["--loss", "--x", "--y"]),
+            st.sampled_from(["linear", "huber", "l3", "gpu_hours", "val_pass_rate", "missing"]),
+        ),
         st.tuples(st.sampled_from(["--power-law", "--fit-through-collapse", "--bogus"])),
     ),
     max_size=4,

@@ -60,11 +60,29 @@ def test_unknown_budget_gives_nan_at_budget():
 def test_live_forecast_equals_offline_scalerl_fit_json(tmp_path):
     reward = rising_curve()
     path = tmp_path / "metrics.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)}) + "\n"
-                            for i, (c, r) in enumerate(zip(FLOPS, reward))))
+    path.write_text(
+        "".join(
+            json.dumps({"step": i, "flops": float(c), "val_pass_rate": float(r)}) + "\n"
+            for i, (c, r) in enumerate(zip(FLOPS, reward))
+        )
+    )
     budget = 2.5e13
-    result = CliRunner().invoke(app, ["fit", str(path), "--x", "flops", "--y", "val_pass_rate", "--json",
-                                      "--n-draws", "50", "--predict-at", str(budget)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "fit",
+            str(path),
+            "--x",
+            "flops",
+            "--y",
+            "val_pass_rate",
+            "--json",
+            "--n-draws",
+            "50",
+            "--predict-at",
+            str(budget),
+        ],
+    )
     assert result.exit_code == 0, result.output
     offline = json.loads(result.stdout)
     live = live_forecast(FLOPS, reward, budget=budget, n_draws=50).row()
@@ -109,6 +127,7 @@ def test_progress_bar_text_carries_the_forecast():
 
 # ---------------------------------------------------------------- the trainer writes the forecast
 
+
 def _rising_validation(monkeypatch, *run_dirs):
     """Validation pass rates that rise like a sigmoid in the number of evaluations already logged
     in the run's metrics.jsonl (so a resumed run sees the same sequence); the tiny untrained model
@@ -118,8 +137,10 @@ def _rising_validation(monkeypatch, *run_dirs):
 
     def fake_pass_rate(*_args, **_options):
         evaluations = sum("val_pass_rate" in row for row in read_rows(current[0] / "metrics.jsonl"))
-        return {"val_pass_rate": float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05))
-                + 0.003 * (evaluations % 2)}
+        return {
+            "val_pass_rate": float(sigmoid_reward(max(evaluations, 1e-9), 0.5, 2.0, 3.0, 0.05))
+            + 0.003 * (evaluations % 2)
+        }
 
     current = [run_dirs[0]]  # the run being trained; the caller switches it
     monkeypatch.setattr(trainer_module, "validation_pass_rates", fake_pass_rate)
@@ -141,8 +162,12 @@ def test_trainer_writes_forecast_keys_and_live_plot(tiny_config, tmp_path, monke
         assert set(FORECAST_KEYS) <= set(row)
         points = val_rows[: index + 1]
         budget = row["flops"] / row["step"] * config.max_steps
-        expected = live_forecast([p["flops"] for p in points], [p["val_pass_rate"] for p in points],
-                                 budget=budget, n_draws=config.forecast.n_draws).row()
+        expected = live_forecast(
+            [p["flops"] for p in points],
+            [p["val_pass_rate"] for p in points],
+            budget=budget,
+            n_draws=config.forecast.n_draws,
+        ).row()
         assert row == {**row, **expected}
     assert val_rows[-1]["forecast_budget"] == pytest.approx(val_rows[-1]["flops"])  # at max_steps
     assert (tmp_path / "forecast_live.png").is_file()
@@ -153,8 +178,11 @@ def test_trainer_without_live_forecast_writes_no_keys(tiny_config, tmp_path, mon
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
-    train(tiny_config("max_steps=8", "eval_every=2", "forecast.enabled=false", "torch_threads=1"), tmp_path,
-          show_progress=False)
+    train(
+        tiny_config("max_steps=8", "eval_every=2", "forecast.enabled=false", "torch_threads=1"),
+        tmp_path,
+        show_progress=False,
+    )
     assert not any("forecast_A" in row for row in read_rows(tmp_path / "metrics.jsonl"))
     assert not (tmp_path / "forecast_live.png").exists()
 
@@ -164,8 +192,11 @@ def test_fixed_budget_is_used_as_given(tiny_config, tmp_path, monkeypatch):
     from scalerl.train.trainer import train
 
     _rising_validation(monkeypatch, tmp_path)
-    train(tiny_config("max_steps=8", "eval_every=2", "budget_flops=1e12", "torch_threads=1"), tmp_path,
-          show_progress=False)
+    train(
+        tiny_config("max_steps=8", "eval_every=2", "budget_flops=1e12", "torch_threads=1"),
+        tmp_path,
+        show_progress=False,
+    )
     last = read_rows(tmp_path / "metrics.jsonl")[-1]
     assert last["forecast_budget"] == 1e12
 

@@ -32,8 +32,15 @@ def test_a_run_has_step_zero_at_r0_and_rewards_in_range():
 
 
 def test_summary_counts_reads_advice_and_refusals():
-    rows = [{"settled": 0.5, "A": 0.51, "read": True, "told_to_run_longer": False},
-            {"settled": 0.5, "A": 0.6, "read": False, "told_to_run_longer": True},
-            {"settled": 0.5, "refused": "flat run"}]
-    assert summarise(rows) == {"runs": 3, "read": 1, "told_to_run_longer": 1, "refused": 1,
-                               "median_abs_gap": pytest.approx(0.055)}
+    rows = [
+        {"settled": 0.5, "A": 0.51, "read": True, "told_to_run_longer": False},
+        {"settled": 0.5, "A": 0.6, "read": False, "told_to_run_longer": True},
+        {"settled": 0.5, "refused": "flat run"},
+    ]
+    assert summarise(rows) == {
+        "runs": 3,
+        "read": 1,
+        "told_to_run_longer": 1,
+        "refused": 1,
+        "median_abs_gap": pytest.approx(0.055),
+    }

@@ -1,18 +1,25 @@
 """Renderers of figures the docs used to type by hand (benchmarks/render/): known inputs, known text."""
+
 from benchmarks.render import study_checks, tables
 
 
 def _robustness(parallel, runs):
-    return {"settings": {"parallel": parallel},
-            "runs": [{"threads": threads, "seconds": seconds, "exit_code": code} for threads, seconds, code in runs]}
+    return {
+        "settings": {"parallel": parallel},
+        "runs": [{"threads": threads, "seconds": seconds, "exit_code": code} for threads, seconds, code in runs],
+    }
 
 
 def test_demo_time_reads_the_two_thread_demos_that_ran_alone():
-    text = tables.demo_time(_robustness(2, [(2, 60.0, 0)]),  # two at a time: not the time of one demo
-                            _robustness(1, [(2, 480.0, 0), (1, 900.0, 0), (2, 720.0, 0), (2, 9999.0, 1)]),
-                            _robustness(1, [(2, 600.0, 0)]))
-    assert text == ("`make demo` takes 8-12 minutes on two CPU cores (median 10 over 3 demos run one at a time "
-                    "on two threads; install excluded).")
+    text = tables.demo_time(
+        _robustness(2, [(2, 60.0, 0)]),  # two at a time: not the time of one demo
+        _robustness(1, [(2, 480.0, 0), (1, 900.0, 0), (2, 720.0, 0), (2, 9999.0, 1)]),
+        _robustness(1, [(2, 600.0, 0)]),
+    )
+    assert text == (
+        "`make demo` takes 8-12 minutes on two CPU cores (median 10 over 3 demos run one at a time "
+        "on two threads; install excluded)."
+    )
 
 
 def _controls(lr_saved, ceiling_pairs, base_as=(0.78, 0.79)):
@@ -21,49 +28,93 @@ def _controls(lr_saved, ceiling_pairs, base_as=(0.78, 0.79)):
     return {
         "settings": {"steps": 200},
         "controls": {
-            "ceiling_mover": {"verdict": "moves the ceiling (down)", "pairs": 3, "pairs_within": 2, "tolerance": 0.03,
-                              "expected_delta_A": -0.225, "bound_base": 0.775, "passed": True,
-                              "settled_by_difficulty": {
-                                  "base": {"val_pass_rate_easy": 1.0, "val_pass_rate_hard": 0.12},
-                                  "variant": {"val_pass_rate_easy": 0.97, "val_pass_rate_hard": 0.11}}},
-            "efficiency_mover": {"verdict": "undecided", "ceiling_pairs": ceiling_pairs, "passed": True,
-                                 "reason": "it crosses the margin"}},
-        "ceiling_study": {"variants": [
-            {"is_base": True, "seeds": [{"params": {"A": a}} for a in base_as]},
-            {"is_base": False, "effect": {"effect": "moves the ceiling", "direction": "down",
-                                          "pairs": [pair, pair, {"verdict": "undecided", "direction": None}]}}]},
-        "efficiency_study": {"variants": [
-            {"is_base": True},
-            {"is_base": False, "effect": {"paired_delta_A": interval,
-                                          "paired_compute_saved_to_half_gain": {"mean": lr_saved}}}]},
+            "ceiling_mover": {
+                "verdict": "moves the ceiling (down)",
+                "pairs": 3,
+                "pairs_within": 2,
+                "tolerance": 0.03,
+                "expected_delta_A": -0.225,
+                "bound_base": 0.775,
+                "passed": True,
+                "settled_by_difficulty": {
+                    "base": {"val_pass_rate_easy": 1.0, "val_pass_rate_hard": 0.12},
+                    "variant": {"val_pass_rate_easy": 0.97, "val_pass_rate_hard": 0.11},
+                },
+            },
+            "efficiency_mover": {
+                "verdict": "undecided",
+                "ceiling_pairs": ceiling_pairs,
+                "passed": True,
+                "reason": "it crosses the margin",
+            },
+        },
+        "ceiling_study": {
+            "variants": [
+                {"is_base": True, "seeds": [{"params": {"A": a}} for a in base_as]},
+                {
+                    "is_base": False,
+                    "effect": {
+                        "effect": "moves the ceiling",
+                        "direction": "down",
+                        "pairs": [pair, pair, {"verdict": "undecided", "direction": None}],
+                    },
+                },
+            ]
+        },
+        "efficiency_study": {
+            "variants": [
+                {"is_base": True},
+                {
+                    "is_base": False,
+                    "effect": {"paired_delta_A": interval, "paired_compute_saved_to_half_gain": {"mean": lr_saved}},
+                },
+            ]
+        },
     }
 
 
 def test_ceiling_reading_counts_pairs_and_places_the_fitted_ceiling_against_the_bound():
     text = study_checks.positive_controls_ceiling_reading(_controls(-0.1, 0))
-    assert text.startswith('Both checks pass. The ceiling mover is called "moves the ceiling (down)" in 2 of 3 '
-                           "pairs, and 2 of them fall within 0.03 of the constructed -0.225.")
+    assert text.startswith(
+        'Both checks pass. The ceiling mover is called "moves the ceiling (down)" in 2 of 3 '
+        "pairs, and 2 of them fall within 0.03 of the constructed -0.225."
+    )
     assert "settle at 1.00 on easy prompts and guess hard ones at 0.12" in text
     assert "at 0.97 on easy prompts and 0.11 on hard ones" in text
     assert text.endswith("the base's fitted ceiling, 0.785, sits over its 0.775 bound.")
     assert study_checks.positive_controls_ceiling_reading(_controls(-0.1, 0, (0.76, 0.77))).endswith(
-        "0.765, sits under its 0.775 bound.")
+        "0.765, sits under its 0.775 bound."
+    )
 
 
 def test_efficiency_reading_says_the_pace_and_the_ceiling_pairs():
     assert study_checks.positive_controls_efficiency_reading(_controls(-0.164, 0)) == (
         'The learning-rate control is called "undecided": at 200 steps its paired dA is -0.013 [-0.021, -0.005] '
         "(it crosses the margin). The compute to half the gain says it is slower (-0.164 decades). "
-        "No pair calls it a ceiling mover.")
+        "No pair calls it a ceiling mover."
+    )
     assert study_checks.positive_controls_efficiency_reading(_controls(0.2, 1)).endswith(
-        "it is faster (+0.200 decades). 1 pair(s) call it a ceiling mover.")
+        "it is faster (+0.200 decades). 1 pair(s) call it a ceiling mover."
+    )
 
 
 def test_publication_at_scale_reads_the_largest_model():
-    rows = [{"parameters": 1_000_000, "bytes_per_version": 2_000_000, "snapshot_ms": 1.0, "put_ms": 1.0,
-             "network_ms_per_copy_10gbit": 1.6},
-            {"parameters": 2_000_000_000, "bytes_per_version": 4_000_000_000, "snapshot_ms": 3900.0, "put_ms": 2300.0,
-             "network_ms_per_copy_10gbit": 3200.0}]
+    rows = [
+        {
+            "parameters": 1_000_000,
+            "bytes_per_version": 2_000_000,
+            "snapshot_ms": 1.0,
+            "put_ms": 1.0,
+            "network_ms_per_copy_10gbit": 1.6,
+        },
+        {
+            "parameters": 2_000_000_000,
+            "bytes_per_version": 4_000_000_000,
+            "snapshot_ms": 3900.0,
+            "put_ms": 2300.0,
+            "network_ms_per_copy_10gbit": 3200.0,
+        },
+    ]
     text = tables.publication_at_scale({"publication": rows})
     assert "at ~2 B parameters expect" in text and "put of 4.0 GB per version" in text
     assert "3.9 s + 2.3 s on this CPU" in text and "(3.2 s at 10 Gbit/s, 0.32 s at 100 Gbit/s)" in text
@@ -73,4 +124,5 @@ def test_study_run_cost_is_device_hours_per_run():
     results = {"settings": {"parallel_runs": 2, "steps": 200}, "run_device_hours": {"runs": 15, "total": 2.75}}
     assert study_checks.study_run_cost(results) == (
         "On 2 CPU cores, 2 runs of 200 steps of the built-in model side by side take about 11 minutes "
-        "(the positive controls: 2.8 device-hours over 15 runs).")
+        "(the positive controls: 2.8 device-hours over 15 runs)."
+    )

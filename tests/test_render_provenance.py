@@ -1,5 +1,6 @@
 """The renderer marks every figure whose result is not tied to a clean commit, and docs/results.md
 lists the commit of every result (benchmarks/render/provenance.py)."""
+
 import json
 
 from benchmarks.render import pages, provenance
@@ -20,23 +21,28 @@ def test_provenance_reads_the_machine_block():
 def test_a_clean_result_gets_no_note_and_the_others_are_named():
     assert provenance.note({"a.json": CLEAN}) == ""
     assert provenance.note({"a.json": CLEAN, "b.json": DIRTY, "c.json": UNRECORDED}) == (
-        "*Provenance: `b.json` measured on an uncommitted tree at fedcba9876; `c.json` commit not recorded.*")
+        "*Provenance: `b.json` measured on an uncommitted tree at fedcba9876; `c.json` commit not recorded.*"
+    )
 
 
 def test_the_note_ends_a_sentence_or_follows_a_table():
     assert provenance.with_note("Two runs agree.", {"a.json": CLEAN}) == "Two runs agree."
     assert provenance.with_note("Two runs agree.\n", {"b.json": DIRTY}) == (
-        "Two runs agree.\n*Provenance: `b.json` measured on an uncommitted tree at fedcba9876.*")
+        "Two runs agree.\n*Provenance: `b.json` measured on an uncommitted tree at fedcba9876.*"
+    )
     assert provenance.with_note("| a |\n|---|\n| 1 |", {"c.json": UNRECORDED}) == (
-        "| a |\n|---|\n| 1 |\n\n*Provenance: `c.json` commit not recorded.*")
+        "| a |\n|---|\n| 1 |\n\n*Provenance: `c.json` commit not recorded.*"
+    )
 
 
 def test_the_table_lists_every_result_and_counts_them():
     text = provenance.table({"z.json": CLEAN, "b.json": DIRTY, "c.json": UNRECORDED})
     rows = [line for line in text.split("\n") if line.startswith("| `")]
-    assert rows == ["| `b.json` | `fedcba9876` | **no** (uncommitted changes under src/ or benchmarks/) |",
-                    "| `c.json` | not recorded | not recorded |",
-                    "| `z.json` | `0123456789` | yes |"]
+    assert rows == [
+        "| `b.json` | `fedcba9876` | **no** (uncommitted changes under src/ or benchmarks/) |",
+        "| `c.json` | not recorded | not recorded |",
+        "| `z.json` | `0123456789` | yes |",
+    ]
     assert "1 of 3 results tie to a clean commit; 1 were measured on an uncommitted tree and 1 record" in text
 
 

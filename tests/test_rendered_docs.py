@@ -1,5 +1,6 @@
 """docs/results.md and the results blocks of README.md and docs/*.md are what
 `python -m benchmarks.render` makes of benchmarks/results/*.json: a stale file fails here."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_rendered_docs_are_up_to_date():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.render", "--check"], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.render", "--check"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr + done.stdout
 
 
@@ -24,10 +26,11 @@ def render(monkeypatch):
 
 
 def test_a_block_is_filled_between_its_markers(render):
-    text = ("before\n<!-- results:trainer-headline -->\ntyped by hand\n<!-- /results:trainer-headline -->\nafter\n")
+    text = "before\n<!-- results:trainer-headline -->\ntyped by hand\n<!-- /results:trainer-headline -->\nafter\n"
     filled = render.fill_blocks(text)
     assert filled.startswith("before\n<!-- results:trainer-headline -->\n") and filled.endswith(
-        "<!-- /results:trainer-headline -->\nafter\n")
+        "<!-- /results:trainer-headline -->\nafter\n"
+    )
     assert "typed by hand" not in filled and "TRL" in filled
     assert render.fill_blocks(filled) == filled
 
@@ -45,7 +48,9 @@ def test_check_names_a_stale_file(render, tmp_path):
     fresh = tmp_path / "fresh.md"
     fresh.write_text("new")
     assert render.stale_files({stale: "new", fresh: "new", tmp_path / "missing.md": "x"}) == [
-        stale, tmp_path / "missing.md"]
+        stale,
+        tmp_path / "missing.md",
+    ]
 
 
 def test_a_results_file_the_renderer_cannot_read_is_named(render, tmp_path):

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from benchmarks.sigmoid_recovery import (
-    LENGTHS, NOISE_SDS, TRUTH, in_target, recovery_verdict, summarise, textbook_run,
+    LENGTHS,
+    NOISE_SDS,
+    TRUTH,
+    in_target,
+    recovery_verdict,
+    summarise,
+    textbook_run,
 )
 from scalerl.forecast.fitting import fit_sigmoid
 
@@ -20,11 +26,21 @@ def test_a_noise_free_textbook_run_is_the_sigmoid_by_hand():
 
 
 def test_summary_counts_each_verdict_and_the_median_error():
-    rows = [{"identified": True, "A": 0.61, "within": True, "holds_95": True, "holds_80": False, "run_longer": False},
-            {"identified": False, "A": 0.7, "within": False, "holds_95": False, "holds_80": False, "run_longer": True},
-            {"refused": "too few points"}]
-    assert summarise(rows) == {"runs": 3, "refused": 1, "identified": 1, "within": 1, "holds_95": 1, "holds_80": 0,
-                               "run_longer": 1, "median_abs_error": pytest.approx(0.055)}
+    rows = [
+        {"identified": True, "A": 0.61, "within": True, "holds_95": True, "holds_80": False, "run_longer": False},
+        {"identified": False, "A": 0.7, "within": False, "holds_95": False, "holds_80": False, "run_longer": True},
+        {"refused": "too few points"},
+    ]
+    assert summarise(rows) == {
+        "runs": 3,
+        "refused": 1,
+        "identified": 1,
+        "within": 1,
+        "holds_95": 1,
+        "holds_80": 0,
+        "run_longer": 1,
+        "median_abs_error": pytest.approx(0.055),
+    }
 
 
 def test_the_target_cells_are_long_quiet_runs():

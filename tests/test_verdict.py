@@ -65,8 +65,14 @@ def test_late_stretch_flat_by_hand():
 def stub(a_draws, b_draws, c_mid_draws, last=10.0, r0=0.1, collapse=None):
     """A result with the given posterior draws of (A, B, C_mid), fitted up to compute `last`."""
     draws = np.column_stack([np.broadcast_to(v, (400,)) for v in (a_draws, b_draws, c_mid_draws)])
-    return SimpleNamespace(param_draws=draws, a=float(np.median(draws[:, 0])), r0=r0, compute=np.array([last]),
-                           reward_unit=1.0, collapse_compute=collapse)
+    return SimpleNamespace(
+        param_draws=draws,
+        a=float(np.median(draws[:, 0])),
+        r0=r0,
+        compute=np.array([last]),
+        reward_unit=1.0,
+        collapse_compute=collapse,
+    )
 
 
 def test_verdict_rules_by_hand():
@@ -99,7 +105,12 @@ def test_a_run_still_rising_past_its_bend_gets_no_run_length():
 
     import pandas as pd
 
-    frame = pd.read_csv(Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "curves"
-                        / "verl-asyncreward__q3b_fsdp_off_ppl.csv")
+    frame = pd.read_csv(
+        Path(__file__).resolve().parents[1]
+        / "benchmarks"
+        / "data"
+        / "curves"
+        / "verl-asyncreward__q3b_fsdp_off_ppl.csv"
+    )
     result = fit_sigmoid(frame["compute"].to_numpy(float), frame["reward"].to_numpy(float))
     assert result.verdict.kind in ("still_rising", "too_noisy") and not result.ceiling_identified

@@ -2,6 +2,7 @@
 by `python -m benchmarks.forecast_accuracy`, every run scored with what was learned on the other
 sources): the error table, the bands on every held-out evaluation, the plateau read, the cost of a
 forecast, and the one headline number. Used by benchmarks/render.py."""
+
 from __future__ import annotations
 
 RESULTS_FILE = "forecast_accuracy.json"
@@ -36,8 +37,10 @@ def _marked(text: str, best: bool) -> str:
 def error_table(results: dict) -> str:
     """Abs error of the final level (mean of the last three evaluations) by fraction and run status;
     a refused forecast scored as the last value; the lowest of each column in bold."""
-    lines = ["| fit on | runs | method | cells | refused | median abs err | mean abs err |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| fit on | runs | method | cells | refused | median abs err | mean abs err |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for fraction, by_status in results["errors"].items():
         for status, rows in by_status.items():
             best_median = _best(rows, lambda r: r["median_abs_error"])
@@ -45,24 +48,30 @@ def error_table(results: dict) -> str:
             for method, r in rows.items():
                 median = _marked(f"{r['median_abs_error']:.4f}", method in best_median)
                 mean = _marked(f"{r['mean_abs_error']:.4f}", method in best_mean)
-                lines.append(f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | {r['cells']} | "
-                             f"{r['failed']} | {median} | {mean} |")
+                lines.append(
+                    f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | {r['cells']} | "
+                    f"{r['failed']} | {median} | {mean} |"
+                )
     return "\n".join(lines)
 
 
 def band_table(results: dict) -> str:
     """Coverage of the 50 / 80 / 95 % bands on every held-out evaluation, 80 % width and interval score;
     a refused forecast scored on persistence's band ("own bands" counts the method's own)."""
-    lines = ["| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| fit on | runs | method | own bands | evaluations | 50 % | 80 % | 95 % | 80 % width | 80 % interval score |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for fraction, by_status in results["bands"].items():
         for status, rows in by_status.items():
             best = _best(rows, lambda r: r["0.8"]["interval_score"])
             for method, r in rows.items():
                 cover = " | ".join(f"{r[level]['coverage']:.2f}" for level in LEVELS)
                 score = _marked(f"{r['0.8']['interval_score']:.4f}", method in best)
-                lines.append(f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | "
-                             f"{r['forecasts']}/{r['of']} | {r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | {score} |")
+                lines.append(
+                    f"| {_fraction(fraction)} | {status} | {METHOD_LABELS.get(method, method)} | "
+                    f"{r['forecasts']}/{r['of']} | {r['evaluations']} | {cover} | {r['0.8']['width']:.3f} | {score} |"
+                )
     return "\n".join(lines)
 
 
@@ -83,18 +92,22 @@ def _levelled_off_note(results: dict) -> str:
     if not rows:
         return ""
     flat = [row for row in rows if not row["end_still_rising"]]
-    return (f" Of the {len(flat)} healthy runs whose own last stretch is flat within its noise (95 %), "
-            f"{sum(row['read'] for row in flat)} are read; the other {len(rows) - len(flat)} still rise at their end.")
+    return (
+        f" Of the {len(flat)} healthy runs whose own last stretch is flat within its noise (95 %), "
+        f"{sum(row['read'] for row in flat)} are read; the other {len(rows) - len(flat)} still rise at their end."
+    )
 
 
 def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
-    return (f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
-            f"healthy runs the verdict is plateaued, A within 0.03 of the level the run settled at, with an 80 % "
-            f"interval holding it; {p['told_to_run_longer']} of them {'is' if p['told_to_run_longer'] == 1 else 'are'} "
-            "told to run longer"
-            f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
-            f"called plateaued: {p['still_rising_identified']} of {p['still_rising_runs']}.")
+    return (
+        f"Plateau read (each complete run fitted on all its points): on {p['read']} of {p['healthy_runs']} "
+        f"healthy runs the verdict is plateaued, A within 0.03 of the level the run settled at, with an 80 % "
+        f"interval holding it; {p['told_to_run_longer']} of them {'is' if p['told_to_run_longer'] == 1 else 'are'} "
+        "told to run longer"
+        f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
+        f"called plateaued: {p['still_rising_identified']} of {p['still_rising_runs']}."
+    )
 
 
 def contradictions_line(results: dict) -> str:
@@ -103,16 +116,20 @@ def contradictions_line(results: dict) -> str:
     if found is None:
         return ""
     rules = ", ".join(f"{rule} {count}" for rule, count in sorted(found["by_rule"].items()))
-    return (f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run whose output breaks a promise of "
-            f"`forecast.invariants`): {found['contradictions']} in {found['fits']} fits"
-            + (f" ({rules})." if rules else "."))
+    return (
+        f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run whose output breaks a promise of "
+        f"`forecast.invariants`): {found['contradictions']} in {found['fits']} fits"
+        + (f" ({rules})." if rules else ".")
+    )
 
 
 def cost_line(results: dict) -> str:
     seconds = results["seconds"]
     collapse = "; ".join(f"{key} {value}" for key, value in results["collapse_rule"].items())
-    return (f"A fit with its band takes {seconds['median']:.2f} s wall clock at the median, {seconds['max']:.2f} s "
-            f"at the slowest (2 shared cores). Collapse rule fired on: {collapse}.")
+    return (
+        f"A fit with its band takes {seconds['median']:.2f} s wall clock at the median, {seconds['max']:.2f} s "
+        f"at the slowest (2 shared cores). Collapse rule fired on: {collapse}."
+    )
 
 
 def losses_line(results: dict) -> str:
@@ -122,19 +139,23 @@ def losses_line(results: dict) -> str:
         for status, rows in by_status.items():
             runs = "" if status == "all" else f" on {status} runs"
             for key, name in (("median_abs_error", "median error"), ("mean_abs_error", "mean error")):
-                best = _best(rows, lambda r: r[key])
+                best = _best(rows, lambda r, key=key: r[key])
                 if "scalerl" not in best:
                     winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
-                    lost.append(f"{name}{runs} at {_fraction(fraction)} ({winner} {rows[sorted(best)[0]][key]:.4f} "
-                                f"against {rows['scalerl'][key]:.4f})")
+                    lost.append(
+                        f"{name}{runs} at {_fraction(fraction)} ({winner} {rows[sorted(best)[0]][key]:.4f} "
+                        f"against {rows['scalerl'][key]:.4f})"
+                    )
     for fraction, by_status in results["bands"].items():
         for status, rows in by_status.items():
             best = _best(rows, lambda r: r["0.8"]["interval_score"])
             if "scalerl" not in best:
                 winner = ", ".join(METHOD_LABELS.get(m, m) for m in sorted(best))
-                lost.append(f"interval score on {status} runs at {_fraction(fraction)} ({winner} "
-                            f"{rows[sorted(best)[0]]['0.8']['interval_score']:.4f} against "
-                            f"{rows['scalerl']['0.8']['interval_score']:.4f})")
+                lost.append(
+                    f"interval score on {status} runs at {_fraction(fraction)} ({winner} "
+                    f"{rows[sorted(best)[0]]['0.8']['interval_score']:.4f} against "
+                    f"{rows['scalerl']['0.8']['interval_score']:.4f})"
+                )
     if not lost:
         return "scalerl is the best method in every cell of both tables."
     return "Where scalerl still loses: " + "; ".join(lost) + "."
@@ -142,14 +163,21 @@ def losses_line(results: dict) -> str:
 
 def table(results: dict) -> str:
     """The whole forecast-accuracy section: errors, bands, plateau read, cost, where it loses."""
-    return "\n\n".join([
-        f"{results['runs']} runs from {len(results['sources'])} sources; {results['held_out']}.",
-        "Final level:", error_table(results),
-        "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better); "
-        "a refused forecast is scored on persistence's band, what a user falls back to, as in the error table:",
-        band_table(results), plateau_line(results), contradictions_line(results), losses_line(results),
-        cost_line(results),
-        f"![coverage of the bands by nominal level]({FIGURE})"])
+    return "\n\n".join(
+        [
+            f"{results['runs']} runs from {len(results['sources'])} sources; {results['held_out']}.",
+            "Final level:",
+            error_table(results),
+            "Bands, scored on every evaluation after the cut (Gneiting & Raftery's interval score: lower is better); "
+            "a refused forecast is scored on persistence's band, what a user falls back to, as in the error table:",
+            band_table(results),
+            plateau_line(results),
+            contradictions_line(results),
+            losses_line(results),
+            cost_line(results),
+            f"![coverage of the bands by nominal level]({FIGURE})",
+        ]
+    )
 
 
 def headline(results: dict, seeds: dict | None = None) -> str:
@@ -162,13 +190,16 @@ def headline(results: dict, seeds: dict | None = None) -> str:
     if seeds is not None and seeds.get("runs") == results["runs"]:  # a spread measured on other runs is stale
         span = seeds["spread"]["median_error@0.5"]
         verdict = _seed_verdict(span["min"], span["max"], paper["median_abs_error"])
-        spread = (f"; the median is {span['min']:.4f}-{span['max']:.4f} over {len(seeds['seeds'])} sampler seeds"
-                  + (", a tie" if verdict == "tie" else ""))
-    return (f"Fitted on the first half of {ours['cells']} real RL runs, each scored with what was learned on the "
-            f"other sources only, scalerl forecasts the final reward with a median / mean absolute error of "
-            f"**{ours['median_abs_error']:.4f} / {ours['mean_abs_error']:.4f}** (the paper's grid fit: "
-            f"{paper['median_abs_error']:.4f} / {paper['mean_abs_error']:.4f}{spread}); its 80 % band "
-            f"holds {healthy:.2f} of the later evaluations of healthy runs.")
+        spread = f"; the median is {span['min']:.4f}-{span['max']:.4f} over {len(seeds['seeds'])} sampler seeds" + (
+            ", a tie" if verdict == "tie" else ""
+        )
+    return (
+        f"Fitted on the first half of {ours['cells']} real RL runs, each scored with what was learned on the "
+        f"other sources only, scalerl forecasts the final reward with a median / mean absolute error of "
+        f"**{ours['median_abs_error']:.4f} / {ours['mean_abs_error']:.4f}** (the paper's grid fit: "
+        f"{paper['median_abs_error']:.4f} / {paper['mean_abs_error']:.4f}{spread}); its 80 % band "
+        f"holds {healthy:.2f} of the later evaluations of healthy runs."
+    )
 
 
 SAMPLER_FILE = "sampler_check.json"
@@ -178,13 +209,15 @@ def sampler_line(results: dict) -> str:
     """Acceptance, autocorrelation and agreement with a long reference chain of the posterior sampler
     over the bundled curves."""
     s = results["summary"]
-    line = (f"Over {s['fits']} fits of the bundled curves (25 %, 50 % and all of each run; "
-            f"`python -m benchmarks.sampler_check`), the ensemble accepts {s['acceptance_median']:.2f} of its "
-            f"proposals at the median (lowest {s['acceptance_min']:.2f}); the slowest parameter's integrated "
-            f"autocorrelation time is {s['tau_max_median']:.0f} steps at the median ({s['tau_max_p90']:.0f} at the "
-            f"90th percentile), so the {s['kept_steps']} kept steps of {s['walkers']} walkers hold about "
-            f"{s['effective_kept_samples_median']:.0f} independent draws (fewest {s['effective_kept_samples_min']:.0f}): "
-            "enough for 80 % intervals, rough at the 95 % tails.")
+    line = (
+        f"Over {s['fits']} fits of the bundled curves (25 %, 50 % and all of each run; "
+        f"`python -m benchmarks.sampler_check`), the ensemble accepts {s['acceptance_median']:.2f} of its "
+        f"proposals at the median (lowest {s['acceptance_min']:.2f}); the slowest parameter's integrated "
+        f"autocorrelation time is {s['tau_max_median']:.0f} steps at the median ({s['tau_max_p90']:.0f} at the "
+        f"90th percentile), so the {s['kept_steps']} kept steps of {s['walkers']} walkers hold about "
+        f"{s['effective_kept_samples_median']:.0f} independent draws (fewest {s['effective_kept_samples_min']:.0f}): "
+        "enough for 80 % intervals, rough at the 95 % tails."
+    )
     gap = s.get("a_quantile_gap")
     if gap is None:
         return line
@@ -192,7 +225,8 @@ def sampler_line(results: dict) -> str:
     return line + (
         f" Against a long chain of another sampler on the same posterior ({gap['reference']}), the 5 / 50 / 95 % "
         f"quantiles of A are off by {ours[0]:.4f} / {ours[1]:.4f} / {ours[2]:.4f} on average (the earlier moves, "
-        f"with emcee 3.1.6's snooker move: {before[0]:.4f} / {before[1]:.4f} / {before[2]:.4f}).")
+        f"with emcee 3.1.6's snooker move: {before[0]:.4f} / {before[1]:.4f} / {before[2]:.4f})."
+    )
 
 
 SHAPES_FILE = "plateau_shapes.json"
@@ -201,20 +235,27 @@ SHAPES_COMMAND = "python -m benchmarks.plateau_shapes"
 
 def plateau_shapes(results: dict) -> str:
     """The plateau read on synthetic runs of known shape: a table per (shape, noise kind) and a total line."""
-    lines = ["| shape | noise | runs | read | told to run longer | refused | median abs(A - settled) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| shape | noise | runs | read | told to run longer | refused | median abs(A - settled) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, cell in results["cells"].items():
         shape, kind = name.split("/")
         s = cell["summary"]
         gap = "-" if s["median_abs_gap"] is None else f"{s['median_abs_gap']:.3f}"
         noise = "independent" if kind == "iid" else f"AR(1), coefficient {results['ar_coefficient']:g}"
-        lines.append(f"| {shape.replace('_', ' ')} | {noise} | {s['runs']} | {s['read']} | "
-                     f"{s['told_to_run_longer']} | {s['refused']} | {gap} |")
+        lines.append(
+            f"| {shape.replace('_', ' ')} | {noise} | {s['runs']} | {s['read']} | "
+            f"{s['told_to_run_longer']} | {s['refused']} | {gap} |"
+        )
     total = results["total"]
     sds = " / ".join(f"{sd:g}" for sd in results["noise_sds"])
-    lines += ["", f"Read on {total['read']} of {total['runs']} synthetic runs (noise sd {sds}, "
-                  f"{results['runs_per_cell']} runs per cell, seed {results['seed']}); told to run longer: "
-                  f"{total['told_to_run_longer']}; refused: {total['refused']}."]
+    lines += [
+        "",
+        f"Read on {total['read']} of {total['runs']} synthetic runs (noise sd {sds}, "
+        f"{results['runs_per_cell']} runs per cell, seed {results['seed']}); told to run longer: "
+        f"{total['told_to_run_longer']}; refused: {total['refused']}.",
+    ]
     return "\n".join(lines)
 
 
@@ -225,28 +266,39 @@ RECOVERY_COMMAND = "python -m benchmarks.sigmoid_recovery"
 def sigmoid_recovery(results: dict) -> str:
     """The textbook sigmoid's ceiling over run length and noise: a row per cell and the target line."""
     truth = results["truth"]
-    lines = ["| run to | noise sd | runs | identified | A's 95 % interval within 0.03 | 95 % holds A | "
-             "80 % holds A | median abs(A_hat - A) | told to run longer |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| run to | noise sd | runs | identified | A's 95 % interval within 0.03 | 95 % holds A | "
+        "80 % holds A | median abs(A_hat - A) | told to run longer |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for cell in results["cells"]:
         s = cell["summary"]
         error = "-" if s["median_abs_error"] is None else f"{s['median_abs_error']:.3f}"
-        lines.append(f"| {cell['length']:g} C_mid | {cell['noise_sd']:g} | {s['runs']} | {s['identified']} | "
-                     f"{s['within']} | {s['holds_95']} | {s['holds_80']} | {error} | {s['run_longer']} |")
+        lines.append(
+            f"| {cell['length']:g} C_mid | {cell['noise_sd']:g} | {s['runs']} | {s['identified']} | "
+            f"{s['within']} | {s['holds_95']} | {s['holds_80']} | {error} | {s['run_longer']} |"
+        )
     t = results["target"]
-    lines += ["", f"A = {truth['A']:g}, B = {truth['B']:g}, C_mid = {truth['C_mid']:g}, R0 = {truth['R0']:g}, "
-                  f"{results['evaluations']} evenly spaced evaluations, {results['runs_per_cell']} noise draws "
-                  f"per cell (seed {results['seed']}). Runs past {t['length_from']} C_mid with noise <= "
-                  f"{t['noise_up_to']:g}: identified on {t['identified']} of {t['runs']}, A's 95 % interval "
-                  f"within {results['within']:g} of the truth on {t['within']}, holding it on {t['holds_95']} "
-                  f"(80 % interval: {t['holds_80']})."]
+    lines += [
+        "",
+        f"A = {truth['A']:g}, B = {truth['B']:g}, C_mid = {truth['C_mid']:g}, R0 = {truth['R0']:g}, "
+        f"{results['evaluations']} evenly spaced evaluations, {results['runs_per_cell']} noise draws "
+        f"per cell (seed {results['seed']}). Runs past {t['length_from']} C_mid with noise <= "
+        f"{t['noise_up_to']:g}: identified on {t['identified']} of {t['runs']}, A's 95 % interval "
+        f"within {results['within']:g} of the truth on {t['within']}, holding it on {t['holds_95']} "
+        f"(80 % interval: {t['holds_80']}).",
+    ]
     return "\n".join(lines)
 
 
 SEED_SPREAD_FILE = "forecast_seed_spread.json"
 SEED_SPREAD_COMMAND = "python -m benchmarks.forecast_seed_spread"
-SEED_METRIC_NAMES = {"median_error": "median abs error, all runs", "mean_error": "mean abs error, all runs",
-                     "coverage80": "80 % coverage", "interval_score80": "80 % interval score"}
+SEED_METRIC_NAMES = {
+    "median_error": "median abs error, all runs",
+    "mean_error": "mean abs error, all runs",
+    "coverage80": "80 % coverage",
+    "interval_score80": "80 % interval score",
+}
 COVERAGE_TARGETS = {"healthy": (0.72, 0.88), "still rising": (0.65, 1.0)}
 
 
@@ -260,8 +312,10 @@ def _seed_verdict(low: float, high: float, baseline: float | None) -> str:
 def seed_spread(results: dict) -> str:
     """scalerl's headline cells over sampler seeds against the best baseline: a row per cell."""
     first_seed = results["per_seed"][0]["seed"]
-    lines = [f"| measure | fit on | runs | seed {first_seed} | over seeds | best baseline | scalerl |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| measure | fit on | runs | seed {first_seed} | over seeds | best baseline | scalerl |",
+        "|---|---|---|---|---|---|---|",
+    ]
     first = results["per_seed"][0]["metrics"]
     for key, span in results["spread"].items():
         if key.startswith("plateau"):
@@ -279,12 +333,17 @@ def seed_spread(results: dict) -> str:
             base_text = "-" if baseline is None else f"{baseline[1]:.4f} ({baseline[0].replace('_', ' ')})"
             verdict = _seed_verdict(span["min"], span["max"], None if baseline is None else baseline[1])
             spec = ".4f"
-        lines.append(f"| {SEED_METRIC_NAMES[name]} | {float(fraction):.0%} | {status or 'all'} | "
-                     f"{format(first[key], spec)} | {format(span['min'], spec)}-{format(span['max'], spec)} | "
-                     f"{base_text} | {verdict} |")
+        lines.append(
+            f"| {SEED_METRIC_NAMES[name]} | {float(fraction):.0%} | {status or 'all'} | "
+            f"{format(first[key], spec)} | {format(span['min'], spec)}-{format(span['max'], spec)} | "
+            f"{base_text} | {verdict} |"
+        )
     plateau = results["spread"]["plateau_read"]
     seeds = ", ".join(str(s) for s in results["seeds"])
-    lines += ["", f"Seeds {seeds}; {results['runs']} runs. Plateau read: {first['plateau_read']} of "
-                  f"{first['plateau_runs']} with seed {first_seed}, {plateau['min']:g}-{plateau['max']:g} over the seeds. "
-                  "\"tie\": the baseline's value lies inside scalerl's range over the seeds."]
+    lines += [
+        "",
+        f"Seeds {seeds}; {results['runs']} runs. Plateau read: {first['plateau_read']} of "
+        f"{first['plateau_runs']} with seed {first_seed}, {plateau['min']:g}-{plateau['max']:g} over the seeds. "
+        "\"tie\": the baseline's value lies inside scalerl's range over the seeds.",
+    ]
     return "\n".join(lines)

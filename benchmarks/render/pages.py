@@ -9,6 +9,7 @@ BLOCKS. Each area's renderer is a small function of its loaded JSON (tables.py; 
 accuracy in forecast.py); SECTIONS lists the areas of docs/results.md, BLOCKS what the
 README and the guides may quote.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,13 +18,14 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.render import forecast as render_forecast, study_checks, tables
-from benchmarks.render import pipeline_scale, provenance
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
+from benchmarks.render import forecast as render_forecast
+from benchmarks.render import pipeline_scale, provenance, study_checks, tables
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
-BLOCK = re.compile(r"^(?P<indent>[ \t]*)<!-- results:(?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- /results:(?P=name) -->",
-                   re.S | re.M)
+BLOCK = re.compile(
+    r"^(?P<indent>[ \t]*)<!-- results:(?P<name>[\w-]+) -->\n.*?^[ \t]*<!-- /results:(?P=name) -->", re.S | re.M
+)
 OPENING = re.compile(r"<!-- results:(?P<name>[\w-]+) -->")
 
 
@@ -36,42 +38,118 @@ def load(name: str, results_dir: Path = RESULTS_DIR) -> dict:
 
 # (anchor, title, results files, renderer, the command that writes them)
 SECTIONS = [
-    ("forecast-accuracy", "Forecast accuracy on real runs", [render_forecast.RESULTS_FILE],
-     render_forecast.table, render_forecast.COMMAND),
-    ("plateau-shapes", "Plateau read on synthetic shapes", [render_forecast.SHAPES_FILE],
-     render_forecast.plateau_shapes, render_forecast.SHAPES_COMMAND),
-    ("sigmoid-recovery", "Ceiling of a textbook sigmoid", [render_forecast.RECOVERY_FILE],
-     render_forecast.sigmoid_recovery, render_forecast.RECOVERY_COMMAND),
-    ("forecast-seed-spread", "Forecast accuracy over sampler seeds", [render_forecast.SEED_SPREAD_FILE],
-     render_forecast.seed_spread, render_forecast.SEED_SPREAD_COMMAND),
-    ("run-length", "Run length on real runs", ["run_length_accuracy.json"], tables.run_length,
-     "python -m benchmarks.run_length_accuracy"),
-    ("reader-scale", "Reading long logs", ["reader_scale.json"], tables.reader_scale,
-     "python -m benchmarks.reader_scale"),
-    ("cli-latency", "How fast the command line starts", ["cli_latency.json"], tables.cli_latency,
-     "python -m benchmarks.cli_latency"),
-    ("live-forecast-overhead", "Live forecast overhead", ["live_forecast_overhead.json"],
-     tables.live_forecast_overhead, "python -m benchmarks.live_forecast_overhead --steps 50 --repeats 7"),
-    ("demo-robustness", "The demo over seeds and thread counts",
-     ["demo_robustness.json", "demo_robustness_threads2.json", "demo_robustness_threads2_seeds34.json",
-      "tiny_self_forecast_mod10.json"], tables.demo_robustness,
-     "python -m benchmarks.demo_robustness, then python -m benchmarks.tiny_self_forecast "
-     "--data benchmarks/data/tiny_mod10_runs"),
-    ("self-forecast", "Self-forecast of the tiny runs",
-     ["tiny_self_forecast_mod10.json", "tiny_self_forecast_mod10_fit0.25.json", "tiny_self_forecast.json"],
-     tables.self_forecast, "python -m benchmarks.tiny_self_forecast --data benchmarks/data/tiny_mod10_runs "
-     "[--fit-fraction 0.25]; python -m benchmarks.tiny_self_forecast (the capped runs)"),
-    ("tiny-study", "Leave-one-out study on the tiny task", ["ablation_tiny_table.json", "ablation_tiny.json"],
-     tables.tiny_study, "python -m benchmarks.ablation_tiny --steps 200 --seeds 5 --workdir DIR, then "
-     "python -m benchmarks.study_table"),
-    ("batch-sweep", "Batch sweep at equal compute", ["sweep_equal_compute.json"], tables.batch_sweep,
-     "python -m benchmarks.sweep_equal_compute"),
-    ("trainer-throughput", "Trainer throughput against TRL", ["trainer_throughput.json"],
-     tables.trainer_throughput, "python -m benchmarks.trainer_throughput --rounds 5 --steps 25 --profile"),
-    ("async-vs-sync", "Async against sync on two shared CPU cores", ["async_vs_sync.json"],
-     tables.async_vs_sync, "python -m benchmarks.async_vs_sync --interleave 3"),
-    ("pipeline-efficiency", "Pipeline efficiency on simulated devices", ["pipeline_efficiency.json"],
-     tables.pipeline_efficiency, "python -m benchmarks.pipeline_efficiency"),
+    (
+        "forecast-accuracy",
+        "Forecast accuracy on real runs",
+        [render_forecast.RESULTS_FILE],
+        render_forecast.table,
+        render_forecast.COMMAND,
+    ),
+    (
+        "plateau-shapes",
+        "Plateau read on synthetic shapes",
+        [render_forecast.SHAPES_FILE],
+        render_forecast.plateau_shapes,
+        render_forecast.SHAPES_COMMAND,
+    ),
+    (
+        "sigmoid-recovery",
+        "Ceiling of a textbook sigmoid",
+        [render_forecast.RECOVERY_FILE],
+        render_forecast.sigmoid_recovery,
+        render_forecast.RECOVERY_COMMAND,
+    ),
+    (
+        "forecast-seed-spread",
+        "Forecast accuracy over sampler seeds",
+        [render_forecast.SEED_SPREAD_FILE],
+        render_forecast.seed_spread,
+        render_forecast.SEED_SPREAD_COMMAND,
+    ),
+    (
+        "run-length",
+        "Run length on real runs",
+        ["run_length_accuracy.json"],
+        tables.run_length,
+        "python -m benchmarks.run_length_accuracy",
+    ),
+    (
+        "reader-scale",
+        "Reading long logs",
+        ["reader_scale.json"],
+        tables.reader_scale,
+        "python -m benchmarks.reader_scale",
+    ),
+    (
+        "cli-latency",
+        "How fast the command line starts",
+        ["cli_latency.json"],
+        tables.cli_latency,
+        "python -m benchmarks.cli_latency",
+    ),
+    (
+        "live-forecast-overhead",
+        "Live forecast overhead",
+        ["live_forecast_overhead.json"],
+        tables.live_forecast_overhead,
+        "python -m benchmarks.live_forecast_overhead --steps 50 --repeats 7",
+    ),
+    (
+        "demo-robustness",
+        "The demo over seeds and thread counts",
+        [
+            "demo_robustness.json",
+            "demo_robustness_threads2.json",
+            "demo_robustness_threads2_seeds34.json",
+            "tiny_self_forecast_mod10.json",
+        ],
+        tables.demo_robustness,
+        "python -m benchmarks.demo_robustness, then python -m benchmarks.tiny_self_forecast "
+        "--data benchmarks/data/tiny_mod10_runs",
+    ),
+    (
+        "self-forecast",
+        "Self-forecast of the tiny runs",
+        ["tiny_self_forecast_mod10.json", "tiny_self_forecast_mod10_fit0.25.json", "tiny_self_forecast.json"],
+        tables.self_forecast,
+        "python -m benchmarks.tiny_self_forecast --data benchmarks/data/tiny_mod10_runs "
+        "[--fit-fraction 0.25]; python -m benchmarks.tiny_self_forecast (the capped runs)",
+    ),
+    (
+        "tiny-study",
+        "Leave-one-out study on the tiny task",
+        ["ablation_tiny_table.json", "ablation_tiny.json"],
+        tables.tiny_study,
+        "python -m benchmarks.ablation_tiny --steps 200 --seeds 5 --workdir DIR, then python -m benchmarks.study_table",
+    ),
+    (
+        "batch-sweep",
+        "Batch sweep at equal compute",
+        ["sweep_equal_compute.json"],
+        tables.batch_sweep,
+        "python -m benchmarks.sweep_equal_compute",
+    ),
+    (
+        "trainer-throughput",
+        "Trainer throughput against TRL",
+        ["trainer_throughput.json"],
+        tables.trainer_throughput,
+        "python -m benchmarks.trainer_throughput --rounds 5 --steps 25 --profile",
+    ),
+    (
+        "async-vs-sync",
+        "Async against sync on two shared CPU cores",
+        ["async_vs_sync.json"],
+        tables.async_vs_sync,
+        "python -m benchmarks.async_vs_sync --interleave 3",
+    ),
+    (
+        "pipeline-efficiency",
+        "Pipeline efficiency on simulated devices",
+        ["pipeline_efficiency.json"],
+        tables.pipeline_efficiency,
+        "python -m benchmarks.pipeline_efficiency",
+    ),
 ]
 
 SECTION_FILES = {anchor: files for anchor, _, files, _, _ in SECTIONS}
@@ -99,8 +177,10 @@ BLOCKS = {
     "positive-controls": (["positive_controls.json"], study_checks.positive_controls),
     "positive-controls-headline": (["positive_controls.json"], study_checks.positive_controls_headline),
     "positive-controls-ceiling-reading": (["positive_controls.json"], study_checks.positive_controls_ceiling_reading),
-    "positive-controls-efficiency-reading": (["positive_controls.json"],
-                                             study_checks.positive_controls_efficiency_reading),
+    "positive-controls-efficiency-reading": (
+        ["positive_controls.json"],
+        study_checks.positive_controls_efficiency_reading,
+    ),
     "study-run-cost": (["positive_controls.json"], study_checks.study_run_cost),
     "demo-time": (SECTION_FILES["demo-robustness"][:3], tables.demo_time),
     "tiny-study-headline": (["from_logs_verdicts.json"], study_checks.tiny_study_headline),
@@ -126,30 +206,45 @@ def _call(renderer, names: list[str], results_dir: Path) -> str:
         return provenance.with_note(renderer(*documents.values()).strip(), documents)
     except (KeyError, IndexError, TypeError, ValueError) as error:
         where = f"{renderer.__module__}.{renderer.__name__}"
-        raise SystemExit(f"error: {where} cannot render {', '.join(names)}: "
-                         f"{type(error).__name__} {error}") from None
+        raise SystemExit(f"error: {where} cannot render {', '.join(names)}: {type(error).__name__} {error}") from None
 
 
 def results_page(results_dir: Path = RESULTS_DIR) -> str:
     """docs/results.md: one section per area, each with the command that measured it."""
-    lines = ["# Measured results", "",
-             "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
-             "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`), never this",
-             "page. How to rerun each benchmark and what it costs:",
-             "[benchmarks/README.md](../benchmarks/README.md).", ""]
+    lines = [
+        "# Measured results",
+        "",
+        "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
+        "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`), never this",
+        "page. How to rerun each benchmark and what it costs:",
+        "[benchmarks/README.md](../benchmarks/README.md).",
+        "",
+    ]
     lines += [f"- [{title}](#{anchor})" for anchor, title, *_ in SECTIONS]
     lines.append("- [Which commit measured each result](#provenance)")
     for anchor, title, names, renderer, command in SECTIONS:
         sources = ", ".join(f"`benchmarks/results/{name}`" for name in names)
         machine = tables.machine_text(load(names[0], results_dir))
-        lines += ["", f'<a id="{anchor}"></a>', f"## {title}", "",
-                  f"`{command}` ({sources}{'; ' + machine if machine else ''})", "",
-                  _call(renderer, names, results_dir)]
+        lines += [
+            "",
+            f'<a id="{anchor}"></a>',
+            f"## {title}",
+            "",
+            f"`{command}` ({sources}{'; ' + machine if machine else ''})",
+            "",
+            _call(renderer, names, results_dir),
+        ]
     every = {name: load(name, results_dir) for name in provenance.result_files(results_dir)}
-    lines += ["", '<a id="provenance"></a>', "## Which commit measured each result", "",
-              "From each result's machine block (`git_commit`, `git_dirty`: uncommitted changes under "
-              "`src/` or `benchmarks/`); a figure above from a result that is not clean says so under it.", "",
-              provenance.table(every)]
+    lines += [
+        "",
+        '<a id="provenance"></a>',
+        "## Which commit measured each result",
+        "",
+        "From each result's machine block (`git_commit`, `git_dirty`: uncommitted changes under "
+        "`src/` or `benchmarks/`); a figure above from a result that is not clean says so under it.",
+        "",
+        provenance.table(every),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -160,7 +255,7 @@ def fill_blocks(text: str, results_dir: Path = RESULTS_DIR, where: str = "") -> 
         name = match["name"]
         if name not in BLOCKS:
             raise SystemExit(f"error: {where}: unknown results block {name!r} (known: {', '.join(BLOCKS)})")
-        if f"<!-- /results:{name} -->" not in text[match.end():]:
+        if f"<!-- /results:{name} -->" not in text[match.end() :]:
             raise SystemExit(f"error: {where}: results block {name!r} is not closed")
 
     def body(match: re.Match) -> str:  # a block inside a list item keeps the item's indent
@@ -192,8 +287,9 @@ def stale_files(files: dict[Path, str]) -> list[Path]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a rendered file is stale")
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR,
-                        help="folder of the results JSON (default benchmarks/results)")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS_DIR, help="folder of the results JSON (default benchmarks/results)"
+    )
     args = parser.parse_args(argv)
     files = rendered_files(REPO, args.results)
     stale = stale_files(files)

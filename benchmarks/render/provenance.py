@@ -1,6 +1,7 @@
 """Which commit measured each result: the machine block's git_commit and git_dirty
 (benchmarks/common.py), read back for a note under every rendered figure whose result is not tied
 to a clean commit, and for the provenance table of docs/results.md."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,9 @@ def note(documents: dict[str, dict]) -> str:
     """One italic line naming each of `documents` ({file name: loaded JSON}) not tied to a
     clean commit, e.g. '*Provenance: x.json measured on an uncommitted tree at 0123456789.*';
     empty when every one is clean."""
-    unclean = [f"`{name}` {state(document)}" for name, document in documents.items()
-               if provenance(document)[1] is not True]
+    unclean = [
+        f"`{name}` {state(document)}" for name, document in documents.items() if provenance(document)[1] is not True
+    ]
     return f"*Provenance: {'; '.join(unclean)}.*" if unclean else ""
 
 
@@ -51,14 +53,20 @@ def table(documents: dict[str, dict]) -> str:
     lines = ["| result file | commit | clean tree? |", "|---|---|---|"]
     for name, document in sorted(documents.items()):
         commit, clean = provenance(document)
-        clean_text = {True: "yes", False: "**no** (uncommitted changes under src/ or benchmarks/)",
-                      None: "not recorded"}[clean]
+        clean_text = {
+            True: "yes",
+            False: "**no** (uncommitted changes under src/ or benchmarks/)",
+            None: "not recorded",
+        }[clean]
         lines.append(f"| `{name}` | {f'`{commit[:SHORT]}`' if commit else 'not recorded'} | {clean_text} |")
     counts = [provenance(document)[1] for document in documents.values()]
-    lines += ["", f"{counts.count(True)} of {len(counts)} results tie to a clean commit; "
-              f"{counts.count(False)} were measured on an uncommitted tree and {counts.count(None)} "
-              "record no commit or tree state. Rerunning a benchmark on a clean checkout ties it "
-              "(benchmarks/README.md)."]
+    lines += [
+        "",
+        f"{counts.count(True)} of {len(counts)} results tie to a clean commit; "
+        f"{counts.count(False)} were measured on an uncommitted tree and {counts.count(None)} "
+        "record no commit or tree state. Rerunning a benchmark on a clean checkout ties it "
+        "(benchmarks/README.md).",
+    ]
     return "\n".join(lines)
 
 

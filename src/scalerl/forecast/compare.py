@@ -14,8 +14,9 @@ The uncertainty decides whether the rule's answer is supported (a flat run with 
 ceiling identified and its A ahead of every other run's (the central `level` interval of the
 difference of posterior draws above 0); otherwise the ceiling is undecided, and the contenders
 (the runs whose A is not clearly below the top run's) are refitted with A shared
-and ranked by the reward of that curve at the largest compute they all reached. `decided_by`: "ceiling" (supported), "efficiency" (ceilings within the margin, the
-paper's rule; or ceiling undecided and the best B ahead of the next one's) or "undecided"
+and ranked by the reward of that curve at the largest compute they all reached. `decided_by`:
+"ceiling" (supported), "efficiency" (ceilings within the margin, the paper's rule; or ceiling
+undecided and the best B ahead of the next one's) or "undecided"
 (ceiling undecided and B not separated either: the ranking is the point estimates' and
 `more_compute` says how much longer to run). `efficiency_supported` says whether the best B at
 the shared A is ahead of the second's.
@@ -23,17 +24,18 @@ the shared A is ahead of the second's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import FitError, InputError
-from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
+from scalerl.forecast.settings import SETTINGS
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class Comparison:
         return f"{undecided}efficiency undecided too, {self.winner} leads on point estimates only{longer}"
 
     def summary(self) -> str:
-        lines = [f"Recipe comparison (ceiling margin {self.margin:g}): {self.headline()} (decided by {self.decided_by})"]
+        lines = [
+            f"Recipe comparison (ceiling margin {self.margin:g}): {self.headline()} (decided by {self.decided_by})"
+        ]
         for rank, name in enumerate(self.ranking, start=1):
             fit = self.fits[name]
             line = f"  {rank}. {name}: A = {fit.a:.4f}, B = {fit.b:.3f}, C_mid = {fit.c_mid:.4g}"
@@ -99,14 +103,18 @@ def ceiling_supported(fits: Mapping[str, FitResult], top: str, level: float) -> 
     """The top run wins by ceiling only with its ceiling identified and its A ahead of every other run's."""
     if not fits[top].ceiling_identified:
         return False
-    return all(ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level)
-               for name, fit in fits.items() if name != top)
+    return all(
+        ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level) for name, fit in fits.items() if name != top
+    )
 
 
 def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) -> tuple:
     """The top run and every run whose A is not clearly below the top run's (their order by A is open)."""
-    return (top,) + tuple(name for name, fit in fits.items()
-                          if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level))
+    return (top,) + tuple(
+        name
+        for name, fit in fits.items()
+        if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level)
+    )
 
 
 def compute_to_separate(fits: Mapping[str, FitResult], names: Sequence[str], level: float = 0.8) -> float | None:
@@ -181,17 +189,23 @@ def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fi
     clusters = ceiling_clusters({name: fit.a for name, fit in fits.items()}, margin)
     ranking, fixed_fits = _rank_within_clusters(clusters, fits, data, fit_options)
     top = ranking[0]
-    warnings = [f"run {name!r}: ceiling not identified, so its place by A is uncertain"
-                for name, fit in fits.items() if not fit.ceiling_identified]
+    warnings = [
+        f"run {name!r}: ceiling not identified, so its place by A is uncertain"
+        for name, fit in fits.items()
+        if not fit.ceiling_identified
+    ]
     by_ceiling = len(clusters[0]) == 1
     undecided = by_ceiling and not ceiling_supported(fits, top, level)
     if undecided:
         contenders = ceiling_contenders(fits, top, level)
-        ranked, shared_fits = _rank_by_shared_ceiling(contenders, fits, data, fit_options,
-                                                      by_reward_at_common_compute=True)
+        ranked, shared_fits = _rank_by_shared_ceiling(
+            contenders, fits, data, fit_options, by_reward_at_common_compute=True
+        )
         fixed_fits.update(shared_fits)
         ranking = list(ranked) + [name for name in ranking if name not in ranked]
-        clusters = (tuple(ranked),) + tuple(tuple(n for n in c if n not in ranked) for c in clusters if set(c) - set(ranked))
+        clusters = (tuple(ranked),) + tuple(
+            tuple(n for n in c if n not in ranked) for c in clusters if set(c) - set(ranked)
+        )
     decided_by = "ceiling" if by_ceiling and not undecided else "efficiency"
     leaders = [name for name in ranking if name in fixed_fits][:2]
     efficiency_supported = _efficiency_supported(leaders, fixed_fits, level)
@@ -199,9 +213,16 @@ def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fi
         decided_by = "undecided"
     more = None if decided_by != "undecided" else compute_to_separate(fits, leaders or ranking[:2], level)
     return Comparison(
-        fits=MappingProxyType(fits), fixed_ceiling_fits=MappingProxyType(fixed_fits), ranking=tuple(ranking),
-        clusters=clusters, decided_by=decided_by, margin=float(margin), warnings=tuple(warnings),
-        ceiling_undecided=bool(undecided), more_compute=more, level=level,
+        fits=MappingProxyType(fits),
+        fixed_ceiling_fits=MappingProxyType(fixed_fits),
+        ranking=tuple(ranking),
+        clusters=clusters,
+        decided_by=decided_by,
+        margin=float(margin),
+        warnings=tuple(warnings),
+        ceiling_undecided=bool(undecided),
+        more_compute=more,
+        level=level,
         efficiency_supported=bool(efficiency_supported),
     )
 

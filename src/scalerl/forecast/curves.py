@@ -10,8 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 
-def sigmoid_reward(compute: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
-                   r0: ArrayLike = 0.0) -> np.ndarray:
+def sigmoid_reward(compute: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike = 0.0) -> np.ndarray:
     """Sigmoidal compute-performance curve.
 
         R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)
@@ -26,8 +25,9 @@ def sigmoid_reward(compute: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayL
     return np.where(compute > 0, value, r0)
 
 
-def sigmoid_compute_for_reward(reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
-                               r0: ArrayLike = 0.0) -> np.ndarray:
+def sigmoid_compute_for_reward(
+    reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike = 0.0
+) -> np.ndarray:
     """Inverse of the sigmoid: compute needed to reach `reward`.
 
         C(R) = C_mid * ((A - R0) / (R - R0) - 1)^(-1/B)
@@ -42,8 +42,9 @@ def sigmoid_compute_for_reward(reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_
     return np.where(gain_fraction <= 0.0, 0.0, compute)
 
 
-def sigmoid_compute_near_ceiling(within: float, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike,
-                                 r0: ArrayLike = 0.0) -> np.ndarray:
+def sigmoid_compute_near_ceiling(
+    within: float, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike = 0.0
+) -> np.ndarray:
     """Compute at which the sigmoid is within `within` of its ceiling A:
 
         C_within = C_mid (|A - R0| / within - 1)^(1/B)    (|R(C_within) - A| = within)
@@ -54,8 +55,9 @@ def sigmoid_compute_near_ceiling(within: float, a: ArrayLike, b: ArrayLike, c_mi
     return sigmoid_compute_for_reward(a - within * np.sign(a - r0), a, b, c_mid, r0)
 
 
-def linearised_sigmoid(compute: ArrayLike, reward: ArrayLike, a: float,
-                       r0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def linearised_sigmoid(
+    compute: ArrayLike, reward: ArrayLike, a: float, r0: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """The straight-line form of the sigmoid for a fixed ceiling A.
 
         log((A - R0) / (R - R0) - 1) = B log C_mid - B log C
@@ -73,7 +75,7 @@ def linearised_sigmoid(compute: ArrayLike, reward: ArrayLike, a: float,
 def power_law_reward(compute: ArrayLike, a: ArrayLike, d: ArrayLike, b: ArrayLike) -> np.ndarray:
     """Power-law alternative rejected by the paper for its unbounded ceiling.
 
-        R(C) = A - D * C^(-B)
+    R(C) = A - D * C^(-B)
     """
     compute = np.asarray(compute, dtype=float)
     with np.errstate(divide="ignore"):

@@ -48,9 +48,9 @@ class CollapseReport:
 
     def message(self) -> str:
         return (
-            f"collapse: reward fell {self.drop:.3f} below the level {self.peak_reward:.3f} it had reached, from compute "
-            f"{self.onset_compute:.4g} on (threshold {self.threshold:.3f}); the run left the sigmoid after compute "
-            f"{self.last_good_compute:.4g}"
+            f"collapse: reward fell {self.drop:.3f} below the level {self.peak_reward:.3f} it had reached, "
+            f"from compute {self.onset_compute:.4g} on (threshold {self.threshold:.3f}); "
+            f"the run left the sigmoid after compute {self.last_good_compute:.4g}"
         )
 
 
@@ -83,8 +83,9 @@ def noise_before(reward: ArrayLike, index: int, sigma_all: float, noise_floor: f
     return float(min(sigma_all, point_noise_sd(np.asarray(reward, dtype=float)[:index], noise_floor)))
 
 
-def first_fall(reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray,
-               stop: int | None = None) -> tuple[int, float] | None:
+def first_fall(
+    reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray, stop: int | None = None
+) -> tuple[int, float] | None:
     """First index i < `stop` where the run is down: (i, threshold) or None.
 
     threshold_i = max(3 sigma_i, 0.2 (peak_i - R_first)); down at i when R_i and R_{i+1} are below
@@ -95,7 +96,9 @@ def first_fall(reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray,
     """
     stop = reward.size - 1 if stop is None else stop
     for i in range(1, stop):
-        threshold = max(SETTINGS.collapse_noise_sds * sigmas[i], SETTINGS.collapse_gain_fraction * (peaks[i] - reward[0]))
+        threshold = max(
+            SETTINGS.collapse_noise_sds * sigmas[i], SETTINGS.collapse_gain_fraction * (peaks[i] - reward[0])
+        )
         floor = peaks[i] - threshold
         rest = float(np.median(reward[i:]))
         rose = peaks[i] - reward[0] >= SETTINGS.collapse_noise_sds * sigmas[i] or rest < reward[0] - threshold
@@ -104,7 +107,9 @@ def first_fall(reward: np.ndarray, peaks: np.ndarray, sigmas: np.ndarray,
     return None
 
 
-def detect_collapse(compute: ArrayLike, reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR) -> CollapseReport | None:
+def detect_collapse(
+    compute: ArrayLike, reward: ArrayLike, noise_floor: float = DEFAULT_NOISE_FLOOR
+) -> CollapseReport | None:
     """Sustained fall below the plateau reached so far (first_fall), found in two passes.
 
     Whether the run collapsed is judged with the noise sigma of the whole run (point_noise_sd),
@@ -207,8 +212,14 @@ def late_stretch(compute: ArrayLike, reward: ArrayLike, noise_sd: float = 0.0) -
     beta = float(np.sum((x - x.mean()) * (y - y.mean())) / sxx)
     resid = y - (y.mean() + beta * (x - x.mean()))
     s = max(float(np.sqrt(np.sum(resid**2) / (n - 2))), float(noise_sd))
-    return LateStretch(float(y.mean()), max(float(np.std(y, ddof=1)), float(noise_sd)), beta, s / math.sqrt(sxx), n,
-                       float(x[-1] - x[0]))
+    return LateStretch(
+        float(y.mean()),
+        max(float(np.std(y, ddof=1)), float(noise_sd)),
+        beta,
+        s / math.sqrt(sxx),
+        n,
+        float(x[-1] - x[0]),
+    )
 
 
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:

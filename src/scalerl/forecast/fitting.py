@@ -49,9 +49,14 @@ def _check_r0(r0, reward_range):
         raise ConfigError(f"r0 = {r0} is outside reward_range [{reward_range[0]}, {reward_range[1]}]")
 
 
-def select_points(compute: np.ndarray, reward: np.ndarray, r0: float | None, min_compute: float | None,
-                  fit_through_collapse: bool,
-                  noise_floor: float) -> tuple[float, np.ndarray, CollapseReport | None, list[str]]:
+def select_points(
+    compute: np.ndarray,
+    reward: np.ndarray,
+    r0: float | None,
+    min_compute: float | None,
+    fit_through_collapse: bool,
+    noise_floor: float,
+) -> tuple[float, np.ndarray, CollapseReport | None, list[str]]:
     """R0 and the points used in least squares, plus warnings and the collapse report.
 
     r0=None: R0 is the reward at the smallest compute and that point is left out (R(C0) = R0 by
@@ -71,16 +76,22 @@ def select_points(compute: np.ndarray, reward: np.ndarray, r0: float | None, min
         if fit_through_collapse:
             warnings.append(collapse.message() + "; fitting through it as asked")
         else:
-            keep[collapse.onset_index:] = False
+            keep[collapse.onset_index :] = False
             warnings.append(collapse.message() + "; fitting only the points before it")
     if min_compute is not None:
         keep &= compute >= min_compute
     return float(r0), keep, collapse, warnings
 
 
-def build_problem(fit_compute: np.ndarray, fit_reward: np.ndarray, r0: float,
-                  reward_range: tuple[float, float] | None, loss: str, f_scale: float,
-                  fixed_a: float | None) -> tuple[SolverProblem, float]:
+def build_problem(
+    fit_compute: np.ndarray,
+    fit_reward: np.ndarray,
+    r0: float,
+    reward_range: tuple[float, float] | None,
+    loss: str,
+    f_scale: float,
+    fixed_a: float | None,
+) -> tuple[SolverProblem, float]:
     """Normalised least-squares problem: u = log(C / max C), bounds from the data."""
     compute_ref = float(fit_compute.max())
     with np.errstate(divide="ignore"):
@@ -166,14 +177,24 @@ def fit_sigmoid(
     a, b, c_mid = np.median(param_draws, axis=0)
     rng = np.random.default_rng(seed)
     return FitResult(
-        a=float(a), b=float(b), c_mid=float(c_mid), r0=r0,
+        a=float(a),
+        b=float(b),
+        c_mid=float(c_mid),
+        r0=r0,
         stderr=dict(zip(("A", "B", "C_mid"), np.std(param_draws, axis=0, ddof=1).tolist())),
-        n_points=int(fit_compute.size), compute=fit_compute, reward=fit_reward,
-        warnings=tuple(warnings), param_draws=param_draws,
-        noise_sd=noise_sd, noise_dof=SETTINGS.student_t_nu, noise_scale_draws=draws[:, 3],
+        n_points=int(fit_compute.size),
+        compute=fit_compute,
+        reward=fit_reward,
+        warnings=tuple(warnings),
+        param_draws=param_draws,
+        noise_sd=noise_sd,
+        noise_dof=SETTINGS.student_t_nu,
+        noise_scale_draws=draws[:, 3],
         noise_draws=noise_t_draws(SETTINGS.student_t_nu, SETTINGS.noise_draws_per_draw * n_draws, rng),
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
         fixed=("R0",) if fixed_a is None else ("R0", "A"),
-        collapse_compute=None if collapse is None else collapse.onset_compute, loss=loss,
-        a_upper_bound=float(problem.upper[0]), reward_unit=unit,
+        collapse_compute=None if collapse is None else collapse.onset_compute,
+        loss=loss,
+        a_upper_bound=float(problem.upper[0]),
+        reward_unit=unit,
     )

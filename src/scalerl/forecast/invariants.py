@@ -3,7 +3,7 @@ forecast-accuracy benchmark counts ("contradictions", target 0)."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

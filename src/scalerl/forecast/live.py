@@ -14,8 +14,9 @@ or a run that has not moved from R0) the forecast is None and the log row gets n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,14 @@ from scalerl.forecast.result import FitResult
 
 LIVE_N_DRAWS = 50  # offline fits use 200; 50 keeps a refit at ~0.1 s (benchmarks/live_forecast_overhead.py)
 LIVE_PLOT_NAME = "forecast_live.png"
-FORECAST_KEYS = ("forecast_A", "forecast_A_low", "forecast_A_high", "forecast_budget", "forecast_at_budget",
-                 "ceiling_identified")
+FORECAST_KEYS = (
+    "forecast_A",
+    "forecast_A_low",
+    "forecast_A_high",
+    "forecast_budget",
+    "forecast_at_budget",
+    "ceiling_identified",
+)
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,14 @@ class LiveForecast:
 
     def row(self) -> dict[str, Any]:
         """The keys added to a validation row of metrics.jsonl (or to a TRL log)."""
-        return {"forecast_A": self.a, "forecast_A_low": self.a_low, "forecast_A_high": self.a_high,
-                "forecast_budget": self.budget, "forecast_at_budget": self.at_budget,
-                "ceiling_identified": self.ceiling_identified}
+        return {
+            "forecast_A": self.a,
+            "forecast_A_low": self.a_low,
+            "forecast_A_high": self.a_high,
+            "forecast_budget": self.budget,
+            "forecast_at_budget": self.at_budget,
+            "ceiling_identified": self.ceiling_identified,
+        }
 
     def short_text(self) -> str:
         """`A 0.412 [0.380, 0.455] still_rising` (the verdict's kind after A), for a progress bar."""
@@ -79,10 +91,17 @@ def check_live_options(n_draws: int, level: float, budget: float | None) -> None
         raise ConfigError(f"live forecast budget must be a positive number, got {budget}")
 
 
-def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: float,
-                  n_draws: int = LIVE_N_DRAWS, level: float = 0.8,
-                  reward_range: tuple[float, float] | None = (0.0, 1.0), seed: int = 0,
-                  on_refused: Callable[[str], None] | None = None) -> LiveForecast | None:
+def live_forecast(
+    compute: Sequence[float],
+    reward: Sequence[float],
+    *,
+    budget: float,
+    n_draws: int = LIVE_N_DRAWS,
+    level: float = 0.8,
+    reward_range: tuple[float, float] | None = (0.0, 1.0),
+    seed: int = 0,
+    on_refused: Callable[[str], None] | None = None,
+) -> LiveForecast | None:
     """Fit R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) (arXiv 2510.13786) to the points so far;
     None when they cannot be fitted yet (too few points, no learning, data the fitter rejects),
     after passing the fitter's reason to `on_refused` when given.
@@ -92,8 +111,7 @@ def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: 
     compute = np.asarray(compute, dtype=float)
     reward = np.asarray(reward, dtype=float)
     try:
-        fit = fit_sigmoid(compute, reward, n_draws=n_draws, level=level,
-                          reward_range=reward_range, seed=seed)
+        fit = fit_sigmoid(compute, reward, n_draws=n_draws, level=level, reward_range=reward_range, seed=seed)
     except (FitError, InputError) as error:
         if on_refused is not None:
             on_refused(str(error))
@@ -101,9 +119,16 @@ def live_forecast(compute: Sequence[float], reward: Sequence[float], *, budget: 
     a_low, a_high = fit.conf_int(level)["A"]
     has_budget = budget is not None and math.isfinite(budget) and budget > 0
     at_budget = float(fit.predict(float(budget))) if has_budget else math.nan
-    return LiveForecast(a=fit.a, a_low=a_low, a_high=a_high, budget=float(budget) if has_budget else math.nan,
-                        at_budget=at_budget, ceiling_identified=fit.ceiling_identified,
-                        n_points=fit.n_points, fit=fit)
+    return LiveForecast(
+        a=fit.a,
+        a_low=a_low,
+        a_high=a_high,
+        budget=float(budget) if has_budget else math.nan,
+        at_budget=at_budget,
+        ceiling_identified=fit.ceiling_identified,
+        n_points=fit.n_points,
+        fit=fit,
+    )
 
 
 def forecast_history(rows: Sequence[dict]) -> dict[str, np.ndarray] | None:
@@ -112,8 +137,10 @@ def forecast_history(rows: Sequence[dict]) -> dict[str, np.ndarray] | None:
     logged = [row for row in rows if row.get("forecast_A") is not None and row.get("flops") is not None]
     if not logged:
         return None
-    return {"flops": np.array([row["flops"] for row in logged], dtype=float),
-            "A": np.array([row["forecast_A"] for row in logged], dtype=float),
-            "A_low": np.array([row.get("forecast_A_low", row["forecast_A"]) for row in logged], dtype=float),
-            "A_high": np.array([row.get("forecast_A_high", row["forecast_A"]) for row in logged], dtype=float),
-            "identified": np.array([bool(row.get("ceiling_identified")) for row in logged])}
+    return {
+        "flops": np.array([row["flops"] for row in logged], dtype=float),
+        "A": np.array([row["forecast_A"] for row in logged], dtype=float),
+        "A_low": np.array([row.get("forecast_A_low", row["forecast_A"]) for row in logged], dtype=float),
+        "A_high": np.array([row.get("forecast_A_high", row["forecast_A"]) for row in logged], dtype=float),
+        "identified": np.array([bool(row.get("ceiling_identified")) for row in logged]),
+    }

@@ -75,8 +75,7 @@ def log_c_mid_prior(s: np.ndarray, problem: SolverProblem) -> np.ndarray:
     return np.log((1.0 - w) / (s_hi - s_lo) + np.where(s >= s_near, w / (s_hi - s_near), 0.0))
 
 
-def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float,
-              log_sigma_floor: float) -> np.ndarray:
+def log_prior(theta: np.ndarray, problem: SolverProblem, log_sigma_centre: float, log_sigma_floor: float) -> np.ndarray:
     """log p(A, B, s, log sigma) up to a constant, -inf outside the bounds; theta is (k, 4)."""
     a, b, s, log_sigma = theta.T
     lower, upper = problem.lower, problem.upper
@@ -109,8 +108,9 @@ def log_likelihood(theta: np.ndarray, problem: SolverProblem) -> np.ndarray:
     return np.sum(-0.5 * (nu + 1.0) * np.log1p(scaled**2 / nu) - log_sigma, axis=1)
 
 
-def log_posterior(theta: ArrayLike, problem: SolverProblem, log_sigma_centre: float,
-                  log_sigma_floor: float) -> np.ndarray:
+def log_posterior(
+    theta: ArrayLike, problem: SolverProblem, log_sigma_centre: float, log_sigma_floor: float
+) -> np.ndarray:
     """Vectorised over rows of theta: log prior + log likelihood (-inf outside the prior)."""
     theta = np.atleast_2d(theta)
     prior = log_prior(theta, problem, log_sigma_centre, log_sigma_floor)
@@ -129,8 +129,9 @@ def start_spread(problem: SolverProblem) -> np.ndarray:
     return np.array([0.02 * (problem.upper[0] - problem.lower[0]), 0.05, 0.1, 0.1])
 
 
-def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: float, n_walkers: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def initial_walkers(
+    problem: SolverProblem, theta_hat: ArrayLike, log_sigma: float, n_walkers: int, rng: np.random.Generator
+) -> np.ndarray:
     """Walkers spread around the least-squares fit and the best grid cells, inside the bounds."""
     starts = [np.asarray(theta_hat, dtype=float)]
     if problem.fixed_a is None:
@@ -149,8 +150,13 @@ def initial_walkers(problem: SolverProblem, theta_hat: ArrayLike, log_sigma: flo
     return np.column_stack([walkers, sigma_column])
 
 
-def restart_next_to_good(coords: np.ndarray, stuck: np.ndarray, rng: np.random.Generator,
-                         log_prob_fn=None, jitter_sd: np.ndarray | None = None) -> np.ndarray:
+def restart_next_to_good(
+    coords: np.ndarray,
+    stuck: np.ndarray,
+    rng: np.random.Generator,
+    log_prob_fn=None,
+    jitter_sd: np.ndarray | None = None,
+) -> np.ndarray:
     """`coords` with each `stuck` walker moved next to a walker drawn from the others, with a jitter
     of 1e-3 of their spread (sd `jitter_sd` per coordinate when given); a jitter that would leave
     the support (`log_prob_fn` -inf) is dropped."""
@@ -166,8 +172,9 @@ def restart_next_to_good(coords: np.ndarray, stuck: np.ndarray, rng: np.random.G
     return coords
 
 
-def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob_fn=None,
-                          start_sd: np.ndarray | None = None) -> emcee.State:
+def regroup_stuck_walkers(
+    state: emcee.State, rng: np.random.Generator, log_prob_fn=None, start_sd: np.ndarray | None = None
+) -> emcee.State:
     """Walkers left after a burn-in round more than stuck_log_prob_gap below the best log-probability
     (a start on the far end of the ridge that has not come back: on a run past its midpoint they
     left 95 % intervals of A reaching 0.9 where the data pin it to 0.6) restart next to a walker
@@ -199,8 +206,15 @@ def regroup_stuck_walkers(state: emcee.State, rng: np.random.Generator, log_prob
     return emcee.State(coords, random_state=state.random_state)
 
 
-def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float, seed: int,
-                n_steps: int | None = None, moves: list | None = None) -> emcee.EnsembleSampler:
+def run_sampler(
+    problem: SolverProblem,
+    theta_hat: ArrayLike,
+    noise_sd: float,
+    noise_floor: float,
+    seed: int,
+    n_steps: int | None = None,
+    moves: list | None = None,
+) -> emcee.EnsembleSampler:
     """The emcee sampler after n_burn burn-in steps in n_burn_rounds rounds, each followed by a
     regrouping of stuck walkers (regroup_stuck_walkers), and n_steps - n_burn kept steps (its
     chain holds only the kept ones). `moves`: emcee moves (default sampler_moves())."""
@@ -219,21 +233,26 @@ def run_sampler(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, n
         return log_posterior(theta, problem, log_centre, log_floor)
 
     sampler = emcee.EnsembleSampler(
-        n_walkers, walkers[:, free].shape[1], log_prob, vectorize=True,
+        n_walkers,
+        walkers[:, free].shape[1],
+        log_prob,
+        vectorize=True,
         moves=sampler_moves() if moves is None else moves,
     )
     state = emcee.State(walkers[:, free], random_state=np.random.RandomState(seed % 2**32).get_state())
     rounds = np.diff(np.linspace(0, n_burn, SETTINGS.n_burn_rounds + 1).round().astype(int))
     for steps in rounds:
-        state = regroup_stuck_walkers(sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob,
-                                      start_spread(problem)[free])
+        state = regroup_stuck_walkers(
+            sampler.run_mcmc(state, int(steps), progress=False), rng, log_prob, start_spread(problem)[free]
+        )
         sampler.reset()
     sampler.run_mcmc(state, n_steps - n_burn, progress=False)
     return sampler
 
 
-def sample_posterior(problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float,
-                     n_draws: int, seed: int) -> np.ndarray:
+def sample_posterior(
+    problem: SolverProblem, theta_hat: ArrayLike, noise_sd: float, noise_floor: float, n_draws: int, seed: int
+) -> np.ndarray:
     """Posterior draws of (A, B, s, sigma): an (n_draws, 4) array, sigma on its natural scale.
 
     32 walkers x 300 steps, the first 150 discarded as burn-in, in two rounds after each of which

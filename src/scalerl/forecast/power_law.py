@@ -21,10 +21,10 @@ from scipy.stats import t as student_t
 from scalerl.errors import FitError
 from scalerl.forecast.curves import power_law_reward
 from scalerl.forecast.diagnostics import point_noise_sd
-from scalerl.forecast.validation import validate_curve
 from scalerl.forecast.reward_unit import reward_unit
 from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.uncertainty import residual_noise_sd
+from scalerl.forecast.validation import validate_curve
 
 B_BOUNDS = (0.01, 5.0)
 
@@ -86,10 +86,14 @@ class PowerLawFitResult:
 
     def conf_int(self, level: float = 0.8) -> dict:
         q = self._t_quantile(level)
-        return {name: (value - q * self.stderr[name], value + q * self.stderr[name]) for name, value in self.params().items()}
+        return {
+            name: (value - q * self.stderr[name], value + q * self.stderr[name])
+            for name, value in self.params().items()
+        }
 
-    def interval(self, compute: ArrayLike, level: float = 0.8,
-                 kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
+    def interval(
+        self, compute: ArrayLike, level: float = 0.8, kind: str = "observation"
+    ) -> tuple[np.ndarray | float, np.ndarray | float]:
         """Delta-method band: var = g' Cov g (+ noise_sd^2 for a new observation), t quantile."""
         scalar = np.ndim(compute) == 0
         norm = np.atleast_1d(np.asarray(compute, dtype=float)) / self.compute_ref
@@ -116,13 +120,22 @@ class PowerLawFitResult:
 
     def to_dict(self) -> dict:
         clean = lambda v: float(v) if math.isfinite(v) else None  # noqa: E731
-        return {"params": {k: clean(v) for k, v in self.params().items()},
-                "stderr": {k: clean(v) for k, v in self.stderr.items()}, "n_points": self.n_points}
+        return {
+            "params": {k: clean(v) for k, v in self.params().items()},
+            "stderr": {k: clean(v) for k, v in self.stderr.items()},
+            "n_points": self.n_points,
+        }
 
 
-def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float | None = None,
-                  reward_range: tuple[float, float] | None = (0.0, 1.0), loss: str = "linear",
-                  noise_floor: float | None = None) -> PowerLawFitResult:
+def fit_power_law(
+    compute: ArrayLike,
+    reward: ArrayLike,
+    *,
+    min_compute: float | None = None,
+    reward_range: tuple[float, float] | None = (0.0, 1.0),
+    loss: str = "linear",
+    noise_floor: float | None = None,
+) -> PowerLawFitResult:
     """Fit R = A - D C^(-B) on points with C > 0 (and C >= min_compute).
 
     Bounds: A in [min reward, top of reward_range] (open range: max + 3 x observed spread),
@@ -143,16 +156,27 @@ def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float |
     with np.errstate(over="ignore", divide="ignore"):
         span_overflows = not np.isfinite(np.power(norm.min(), -B_BOUNDS[1]))
     if span_overflows:
-        raise FitError(f"compute spans too many decades for the power law ({compute.min():.3g} to {compute_ref:.3g}): "
-                       "C^-B overflows; leave the smallest points out with --min-x")
+        raise FitError(
+            f"compute spans too many decades for the power law ({compute.min():.3g} to {compute_ref:.3g}): "
+            "C^-B overflows; leave the smallest points out with --min-x"
+        )
     spread = max(float(np.ptp(reward)), 1e-6)
     a_top = float(reward_range[1]) if reward_range is not None else float(reward.max()) + 3 * spread
     lower = np.array([float(reward.min()), 0.0, B_BOUNDS[0]])
     upper = np.array([max(a_top, lower[0] + 1e-9), np.inf, B_BOUNDS[1]])
     start = _grid_start(norm, reward, lower, upper)
     start = np.clip(start, lower + 1e-9, np.where(np.isfinite(upper), upper - 1e-9, start + 1.0))
-    fit = least_squares(_residuals, start, jac=_jacobian, bounds=(lower, upper), args=(norm, reward),
-                        loss=loss, f_scale=point_noise_sd(reward, noise_floor), x_scale="jac", method="trf")
+    fit = least_squares(
+        _residuals,
+        start,
+        jac=_jacobian,
+        bounds=(lower, upper),
+        args=(norm, reward),
+        loss=loss,
+        f_scale=point_noise_sd(reward, noise_floor),
+        x_scale="jac",
+        method="trf",
+    )
     noise_sd = residual_noise_sd(fit.fun, 3, noise_floor)
     jac = _jacobian(fit.x, norm, reward)
     covariance = noise_sd**2 * np.linalg.pinv(jac.T @ jac)
@@ -162,8 +186,15 @@ def fit_power_law(compute: ArrayLike, reward: ArrayLike, *, min_compute: float |
     se_d = d * math.sqrt((se[1] / d_norm) ** 2 + (math.log(compute_ref) * se[2]) ** 2) if d_norm > 0 else float("inf")
     covariance.setflags(write=False)
     return PowerLawFitResult(
-        a=float(a), d=float(d), b=float(b), stderr={"A": float(se[0]), "D": float(se_d), "B": float(se[2])},
-        n_points=int(compute.size), compute=compute, reward=reward, noise_sd=noise_sd,
-        compute_ref=compute_ref, covariance=covariance,
+        a=float(a),
+        d=float(d),
+        b=float(b),
+        stderr={"A": float(se[0]), "D": float(se_d), "B": float(se[2])},
+        n_points=int(compute.size),
+        compute=compute,
+        reward=reward,
+        noise_sd=noise_sd,
+        compute_ref=compute_ref,
+        covariance=covariance,
         reward_range=None if reward_range is None else tuple(float(v) for v in reward_range),
     )

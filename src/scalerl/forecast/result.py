@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
-from typing import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -55,8 +55,14 @@ class ComputeToTarget:
     level: float
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "value": _json_number(self.value), "lo": _json_number(self.lo),
-                "hi": _json_number(self.hi), "reachable": self.reachable, "level": self.level}
+        return {
+            "target": self.target,
+            "value": _json_number(self.value),
+            "lo": _json_number(self.lo),
+            "hi": _json_number(self.hi),
+            "reachable": self.reachable,
+            "level": self.level,
+        }
 
     def message(self) -> str:
         if not self.reachable:
@@ -84,22 +90,32 @@ class ComputeNearCeiling:
 
     def message(self) -> str:
         if self.value <= self.current:
-            return (f"the fitted curve is within {self.within:.3g} of its ceiling at the last point "
-                    f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})")
+            return (
+                f"the fitted curve is within {self.within:.3g} of its ceiling at the last point "
+                f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})"
+            )
         low = "within the data" if self.lo <= self.current else f"{self.lo:.3g}"
         far = SETTINGS.far_run_length
-        plan = ("run about that far to pin A to that width" if self.times_current <= far else
-                f"over {far:.0f}x the compute so far, so no run pins A to that width: the curve rises "
-                "too slowly")
-        return (f"the fitted curve comes within {self.within:.3g} of its ceiling at compute ~{self.value:.3g}, "
-                f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
-                f"{low} .. {self.hi:.3g}): {plan}")
+        plan = (
+            "run about that far to pin A to that width"
+            if self.times_current <= far
+            else f"over {far:.0f}x the compute so far, so no run pins A to that width: the curve rises too slowly"
+        )
+        return (
+            f"the fitted curve comes within {self.within:.3g} of its ceiling at compute ~{self.value:.3g}, "
+            f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
+            f"{low} .. {self.hi:.3g}): {plan}"
+        )
 
     def to_dict(self) -> dict:
-        return {"within": self.within, "value": _json_number(self.value), "lo": _json_number(self.lo),
-                "hi": _json_number(self.hi), "times_current": _json_number(self.times_current),
-                "level": self.level}
-
+        return {
+            "within": self.within,
+            "value": _json_number(self.value),
+            "lo": _json_number(self.lo),
+            "hi": _json_number(self.hi),
+            "times_current": _json_number(self.times_current),
+            "level": self.level,
+        }
 
 
 def _per_draw_summary(per_draw: np.ndarray, level: float) -> tuple[float, float, float]:
@@ -211,8 +227,9 @@ class FitResult:
         samples = mean_draws[:, None, :] + noise[:, :, None]
         return samples.reshape(-1, mean_draws.shape[1])
 
-    def interval(self, compute: ArrayLike, level: float = 0.8,
-                 kind: str = "observation") -> tuple[np.ndarray | float, np.ndarray | float]:
+    def interval(
+        self, compute: ArrayLike, level: float = 0.8, kind: str = "observation"
+    ) -> tuple[np.ndarray | float, np.ndarray | float]:
         """Band at `compute`: kind="observation" for a new noisy evaluation (quantiles of the
         posterior predictive, observation_draws), "mean" for the curve (quantiles of R(C; theta)).
         Both hold the point forecast and are clipped to `reward_range`."""
@@ -260,9 +277,11 @@ class FitResult:
         range (the arrays and posterior draws stay out; `summary()` is the full account)."""
         a_error = self.stderr.get("A")
         a_text = f"{self.a:.4g}" if a_error is None or not math.isfinite(a_error) else f"{self.a:.4g}±{a_error:.2g}"
-        return (f"FitResult(A={a_text}, B={self.b:.4g}, C_mid={self.c_mid:.4g}, R0={self.r0:.4g}, "
-                f"n_points={self.n_points}, verdict={self.verdict.kind!r}, "
-                f"fixed={self.fixed!r}, reward_range={self.reward_range!r}, warnings={len(self.warnings)})")
+        return (
+            f"FitResult(A={a_text}, B={self.b:.4g}, C_mid={self.c_mid:.4g}, R0={self.r0:.4g}, "
+            f"n_points={self.n_points}, verdict={self.verdict.kind!r}, "
+            f"fixed={self.fixed!r}, reward_range={self.reward_range!r}, warnings={len(self.warnings)})"
+        )
 
     def summary(self) -> str:
         ci = self.conf_int(0.8)
@@ -289,15 +308,21 @@ class FitResult:
         for x in predict_at:
             lo, hi = self.interval(float(x), level)
             predictions.append(
-                {"x": _json_number(float(x)), "reward": _json_number(self.predict(float(x))),
-                 "lo": _json_number(lo), "hi": _json_number(hi)}
+                {
+                    "x": _json_number(float(x)),
+                    "reward": _json_number(self.predict(float(x))),
+                    "lo": _json_number(lo),
+                    "hi": _json_number(hi),
+                }
             )
         compute_to_target = None if target is None else self.compute_to_reach(target, level).to_dict()
         return {
             "schema_version": SCHEMA_VERSION,
             "verdict": self.verdict.to_dict(),
             "params": {name: _json_number(v) for name, v in self.params().items()},
-            "intervals": {name: [_json_number(lo), _json_number(hi)] for name, (lo, hi) in self.conf_int(level).items()},
+            "intervals": {
+                name: [_json_number(lo), _json_number(hi)] for name, (lo, hi) in self.conf_int(level).items()
+            },
             "level": level,
             "ceiling_identified": bool(self.ceiling_identified),
             "ceiling_at_bound": bool(self.ceiling_at_bound),

@@ -11,7 +11,7 @@ same whatever affine unit the reward is logged in, when its range is given.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -20,8 +20,9 @@ PASS_RATE_UNIT = 1.0
 UNIT_REWARD_RANGE = (0.0, 1.0)  # pass rates and accuracies: the range used when every reward lies in it
 
 
-def inferred_reward_range(rewards: Sequence[ArrayLike],
-                          given: tuple[float, float] | None = None) -> tuple[float, float] | None:
+def inferred_reward_range(
+    rewards: Sequence[ArrayLike], given: tuple[float, float] | None = None
+) -> tuple[float, float] | None:
     """The range to fit with: `given` as it is; else [0, 1] when every reward of every run lies
     in it (pass rates, accuracies); else open (None: the ceiling in the reward's own units)."""
     if given is not None:
@@ -55,7 +56,9 @@ def open_range_note(curves: Sequence) -> str | None:
         return None
     curve = outside[0]
     percent = all(np.min(c.reward) >= 0.0 and np.max(c.reward) <= 100.0 for c in curves if np.size(c.reward))
-    return (f"rewards in {curve.source} ('{curve.y_name}') go from {np.min(curve.reward):.4g} to "
-            f"{np.max(curve.reward):.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A is "
-            "in the reward's own units, its margins 0.002 and 0.02 of the largest |reward|); pass "
-            "--reward-range LOW HIGH for known bounds" + (" (a percentage? --reward-range 0 100)" if percent else ""))
+    return (
+        f"rewards in {curve.source} ('{curve.y_name}') go from {np.min(curve.reward):.4g} to "
+        f"{np.max(curve.reward):.4g}, outside [0, 1]: the reward range is inferred as open (the ceiling A is "
+        "in the reward's own units, its margins 0.002 and 0.02 of the largest |reward|); pass "
+        "--reward-range LOW HIGH for known bounds" + (" (a percentage? --reward-range 0 100)" if percent else "")
+    )

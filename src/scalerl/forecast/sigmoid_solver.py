@@ -36,14 +36,16 @@ class SolverProblem:
     fixed_a: float | None = None
 
 
-def sigmoid_in_log_compute(log_compute: ArrayLike, a: ArrayLike, b: ArrayLike, log_c_mid: ArrayLike,
-                           r0: float) -> np.ndarray:
+def sigmoid_in_log_compute(
+    log_compute: ArrayLike, a: ArrayLike, b: ArrayLike, log_c_mid: ArrayLike, r0: float
+) -> np.ndarray:
     """R = R0 + (A - R0) * expit(B * (u - s)): the sigmoid with u = log C, s = log C_mid."""
     return r0 + (a - r0) * expit(b * (log_compute - log_c_mid))
 
 
-def parameter_bounds(log_compute: np.ndarray, reward: np.ndarray, r0: float,
-                     reward_range: tuple[float | None, float | None] | None) -> tuple[np.ndarray, np.ndarray]:
+def parameter_bounds(
+    log_compute: np.ndarray, reward: np.ndarray, r0: float, reward_range: tuple[float | None, float | None] | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Bounds on (A, B, s) derived from the data.
 
     - A in [R0 + 1e-3 * gain, top]: the curve rises (A > R0); top is the upper end of

@@ -10,8 +10,9 @@ from scalerl.errors import ConfigError, InputError
 MAX_ABS_REWARD = 1e100  # squared residuals must stay finite
 
 
-def validate_curve(compute: ArrayLike, reward: ArrayLike,
-                   reward_range: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+def validate_curve(
+    compute: ArrayLike, reward: ArrayLike, reward_range: tuple[float, float] | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Arrays of equal length, finite, compute >= 0 and non-decreasing, reward inside its range."""
     compute = np.asarray(compute, dtype=float).ravel()
     reward = np.asarray(reward, dtype=float).ravel()

@@ -67,24 +67,28 @@ def _g(value: float) -> str:
 
 def collapse_verdict(collapse: CollapseReport, fitted_before: bool = True) -> Verdict:
     """collapsed at the onset's compute; the forecast (when there is one) describes the run before it."""
-    tail = ("the forecast describes the run before it" if fitted_before
-            else "too little rise before it to fit a curve")
-    return Verdict("collapsed",
-                   f"collapsed at compute {_g(collapse.onset_compute)}: the reward fell {collapse.drop:.3g} below "
-                   f"the level {collapse.peak_reward:.3g} it had reached; {tail}",
-                   {"collapse_compute": collapse.onset_compute, "peak_reward": collapse.peak_reward,
-                    "drop": collapse.drop})
+    tail = "the forecast describes the run before it" if fitted_before else "too little rise before it to fit a curve"
+    return Verdict(
+        "collapsed",
+        f"collapsed at compute {_g(collapse.onset_compute)}: the reward fell {collapse.drop:.3g} below "
+        f"the level {collapse.peak_reward:.3g} it had reached; {tail}",
+        {"collapse_compute": collapse.onset_compute, "peak_reward": collapse.peak_reward, "drop": collapse.drop},
+    )
 
 
 def too_few_verdict(n_points: int, n_params: int, collapse: CollapseReport | None = None) -> Verdict:
     where = f" before the collapse at compute {_g(collapse.onset_compute)}" if collapse is not None else ""
-    return Verdict("too_few", f"too few points: {n_points} usable{where} after excluding R0 and warm-up, need at "
-                              f"least {n_params} for {n_params} parameters",
-                   {"n_points": n_points, "n_params": n_params})
+    return Verdict(
+        "too_few",
+        f"too few points: {n_points} usable{where} after excluding R0 and warm-up, need at "
+        f"least {n_params} for {n_params} parameters",
+        {"n_points": n_points, "n_params": n_params},
+    )
 
 
-def learning_verdict(reward: np.ndarray, r0: float, noise_sd: float,
-                     collapse: CollapseReport | None = None) -> Verdict | None:
+def learning_verdict(
+    reward: np.ndarray, r0: float, noise_sd: float, collapse: CollapseReport | None = None
+) -> Verdict | None:
     """None when the run learned (best 3-point mean - R0 >= learning_noise_sds sigma); else the
     verdict on why there is nothing to fit: collapsed (a rise, too small to fit, then a fall),
     decreasing, or flat. `reward` holds the points to fit (before a collapse), `noise_sd` sigma."""
@@ -99,12 +103,18 @@ def learning_verdict(reward: np.ndarray, r0: float, noise_sd: float,
     if fall >= SETTINGS.learning_noise_sds:
         third = everything.size // 3
         first, last = float(np.mean(everything[:third])), float(np.mean(everything[-third:]))
-        return Verdict("decreasing", f"decreasing: the reward fell from ~{_g(first)} to ~{_g(last)} "
-                                     f"({fall:.1f} standard errors); no rising curve to fit",
-                       {"first_level": first, "last_level": last})
-    return Verdict("flat", f"flat: no learning (best gain over R0 = {gain:.4f} is within "
-                           f"{SETTINGS.learning_noise_sds:g} noise sds = {bar:.4f})",
-                   {"gain": gain, "noise_sd": noise_sd})
+        return Verdict(
+            "decreasing",
+            f"decreasing: the reward fell from ~{_g(first)} to ~{_g(last)} "
+            f"({fall:.1f} standard errors); no rising curve to fit",
+            {"first_level": first, "last_level": last},
+        )
+    return Verdict(
+        "flat",
+        f"flat: no learning (best gain over R0 = {gain:.4f} is within "
+        f"{SETTINGS.learning_noise_sds:g} noise sds = {bar:.4f})",
+        {"gain": gain, "noise_sd": noise_sd},
+    )
 
 
 def run_length_draws(result, within: float) -> np.ndarray:
@@ -118,8 +128,11 @@ def decide(result) -> Verdict:
     """The verdict on a fitted run (a FitResult): collapsed, plateaued, too_noisy or still_rising."""
     if result.collapse_compute is not None:
         numbers = {"collapse_compute": result.collapse_compute}
-        return Verdict("collapsed", f"collapsed at compute {_g(result.collapse_compute)}: the forecast "
-                                    "describes the run before it", numbers)
+        return Verdict(
+            "collapsed",
+            f"collapsed at compute {_g(result.collapse_compute)}: the forecast describes the run before it",
+            numbers,
+        )
     margin = SETTINGS.margin * result.reward_unit
     tail = (1.0 - SETTINGS.verdict_level) / 2.0
     a_lo, a_hi = (float(v) for v in np.quantile(result.param_draws[:, 0], [tail, 1.0 - tail]))
@@ -133,12 +146,23 @@ def decide(result) -> Verdict:
     lo, hi = (float(v) for v in np.quantile(times, [tail, 1.0 - tail], method="inverted_cdf"))
     numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
     if median <= 1.0:
-        return Verdict("too_noisy", f"too noisy: the fitted curve is at its ceiling but {ceiling} is wider than "
-                                    f"+-{margin:.3g}; less noisy evaluations (more prompts) pin A, a longer run "
-                                    "does not", numbers)
+        return Verdict(
+            "too_noisy",
+            f"too noisy: the fitted curve is at its ceiling but {ceiling} is wider than "
+            f"+-{margin:.3g}; less noisy evaluations (more prompts) pin A, a longer run "
+            "does not",
+            numbers,
+        )
     if median > SETTINGS.far_run_length:
-        return Verdict("still_rising", f"still rising: no ceiling in reach ({ceiling}; reading A to +-{margin:.3g} "
-                                       f"would take over {SETTINGS.far_run_length:.0f}x the compute so far)", numbers)
+        return Verdict(
+            "still_rising",
+            f"still rising: no ceiling in reach ({ceiling}; reading A to +-{margin:.3g} "
+            f"would take over {SETTINGS.far_run_length:.0f}x the compute so far)",
+            numbers,
+        )
     high = "more" if not math.isfinite(hi) else f"{hi:.2g}x"
-    return Verdict("still_rising", f"still rising: run ~{median:.2g}x longer ({lo:.2g}x-{high}) to read A to "
-                                   f"+-{margin:.3g} ({ceiling})", numbers)
+    return Verdict(
+        "still_rising",
+        f"still rising: run ~{median:.2g}x longer ({lo:.2g}x-{high}) to read A to +-{margin:.3g} ({ceiling})",
+        numbers,
+    )

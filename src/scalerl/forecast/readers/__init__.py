@@ -15,14 +15,32 @@ from scalerl.forecast.readers.formats import is_tensorboard_file, log_in_folder,
 from scalerl.forecast.readers.table import LogTable, cell_to_float
 
 __all__ = [
-    "Curve", "LogTable", "read_curve", "read_table", "curve_from_table", "merge_duplicate_compute", "bin_points",
-    "cell_to_float", "is_tensorboard_file", "DEFAULT_X_COLUMNS", "DEFAULT_Y_COLUMNS", "MAX_POINTS",
+    "Curve",
+    "LogTable",
+    "read_curve",
+    "read_table",
+    "curve_from_table",
+    "merge_duplicate_compute",
+    "bin_points",
+    "cell_to_float",
+    "is_tensorboard_file",
+    "DEFAULT_X_COLUMNS",
+    "DEFAULT_Y_COLUMNS",
+    "MAX_POINTS",
 ]
 
 
-def read_curve(path: str | Path, x: str | None = None, y: str | None = None, *, run: str | None = None,
-               group: str | None = None, segment: int | None = None, cumulative: bool | None = None,
-               allow_partial: bool = False) -> Curve:
+def read_curve(
+    path: str | Path,
+    x: str | None = None,
+    y: str | None = None,
+    *,
+    run: str | None = None,
+    group: str | None = None,
+    segment: int | None = None,
+    cumulative: bool | None = None,
+    allow_partial: bool = False,
+) -> Curve:
     """Read `path` and return one run's (x, y) curve.
 
     Without `x` / `y` the default columns of the common trainers are tried (columns.py).
@@ -36,5 +54,13 @@ def read_curve(path: str | Path, x: str | None = None, y: str | None = None, *, 
     path = Path(path)
     table = read_table(path, run=run, allow_partial=allow_partial)
     tensorboard_run = is_tensorboard_file(path) or (path.is_dir() and log_in_folder(path)[0] is None)
-    return curve_from_table(table, x=x, y=y, source=str(path), run=None if tensorboard_run else run,
-                            group=group, segment=segment, cumulative=cumulative)
+    return curve_from_table(
+        table,
+        x=x,
+        y=y,
+        source=str(path),
+        run=None if tensorboard_run else run,
+        group=group,
+        segment=segment,
+        cumulative=cumulative,
+    )

@@ -8,7 +8,7 @@ choice is the user's and the error lists the candidates.
 from __future__ import annotations
 
 import fnmatch
-from typing import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from scalerl.errors import InputError
 
@@ -31,10 +31,25 @@ DEFAULT_Y_TIERS: tuple[tuple[str, ...], ...] = (
 # The reward of the rollouts being trained on (TRL's `reward`, `rewards/<fn>/mean`; verl's
 # `critic/score/mean`), not of a held-out evaluation: it runs above the evaluation curve, and its
 # plateau is the training prompts'. The bare `reward` is one when the log is a trainer's.
-TRAINING_REWARD_COLUMNS: tuple[str, ...] = ("train/reward", "rewards/*/mean", "train/rewards/*/mean",
-                                            "critic/score/mean", "critic/rewards/mean")
-TRAINER_COLUMNS: tuple[str, ...] = ("loss", "learning_rate", "grad_norm", "kl", "entropy", "epoch",
-                                    "completion_length", "train/loss", "actor/entropy", "actor/pg_loss")
+TRAINING_REWARD_COLUMNS: tuple[str, ...] = (
+    "train/reward",
+    "rewards/*/mean",
+    "train/rewards/*/mean",
+    "critic/score/mean",
+    "critic/rewards/mean",
+)
+TRAINER_COLUMNS: tuple[str, ...] = (
+    "loss",
+    "learning_rate",
+    "grad_norm",
+    "kl",
+    "entropy",
+    "epoch",
+    "completion_length",
+    "train/loss",
+    "actor/entropy",
+    "actor/pg_loss",
+)
 DEFAULT_X_COLUMNS: tuple[str, ...] = tuple(name for tier in DEFAULT_X_TIERS for name in tier)
 DEFAULT_Y_COLUMNS: tuple[str, ...] = tuple(name for tier in DEFAULT_Y_TIERS for name in tier)
 
@@ -92,11 +107,15 @@ def training_reward_note(y_name: str, names: Collection[str]) -> str | None:
     """A note when y is a training reward (TRAINING_REWARD_COLUMNS, or `reward` in a log holding
     a trainer's columns), None otherwise."""
     trainer_log = any(name in names for name in TRAINER_COLUMNS)
-    if not (any(matches(pattern, [y_name]) for pattern in TRAINING_REWARD_COLUMNS) or (y_name == "reward" and trainer_log)):
+    if not (
+        any(matches(pattern, [y_name]) for pattern in TRAINING_REWARD_COLUMNS) or (y_name == "reward" and trainer_log)
+    ):
         return None
-    return (f"y is '{y_name}', a training reward (of the rollouts being trained on), not a held-out "
-            "evaluation: it runs above an evaluation curve and levels off at the training prompts' "
-            "reward; pass --y with an evaluation column when the log has one")
+    return (
+        f"y is '{y_name}', a training reward (of the rollouts being trained on), not a held-out "
+        "evaluation: it runs above an evaluation curve and levels off at the training prompts' "
+        "reward; pass --y with an evaluation column when the log has one"
+    )
 
 
 def require(names: Collection[str], requested: str, source: str) -> str:

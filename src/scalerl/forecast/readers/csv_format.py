@@ -41,11 +41,14 @@ def check_column_count(text: str, path: Path, delimiter: str = ",") -> None:
     if first is None:
         return
     line_end = text.find("\n", first.start())
-    fields = (text.count(delimiter, first.start()) if line_end == -1
-              else text.count(delimiter, first.start(), line_end)) + 1
+    fields = (
+        text.count(delimiter, first.start()) if line_end == -1 else text.count(delimiter, first.start(), line_end)
+    ) + 1
     if fields > MAX_COLUMNS:
-        raise InputError(f"{path} has {fields} columns in its header, more than the {MAX_COLUMNS} a log may have; "
-                         "keep the columns to fit (e.g. the compute and the metric) in a smaller file")
+        raise InputError(
+            f"{path} has {fields} columns in its header, more than the {MAX_COLUMNS} a log may have; "
+            "keep the columns to fit (e.g. the compute and the metric) in a smaller file"
+        )
 
 
 def read_csv_table(text: str, path: Path, delimiter: str = ",") -> LogTable:
@@ -101,7 +104,7 @@ def parse_plain_csv_fast(text: str, path: Path, delimiter: str = ",") -> RawTabl
     if first is None:
         return None
     line_end = text.find("\n", first.start())
-    header_line = text[first.start():] if line_end == -1 else text[first.start():line_end]
+    header_line = text[first.start() :] if line_end == -1 else text[first.start() : line_end]
     header = [name.strip() for name in header_line.rstrip("\r").split(delimiter)]
     if len(header) < 2 or len(set(header)) != len(header):
         return None  # the csv path gives the duplicate-name error
@@ -111,9 +114,19 @@ def parse_plain_csv_fast(text: str, path: Path, delimiter: str = ",") -> RawTabl
     n_rows = check_row_widths(data, path, delimiter, len(header))
     text_columns = [name for name in RUN_COLUMNS if name in header]
     try:
-        frame = pd.read_csv(io.BytesIO(data), encoding="utf-8", sep=delimiter, header=0, names=header, index_col=False,
-                            keep_default_na=False, na_values=[""], skip_blank_lines=True, engine="c",
-                            dtype={name: str for name in text_columns})
+        frame = pd.read_csv(
+            io.BytesIO(data),
+            encoding="utf-8",
+            sep=delimiter,
+            header=0,
+            names=header,
+            index_col=False,
+            keep_default_na=False,
+            na_values=[""],
+            skip_blank_lines=True,
+            engine="c",
+            dtype={name: str for name in text_columns},
+        )
     except (ValueError, pd.errors.ParserError):
         return None
     if len(frame) != n_rows:
@@ -138,15 +151,18 @@ def check_row_widths(encoded: bytes, path: Path, delimiter: str, width: int) -> 
     ragged = np.flatnonzero(fields != width)
     if ragged.size:
         row = int(ragged[0])
-        raise InputError(f"{path} is not a valid CSV file: row {row + 1} has {int(fields[row])} fields, the header has {width}")
+        raise InputError(
+            f"{path} is not a valid CSV file: row {row + 1} has {int(fields[row])} fields, the header has {width}"
+        )
     return int(starts.size) - 1
 
 
-def frame_column(series: "pd.Series") -> np.ndarray | list[str | None]:
+def frame_column(series: pd.Series) -> np.ndarray | list[str | None]:
     """A parsed column: numbers as a float array, anything else as stripped cells (None if empty)."""
     import pandas as pd
 
     if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
         return series.to_numpy(dtype=float)
-    return [None if cell is None or cell != cell or not str(cell).strip() else str(cell).strip()
-            for cell in series.tolist()]
+    return [
+        None if cell is None or cell != cell or not str(cell).strip() else str(cell).strip() for cell in series.tolist()
+    ]

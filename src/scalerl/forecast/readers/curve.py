@@ -10,8 +10,12 @@ import numpy as np
 
 from scalerl.errors import InputError
 from scalerl.forecast.readers.columns import PER_STEP_COLUMNS, choose_x, choose_y, training_reward_note
-from scalerl.forecast.readers.kept_rows import (UnusedRows, evaluation_notes, ordering_axis,
-                                                with_evaluations_before_start)
+from scalerl.forecast.readers.kept_rows import (
+    UnusedRows,
+    evaluation_notes,
+    ordering_axis,
+    with_evaluations_before_start,
+)
 from scalerl.forecast.readers.series import resolve_order, run_rows
 from scalerl.forecast.readers.table import LogTable, column_to_floats, has_value
 
@@ -44,9 +48,17 @@ class Curve:
         return int(self.compute.size)
 
 
-def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str, *, run: str | None = None,
-                     group: str | None = None, segment: int | None = None,
-                     cumulative: bool | None = None) -> Curve:
+def curve_from_table(
+    table: LogTable,
+    x: str | None,
+    y: str | None,
+    source: str,
+    *,
+    run: str | None = None,
+    group: str | None = None,
+    segment: int | None = None,
+    cumulative: bool | None = None,
+) -> Curve:
     """Pick x and y, keep one run's rows, check the cells once for all formats and build the curve."""
     columns = table.columns
     notes = list(table.notes)
@@ -54,7 +66,9 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     if group is not None and group not in columns:
         raise InputError(f"--group column '{group}' not found in {source}")
     if run is not None and run_column is None:
-        raise InputError(f"{source} has no run column (run, run_name, run_id, series); --run needs one, or --group COLUMN")
+        raise InputError(
+            f"{source} has no run column (run, run_name, run_id, series); --run needs one, or --group COLUMN"
+        )
     rows = np.arange(table.n_rows)
     if run_column is not None:
         rows = run_rows(columns[run_column], run, run_column, source)
@@ -90,13 +104,16 @@ def curve_from_table(table: LogTable, x: str | None, y: str | None, source: str,
     both = np.isfinite(x_kept) & np.isfinite(y_values[kept])
     if not np.any(both):
         raise InputError(f"{source} has no row where both '{x_name}' and '{y_name}' are present")
-    kept_notes, unused = evaluation_notes(axis, evaluations, kept[both], x_name=x_name, y_name=y_name,
-                                          accumulate=accumulate, segment=segment)
+    kept_notes, unused = evaluation_notes(
+        axis, evaluations, kept[both], x_name=x_name, y_name=y_name, accumulate=accumulate, segment=segment
+    )
     notes += kept_notes
     compute, reward = merge_duplicate_compute(x_kept[both], y_values[kept][both])
     if compute.size < int(np.sum(both)):
-        notes.append(f"repeated evaluations at the same '{x_name}' were averaged "
-                     f"({int(np.sum(both))} rows -> {compute.size} points)")
+        notes.append(
+            f"repeated evaluations at the same '{x_name}' were averaged "
+            f"({int(np.sum(both))} rows -> {compute.size} points)"
+        )
     if compute.size > MAX_POINTS:
         notes.append(f"{compute.size} points binned into {MAX_POINTS} equal-count bins (mean compute and reward)")
         compute, reward = bin_points(compute, reward, MAX_POINTS)
@@ -130,11 +147,15 @@ def curve_up_to(curve: Curve, fit_until: float | None, fit_fraction: float | Non
     inside = curve.compute <= limit
     if not np.any(inside):
         raise InputError(f"no point of {curve.source} has {curve.x_name} <= {limit:g}")
-    note = (f"fitted on its first {int(inside.sum())} of {len(curve)} points ({curve.x_name} <= {limit:.4g}); "
-            "the later points are held out")
+    note = (
+        f"fitted on its first {int(inside.sum())} of {len(curve)} points ({curve.x_name} <= {limit:.4g}); "
+        "the later points are held out"
+    )
 
     def part(mask: np.ndarray, notes: tuple[str, ...]) -> Curve:
-        return replace(curve, compute=_read_only(curve.compute[mask]), reward=_read_only(curve.reward[mask]), notes=notes)
+        return replace(
+            curve, compute=_read_only(curve.compute[mask]), reward=_read_only(curve.reward[mask]), notes=notes
+        )
 
     return part(inside, (*curve.notes, note)), part(~inside, ())
 
@@ -147,8 +168,10 @@ def axis_warnings(curves: dict[str, Curve]) -> list[str]:
         columns = {name: getattr(curve, f"{axis}_name") for name, curve in curves.items()}
         if len(set(columns.values())) > 1:
             listed = ", ".join(f"{name}: {column}" for name, column in columns.items())
-            warnings.append(f"the runs' {axis} columns differ ({listed}): compared in different units; "
-                            f"pass --{axis} COLUMN to use one for all")
+            warnings.append(
+                f"the runs' {axis} columns differ ({listed}): compared in different units; "
+                f"pass --{axis} COLUMN to use one for all"
+            )
     return warnings
 
 

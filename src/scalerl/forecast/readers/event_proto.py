@@ -24,8 +24,19 @@ import numpy as np
 
 SESSION_START = 1
 # TensorFlow DataType -> numpy dtype of the numeric types a scalar summary can hold.
-NUMERIC_DTYPES: dict[int, str] = {1: "<f4", 2: "<f8", 3: "<i4", 4: "u1", 5: "<i2", 6: "i1", 9: "<i8",
-                                  17: "<u2", 19: "<f2", 22: "<u4", 23: "<u8"}
+NUMERIC_DTYPES: dict[int, str] = {
+    1: "<f4",
+    2: "<f8",
+    3: "<i4",
+    4: "u1",
+    5: "<i2",
+    6: "i1",
+    9: "<i8",
+    17: "<u2",
+    19: "<f2",
+    22: "<u4",
+    23: "<u8",
+}
 DT_BFLOAT16 = 14
 
 
@@ -94,7 +105,9 @@ def decode_event(data: bytes, start: int, end: int) -> Event:
         elif number == 5 and wire_type == 2:
             _add_summary_values(data, value, offset, event.values)
         elif number == 7 and wire_type == 2:
-            event.session_start = any(n == 1 and w == 0 and v == SESSION_START for n, w, v in fields(data, value, offset))
+            event.session_start = any(
+                n == 1 and w == 0 and v == SESSION_START for n, w, v in fields(data, value, offset)
+            )
     return event
 
 
@@ -167,14 +180,17 @@ def tensor_scalar(data: bytes, start: int, end: int) -> float | None:
         elif number == 2 and wire_type == 2:
             n_elements = _shape_elements(data, *value)
         elif number == 4 and wire_type == 2:
-            content = data[value[0]:value[1]]
+            content = data[value[0] : value[1]]
         elif number in (5, 6, 7, 10, 13):
             typed.extend(_typed_values(data, number, wire_type, value))
     if n_elements != 1:
         return None
     if dtype == DT_BFLOAT16:  # the upper 16 bits of a float32
-        bits = int.from_bytes(content, "little") if content is not None and len(content) == 2 else (
-            int(typed[0]) if typed else 0)
+        bits = (
+            int.from_bytes(content, "little")
+            if content is not None and len(content) == 2
+            else (int(typed[0]) if typed else 0)
+        )
         return float(np.frombuffer(struct.pack("<I", (bits & 0xFFFF) << 16), dtype="<f4")[0])
     numpy_dtype = NUMERIC_DTYPES.get(dtype)
     if numpy_dtype is None:
@@ -205,11 +221,11 @@ def _typed_values(data: bytes, number: int, wire_type: int, value) -> list[float
     if number == 5:  # float
         if wire_type == 5:
             return [struct.unpack_from("<f", data, value)[0]]
-        return list(np.frombuffer(data[value[0]:value[1]], dtype="<f4"))
+        return list(np.frombuffer(data[value[0] : value[1]], dtype="<f4"))
     if number == 6:  # double
         if wire_type == 1:
             return [struct.unpack_from("<d", data, value)[0]]
-        return list(np.frombuffer(data[value[0]:value[1]], dtype="<f8"))
+        return list(np.frombuffer(data[value[0] : value[1]], dtype="<f8"))
     if wire_type == 0:
         return [_signed(number, value)]
     values, offset = [], value[0]

@@ -63,8 +63,11 @@ def log_in_folder(folder: Path) -> tuple[Path | None, str]:
     state = folder / TRAINER_STATE_FILE
     if state.is_file():
         return state, f"read {state} (a checkpoint folder)"
-    checkpoints = [(int(match.group(1)), child) for child in folder.iterdir()
-                   if (match := CHECKPOINT_NAME.fullmatch(child.name)) and (child / TRAINER_STATE_FILE).is_file()]
+    checkpoints = [
+        (int(match.group(1)), child)
+        for child in folder.iterdir()
+        if (match := CHECKPOINT_NAME.fullmatch(child.name)) and (child / TRAINER_STATE_FILE).is_file()
+    ]
     if checkpoints:
         step, newest = max(checkpoints)
         more = f" of {len(checkpoints)} checkpoints" if len(checkpoints) > 1 else ""

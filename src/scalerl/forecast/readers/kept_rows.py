@@ -36,8 +36,9 @@ class UnusedRows:
         return {"reason": self.reason, "count": self.count, "where": self.where}
 
 
-def evaluation_step_column(table: LogTable, evaluation_rows: np.ndarray, x_name: str, source: str
-                           ) -> tuple[str | None, np.ndarray | None]:
+def evaluation_step_column(
+    table: LogTable, evaluation_rows: np.ndarray, x_name: str, source: str
+) -> tuple[str | None, np.ndarray | None]:
     """(name, values) of the step column that orders the evaluations: the first of STEP_COLUMNS
     (other than x) with a value on every evaluation row, else the first present; (None, None)
     when the log has none. verl's `training/global_step` is logged on training rows only, its
@@ -66,14 +67,18 @@ class OrderingAxis:
     before_training: np.ndarray
 
 
-def ordering_axis(table: LogTable, x_name: str, x_values: np.ndarray, evaluations: np.ndarray, accumulate: bool,
-                  source: str) -> OrderingAxis:
+def ordering_axis(
+    table: LogTable, x_name: str, x_values: np.ndarray, evaluations: np.ndarray, accumulate: bool, source: str
+) -> OrderingAxis:
     """The OrderingAxis of a run whose evaluations are the rows `evaluations`."""
     step_name, steps = evaluation_step_column(table, evaluations, x_name, source)
     if accumulate:  # ordered by the step; the running total at step 0 is the compute before training
         keys = x_values if steps is None else steps
-        before = evaluations[:0] if steps is None else \
-            evaluations[np.isnan(x_values[evaluations]) & (steps[evaluations] == 0)]
+        before = (
+            evaluations[:0]
+            if steps is None
+            else evaluations[np.isnan(x_values[evaluations]) & (steps[evaluations] == 0)]
+        )
         return OrderingAxis(x_values, keys, step_name or x_name, keys, steps, before)
     x_values, before = zero_compute_before_training(x_values, steps, evaluations)
     placing = x_values.copy()
@@ -81,8 +86,16 @@ def ordering_axis(table: LogTable, x_name: str, x_values: np.ndarray, evaluation
     return OrderingAxis(x_values, x_values, x_name, placing, steps, before)
 
 
-def evaluation_notes(axis: OrderingAxis, evaluations: np.ndarray, used_rows: np.ndarray, *, x_name: str,
-                     y_name: str, accumulate: bool, segment: int | None) -> tuple[list[str], tuple[UnusedRows, ...]]:
+def evaluation_notes(
+    axis: OrderingAxis,
+    evaluations: np.ndarray,
+    used_rows: np.ndarray,
+    *,
+    x_name: str,
+    y_name: str,
+    accumulate: bool,
+    segment: int | None,
+) -> tuple[list[str], tuple[UnusedRows, ...]]:
     """(notes on the evaluations before training kept as R0 and on those left out, the left-out
     ones by reason)."""
     notes = []
@@ -91,15 +104,24 @@ def evaluation_notes(axis: OrderingAxis, evaluations: np.ndarray, used_rows: np.
         notes.append(before_training_note(x_name, y_name, kept_before))
     x_for_rows = np.zeros_like(axis.keys) if accumulate else axis.x_values  # an accumulated x is never missing
     named_by = axis.x_values if x_name in STEP_COLUMNS else axis.steps
-    unused = unused_evaluations(evaluations, used_rows, x_values=x_for_rows, keys=axis.keys, x_name=x_name,
-                                key_name=axis.key_name, steps=named_by, segment=segment)
+    unused = unused_evaluations(
+        evaluations,
+        used_rows,
+        x_values=x_for_rows,
+        keys=axis.keys,
+        x_name=x_name,
+        key_name=axis.key_name,
+        steps=named_by,
+        segment=segment,
+    )
     if unused:
         notes.append(unused_note(y_name, unused))
     return notes, unused
 
 
-def zero_compute_before_training(x_values: np.ndarray, steps: np.ndarray | None,
-                                 evaluation_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def zero_compute_before_training(
+    x_values: np.ndarray, steps: np.ndarray | None, evaluation_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(x with 0 at every evaluation logged at step 0 without x, the rows so filled).
 
     Compute counters (tokens, GPU-hours, FLOPs) are 0 before training, so such an evaluation is
@@ -114,8 +136,9 @@ def zero_compute_before_training(x_values: np.ndarray, steps: np.ndarray | None,
     return x_values, filled
 
 
-def with_evaluations_before_start(kept: np.ndarray, before_training: np.ndarray, placing: np.ndarray,
-                                  rows: np.ndarray) -> np.ndarray:
+def with_evaluations_before_start(
+    kept: np.ndarray, before_training: np.ndarray, placing: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
     """`kept` (the run's rows in order) with each evaluation before training that comes just before
     the run's first kept row in the file (no other placed row between them) put first."""
     if kept.size == 0 or before_training.size == 0:
@@ -126,13 +149,23 @@ def with_evaluations_before_start(kept: np.ndarray, before_training: np.ndarray,
 
 
 def before_training_note(x_name: str, y_name: str, count: int) -> str:
-    return (f"{'an evaluation' if count == 1 else f'{count} evaluations'} of '{y_name}' at step 0 without "
-            f"'{x_name}' (logged before training): kept as R0 at compute 0")
+    return (
+        f"{'an evaluation' if count == 1 else f'{count} evaluations'} of '{y_name}' at step 0 without "
+        f"'{x_name}' (logged before training): kept as R0 at compute 0"
+    )
 
 
-def unused_evaluations(evaluation_rows: np.ndarray, used_rows: np.ndarray, *, x_values: np.ndarray,
-                       keys: np.ndarray, x_name: str, key_name: str, steps: np.ndarray | None,
-                       segment: int | None) -> tuple[UnusedRows, ...]:
+def unused_evaluations(
+    evaluation_rows: np.ndarray,
+    used_rows: np.ndarray,
+    *,
+    x_values: np.ndarray,
+    keys: np.ndarray,
+    x_name: str,
+    key_name: str,
+    steps: np.ndarray | None,
+    segment: int | None,
+) -> tuple[UnusedRows, ...]:
     """The evaluations (rows with y) not in `used_rows`, grouped by why: no x, no ordering key,
     or replaced (a resume's later rows replace the earlier ones; --segment keeps one run)."""
     unused = np.setdiff1d(evaluation_rows, used_rows)
@@ -141,18 +174,25 @@ def unused_evaluations(evaluation_rows: np.ndarray, used_rows: np.ndarray, *, x_
     no_x = np.isnan(x_values[unused])
     no_key = ~no_x & np.isnan(keys[unused])
     replaced = ~no_x & ~no_key
-    placed_elsewhere = ("in another segment or replaced after a resume" if segment is not None
-                        else "replaced by the rows logged after a resume")
-    groups = [(f"without '{x_name}'", unused[no_x]), (f"without '{key_name}' to place them", unused[no_key]),
-              (placed_elsewhere, unused[replaced])]
+    placed_elsewhere = (
+        "in another segment or replaced after a resume"
+        if segment is not None
+        else "replaced by the rows logged after a resume"
+    )
+    groups = [
+        (f"without '{x_name}'", unused[no_x]),
+        (f"without '{key_name}' to place them", unused[no_key]),
+        (placed_elsewhere, unused[replaced]),
+    ]
     return tuple(UnusedRows(reason, int(rows.size), _where(rows, steps)) for reason, rows in groups if rows.size)
 
 
 def unused_note(y_name: str, groups: tuple[UnusedRows, ...]) -> str:
     """`3 evaluations of 'val' not used: 2 without 'tokens' (steps 3, 8); 1 ...`."""
     total = sum(group.count for group in groups)
-    return (f"{total} evaluation{'s' if total != 1 else ''} of '{y_name}' not used: "
-            + "; ".join(group.describe() for group in groups))
+    return f"{total} evaluation{'s' if total != 1 else ''} of '{y_name}' not used: " + "; ".join(
+        group.describe() for group in groups
+    )
 
 
 def _where(rows: np.ndarray, steps: np.ndarray | None) -> str:

@@ -34,10 +34,17 @@ def check_regular_file(path: Path, max_bytes: int | None = None) -> None:
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror or error}") from None
     if not stat.S_ISREG(status.st_mode):
-        kind = "a FIFO" if stat.S_ISFIFO(status.st_mode) else "a device" if (
-            stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode)) else "not a regular file"
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(status.st_mode)
+            else "a device"
+            if (stat.S_ISCHR(status.st_mode) or stat.S_ISBLK(status.st_mode))
+            else "not a regular file"
+        )
         raise InputError(f"{path} is {kind}: scalerl fit reads log files and folders only")
     if status.st_size > limit:
-        raise InputError(f"{path} holds {status.st_size / 2**30:.1f} GiB, over the {limit / 2**30:.1f} GiB a log "
-                         "may hold here; keep the rows to fit (e.g. the evaluation rows) in a smaller file, or "
-                         f"raise the limit: {MAX_LOG_BYTES_VARIABLE}=BYTES")
+        raise InputError(
+            f"{path} holds {status.st_size / 2**30:.1f} GiB, over the {limit / 2**30:.1f} GiB a log "
+            "may hold here; keep the rows to fit (e.g. the evaluation rows) in a smaller file, or "
+            f"raise the limit: {MAX_LOG_BYTES_VARIABLE}=BYTES"
+        )

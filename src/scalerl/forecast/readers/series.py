@@ -64,8 +64,9 @@ def label_text(label: object) -> str:
     return str(label)
 
 
-def resolve_order(keys: np.ndarray, rows: np.ndarray, segment: int | None, source: str,
-                  key_name: str) -> tuple[np.ndarray, list[str]]:
+def resolve_order(
+    keys: np.ndarray, rows: np.ndarray, segment: int | None, source: str, key_name: str
+) -> tuple[np.ndarray, list[str]]:
     """The rows (indices into `keys`) that make one run, and notes on what was dropped.
 
     `keys` is the ordering column (x, or the step when x is accumulated), NaN where missing.
@@ -101,8 +102,10 @@ def resolve_order(keys: np.ndarray, rows: np.ndarray, segment: int | None, sourc
         previous = key
     segments = [s for s in segments if s]
     for low, high in resumed:
-        notes.append(f"{source}: '{key_name}' {low:g}-{high:g} was logged twice (a resumed run); "
-                     "the later rows replace the earlier ones")
+        notes.append(
+            f"{source}: '{key_name}' {low:g}-{high:g} was logged twice (a resumed run); "
+            "the later rows replace the earlier ones"
+        )
     if len(segments) > 1:
         described = [Segment(s[0] + 1, s[-1] + 1, float(keys[s[0]]), float(np.max(keys[s]))) for s in segments]
         if segment is None:

@@ -75,9 +75,7 @@ def cell_to_float(cell: object, column: str, row_number: int, source: str) -> fl
     try:
         value = float(cell)
     except (TypeError, ValueError):
-        raise InputError(
-            f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}"
-        ) from None
+        raise InputError(f"non-numeric value {cell!r} in column '{column}' at row {row_number} of {source}") from None
     except OverflowError:  # a JSON integer beyond the float range
         value = math.inf
     if not math.isfinite(value):
@@ -123,8 +121,7 @@ def column_to_floats(cells: Column, column: str, source: str) -> np.ndarray:
 
 
 def _floats_cell_by_cell(cells: list, column: str, source: str) -> np.ndarray:
-    return np.array([_nan_if_none(cell_to_float(c, column, i, source)) for i, c in enumerate(cells, 1)],
-                    dtype=float)
+    return np.array([_nan_if_none(cell_to_float(c, column, i, source)) for i, c in enumerate(cells, 1)], dtype=float)
 
 
 def _checked_float_array(values: np.ndarray, column: str, source: str) -> np.ndarray:

@@ -43,7 +43,7 @@ class ScalarPiece:
         firsts = [next(iter(by_step)) for by_step in self.values_by_tag.values() if by_step]
         return min(firsts) if firsts else None
 
-    def extend(self, later: "ScalarPiece") -> None:
+    def extend(self, later: ScalarPiece) -> None:
         """Add a later piece as if its events followed these: a tag it logs again drops this
         piece's values from its first step on; its session START drops every tag's."""
         if later.start_step is not None:
@@ -64,11 +64,13 @@ class ScalarPiece:
 def read_tensorboard_table(path: Path, run: str | None = None, allow_partial: bool = False) -> LogTable:
     """Scalar tags of one TensorBoard run as {"step": [...], tag: [...]} (None where not logged)."""
     notes: list[str] = []
-    pieces = {directory: read_folder(files, path, allow_partial, notes)
-              for directory, files in run_folders(path, run).items()}
+    pieces = {
+        directory: read_folder(files, path, allow_partial, notes) for directory, files in run_folders(path, run).items()
+    }
     merged = join_pieces(pieces, path, notes)
-    values_by_tag = {tag: by_step for tag, by_step in merged.values_by_tag.items()
-                     if tag not in merged.dropped_tags and by_step}
+    values_by_tag = {
+        tag: by_step for tag, by_step in merged.values_by_tag.items() if tag not in merged.dropped_tags and by_step
+    }
     if not values_by_tag:
         raise InputError(f"no scalar summaries in the TensorBoard events of {path}")
     return LogTable(join_on_step(values_by_tag), notes=notes)
@@ -118,13 +120,16 @@ def join_pieces(pieces: dict[Path, ScalarPiece], path: Path, notes: list[str]) -
     ordered = sorted(with_scalars.items(), key=lambda item: (item[1].first_wall_time, str(item[0])))
     names = run_names(path, [folder for folder, _ in ordered])
     if not all(continues(earlier, later) for (_, earlier), (_, later) in zip(ordered, ordered[1:])):
-        raise InputError(f"{path} holds several TensorBoard runs ({', '.join(sorted(names.values()))}): "
-                         "pass one of them or --run NAME")
+        raise InputError(
+            f"{path} holds several TensorBoard runs ({', '.join(sorted(names.values()))}): "
+            "pass one of them or --run NAME"
+        )
     merged = ScalarPiece()
     for _, piece in ordered:
         merged.extend(piece)
-    notes.append(f"joined {len(ordered)} TensorBoard folders as one resumed run, in wall-time order: "
-                 f"{', '.join(names.values())}")
+    notes.append(
+        f"joined {len(ordered)} TensorBoard folders as one resumed run, in wall-time order: {', '.join(names.values())}"
+    )
     return merged
 
 
@@ -132,9 +137,11 @@ def continues(earlier: ScalarPiece, later: ScalarPiece) -> bool:
     """Whether `later` is the same run resumed: it starts after `earlier`'s last event, at a later
     step than `earlier` started (a new run starts again from its first step), and logs tags in
     common with it."""
-    return (later.first_wall_time >= earlier.last_wall_time
-            and later.first_step > earlier.first_step
-            and bool(set(later.values_by_tag) & set(earlier.values_by_tag)))
+    return (
+        later.first_wall_time >= earlier.last_wall_time
+        and later.first_step > earlier.first_step
+        and bool(set(later.values_by_tag) & set(earlier.values_by_tag))
+    )
 
 
 def read_folder(files: list[Path], source: Path, allow_partial: bool, notes: list[str]) -> ScalarPiece:
@@ -154,7 +161,9 @@ def join_on_step(values_by_tag: dict[str, dict[int, float]]) -> dict:
     """{"step": every step logged, tag: its values at those steps} as float arrays, NaN where a tag
     was not logged. A tag holding a NaN value stays a list of cells (None where not logged), so
     that NaN is an error when the tag is used, not a missing value."""
-    tag_steps = {tag: np.fromiter(by_step, dtype=np.int64, count=len(by_step)) for tag, by_step in values_by_tag.items()}
+    tag_steps = {
+        tag: np.fromiter(by_step, dtype=np.int64, count=len(by_step)) for tag, by_step in values_by_tag.items()
+    }
     steps = np.unique(np.concatenate(list(tag_steps.values())))
     columns: dict = {"step": steps.astype(float)}
     for tag, by_step in values_by_tag.items():
@@ -216,4 +225,3 @@ def add_scalar_events(data: bytes, records: Records, piece: ScalarPiece, source:
 def _drop_from(by_step: dict[int, float], step: int) -> None:
     for logged in [s for s in by_step if s >= step]:
         del by_step[logged]
-

@@ -63,7 +63,7 @@ def read_records(data: bytes) -> Records:
     headers, bodies, truncated = _frame(data)
     buffer = np.frombuffer(data, dtype=np.uint8)
     first_bad = _first_false(_crcs_match(buffer, headers, np.full(headers.size, 8)))
-    checked = bodies[:min(first_bad, len(bodies))]
+    checked = bodies[: min(first_bad, len(bodies))]
     first_bad_body = _first_false(_crcs_match(buffer, checked[:, 0], checked[:, 1]))
     if first_bad_body < len(checked):
         first_bad = first_bad_body
@@ -71,7 +71,7 @@ def read_records(data: bytes) -> Records:
         problem = "corrupt"
     else:
         problem = "truncated" if truncated else None
-    kept = bodies[:min(first_bad, len(bodies))]
+    kept = bodies[: min(first_bad, len(bodies))]
     return Records(kept[:, 0].copy(), kept[:, 0] + kept[:, 1], problem)
 
 
@@ -111,7 +111,7 @@ def _crcs_match(buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     for length in np.unique(lengths):
         same_length = np.flatnonzero(lengths == length)
         for first in range(0, same_length.size, CRC_BATCH_ROWS):  # bounded index arrays: memory stays flat
-            chosen = same_length[first:first + CRC_BATCH_ROWS]
+            chosen = same_length[first : first + CRC_BATCH_ROWS]
             rows = buffer[starts[chosen, None] + np.arange(length)]
             stored = buffer[starts[chosen, None] + length + np.arange(4)].astype(np.uint32)
             stored_crc = stored[:, 0] | (stored[:, 1] << 8) | (stored[:, 2] << 16) | (stored[:, 3] << 24)

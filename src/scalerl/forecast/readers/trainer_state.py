@@ -33,7 +33,12 @@ def read_trainer_state(document: dict, path: Path) -> LogTable:
             flat = flatten_record(record)
         except InputError as error:
             raise InputError(f"entry {index} of log_history in {path}: {error}") from None
-        if rows and "step" in flat and rows[-1].get("step") == flat["step"] and not set(flat) & set(rows[-1]) - {"step", "epoch"}:
+        if (
+            rows
+            and "step" in flat
+            and rows[-1].get("step") == flat["step"]
+            and not set(flat) & set(rows[-1]) - {"step", "epoch"}
+        ):
             rows[-1].update(flat)
         else:
             rows.append(flat)

@@ -29,7 +29,7 @@ def read_verl_console(text: str, path: Path) -> LogTable:
         if match is None:
             continue
         row: dict = {"step": match.group(1)}
-        for field in line[match.start(1) - len("step:"):].split(" - ")[1:]:
+        for field in line[match.start(1) - len("step:") :].split(" - ")[1:]:
             key, sep, value = field.rpartition(":")
             if sep and key.strip():
                 row[key.strip()] = unwrap_number(value.strip())
