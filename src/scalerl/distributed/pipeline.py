@@ -24,7 +24,7 @@ from scalerl.distributed.session import PipelineSession
 from scalerl.distributed.settings import PipelineConfig
 from scalerl.distributed.staleness import Admission, admit_batch, latest_consumer_version
 from scalerl.errors import ConfigError, ScaleRLError
-from scalerl.train.guards.interrupt import terminate_as_interrupt
+from scalerl.train.guards.interrupt import interrupts_deferred, terminate_as_interrupt
 from scalerl.train.records.progress import RunProgress
 
 RowCallback = Callable[[dict, "PipelineSession"], None]
@@ -367,7 +367,8 @@ class _AsyncLoop:
             self.ready[request.step] = batch
             return
         if self.training and ref == self.training[0][0]:
-            train_ref, batch = self.training.popleft()
-            self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row, self.running_since())
-            self.dropped_since_row = []
+            with interrupts_deferred():  # a stop never falls between taking the step off and booking it
+                train_ref, batch = self.training.popleft()
+                self.session.complete_step(ray.get(train_ref), batch, self.dropped_since_row, self.running_since())
+                self.dropped_since_row = []
         # otherwise a validation finished: the caller flushes the rows it completes

@@ -53,8 +53,32 @@ def stop_on_interrupt(on_first: Callable[[], None] | None = None) -> Iterator[St
     try:
         yield request
     finally:
+        _Deferral.pending = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+class _Deferral:
+    """How deep the driver is in bookkeeping that a stop must not cut in half, and whether a stop
+    came meanwhile (main thread only: Python runs signal handlers there)."""
+
+    depth = 0
+    pending = False
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Within terminate_as_interrupt, a SIGINT or SIGTERM arriving in this block raises its
+    KeyboardInterrupt when the block ends, not inside it: a step taken off the trainer's queue is
+    booked and its row queued before the driver stops."""
+    _Deferral.depth += 1
+    try:
+        yield
+    finally:
+        _Deferral.depth -= 1
+    if _Deferral.depth == 0 and _Deferral.pending:
+        _Deferral.pending = False
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -69,6 +93,9 @@ def terminate_as_interrupt() -> Iterator[StopRequest]:
 
     def handle(signum: int, _frame: object) -> None:
         request.requested, request.signum = True, int(signum)
+        if _Deferral.depth > 0:
+            _Deferral.pending = True
+            return
         raise KeyboardInterrupt
 
     previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
