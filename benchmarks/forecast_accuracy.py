@@ -3,7 +3,11 @@
 Every `healthy` and `pre_plateau` (still rising) run of the data folder is fitted on the points
 with compute <= f x max compute (never the last three). Everything a method learns from data is
 learned on the OTHER sources only (all runs of one repository held out together). scalerl's
-forecast is its posterior (forecast.posterior) and learns nothing across runs.
+forecast is its posterior (forecast.posterior); the one number it learns across runs, the log-sd
+of the factor on the gain beyond the data (SETTINGS.gain_ahead_log_sd), is chosen from
+GAIN_AHEAD_GRID for each source on the other sources' cells (the lowest mean 80 % interval score,
+each run weighted equally, in reward units), and the value chosen on all sources is printed: it is
+the one the package ships.
 
 Reported per method, fraction and run status:
 - the final level (mean of the last three evaluations): median and mean abs error, a refused
@@ -39,7 +43,7 @@ from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect
 from benchmarks.common import interval_score, write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
-from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.fitting import fit_sigmoid, with_gain_ahead_log_sd
 from scalerl.forecast.invariants import contradictions
 from scalerl.forecast.power_law import fit_power_law
 
@@ -50,6 +54,7 @@ STATUS_NAMES = {"healthy": "healthy", "pre_plateau": "still rising"}
 PLATEAU_WITHIN = 0.03
 PLATEAU_LEVEL = 0.8
 BAND_METHODS = ("scalerl", "paper_grid_bootstrap", "power_law", "persistence")
+GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 
 
 def _positive(c, r):
@@ -129,9 +134,14 @@ def forecast_cells(runs, fits, baselines=None):
                 fit = entry[0]
                 started = time.perf_counter()
                 fit.interval(test_c, 0.8)
-                cell["scalerl"] = score_model(fit, test_c, test_r, final_compute, truth)
-                cell["scalerl"]["band_seconds"] = time.perf_counter() - started
-                cell["scalerl"]["verdict"] = fit.verdict.kind
+                band_seconds = time.perf_counter() - started
+                cell["unit"] = fit.reward_unit
+                cell["scalerl_by_log_sd"] = {}
+                for log_sd in GAIN_AHEAD_GRID:
+                    variant = with_gain_ahead_log_sd(fit, log_sd)
+                    record = score_model(variant, test_c, test_r, final_compute, truth)
+                    record.update(band_seconds=band_seconds, verdict=variant.verdict.kind, gain_ahead_log_sd=log_sd)
+                    cell["scalerl_by_log_sd"][str(log_sd)] = record
             for method, fitter in baselines.items():
                 try:
                     with np.errstate(all="ignore"):
@@ -142,7 +152,40 @@ def forecast_cells(runs, fits, baselines=None):
                 except (ScaleRLError, ValueError, RuntimeError, np.linalg.LinAlgError) as error:
                     cell[method] = {"error": f"{type(error).__name__}: {error}"}
             cells.append(cell)
+    choices = gain_ahead_choices(cells)
+    for cell in cells:
+        cell["gain_ahead_log_sd"] = choices.get(cell["source"], choices["all"])
+        cell["gain_ahead_log_sd_all"] = choices["all"]
+        if "scalerl_by_log_sd" in cell:
+            cell["scalerl"] = cell.pop("scalerl_by_log_sd")[str(cell["gain_ahead_log_sd"])]
     return cells
+
+
+def gain_ahead_by_source(cells) -> dict:
+    """{source: the log-sd its cells were scored with} (forecast_cells chose it on the others)."""
+    return {c["source"]: c["gain_ahead_log_sd"] for c in cells}
+
+
+def mean_interval_score(cells, log_sd) -> float:
+    """The mean over cells of each cell's mean 80 % interval score in reward units, with the gain
+    factor's log-sd `log_sd` (cells with a scalerl band only)."""
+    scores = [
+        np.mean(c["scalerl_by_log_sd"][str(log_sd)]["bands"]["0.8"]["score"]) / c["unit"]
+        for c in cells
+        if (c.get("scalerl_by_log_sd") or {}).get(str(log_sd), {}).get("bands")
+    ]
+    return float(np.mean(scores)) if scores else float("inf")
+
+
+def gain_ahead_choices(cells) -> dict:
+    """{source: log-sd chosen on the other sources' cells}, and under "all" the one chosen on
+    every cell (what the package ships, SETTINGS.gain_ahead_log_sd)."""
+    sources = sorted({c["source"] for c in cells})
+    choices = {}
+    for source in sources + ["all"]:
+        others = [c for c in cells if c["source"] != source]
+        choices[source] = min(GAIN_AHEAD_GRID, key=lambda log_sd, chosen=others: mean_interval_score(chosen, log_sd))
+    return choices
 
 
 def _fallback_error(cell, method):
@@ -241,9 +284,9 @@ def plateau_verdict(fit, settled):
     }
 
 
-def plateau_read(runs, seed=0):
+def plateau_read(runs, seed=0, log_sd_by_source=None):
     """Fit every complete run; on healthy runs: identified, A near the settled level, interval holding it
-    (`seed`: the sampler's)."""
+    (`seed`: the sampler's; `log_sd_by_source`: the gain factor's log-sd per source, else the shipped one)."""
     rows = []
     for run in runs:
         if run.status not in FORECAST_STATUSES:
@@ -255,6 +298,8 @@ def plateau_read(runs, seed=0):
         except ScaleRLError as error:
             rows.append({**row, "error": str(error)})
             continue
+        if log_sd_by_source and run.source in log_sd_by_source:
+            fit = with_gain_ahead_log_sd(fit, log_sd_by_source[run.source], seed)
         late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
         rows.append(
             {
@@ -279,7 +324,7 @@ def plateau_read(runs, seed=0):
     return summary, rows
 
 
-def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0)):
+def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0), log_sd_by_source=None):
     """Fits at each fraction of every run (1.0: all points) whose output breaks an invariant
     (forecast.invariants.contradictions): {"fits", "contradictions", "by_rule", "examples"}."""
     checked, broken, examples = 0, {}, []
@@ -295,6 +340,8 @@ def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0)):
                 continue
             else:
                 fit = entry[0]
+            if log_sd_by_source and run.source in log_sd_by_source:
+                fit = with_gain_ahead_log_sd(fit, log_sd_by_source[run.source])
             checked += 1
             found = contradictions(fit, predict_at=(10.0 * float(np.max(fit.compute)),))
             for rule in found:
@@ -362,6 +409,9 @@ def markdown(report):
         f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
         "(wall clock, this machine).",
         "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items()),
+        "Gain factor's log-sd chosen leaving each source out: "
+        + ", ".join(f"{k} {v:g}" for k, v in sorted(report["gain_ahead_log_sd"]["by_source"].items()))
+        + f"; on all sources (shipped): {report['gain_ahead_log_sd']['all_sources']:g}.",
         f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run breaking an invariant of the output): "
         f"{report['contradictions']['contradictions']} in {report['contradictions']['fits']} fits.",
     ]
@@ -415,7 +465,8 @@ def main(argv=None) -> None:
     sources = sorted({run.source for run in runs})
     cells = forecast_cells(runs, fits)
     band_seconds = [c["scalerl"]["band_seconds"] for c in cells if "band_seconds" in c.get("scalerl", {})]
-    plateau_summary, plateau_rows = plateau_read(runs)
+    log_sd_by_source = gain_ahead_by_source(cells)
+    plateau_summary, plateau_rows = plateau_read(runs, log_sd_by_source=log_sd_by_source)
     report = {
         "command": "python -m benchmarks.forecast_accuracy",
         "data": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else str(args.data),
@@ -433,7 +484,8 @@ def main(argv=None) -> None:
             "max": float(np.max(fit_seconds) + np.max(band_seconds)),
         },
         "collapse_rule": collapse_rule(runs),
-        "contradictions": contradiction_count(runs, fits),
+        "contradictions": contradiction_count(runs, fits, log_sd_by_source=log_sd_by_source),
+        "gain_ahead_log_sd": {"by_source": log_sd_by_source, "all_sources": cells[0]["gain_ahead_log_sd_all"]},
         "cells": cells,
     }
     text = markdown(report)

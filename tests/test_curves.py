@@ -1,6 +1,12 @@
 import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scalerl.forecast.curves import (
+    gain_ahead_ceiling,
+    gain_ahead_compute_for_reward,
+    gain_ahead_reward,
     linearised_sigmoid,
     power_law_reward,
     sigmoid_compute_for_reward,
@@ -34,3 +40,36 @@ def test_linearised_form_is_a_line_with_slope_minus_b():
 
 def test_power_law_formula():
     assert np.isclose(power_law_reward(4.0, 1.0, 0.5, 0.5), 1.0 - 0.5 / 2.0)
+
+
+GAIN_AHEAD = dict(a=0.7, b=1.4, c_mid=2.0, r0=0.2, c_last=4.0)
+
+
+@given(st.floats(0.2, 5.0), st.floats(0.05, 40.0))
+def test_gain_ahead_curve_is_the_sigmoid_up_to_the_last_evaluation_and_scaled_beyond(factor, compute):
+    p = GAIN_AHEAD
+    sigmoid = float(sigmoid_reward(compute, p["a"], p["b"], p["c_mid"], p["r0"]))
+    last = float(sigmoid_reward(p["c_last"], p["a"], p["b"], p["c_mid"], p["r0"]))
+    value = float(gain_ahead_reward(compute, p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], factor))
+    expected = sigmoid if compute <= p["c_last"] else last + factor * (sigmoid - last)
+    assert value == pytest.approx(expected, abs=1e-12)
+    ceiling = float(gain_ahead_ceiling(p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], factor))
+    assert ceiling == pytest.approx(last + factor * (p["a"] - last), abs=1e-12)
+    assert value <= ceiling + 1e-12
+
+
+@given(st.floats(0.2, 5.0), st.floats(0.05, 400.0))
+def test_gain_ahead_inverse_returns_the_compute_that_reaches_a_reward(factor, compute):
+    p = GAIN_AHEAD
+    reward = gain_ahead_reward(compute, p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], factor)
+    back = float(gain_ahead_compute_for_reward(reward, p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], factor))
+    assert back == pytest.approx(compute, rel=1e-6)
+
+
+def test_gain_ahead_inverse_is_infinite_at_or_beyond_the_scaled_ceiling():
+    p = GAIN_AHEAD
+    ceiling = float(gain_ahead_ceiling(p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], 2.0))
+    assert np.isinf(gain_ahead_compute_for_reward(ceiling, p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], 2.0))
+    # m = 0: the curve stops at the last evaluation; nothing above R(C_last) is reached.
+    last = float(sigmoid_reward(p["c_last"], p["a"], p["b"], p["c_mid"], p["r0"]))
+    assert np.isinf(gain_ahead_compute_for_reward(last + 0.01, p["a"], p["b"], p["c_mid"], p["r0"], p["c_last"], 0.0))

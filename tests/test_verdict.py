@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.diagnostics import late_stretch
 from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.result import FitResult
 from scalerl.forecast.verdict import decide
 
 A, B, C_MID, R0 = 0.6, 1.5, 1.0, 0.1
@@ -65,12 +64,20 @@ def test_late_stretch_flat_by_hand():
 def stub(a_draws, b_draws, c_mid_draws, last=10.0, r0=0.1, collapse=None):
     """A result with the given posterior draws of (A, B, C_mid), fitted up to compute `last`."""
     draws = np.column_stack([np.broadcast_to(v, (400,)) for v in (a_draws, b_draws, c_mid_draws)])
-    return SimpleNamespace(
-        param_draws=draws,
+    return FitResult(
         a=float(np.median(draws[:, 0])),
+        b=float(np.median(draws[:, 1])),
+        c_mid=float(np.median(draws[:, 2])),
         r0=r0,
+        stderr={},
+        n_points=1,
         compute=np.array([last]),
-        reward_unit=1.0,
+        reward=np.array([0.5]),
+        warnings=(),
+        param_draws=draws,
+        noise_sd=0.01,
+        noise_dof=4.0,
+        noise_draws=np.zeros(400),
         collapse_compute=collapse,
     )
 

@@ -103,9 +103,7 @@ def ceiling_supported(fits: Mapping[str, FitResult], top: str, level: float) -> 
     """The top run wins by ceiling only with its ceiling identified and its A ahead of every other run's."""
     if not fits[top].ceiling_identified:
         return False
-    return all(
-        ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level) for name, fit in fits.items() if name != top
-    )
+    return all(ahead(fits[top].ceiling_draws, fit.ceiling_draws, level) for name, fit in fits.items() if name != top)
 
 
 def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) -> tuple:
@@ -113,7 +111,7 @@ def ceiling_contenders(fits: Mapping[str, FitResult], top: str, level: float) ->
     return (top,) + tuple(
         name
         for name, fit in fits.items()
-        if name != top and not ahead(fits[top].param_draws[:, 0], fit.param_draws[:, 0], level)
+        if name != top and not ahead(fits[top].ceiling_draws, fit.ceiling_draws, level)
     )
 
 

@@ -55,6 +55,45 @@ def sigmoid_compute_near_ceiling(
     return sigmoid_compute_for_reward(a - within * np.sign(a - r0), a, b, c_mid, r0)
 
 
+def gain_ahead_reward(
+    compute: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike, c_last: float, factor: ArrayLike
+) -> np.ndarray:
+    """The sigmoid with the gain beyond the last evaluation scaled by `factor` m:
+
+        R*(C) = R(C)                                for C <= C_last
+        R*(C) = R(C_last) + m (R(C) - R(C_last))    for C >  C_last
+
+    so R* is continuous, equals the sigmoid where it was fitted, and tends to
+    A* = R(C_last) + m (A - R(C_last)). m = 1 is the sigmoid itself.
+    """
+    compute = np.asarray(compute, dtype=float)
+    here = sigmoid_reward(compute, a, b, c_mid, r0)
+    last = sigmoid_reward(np.asarray(c_last, dtype=float), a, b, c_mid, r0)
+    return np.where(compute > c_last, last + np.asarray(factor, dtype=float) * (here - last), here)
+
+
+def gain_ahead_ceiling(a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike, c_last: float, factor: ArrayLike):
+    """The limit of gain_ahead_reward: A* = R(C_last) + m (A - R(C_last))."""
+    last = sigmoid_reward(np.asarray(c_last, dtype=float), a, b, c_mid, r0)
+    return last + np.asarray(factor, dtype=float) * (np.asarray(a, dtype=float) - last)
+
+
+def gain_ahead_compute_for_reward(
+    reward: ArrayLike, a: ArrayLike, b: ArrayLike, c_mid: ArrayLike, r0: ArrayLike, c_last: float, factor: ArrayLike
+) -> np.ndarray:
+    """Inverse of gain_ahead_reward: the compute at which R* reaches `reward`. A reward the sigmoid
+    reaches by C_last is inverted on the sigmoid; beyond, R* = T where the sigmoid reaches
+    R(C_last) + (T - R(C_last)) / m (inf at or beyond the ceiling A*)."""
+    reward = np.asarray(reward, dtype=float)
+    a = np.asarray(a, dtype=float)
+    factor = np.asarray(factor, dtype=float)
+    last = sigmoid_reward(np.asarray(c_last, dtype=float), a, b, c_mid, r0)
+    ahead = (reward - last) * np.sign(a - r0) > 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        target = np.where(ahead, last + (reward - last) / factor, reward)
+    return sigmoid_compute_for_reward(target, a, b, c_mid, r0)
+
+
 def linearised_sigmoid(
     compute: ArrayLike, reward: ArrayLike, a: float, r0: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:

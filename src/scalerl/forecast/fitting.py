@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 from scalerl.errors import ConfigError, FitError, InputError, NoForecastError
 from scalerl.forecast.diagnostics import CollapseReport, detect_collapse, point_noise_sd
-from scalerl.forecast.posterior import sample_posterior
+from scalerl.forecast.posterior import gain_factor_draws, sample_posterior
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.reward_unit import reward_unit
 from scalerl.forecast.settings import SETTINGS
@@ -174,10 +174,10 @@ def fit_sigmoid(
 
     draws = sample_posterior(problem, theta_free, noise_sd, noise_floor, n_draws, seed)
     param_draws = np.column_stack([draws[:, 0], draws[:, 1], compute_ref * np.exp(draws[:, 2])])
-    a, b, c_mid = np.median(param_draws, axis=0)
+    _, b, c_mid = np.median(param_draws, axis=0)
     rng = np.random.default_rng(seed)
-    return FitResult(
-        a=float(a),
+    result = FitResult(
+        a=float("nan"),
         b=float(b),
         c_mid=float(c_mid),
         r0=r0,
@@ -198,3 +198,16 @@ def fit_sigmoid(
         a_upper_bound=float(problem.upper[0]),
         reward_unit=unit,
     )
+    # A fixed ceiling is known: no gain beyond the data is left uncertain by the curve's form.
+    return with_gain_ahead_log_sd(result, 0.0 if fixed_a is not None else SETTINGS.gain_ahead_log_sd, seed)
+
+
+def with_gain_ahead_log_sd(result: FitResult, log_sd: float, seed: int = 0) -> FitResult:
+    """`result` with the gain factors m = exp(log_sd z) of the model (posterior.gain_factor_draws),
+    z the standard normals of `seed` (those fit_sigmoid draws), A* kept between the reward range's
+    bottom and the top of A's range."""
+    normals = np.random.default_rng([seed, 1]).standard_normal(result.param_draws.shape[0])
+    bottom = -np.inf if result.reward_range is None else result.reward_range[0]
+    top = np.inf if result.a_upper_bound is None else result.a_upper_bound
+    factors = gain_factor_draws(result.param_draws, result.r0, result.last_compute, normals, log_sd, (bottom, top))
+    return result.with_gain_factors(factors)

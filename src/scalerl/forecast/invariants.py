@@ -40,7 +40,7 @@ def contradictions(fit, predict_at: Sequence[float] = (), levels: Sequence[float
         broken.append("forecast_above_ceiling")
     if fit.verdict.kind == "plateaued":
         tail = (1.0 - SETTINGS.verdict_level) / 2.0
-        lo, hi = np.quantile(fit.param_draws[:, 0], [tail, 1.0 - tail])
+        lo, hi = np.quantile(fit.ceiling_draws, [tail, 1.0 - tail])
         margin = SETTINGS.margin * fit.reward_unit
         if lo < fit.a - margin - SLACK or hi > fit.a + margin + SLACK:
             broken.append("plateaued_too_wide")

@@ -18,8 +18,19 @@ with weakly informative priors (independent):
     log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
              truncated below at log(noise_floor)
 
-(the numbers live in forecast.settings.ForecastSettings, each with its reason). Every output of a
-fit (A, B, C_mid, the forecast, its band, the run length) is a summary of this one posterior.
+(the numbers live in forecast.settings.ForecastSettings, each with its reason).
+
+Beyond the last fitted evaluation the sigmoid's shape is an assumption the data cannot check: a
+run that keeps climbing after its early points looked saturated, or one that stops sooner than
+its rise implies. The model says so with one more variable, the factor m on the gain still ahead
+(curves.gain_ahead_reward):
+
+    R*(C) = R(C_last) + m (R(C) - R(C_last))  for C > C_last,   log m ~ normal(0, kappa)
+
+independent of the data (the data end at C_last), capped so that A* stays inside A's range;
+kappa (SETTINGS.gain_ahead_log_sd) is learned by source from held-out evaluations of real runs.
+Every output of a fit (A* as the ceiling A, B, C_mid, the forecast, its band, the run length) is
+a summary of these draws.
 
 The Student-t likelihood keeps one wild evaluation from bending the whole curve. Sampled with
 emcee (Foreman-Mackey et al. 2013, affine-invariant ensemble; pure numpy), log-probability
@@ -36,6 +47,7 @@ from numpy.typing import ArrayLike
 from scipy.special import expit
 from scipy.stats import chi2
 
+from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
 
@@ -248,6 +260,22 @@ def run_sampler(
         sampler.reset()
     sampler.run_mcmc(state, n_steps - n_burn, progress=False)
     return sampler
+
+
+def gain_factor_draws(
+    param_draws: np.ndarray, r0: float, c_last: float, normals: np.ndarray, log_sd: float, bounds: tuple[float, float]
+) -> np.ndarray:
+    """m per row of (A, B, C_mid) draws: m = exp(log_sd z), z the given standard normals, capped so
+    that A* = R(C_last) + m (A - R(C_last)) stays within `bounds` (A's range):
+    m <= (bound - R(C_last)) / (A - R(C_last)), bound the top when A > R(C_last), else the bottom."""
+    a, b, c_mid = np.asarray(param_draws, dtype=float).T
+    factor = np.exp(float(log_sd) * np.asarray(normals, dtype=float))
+    last = sigmoid_reward(np.asarray(c_last, dtype=float), a, b, c_mid, r0)
+    gain = a - last
+    room = np.where(gain > 0, bounds[1] - last, bounds[0] - last)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cap = np.where(gain != 0, room / gain, np.inf)
+    return np.minimum(factor, np.maximum(cap, 0.0))
 
 
 def sample_posterior(

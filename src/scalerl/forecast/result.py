@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from types import MappingProxyType
 
@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from scalerl.errors import InputError
-from scalerl.forecast.curves import sigmoid_compute_for_reward, sigmoid_compute_near_ceiling, sigmoid_reward
+from scalerl.forecast.curves import gain_ahead_ceiling, gain_ahead_compute_for_reward, gain_ahead_reward
 from scalerl.forecast.diagnostics import at_upper_bound
 from scalerl.forecast.settings import SETTINGS
 
@@ -130,13 +130,16 @@ class FitResult:
     """A fitted ScaleRL sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B) with its uncertainty.
 
     Every number is a summary of one posterior (forecast.posterior): `param_draws` holds its draws
-    as rows (A, B, C_mid) and `noise_scale_draws` the noise scale of each row; `noise_draws` are
-    fixed standard Student-t draws (`noise_dof` degrees of freedom) so that a result's bands are
-    deterministic. A, B and C_mid are posterior medians and their intervals posterior quantiles,
-    so every estimate lies inside its interval; the point forecast at C is the posterior median of
-    R(C; theta) <= A(theta) draw by draw, so it never exceeds the reported A; the band for a new
-    evaluation holds quantiles of the posterior predictive R(C; theta) + sigma e. The verdict
-    (forecast.verdict.decide) is a property of the result.
+    as rows (A, B, C_mid), `noise_scale_draws` the noise scale of each row and `gain_factor_draws`
+    each row's factor m on the gain beyond the last fitted evaluation (curves.gain_ahead_reward:
+    the curve there is R(C_last) + m (R(C) - R(C_last)), its ceiling A* = R(C_last) + m (A - R(C_last));
+    m = 1 is the plain sigmoid); `noise_draws` are fixed standard Student-t draws (`noise_dof`
+    degrees of freedom) so that a result's bands are deterministic. The reported ceiling A is the
+    median of A*, B and C_mid posterior medians, their intervals posterior quantiles, so every
+    estimate lies inside its interval; the point forecast at C is the posterior median of
+    R*(C; theta) <= A*(theta) draw by draw, so it never exceeds the reported A, which is its limit;
+    the band for a new evaluation holds quantiles of the posterior predictive R*(C; theta) + sigma e.
+    The verdict (forecast.verdict.decide) is a property of the result.
     """
 
     a: float
@@ -159,6 +162,7 @@ class FitResult:
     noise_scale_draws: np.ndarray | None = None
     a_upper_bound: float | None = None  # the top of A's search range (the reward range's top for pass rates)
     reward_unit: float = 1.0  # the reward's unit (forecast.reward_unit): the margins are shares of it
+    gain_factor_draws: np.ndarray | None = None  # m per row of param_draws (None: 1, the plain sigmoid)
 
     def __post_init__(self) -> None:
         for name in ("compute", "reward", "param_draws", "noise_draws"):
@@ -166,7 +170,29 @@ class FitResult:
         if self.noise_scale_draws is None:
             object.__setattr__(self, "noise_scale_draws", np.full(self.param_draws.shape[0], self.noise_sd))
         object.__setattr__(self, "noise_scale_draws", _read_only(self.noise_scale_draws))
+        if self.gain_factor_draws is None:
+            object.__setattr__(self, "gain_factor_draws", np.ones(self.param_draws.shape[0]))
+        object.__setattr__(self, "gain_factor_draws", _read_only(self.gain_factor_draws))
         object.__setattr__(self, "stderr", MappingProxyType(dict(self.stderr)))
+
+    @property
+    def last_compute(self) -> float:
+        """C_last: the largest compute fitted, beyond which the gain factor acts."""
+        return float(np.max(self.compute))
+
+    @cached_property
+    def ceiling_draws(self) -> np.ndarray:
+        """A* per posterior row: R(C_last) + m (A - R(C_last)), the limit of that row's curve."""
+        a, b, c_mid = self.param_draws.T
+        return _read_only(gain_ahead_ceiling(a, b, c_mid, self.r0, self.last_compute, self.gain_factor_draws))
+
+    def with_gain_factors(self, factors: ArrayLike) -> FitResult:
+        """This fit with other gain factors m per row; A (the median of A*) and its sd follow them."""
+        changed = replace(self, gain_factor_draws=np.asarray(factors, dtype=float))
+        ceiling = changed.ceiling_draws
+        return replace(
+            changed, a=float(np.median(ceiling)), stderr={**dict(self.stderr), "A": float(np.std(ceiling, ddof=1))}
+        )
 
     @cached_property
     def verdict(self):
@@ -186,28 +212,38 @@ class FitResult:
         sits at the top of its range (diagnostics.at_upper_bound). A is then a limit, not an estimate."""
         if self.a_upper_bound is None or "A" in self.fixed:
             return False
-        upper_end = float(np.quantile(self.param_draws[:, 0], 0.9))
+        upper_end = float(np.quantile(self.ceiling_draws, 0.9))
         return at_upper_bound(upper_end, self.a_upper_bound, self.r0)
 
     def params(self) -> dict:
         return {"A": self.a, "B": self.b, "C_mid": self.c_mid, "R0": self.r0}
 
     def conf_int(self, level: float = 0.8) -> dict:
-        """Posterior quantile interval per parameter: {name: (lo, hi)}; it holds the posterior median."""
+        """Posterior quantile interval per parameter: {name: (lo, hi)}; it holds the posterior median
+        (A's is of the ceiling A*, ceiling_draws)."""
         lo_q, hi_q = _tails(level)
         out = {}
         for column, name in enumerate(PARAM_NAMES):
-            lo, hi = np.quantile(self.param_draws[:, column], [lo_q, hi_q])
+            draws = self.ceiling_draws if name == "A" else self.param_draws[:, column]
+            lo, hi = np.quantile(draws, [lo_q, hi_q])
             out[name] = (float(lo), float(hi))
         return out
 
     def _mean_draws(self, compute):
         draws = self.param_draws
         compute = np.atleast_1d(np.asarray(compute, dtype=float))
-        return sigmoid_reward(compute[None, :], draws[:, :1], draws[:, 1:2], draws[:, 2:3], self.r0)
+        return gain_ahead_reward(
+            compute[None, :],
+            draws[:, :1],
+            draws[:, 1:2],
+            draws[:, 2:3],
+            self.r0,
+            self.last_compute,
+            self.gain_factor_draws[:, None],
+        )
 
     def predict(self, compute: ArrayLike) -> np.ndarray:
-        """Point forecast: the posterior median of R(C; theta)."""
+        """Point forecast: the posterior median of R*(C; theta)."""
         scalar = np.ndim(compute) == 0
         median = np.median(self._mean_draws(compute), axis=0)
         return median[0] if scalar else median
@@ -248,27 +284,35 @@ class FitResult:
         return (float(lo[0]), float(hi[0])) if scalar else (lo, hi)
 
     def compute_to_reach(self, target: float, level: float = 0.8) -> ComputeToTarget:
-        """Compute at which the curve reaches `target`: per posterior draw
-        C(R) = C_mid ((A - R0) / (R - R0) - 1)^(-1/B) (inf at or above the draw's A, 0 at or below
-        R0), summarised by its median (where the point forecast, a median too, crosses the target)
-        and `level` quantiles."""
+        """Compute at which the curve reaches `target`: per posterior draw the inverse of R*
+        (curves.gain_ahead_compute_for_reward: inf at or above the draw's A*, 0 at or below R0),
+        summarised by its median (where the point forecast, a median too, crosses the target) and
+        `level` quantiles."""
         draws = self.param_draws
-        per_draw = sigmoid_compute_for_reward(float(target), draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
+        per_draw = gain_ahead_compute_for_reward(
+            float(target), draws[:, 0], draws[:, 1], draws[:, 2], self.r0, self.last_compute, self.gain_factor_draws
+        )
         value, lo, hi = _per_draw_summary(per_draw, level)
         return ComputeToTarget(float(target), value, lo, hi, bool(math.isfinite(value)), float(level))
 
+    def near_ceiling_draws(self, within: float) -> np.ndarray:
+        """Per posterior draw the compute at which R* comes within `within` of its ceiling A*: the
+        inverse of R* at A* - within sign(A - R0) (beyond C_last the sigmoid's C_mid
+        (|A - R0| / (within / m) - 1)^(1/B); 0 when the whole gain is within)."""
+        draws = self.param_draws
+        target = self.ceiling_draws - within * np.sign(draws[:, 0] - self.r0)
+        return gain_ahead_compute_for_reward(
+            target, draws[:, 0], draws[:, 1], draws[:, 2], self.r0, self.last_compute, self.gain_factor_draws
+        )
+
     def compute_near_ceiling(self, within: float | None = None, level: float = 0.8) -> ComputeNearCeiling:
         """The run length: per posterior draw the compute at which the curve is within `within` of
-        its own ceiling (None: the paper's margin, SETTINGS.margin of the reward's unit),
-
-            C_within = C_mid (|A - R0| / within - 1)^(1/B)    (0 when the whole gain is within),
-
-        summarised by its median and `level` quantiles. It assumes the curve keeps the sigmoid's shape."""
+        its own ceiling (None: the paper's margin, SETTINGS.margin of the reward's unit;
+        near_ceiling_draws), summarised by its median and `level` quantiles."""
         within = SETTINGS.margin * self.reward_unit if within is None else float(within)
         if not 0.0 < within < self.reward_unit:
             raise InputError(f"within must be in (0, {self.reward_unit:g}) (the reward's unit), got {within:.3g}")
-        draws = self.param_draws
-        per_draw = sigmoid_compute_near_ceiling(within, draws[:, 0], draws[:, 1], draws[:, 2], self.r0)
+        per_draw = self.near_ceiling_draws(within)
         value, lo, hi = _per_draw_summary(per_draw, level)
         return ComputeNearCeiling(within, value, lo, hi, float(np.max(self.compute)), float(level))
 

@@ -61,6 +61,13 @@ class ForecastSettings:
     # draws just off the bound (a curve rising to 1 put its 90 % quantile at 0.989, 0.016 of its room).
     bound_share: float = 0.02
 
+    # log m ~ normal(0, gain_ahead_log_sd): the factor on the gain the curve still makes beyond the
+    # last fitted evaluation (forecast.posterior). The sigmoid's shape beyond the data is an
+    # assumption; this is how far real runs stray from it, learned by source on held-out
+    # evaluations: `python -m benchmarks.forecast_accuracy` chooses it from 0-1.5 for each source
+    # on the other sources' runs (lowest 80 % interval score); every source left out chose 1.
+    gain_ahead_log_sd: float = 0.0
+
     # --- the sampler (emcee ensemble; python -m benchmarks.sampler_check measures it) ---
     n_walkers: int = 32
     n_steps: int = 300

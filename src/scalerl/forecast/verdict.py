@@ -29,7 +29,6 @@ from types import MappingProxyType
 
 import numpy as np
 
-from scalerl.forecast.curves import sigmoid_compute_near_ceiling
 from scalerl.forecast.diagnostics import CollapseReport, learning_gain, net_fall
 from scalerl.forecast.settings import SETTINGS
 
@@ -118,10 +117,8 @@ def learning_verdict(
 
 
 def run_length_draws(result, within: float) -> np.ndarray:
-    """C_within / C_last per posterior draw: C_within = C_mid (|A - R0| / within - 1)^(1/B)."""
-    draws = result.param_draws
-    per_draw = sigmoid_compute_near_ceiling(within, draws[:, 0], draws[:, 1], draws[:, 2], result.r0)
-    return np.asarray(per_draw, dtype=float) / float(np.max(result.compute))
+    """C_within / C_last per posterior draw (FitResult.near_ceiling_draws)."""
+    return np.asarray(result.near_ceiling_draws(within), dtype=float) / result.last_compute
 
 
 def decide(result) -> Verdict:
@@ -135,7 +132,7 @@ def decide(result) -> Verdict:
         )
     margin = SETTINGS.margin * result.reward_unit
     tail = (1.0 - SETTINGS.verdict_level) / 2.0
-    a_lo, a_hi = (float(v) for v in np.quantile(result.param_draws[:, 0], [tail, 1.0 - tail]))
+    a_lo, a_hi = (float(v) for v in np.quantile(result.ceiling_draws, [tail, 1.0 - tail]))
     a = float(result.a)
     ceiling = f"A {_g(a)} [{_g(a_lo)}, {_g(a_hi)}]"
     numbers = {"A": a, "A_interval": (a_lo, a_hi), "margin": margin, "level": SETTINGS.verdict_level}
