@@ -133,7 +133,8 @@ def link_reused_runs(sweep_plan, loo_plan, workdir: Path) -> list[str]:
 def run_and_report(plan, out_dir: Path, config: dict, command: str):
     """Train the plan's runs (skip finished, resume partial), then fit, classify and write outputs."""
     from scalerl.study.ablate_analysis import build_ablation_report
-    from scalerl.study.ablation_views import markdown_text, write_ablation_outputs
+    from scalerl.study.ablation_markdown import markdown_text
+    from scalerl.study.ablation_views import write_ablation_outputs
     from scalerl.study.study_runs import RayOptions, report_runs, run_study
 
     ray_options = RayOptions(1.0, "", config["parallel_runs"]) if config["parallel_runs"] else None
@@ -176,7 +177,7 @@ def fix_figure_links(markdown_path: Path, figure_name: str) -> None:
 
 def main(argv=None) -> int:
     from scalerl.study.ablate_plan import plan_leave_one_out, plan_sweep
-    from scalerl.study.ablation_views import report_payload
+    from scalerl.study.ablation_payload import report_payload
 
     args = parse_args(argv)
     config = settings(args)

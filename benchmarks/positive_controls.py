@@ -215,7 +215,7 @@ def plans(config: dict):
 
 
 def main(argv=None) -> int:
-    from scalerl.study.ablation_views import report_payload
+    from scalerl.study.ablation_payload import report_payload
     from scalerl.study.study_runs import variant_config
 
     args = parse_args(argv)

@@ -12,7 +12,8 @@ from scalerl.cli.app import main
 from scalerl.cli.fit_inputs import split_pair_values
 from scalerl.cli.train import build_train_config, closing_hint, logging_assignments
 from scalerl.errors import ConfigError
-from scalerl.train.config.train_config import OptimConfig, TrainConfig, all_field_paths, save_config
+from scalerl.train.config.optimiser_config import OptimConfig
+from scalerl.train.config.train_config import TrainConfig, all_field_paths, save_config
 
 
 def test_config_file_from_a_saved_run_reproduces_its_config_and_set_applies_on_top(tmp_path):

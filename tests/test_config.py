@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from scalerl.errors import ConfigError
-from scalerl.train.config import config_io
+from scalerl.train.config import field_values, key_paths, overrides
 from scalerl.train.config.presets import LEAVE_ONE_OUT, PRESETS, preset_config
 from scalerl.train.config.train_config import (
     TrainConfig,
@@ -168,12 +168,12 @@ class _Root:
     steps: int = 3
 
 
-def test_config_io_reads_any_config_dataclass():
-    assert config_io.build_config(_Root, {"inner": {"rate": 1}, "steps": 4}) == _Root(_Inner(1.0), 4)
+def test_keys_values_and_overrides_read_any_config_dataclass():
+    assert field_values.build_config(_Root, {"inner": {"rate": 1}, "steps": 4}) == _Root(_Inner(1.0), 4)
     values = {"inner": {"rate": 0.5}, "steps": 3}
-    assert config_io.apply_assignments(_Root, values, ["rate=0.25"]) == {"inner": {"rate": 0.25}, "steps": 3}
+    assert overrides.apply_assignments(_Root, values, ["rate=0.25"]) == {"inner": {"rate": 0.25}, "steps": 3}
     assert values == {"inner": {"rate": 0.5}, "steps": 3}
-    assert config_io.field_paths(_Root) == ["inner.rate", "steps"]
+    assert key_paths.field_paths(_Root) == ["inner.rate", "steps"]
     with pytest.raises(ConfigError, match=r"unknown config key 'stepz'; did you mean steps\?"):
-        config_io.build_config(_Root, {"stepz": 1})
-    assert config_io.config_field(TrainConfig, "rl.cispo_eps_max") is None  # a loss parameter: its spec
+        field_values.build_config(_Root, {"stepz": 1})
+    assert key_paths.config_field(TrainConfig, "rl.cispo_eps_max") is None  # a loss parameter: its spec

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.study.ablate_analysis import build_ablation_report, summarise
+from scalerl.study.ablate_analysis import build_ablation_report
 from scalerl.study.paired import CEILING, EFFICIENCY, NO_EFFECT
 from scalerl.study.run_curves import WARM_START_RECORD, ReportRun
+from scalerl.study.seed_fits import summarise
 from scalerl.train.records.metrics_log import append_row
 
 FLOPS = np.concatenate([[0.0], np.geomspace(1e12, 3e14, 24)])
@@ -134,7 +135,8 @@ def test_one_seed_uses_the_fits_own_intervals(paired_report):
 
 
 def test_json_records_the_design_the_pairs_and_the_shared_warm_start(paired_report, tmp_path):
-    from scalerl.study.ablation_views import markdown_text, report_payload
+    from scalerl.study.ablation_markdown import markdown_text
+    from scalerl.study.ablation_payload import report_payload
 
     payload = report_payload(paired_report, {"study_seed": 0, "rl_seeds": [0, 1, 2]})
     assert payload["design"]["rl_seeds"] == [0, 1, 2]
@@ -148,7 +150,7 @@ def test_json_records_the_design_the_pairs_and_the_shared_warm_start(paired_repo
 
 
 def test_a_variant_on_other_weights_is_noted(tmp_path):
-    from scalerl.study.ablation_views import report_notes
+    from scalerl.study.ablation_markdown import report_notes
 
     runs = synthetic_runs(tmp_path, {"base": {}, "other": {}}, seeds=2)
     for path in runs[1].metrics_paths:
@@ -179,7 +181,7 @@ def test_the_json_passes_the_report_schema(paired_report):
 
     from scalerl.report.console import json_text
     from scalerl.report.schemas import AblationSummary
-    from scalerl.study.ablation_views import report_payload
+    from scalerl.study.ablation_payload import report_payload
 
     runs = [
         ReportRun(item.run.slug, item.run.name, item.run.knob, item.run.is_base, item.run.metrics_paths[:1])
@@ -220,7 +222,7 @@ def test_unidentified_seeds_get_the_run_length_that_would_pin_their_ceilings(tmp
     # Noise-free sigmoids (A 0.6, B 1.5, R0 0.2) stopped at 1.5 C_mid: the curve is within the
     # margin 0.02 of A at C_mid (0.4 / 0.02 - 1)^(1 / 1.5) = 7.12 C_mid, 4.7 times the last point.
     from scalerl.forecast.fitting import fit_sigmoid
-    from scalerl.study.ablation_views import run_length_advice
+    from scalerl.study.ablation_markdown import run_length_advice
 
     compute = np.concatenate([[0.0], np.geomspace(100.0, 1500.0, 14)])
     fits = [
@@ -247,7 +249,7 @@ def test_a_run_that_has_not_bent_over_never_moves_the_ceiling(tmp_path):
     assert all(pair.ceiling_unidentified and not pair.measures_a for pair in verdict.pairs)
     assert all(pair.verdict == ("undecided", None) for pair in verdict.pairs)
     assert verdict.verdict == "undecided" and "not bent over" in verdict.reason
-    from scalerl.study.ablation_views import knob_sentence
+    from scalerl.study.ablation_markdown import knob_sentence
 
     assert "paired dA not measured" in knob_sentence(report, early)
 

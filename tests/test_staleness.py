@@ -175,6 +175,6 @@ def test_async_loop_drops_stale_batches_under_drop_and_trains_fresh_ones():
 
 def test_the_config_offers_exactly_the_policies_admit_batch_knows():
     from scalerl.distributed.staleness import STALENESS_POLICIES
-    from scalerl.train.config.train_config import STALE_BATCH_POLICIES
+    from scalerl.train.config.pipeline_config import STALE_BATCH_POLICIES
 
     assert tuple(STALE_BATCH_POLICIES) == tuple(STALENESS_POLICIES)

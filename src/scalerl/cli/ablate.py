@@ -140,7 +140,9 @@ def print_report(report, written) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    from scalerl.study.ablation_views import ablation_table, report_notes, sweep_expectation_line
+    from scalerl.study.ablation_markdown import report_notes
+    from scalerl.study.ablation_table import ablation_table
+    from scalerl.study.paper_expectations import sweep_expectation_line
 
     console = Console() if Console().is_terminal else Console(width=REPORT_WIDTH)
     console.print(ablation_table(report))

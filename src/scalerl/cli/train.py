@@ -13,8 +13,8 @@ import typer
 
 from scalerl.cli.errors import INTERRUPTED_EXIT_CODE, exits_on_user_error
 from scalerl.errors import ConfigError
-from scalerl.train.config.config_io import config_field
 from scalerl.train.config.config_keys import field_help
+from scalerl.train.config.key_paths import config_field
 from scalerl.train.config.train_config import TrainConfig
 
 SET_HELP = (

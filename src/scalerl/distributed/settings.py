@@ -1,5 +1,5 @@
 """Settings of the distributed pipeline: the `pipeline` section of TrainConfig (defined with the
-rest of the run's config in scalerl.train.config.train_config, so `--set pipeline.max_lag=4` works and the
+rest of the run's config in scalerl.train.config.pipeline_config, so `--set pipeline.max_lag=4` works and the
 settings are saved in config.json), the device the actors train on, and the GPUs they request.
 """
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from scalerl.train.config.train_config import (  # noqa: F401 - re-exported for the pipeline's users
+from scalerl.train.config.pipeline_config import (  # noqa: F401 - re-exported for the pipeline's users
     GENERATOR_BACKENDS as BACKENDS,
 )
-from scalerl.train.config.train_config import (
+from scalerl.train.config.pipeline_config import (
     PipelineConfig,
 )
 

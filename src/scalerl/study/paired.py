@@ -1,6 +1,6 @@
 """The paired verdict of `scalerl ablate`: per knob, does flipping it move the ceiling A, only the
 efficiency B, nothing measurable at the margin, or can the seeds not tell? Numbers in, verdict out
-(numpy/scipy only; the fitting is done by scalerl.study.ablate_analysis).
+(numpy/scipy only; the fitting is done by scalerl.study.seed_fits and seed_pairs).
 
 Design (common random numbers): seed i of every variant starts from the same warm-started weights,
 draws its prompts and sampling noise from the same seed as seed i of the base, so most of the

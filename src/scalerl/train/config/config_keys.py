@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalerl.rl.registry import loss_parameters
-from scalerl.train.config.config_io import config_field, path_type
+from scalerl.train.config.key_paths import config_field, path_type
 from scalerl.train.config.train_config import TrainConfig, all_field_paths
 
 

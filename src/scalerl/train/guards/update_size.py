@@ -4,7 +4,7 @@ A learning rate far too large does not always produce a NaN: it can move every w
 lr (AdamW's normalised step) and leave finite weights of 1e30 that a run would checkpoint and
 export. `update_problem` computes the step's update from the optimiser's state and the gradients
 (nothing is changed) and names what is out of bounds: a learning rate that is not finite or not
-below `MAX_LR` (scalerl.train.config.train_config's bound), or an update larger than `MAX_RELATIVE_UPDATE` times
+below `MAX_LR` (scalerl.train.config.optimiser_config's bound), or an update larger than `MAX_RELATIVE_UPDATE` times
 the weights it changes (Euclidean norms over every parameter the step updates). A healthy step
 changes the weights by a small fraction of their norm (0.07-0.13 at lr 1e-2 on the test's
 one-layer model, far less at the usual 1e-6 to 1e-4); an update as large as the weights replaces
@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from scalerl.train.config.train_config import MAX_LR
+from scalerl.train.config.optimiser_config import MAX_LR
 
 MAX_RELATIVE_UPDATE = 1.0  # ||update|| / ||weights|| of one step
 _CHUNK = 1 << 24  # elements of one tensor handled at a time (bounded scratch memory)
