@@ -36,14 +36,24 @@ def test_the_note_ends_a_sentence_or_follows_a_table():
 
 
 def test_the_table_lists_every_result_and_counts_them():
-    text = provenance.table({"z.json": CLEAN, "b.json": DIRTY, "c.json": UNRECORDED})
+    kept = {**UNRECORDED, "not_rerun": "about 150 minutes"}
+    text = provenance.table({"z.json": CLEAN, "b.json": DIRTY, "c.json": UNRECORDED, "d.json": kept})
     rows = [line for line in text.split("\n") if line.startswith("| `")]
     assert rows == [
         "| `b.json` | `fedcba9876` | **no** (uncommitted changes under src/ or benchmarks/) |",
         "| `c.json` | not recorded | not recorded |",
+        "| `d.json` | not recorded | not recorded, not re-run: about 150 minutes |",
         "| `z.json` | `0123456789` | yes |",
     ]
-    assert "1 of 3 results tie to a clean commit; 1 were measured on an uncommitted tree and 1 record" in text
+    assert "1 of 4 results tie to a clean commit; 1 were measured on an uncommitted tree and 2 record" in text
+    assert "(1 of these marked not re-run, with why)" in text
+
+
+def test_a_result_kept_without_a_rerun_says_so_under_its_figure():
+    kept = {**DIRTY, "not_rerun": "needs 8 GB"}
+    assert provenance.note({"a.json": CLEAN, "b.json": kept}) == (
+        "*Provenance: `b.json` measured on an uncommitted tree at fedcba9876, not re-run.*"
+    )
 
 
 def test_the_results_page_marks_an_unclean_figure(tmp_path):
