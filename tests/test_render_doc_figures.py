@@ -171,3 +171,14 @@ def test_tiny_study_rejudged_names_the_knobs_whose_verdict_changed():
     assert "give the same verdict on all 1 knobs." in same
     moved = _rejudged({"a": ("moves the ceiling (down)", None)}, {"a": none})
     assert moved.endswith("call 1 of the 1 knobs differently: `rl.a` **moves the ceiling (down)**.")
+
+
+def test_variant_start_is_the_range_of_its_seeds_r0():
+    def results(starts):
+        seeds = [{"params": {"R0": r0}} for r0 in starts]
+        return {"ceiling_study": {"variants": [{"is_base": True, "seeds": []}, {"is_base": False, "seeds": seeds}]}}
+
+    assert study_checks.positive_controls_variant_start(results([0.2988, 0.2852, 0.2949])) == (
+        "The run above starts the variant at a pass rate of 0.285-0.299 over its 3 seeds."
+    )
+    assert study_checks.positive_controls_variant_start(results([0.3, 0.3])).endswith("rate of 0.300 over its 2 seeds.")

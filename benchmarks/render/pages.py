@@ -183,6 +183,7 @@ BLOCKS = {
         study_checks.positive_controls_efficiency_reading,
     ),
     "study-run-cost": (["positive_controls.json"], study_checks.study_run_cost),
+    "positive-controls-variant-start": (["positive_controls.json"], study_checks.positive_controls_variant_start),
     "demo-time": (SECTION_FILES["demo-robustness"][:3], tables.demo_time),
     "tiny-study-headline": (["from_logs_verdicts.json"], study_checks.tiny_study_headline),
     "tiny-study-rejudged": (["from_logs_verdicts.json", "ablation_tiny.json"], readings.tiny_study_rejudged),
