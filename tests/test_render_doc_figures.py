@@ -1,6 +1,6 @@
 """Renderers of figures the docs used to type by hand (benchmarks/render/): known inputs, known text."""
 
-from benchmarks.render import readings, study_checks, tables
+from benchmarks.render import pipeline_scale, readings, study_checks, tables
 
 
 def _robustness(parallel, runs):
@@ -182,3 +182,29 @@ def test_variant_start_is_the_range_of_its_seeds_r0():
         "The run above starts the variant at a pass rate of 0.285-0.299 over its 3 seeds."
     )
     assert study_checks.positive_controls_variant_start(results([0.3, 0.3])).endswith("rate of 0.300 over its 2 seeds.")
+
+
+def test_transport_cell_says_whether_the_overhead_target_is_met():
+    def results(excess_share):
+        overhead = {
+            "step_ms": 150 * (1 + excess_share),
+            "bound_ms": 150.0,
+            "excess_share": excess_share,
+            "trainer_gap_ms": 2.0,
+            "publish_ms": 1.0,
+            "bookkeeping_ms_off_critical_path": 1.5,
+        }
+        cpu = dict.fromkeys(["tuples_send", "packed_send", "tuples_receive", "packed_receive", "packed_forward"], 1.0)
+        return {
+            "batch": {"prompts": 2, "generations": 2, "sequences": 4, "completion_tokens": 10},
+            "packed_bytes": 1e6,
+            "repeats": 3,
+            "handoff_ms": {"tuples": 1.0, "packed": 1.0},
+            "cpu_ms": cpu,
+            "default_batch": {"overhead": overhead},
+        }
+
+    assert "154.0 ms per step against a 150 ms bound, 2.7 % over it (target < 5 %: met);" in (
+        pipeline_scale.transport_table(results(0.0267))
+    )
+    assert "6.0 % over it (target < 5 %: missed);" in pipeline_scale.transport_table(results(0.06))
