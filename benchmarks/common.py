@@ -46,7 +46,8 @@ def _torch_threads() -> int | None:
 
 
 def _git_commit() -> dict:
-    """{"commit": HEAD or None, "dirty": uncommitted changes under src/ or benchmarks/}."""
+    """{"commit": HEAD or None, "dirty": uncommitted changes under src/ or benchmarks/, its
+    results/ excepted (what a benchmark writes is not code it measured)}."""
 
     def git(*args: str) -> str | None:
         try:
@@ -56,7 +57,7 @@ def _git_commit() -> dict:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--", "src", "benchmarks") if commit else None
+    status = git("status", "--porcelain", "--", "src", "benchmarks", ":(exclude)benchmarks/results") if commit else None
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 

@@ -32,7 +32,7 @@ value, a random walk's noise growing with the evaluations ahead) and the power l
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import time
 from pathlib import Path
 
@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs
-from benchmarks.common import interval_score, write_text
+from benchmarks.common import command_line, interval_score, write_result, write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
 from scalerl.forecast.fitting import fit_sigmoid, with_gain_ahead_log_sd
@@ -459,6 +459,7 @@ def main(argv=None) -> None:
         help="smoke run on a few runs (bundled_runs.quick_runs); pair with --out and --figure",
     )
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     runs = quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data)
     fit_seconds = []
     fits = collect_fits(runs, FRACTIONS, seconds=fit_seconds)
@@ -468,7 +469,6 @@ def main(argv=None) -> None:
     log_sd_by_source = gain_ahead_by_source(cells)
     plateau_summary, plateau_rows = plateau_read(runs, log_sd_by_source=log_sd_by_source)
     report = {
-        "command": "python -m benchmarks.forecast_accuracy",
         "data": str(args.data.relative_to(ROOT)) if args.data.is_relative_to(ROOT) else str(args.data),
         "runs": len(runs),
         "sources": sources,
@@ -489,7 +489,7 @@ def main(argv=None) -> None:
         "cells": cells,
     }
     text = markdown(report)
-    write_text(args.out / "forecast_accuracy.json", json.dumps(report, indent=1, default=float) + "\n")
+    write_result(args.out / "forecast_accuracy.json", report, command_line("forecast_accuracy", argv), load_before)
     write_text(args.out / "forecast_accuracy.md", f"# Forecast accuracy on {len(runs)} runs, by source\n\n{text}\n")
     coverage_figure(report, args.figure)
     print(text)

@@ -15,14 +15,13 @@ where it stopped, not a plateau) is censored: the observed compute is a lower bo
 counts as consistent when the interval's upper end reaches it. A script, not a test: prints a
 table, writes JSON.
 
-    python benchmarks/run_length_accuracy.py            # ~10 s
+    python -m benchmarks.run_length_accuracy            # ~10 s
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 from benchmarks.bundled_runs import N_HELD_OUT, load_runs  # noqa: E402
+from benchmarks.common import command_line, write_result  # noqa: E402
 from scalerl.errors import ScaleRLError  # noqa: E402
 from scalerl.forecast.diagnostics import point_noise_sd  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
@@ -108,6 +108,7 @@ def main(argv=None) -> int:
         help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
     )
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     started = time.perf_counter()
     cells = []
     for run in load_runs(args.data):
@@ -138,18 +139,8 @@ def main(argv=None) -> int:
             f"{s['median_abs_log10_ratio'] if s['median_abs_log10_ratio'] is None else round(s['median_abs_log10_ratio'], 3)}, "
             f"{s['within_factor_2']} within a factor 2"
         )
-    payload = {
-        "command": "python benchmarks/run_length_accuracy.py",
-        "level": LEVEL,
-        "seconds": seconds,
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
-        "summary": by_fraction,
-        "cells": cells,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    temp = args.out.with_name(args.out.name + ".tmp")
-    temp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    temp.replace(args.out)
+    payload = {"level": LEVEL, "seconds": seconds, "summary": by_fraction, "cells": cells}
+    write_result(args.out, payload, command_line("run_length_accuracy", argv), load_before, indent=2)
     print(f"written: {args.out} ({seconds:.1f} s)")
     return 0
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import emcee
 import numpy as np
 
 from benchmarks.bundled_runs import DATA, FORECAST_STATUSES, HERE, cut_mask, load_runs, quick_runs
-from benchmarks.common import write_text
+from benchmarks.common import command_line, write_result
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import point_noise_sd
 from scalerl.forecast.fitting import build_problem, fit_sigmoid, select_points
@@ -108,6 +109,7 @@ def main(argv=None) -> None:
         help="smoke run: a few runs (band_table.quick_runs), fitted on all points only; pair with --out",
     )
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     rows = []
     for run in quick_runs(load_runs(args.data)) if args.quick else load_runs(args.data):
         if run.status not in FORECAST_STATUSES:
@@ -145,11 +147,7 @@ def main(argv=None) -> None:
             },
         },
     }
-    write_text(
-        args.out,
-        json.dumps({"command": "python -m benchmarks.sampler_check", "summary": summary, "rows": rows}, indent=1)
-        + "\n",
-    )
+    write_result(args.out, {"summary": summary, "rows": rows}, command_line("sampler_check", argv), load_before)
     print(json.dumps(summary, indent=1))
 
 

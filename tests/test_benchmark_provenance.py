@@ -35,6 +35,12 @@ def test_machine_block_records_the_commit_and_whether_the_tree_is_dirty(repo):
     assert common._git_commit() == {"commit": head, "dirty": False}
     (repo / "notes.txt").write_text("outside src/ and benchmarks/: not a change to measured code\n")
     assert common._git_commit()["dirty"] is False
+    (repo / "benchmarks" / "results").mkdir(parents=True)
+    (repo / "benchmarks" / "results" / "earlier.json").write_text("{}\n")
+    assert common._git_commit()["dirty"] is False, "a result written by an earlier run is not measured code"
+    (repo / "benchmarks" / "helper.py").write_text("y = 1\n")
+    assert common._git_commit()["dirty"] is True
+    (repo / "benchmarks" / "helper.py").unlink()
     (repo / "src" / "code.py").write_text("x = 2\n")
     assert common._git_commit() == {"commit": head, "dirty": True}
 

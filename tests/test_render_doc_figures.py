@@ -1,6 +1,6 @@
 """Renderers of figures the docs used to type by hand (benchmarks/render/): known inputs, known text."""
 
-from benchmarks.render import study_checks, tables
+from benchmarks.render import pipeline_scale, readings, study_checks, tables
 
 
 def _robustness(parallel, runs):
@@ -126,3 +126,85 @@ def test_study_run_cost_is_device_hours_per_run():
         "On 2 CPU cores, 2 runs of 200 steps of the built-in model side by side take about 11 minutes "
         "(the positive controls: 2.8 device-hours over 15 runs)."
     )
+
+
+def test_demo_band_misses_counts_the_demos_holding_under_half():
+    robustness = {"runs": [{"seed": s, "threads": 2} for s in range(4)]}
+    held = [(13, 13), (6, 13), (7, 14), (0, 15)]  # 6 of 13 is under half, 7 of 14 is not
+    self_forecast = {
+        "runs": [{"run": f"demo__seed{s}-threads2", "inside": i, "held_out": n} for s, (i, n) in enumerate(held)]
+    }
+    assert readings.demo_band_misses(robustness, self_forecast) == (
+        "2 of the 4 demos hold fewer than half of their later evaluations in the first-half band (the table above)."
+    )
+
+
+def _rejudged(today: dict[str, tuple[str, str | None]], recorded: dict[str, str]):
+    verdicts = {
+        "groups": {
+            study_checks.TINY_GROUP: {
+                "variants": [{"variant": "base", "is_base": True, "verdict": None, "reason": None}]
+                + [{"variant": s, "is_base": False, "verdict": v, "reason": r} for s, (v, r) in today.items()]
+            }
+        }
+    }
+    ablation = {
+        "leave_one_out": {
+            "variants": [{"slug": "base", "is_base": True}]
+            + [
+                {"slug": s, "knob": f"rl.{s}", "is_base": False, "effect": {"label": label}}
+                for s, label in recorded.items()
+            ]
+        }
+    }
+    return readings.tiny_study_rejudged(verdicts, ablation)
+
+
+def test_tiny_study_rejudged_names_the_knobs_whose_verdict_changed():
+    none = "no measurable effect at margin 0.02"
+    text = _rejudged({"b": ("undecided", "it crosses"), "a": (none, None)}, {"a": none, "b": none})
+    assert text.endswith(
+        "call 1 of the 2 knobs differently: `rl.b` **undecided** (it crosses). "
+        "No knob is called a ceiling or an efficiency mover either way."
+    )
+    same = _rejudged({"a": (none, None)}, {"a": none})
+    assert "give the same verdict on all 1 knobs." in same
+    moved = _rejudged({"a": ("moves the ceiling (down)", None)}, {"a": none})
+    assert moved.endswith("call 1 of the 1 knobs differently: `rl.a` **moves the ceiling (down)**.")
+
+
+def test_variant_start_is_the_range_of_its_seeds_r0():
+    def results(starts):
+        seeds = [{"params": {"R0": r0}} for r0 in starts]
+        return {"ceiling_study": {"variants": [{"is_base": True, "seeds": []}, {"is_base": False, "seeds": seeds}]}}
+
+    assert study_checks.positive_controls_variant_start(results([0.2988, 0.2852, 0.2949])) == (
+        "The run above starts the variant at a pass rate of 0.285-0.299 over its 3 seeds."
+    )
+    assert study_checks.positive_controls_variant_start(results([0.3, 0.3])).endswith("rate of 0.300 over its 2 seeds.")
+
+
+def test_transport_cell_says_whether_the_overhead_target_is_met():
+    def results(excess_share):
+        overhead = {
+            "step_ms": 150 * (1 + excess_share),
+            "bound_ms": 150.0,
+            "excess_share": excess_share,
+            "trainer_gap_ms": 2.0,
+            "publish_ms": 1.0,
+            "bookkeeping_ms_off_critical_path": 1.5,
+        }
+        cpu = dict.fromkeys(["tuples_send", "packed_send", "tuples_receive", "packed_receive", "packed_forward"], 1.0)
+        return {
+            "batch": {"prompts": 2, "generations": 2, "sequences": 4, "completion_tokens": 10},
+            "packed_bytes": 1e6,
+            "repeats": 3,
+            "handoff_ms": {"tuples": 1.0, "packed": 1.0},
+            "cpu_ms": cpu,
+            "default_batch": {"overhead": overhead},
+        }
+
+    assert "154.0 ms per step against a 150 ms bound, 2.7 % over it (target < 5 %: met);" in (
+        pipeline_scale.transport_table(results(0.0267))
+    )
+    assert "6.0 % over it (target < 5 %: missed);" in pipeline_scale.transport_table(results(0.06))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 from benchmarks.render import forecast as render_forecast
-from benchmarks.render import pipeline_scale, provenance, study_checks, tables
+from benchmarks.render import pipeline_scale, provenance, readings, study_checks, tables
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
 BLOCK = re.compile(
@@ -169,6 +169,7 @@ BLOCKS = {
     "live-forecast-headline": (["live_forecast_overhead.json"], tables.live_forecast_headline),
     "demo-headline": (SECTION_FILES["demo-robustness"], tables.demo_headline),
     "demo-robustness": (SECTION_FILES["demo-robustness"], tables.demo_robustness),
+    "demo-band-misses": (SECTION_FILES["demo-robustness"], readings.demo_band_misses),
     "self-forecast": (SECTION_FILES["self-forecast"], tables.self_forecast),
     "study-headline": (SECTION_FILES["tiny-study"], tables.study_headline),
     "tiny-study": (SECTION_FILES["tiny-study"], tables.tiny_study),
@@ -182,8 +183,10 @@ BLOCKS = {
         study_checks.positive_controls_efficiency_reading,
     ),
     "study-run-cost": (["positive_controls.json"], study_checks.study_run_cost),
+    "positive-controls-variant-start": (["positive_controls.json"], study_checks.positive_controls_variant_start),
     "demo-time": (SECTION_FILES["demo-robustness"][:3], tables.demo_time),
     "tiny-study-headline": (["from_logs_verdicts.json"], study_checks.tiny_study_headline),
+    "tiny-study-rejudged": (["from_logs_verdicts.json", "ablation_tiny.json"], readings.tiny_study_rejudged),
     "trainer-headline": (["trainer_throughput.json"], tables.trainer_headline),
     "trainer-throughput": (["trainer_throughput.json"], tables.trainer_throughput),
     "async-vs-sync": (["async_vs_sync.json"], tables.async_vs_sync),

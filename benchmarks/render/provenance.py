@@ -1,6 +1,8 @@
 """Which commit measured each result: the machine block's git_commit and git_dirty
 (benchmarks/common.py), read back for a note under every rendered figure whose result is not tied
-to a clean commit, and for the provenance table of docs/results.md."""
+to a clean commit, and for the provenance table of docs/results.md. A result not tied to a clean
+commit and knowingly kept carries `"not_rerun": "why"` at its top level (e.g. the hours a rerun
+costs): the note says "not re-run", the table says why."""
 
 from __future__ import annotations
 
@@ -18,14 +20,26 @@ def provenance(document: dict) -> tuple[str | None, bool | None]:
     return commit, (None if commit is None or dirty is None else not dirty)
 
 
+def not_rerun(document: dict, why: bool = True) -> str:
+    """', not re-run: WHY' (', not re-run' without `why`) when the result is marked as kept
+    without a rerun, else empty."""
+    reason = document.get("not_rerun")
+    if not reason:
+        return ""
+    return f", not re-run: {reason}" if why else ", not re-run"
+
+
 def state(document: dict) -> str:
-    """'clean at C', 'measured on an uncommitted tree at C', or 'commit not recorded'."""
+    """'clean at C', 'measured on an uncommitted tree at C', or 'commit not recorded', then
+    ', not re-run' when it is marked so."""
     commit, clean = provenance(document)
     if commit is None:
-        return "commit not recorded"
-    if clean is None:
-        return f"at {commit[:SHORT]}, tree state not recorded"
-    return f"clean at {commit[:SHORT]}" if clean else f"measured on an uncommitted tree at {commit[:SHORT]}"
+        text = "commit not recorded"
+    elif clean is None:
+        text = f"at {commit[:SHORT]}, tree state not recorded"
+    else:
+        text = f"clean at {commit[:SHORT]}" if clean else f"measured on an uncommitted tree at {commit[:SHORT]}"
+    return text + not_rerun(document, why=False)
 
 
 def note(documents: dict[str, dict]) -> str:
@@ -58,14 +72,16 @@ def table(documents: dict[str, dict]) -> str:
             False: "**no** (uncommitted changes under src/ or benchmarks/)",
             None: "not recorded",
         }[clean]
+        clean_text += not_rerun(document)
         lines.append(f"| `{name}` | {f'`{commit[:SHORT]}`' if commit else 'not recorded'} | {clean_text} |")
     counts = [provenance(document)[1] for document in documents.values()]
+    kept = sum(bool(not_rerun(document)) for document in documents.values() if provenance(document)[1] is not True)
     lines += [
         "",
         f"{counts.count(True)} of {len(counts)} results tie to a clean commit; "
         f"{counts.count(False)} were measured on an uncommitted tree and {counts.count(None)} "
-        "record no commit or tree state. Rerunning a benchmark on a clean checkout ties it "
-        "(benchmarks/README.md).",
+        f"record no commit or tree state ({kept} of these marked not re-run, with why). Rerunning a "
+        "benchmark on a clean checkout ties it (benchmarks/README.md).",
     ]
     return "\n".join(lines)
 

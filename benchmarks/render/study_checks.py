@@ -225,3 +225,15 @@ def study_run_cost(results: dict) -> str:
         f"side take about {per_run_min:.0f} minutes (the positive controls: {device['total']:.1f} device-hours "
         f"over {device['runs']} runs)."
     )
+
+
+def positive_controls_variant_start(results: dict) -> str:
+    """Where the ceiling mover's variant starts: the range over its seeds of R0, which the fit takes
+    from the first evaluation (before training)."""
+    variant = next(v for v in results["ceiling_study"]["variants"] if not v["is_base"])
+    starts = [seed["params"]["R0"] for seed in variant["seeds"]]
+    low, high = f"{min(starts):.3f}", f"{max(starts):.3f}"
+    return (
+        f"The run above starts the variant at a pass rate of {low if low == high else f'{low}-{high}'} "
+        f"over its {len(starts)} seeds."
+    )
