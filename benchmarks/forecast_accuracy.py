@@ -4,8 +4,8 @@ Every `healthy` and `pre_plateau` (still rising) run of the data folder is fitte
 with compute <= f x max compute (never the last three). Everything a method learns from data is
 learned on the OTHER sources only (all runs of one repository held out together). scalerl's
 forecast is its posterior (forecast.posterior); the one number it learns across runs, the log-sd
-of the factor on the gain beyond the data (SETTINGS.gain_ahead_log_sd), is chosen from
-GAIN_AHEAD_GRID for each source on the other sources' cells (the lowest mean 80 % interval score,
+at one decade of data of the factor on the gain beyond the data (SETTINGS.gain_ahead_log_sd_at_decade,
+fitting.gain_ahead_log_sd), is chosen from GAIN_AHEAD_GRID for each source on the other sources' cells (the lowest mean 80 % interval score,
 each run weighted equally, in reward units), and the value chosen on all sources is printed: it is
 the one the package ships.
 
@@ -43,7 +43,7 @@ from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect
 from benchmarks.common import command_line, interval_score, write_result, write_text
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
-from scalerl.forecast.fitting import fit_sigmoid, with_gain_ahead_log_sd
+from scalerl.forecast.fitting import fit_sigmoid, gain_ahead_log_sd, with_gain_ahead_log_sd
 from scalerl.forecast.invariants import contradictions
 from scalerl.forecast.power_law import fit_power_law
 
@@ -54,7 +54,7 @@ STATUS_NAMES = {"healthy": "healthy", "pre_plateau": "still rising"}
 PLATEAU_WITHIN = 0.03
 PLATEAU_LEVEL = 0.8
 BAND_METHODS = ("scalerl", "paper_grid_bootstrap", "power_law", "persistence")
-GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 
 
 def _positive(c, r):
@@ -138,7 +138,7 @@ def forecast_cells(runs, fits, baselines=None):
                 cell["unit"] = fit.reward_unit
                 cell["scalerl_by_log_sd"] = {}
                 for log_sd in GAIN_AHEAD_GRID:
-                    variant = with_gain_ahead_log_sd(fit, log_sd)
+                    variant = with_gain_ahead_log_sd(fit, gain_ahead_log_sd(fit.compute, log_sd))
                     record = score_model(variant, test_c, test_r, final_compute, truth)
                     record.update(band_seconds=band_seconds, verdict=variant.verdict.kind, gain_ahead_log_sd=log_sd)
                     cell["scalerl_by_log_sd"][str(log_sd)] = record
@@ -179,7 +179,7 @@ def mean_interval_score(cells, log_sd) -> float:
 
 def gain_ahead_choices(cells) -> dict:
     """{source: log-sd chosen on the other sources' cells}, and under "all" the one chosen on
-    every cell (what the package ships, SETTINGS.gain_ahead_log_sd)."""
+    every cell (what the package ships, SETTINGS.gain_ahead_log_sd_at_decade)."""
     sources = sorted({c["source"] for c in cells})
     choices = {}
     for source in sources + ["all"]:
@@ -299,7 +299,7 @@ def plateau_read(runs, seed=0, log_sd_by_source=None):
             rows.append({**row, "error": str(error)})
             continue
         if log_sd_by_source and run.source in log_sd_by_source:
-            fit = with_gain_ahead_log_sd(fit, log_sd_by_source[run.source], seed)
+            fit = with_gain_ahead_log_sd(fit, gain_ahead_log_sd(fit.compute, log_sd_by_source[run.source]), seed)
         late = late_stretch(run.compute, run.reward, point_noise_sd(run.reward))
         rows.append(
             {
@@ -341,7 +341,7 @@ def contradiction_count(runs, fits, full_fractions=(0.25, 0.5, 0.75, 1.0), log_s
             else:
                 fit = entry[0]
             if log_sd_by_source and run.source in log_sd_by_source:
-                fit = with_gain_ahead_log_sd(fit, log_sd_by_source[run.source])
+                fit = with_gain_ahead_log_sd(fit, gain_ahead_log_sd(fit.compute, log_sd_by_source[run.source]))
             checked += 1
             found = contradictions(fit, predict_at=(10.0 * float(np.max(fit.compute)),))
             for rule in found:
@@ -409,7 +409,7 @@ def markdown(report):
         f"scalerl fit + band: median {report['seconds']['median']:.2f} s, slowest {report['seconds']['max']:.2f} s "
         "(wall clock, this machine).",
         "Collapse rule fired: " + ", ".join(f"{k} {v}" for k, v in report["collapse_rule"].items()),
-        "Gain factor's log-sd chosen leaving each source out: "
+        "Gain factor's log-sd at one decade chosen leaving each source out: "
         + ", ".join(f"{k} {v:g}" for k, v in sorted(report["gain_ahead_log_sd"]["by_source"].items()))
         + f"; on all sources (shipped): {report['gain_ahead_log_sd']['all_sources']:g}.",
         f"Contradictions (fits at 25 / 50 / 75 / 100 % of every run breaking an invariant of the output): "

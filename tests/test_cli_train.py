@@ -111,8 +111,15 @@ def test_demo_forecast_fits_the_first_half_and_checks_the_rest(tmp_path):
     # The whole run, as `scalerl fit` sees it, with how far it must go to read A to 0.02.
     whole = payload["fit_all_points"]
     assert whole["n_points"] == 15 and whole["params"]["A"] == pytest.approx(0.8, abs=0.01)
-    a, b, c_mid = report.whole.param_draws.T  # the run length per posterior draw, its median reported
-    per_draw = c_mid * ((a - 0.1) / 0.02 - 1.0) ** (1.0 / b)
+    # The run length per posterior draw, its median reported: within 0.02 of A* = R_l + m (A - R_l)
+    # on the sigmoid when that is before the last evaluation, else where the sigmoid is within 0.02 / m of A.
+    a, b, c_mid = report.whole.param_draws.T
+    m, c_last = report.whole.gain_factor_draws, report.whole.compute.max()
+    r_last = 0.1 + (a - 0.1) / (1.0 + (c_mid / c_last) ** b)
+    target = r_last + m * (a - r_last) - 0.02
+    with np.errstate(invalid="ignore"):
+        on_sigmoid = c_mid * ((a - 0.1) / (target - 0.1) - 1.0) ** (-1.0 / b)
+    per_draw = np.where(target <= r_last, on_sigmoid, c_mid * ((a - 0.1) / (0.02 / m) - 1.0) ** (1.0 / b))
     assert whole["compute_near_ceiling"]["value"] == pytest.approx(np.quantile(per_draw, 0.5, method="inverted_cdf"))
     line = whole_run_line(report.whole, 0.8)
     assert line.startswith(f"fitted on every evaluation: A = {report.whole.a:.3f} [") and "run length:" in line

@@ -177,12 +177,25 @@ def test_fixed_ceiling_fits_only_b_and_c_mid():
     assert fit.b == pytest.approx(1.92, rel=1e-3) and fit.conf_int()["A"] == (0.61, 0.61)
 
 
-def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_hand():
-    compute, reward = paper_curve(noise_sd=0.01, seed=3)
+@pytest.mark.parametrize("c_max, branch", [(40000.0, "on_sigmoid"), (5000.0, "beyond")])
+def test_compute_near_ceiling_is_the_sigmoids_inverse_at_a_minus_the_width_by_hand(c_max, branch):
+    compute, reward = paper_curve(noise_sd=0.01, seed=3, c_max=c_max)
     fit = fit_sigmoid(compute, reward, n_draws=60)
     near = fit.compute_near_ceiling(0.02, level=0.8)
     a, b, c_mid = fit.param_draws.T
-    by_hand = c_mid * ((a - fit.r0) / 0.02 - 1.0) ** (1.0 / b)  # R(C) = A - 0.02 solved for C, per draw
+    m, r0 = fit.gain_factor_draws, fit.r0
+    # Per draw, the curve is the sigmoid up to C_last and R_l + m (R(C) - R_l) beyond (R_l =
+    # R(C_last)), its ceiling A* = R_l + m (A - R_l). Within 0.02 of A* at T = A* - 0.02: on the
+    # sigmoid, C = C_mid ((A - R0) / (T - R0) - 1)^(-1/B), when T <= R_l; beyond, where the sigmoid
+    # is within 0.02 / m of A, C = C_mid ((A - R0) / (0.02 / m) - 1)^(1/B).
+    r_last = r0 + (a - r0) / (1.0 + (c_mid / compute.max()) ** b)
+    target = r_last + m * (a - r_last) - 0.02
+    with np.errstate(invalid="ignore"):
+        on_sigmoid = c_mid * ((a - r0) / (target - r0) - 1.0) ** (-1.0 / b)
+    beyond = c_mid * ((a - r0) / (0.02 / m) - 1.0) ** (1.0 / b)
+    by_hand = np.where(target <= r_last, on_sigmoid, beyond)
+    share_on_sigmoid = float(np.mean(target <= r_last))
+    assert share_on_sigmoid > 0.5 if branch == "on_sigmoid" else share_on_sigmoid < 0.5
     median, lo, hi = np.quantile(by_hand, [0.5, 0.1, 0.9], method="inverted_cdf")
     assert (near.value, near.lo, near.hi) == (pytest.approx(median), pytest.approx(lo), pytest.approx(hi))
     assert near.times_current == pytest.approx(near.value / compute.max())

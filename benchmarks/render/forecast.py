@@ -347,3 +347,25 @@ def seed_spread(results: dict) -> str:
         "\"tie\": the baseline's value lies inside scalerl's range over the seeds.",
     ]
     return "\n".join(lines)
+
+
+def gain_ahead_line(results: dict) -> str:
+    """The adopted gain factor by source: its chosen kappa_1 and what scalerl's bands, plateau read
+    and invariants measure with it (forecast_accuracy.json)."""
+    chosen = results["gain_ahead_log_sd"]
+    by_source = sorted(set(chosen["by_source"].values()))
+    bands = results["bands"]
+
+    def per_fraction(status, key):
+        return " / ".join(f"{bands[f][status]['scalerl']['0.8'][key]:.{2 if key == 'coverage' else 4}f}" for f in bands)
+
+    p, found = results["plateau_read"], results["contradictions"]
+    return (
+        f"Measured by source on {results['runs']} runs (kappa_1 chosen leaving each source out: "
+        f"{' / '.join(f'{v:g}' for v in by_source)}; on all sources {chosen['all_sources']:g}): 80 % coverage at "
+        f"25 / 50 / 75 % healthy {per_fraction('healthy', 'coverage')}, still rising "
+        f"{per_fraction('still rising', 'coverage')}; 80 % interval score healthy "
+        f"{per_fraction('healthy', 'interval_score')}, still rising {per_fraction('still rising', 'interval_score')}; "
+        f"plateau read {p['read']} of {p['healthy_runs']} (identified {p['identified']}); "
+        f"{found['contradictions']} contradictions in {found['fits']} fits."
+    )

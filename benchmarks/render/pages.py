@@ -159,6 +159,7 @@ BLOCKS = {
     "forecast-headline": ([render_forecast.RESULTS_FILE, render_forecast.SEED_SPREAD_FILE], render_forecast.headline),
     "forecast-accuracy": ([render_forecast.RESULTS_FILE], render_forecast.table),
     "sampler-check": ([render_forecast.SAMPLER_FILE], render_forecast.sampler_line),
+    "gain-ahead-adopted": ([render_forecast.RESULTS_FILE], render_forecast.gain_ahead_line),
     "plateau-shapes": ([render_forecast.SHAPES_FILE], render_forecast.plateau_shapes),
     "sigmoid-recovery": ([render_forecast.RECOVERY_FILE], render_forecast.sigmoid_recovery),
     "forecast-seed-spread": ([render_forecast.SEED_SPREAD_FILE], render_forecast.seed_spread),

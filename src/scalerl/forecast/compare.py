@@ -10,9 +10,10 @@ every run within `margin` below it. Clusters are ranked by A; inside a cluster o
 are refitted with A fixed to the cluster's mean A and ranked by B.
 
 The uncertainty decides whether the rule's answer is supported (a flat run with A 0.985 in
-[0.20, 1.00] must never be ranked first "by ceiling"). A win by ceiling needs the winner's
-ceiling identified and its A ahead of every other run's (the central `level` interval of the
-difference of posterior draws above 0); otherwise the ceiling is undecided, and the contenders
+[0.20, 1.00] must never be ranked first "by ceiling"). A win by ceiling needs the winner's A an
+estimate, not a limit at the top of its range, and ahead of every other run's (the central
+`level` interval of the difference of posterior draws above 0), known to the margin or not;
+otherwise the ceiling is undecided, and the contenders
 (the runs whose A is not clearly below the top run's) are refitted with A shared
 and ranked by the reward of that curve at the largest compute they all reached. `decided_by`:
 "ceiling" (supported), "efficiency" (ceilings within the margin, the paper's rule; or ceiling
@@ -100,8 +101,11 @@ def ahead(draws_first: ArrayLike, draws_second: ArrayLike, level: float) -> bool
 
 
 def ceiling_supported(fits: Mapping[str, FitResult], top: str, level: float) -> bool:
-    """The top run wins by ceiling only with its ceiling identified and its A ahead of every other run's."""
-    if not fits[top].ceiling_identified:
+    """The top run wins by ceiling only when its A is an estimate (not a limit at the top of its
+    range) and ahead of every other run's: the difference of their draws above 0 at `level`. Its
+    ceiling need not be known to the margin: a still-rising run whose ceiling is clearly above
+    another's wins by ceiling."""
+    if fits[top].ceiling_at_bound:
         return False
     return all(ahead(fits[top].ceiling_draws, fit.ceiling_draws, level) for name, fit in fits.items() if name != top)
 

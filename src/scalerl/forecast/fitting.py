@@ -199,7 +199,21 @@ def fit_sigmoid(
         reward_unit=unit,
     )
     # A fixed ceiling is known: no gain beyond the data is left uncertain by the curve's form.
-    return with_gain_ahead_log_sd(result, 0.0 if fixed_a is not None else SETTINGS.gain_ahead_log_sd, seed)
+    return with_gain_ahead_log_sd(result, 0.0 if fixed_a is not None else gain_ahead_log_sd(fit_compute), seed)
+
+
+def gain_ahead_log_sd(fit_compute: ArrayLike, at_one_decade: float | None = None) -> float:
+    """The gain factor's log-sd for fitted evaluations at `fit_compute`:
+
+        kappa = kappa_1 / max(span, span_min)^2,   span = log10(max C / min C)
+
+    the decades of compute the data cover: the more of the curve they show, the less of its shape
+    beyond them is assumed. kappa_1 (`at_one_decade`, default SETTINGS.gain_ahead_log_sd_at_decade)
+    is the log-sd at one decade; span_min is SETTINGS.gain_ahead_min_span."""
+    kappa_1 = SETTINGS.gain_ahead_log_sd_at_decade if at_one_decade is None else float(at_one_decade)
+    compute = np.asarray(fit_compute, dtype=float)
+    span = float(np.log10(np.max(compute) / np.min(compute)))
+    return kappa_1 / max(span, SETTINGS.gain_ahead_min_span) ** 2
 
 
 def with_gain_ahead_log_sd(result: FitResult, log_sd: float, seed: int = 0) -> FitResult:

@@ -61,12 +61,15 @@ class ForecastSettings:
     # draws just off the bound (a curve rising to 1 put its 90 % quantile at 0.989, 0.016 of its room).
     bound_share: float = 0.02
 
-    # log m ~ normal(0, gain_ahead_log_sd): the factor on the gain the curve still makes beyond the
-    # last fitted evaluation (forecast.posterior). The sigmoid's shape beyond the data is an
-    # assumption; this is how far real runs stray from it, learned by source on held-out
-    # evaluations: `python -m benchmarks.forecast_accuracy` chooses it from 0-1.5 for each source
-    # on the other sources' runs (lowest 80 % interval score); every source left out chose 1.
-    gain_ahead_log_sd: float = 0.0
+    # log m ~ normal(0, kappa): the factor on the gain the curve still makes beyond the last fitted
+    # evaluation (forecast.posterior). The sigmoid's shape beyond the data is an assumption, and
+    # the less of the curve the data cover the more it is one: kappa = kappa_1 / span^2, span the
+    # decades of compute the fitted evaluations cover (at least gain_ahead_min_span;
+    # fitting.gain_ahead_log_sd). kappa_1 is how far real runs stray from the sigmoid, learned by
+    # source on held-out evaluations: `python -m benchmarks.forecast_accuracy` chooses it for each
+    # source on the other sources' runs (lowest 80 % interval score).
+    gain_ahead_log_sd_at_decade: float = 0.5
+    gain_ahead_min_span: float = 0.25
 
     # --- the sampler (emcee ensemble; python -m benchmarks.sampler_check measures it) ---
     n_walkers: int = 32
