@@ -71,7 +71,7 @@ def test_no_folder_holds_more_than_max_modules() -> None:
 
 def test_the_room_order_sees_an_upward_import() -> None:
     assert room_of("scalerl.train.records.safe_writes") < room_of("scalerl.train.config.config_io")
-    assert room_of("scalerl.train.guards.finite_checks") < room_of("scalerl.train.checkpoint.save_load")
+    assert room_of("scalerl.train.guards.divergence_guard") < room_of("scalerl.train.checkpoint.save_load")
     assert room_of("scalerl.train.checkpoint.save_load") < room_of("scalerl.train.trainer")
     assert room_of("scalerl.rl.losses") is None and room_of("scalerl.errors") is None
 

@@ -20,7 +20,7 @@ from scalerl.train.batch.batch_columns import generation_totals
 from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
-from scalerl.train.guards.finite_checks import nonfinite_logprobs
+from scalerl.train.guards.divergence_guard import nonfinite_logprobs
 from scalerl.train.run_state import RunState
 from scalerl.train.step_rollouts import training_rewards
 from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step

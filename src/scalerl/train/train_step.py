@@ -39,8 +39,8 @@ from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.train_config import LR_SCHEDULES, OptimConfig, TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.guards.divergence_guard import DivergenceGuard
-from scalerl.train.guards.finite_checks import (
+from scalerl.train.guards.divergence_guard import (
+    DivergenceGuard,
     NonFiniteStep,
     require_bounded_step,
     require_finite_rollouts,
@@ -349,7 +349,7 @@ def train_step(
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
     applies anything, and so does an update out of bounds (a learning rate >= 1, an update larger
-    than the weights: scalerl.train.guards.finite_checks, scalerl.train.guards.update_size)."""
+    than the weights: scalerl.train.guards.divergence_guard, scalerl.train.guards.divergence_guard)."""
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)
