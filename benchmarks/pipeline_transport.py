@@ -114,7 +114,7 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
 def decoded_grid(rollouts, generations: int):
     """The batch as the decoder records it: a TokenGrid holding every rollout's completion, and
     the per-prompt / per-sequence fields pack_decoded takes."""
-    from scalerl.train.batch.token_grid import TokenGrid
+    from scalerl.train.batch.packed_rollouts import TokenGrid
 
     width = max(r.num_completion_tokens for r in rollouts)
     grid = TokenGrid.empty(len(rollouts), width)
@@ -148,7 +148,7 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     import pickle
 
     from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
-    from scalerl.train.batch.token_grid import pack_decoded
+    from scalerl.train.batch.packed_rollouts import pack_decoded
 
     grid, fields = decoded_grid(rollouts, generations)
     decoded = pack_decoded(

@@ -27,8 +27,7 @@ from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.tasks.passing import ScoredSamples, score_samples
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
-from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.train.batch.token_grid import TokenGrid, pack_decoded
+from scalerl.train.batch.packed_rollouts import PackedRollouts, TokenGrid, pack_decoded
 
 WeightUpdateHook = Callable[[], "int | None"]
 

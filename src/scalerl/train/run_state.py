@@ -33,7 +33,7 @@ from scalerl.forecast.live import LIVE_PLOT_NAME, LiveForecast, live_forecast, p
 from scalerl.report.live_plot import write_live_plot
 from scalerl.rl.curriculum import PromptPool, pass_rates_by_prompt
 from scalerl.train import flops
-from scalerl.train.batch.batch_columns import BatchColumns, generation_totals
+from scalerl.train.batch.packed_rollouts import BatchColumns, generation_totals
 from scalerl.train.checkpoint.layout import training_file
 from scalerl.train.checkpoint.manifest import manifest_path
 from scalerl.train.checkpoint.resume import check_rows_for_resume, newest_intact
