@@ -19,7 +19,6 @@ the graph is a lower bound of what runs.
 from __future__ import annotations
 
 import ast
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,6 +69,7 @@ class CallGraph:
     def __init__(self, src: Path = SRC) -> None:
         self.src = src
         self.modules = {info.name: info for info in (_read(p, src) for p in sources(src))}
+        self._callees: dict[str, frozenset[str]] = {}
 
     # names -------------------------------------------------------------------------------------
 
@@ -191,9 +191,13 @@ class CallGraph:
 
     # calls -------------------------------------------------------------------------------------
 
-    @functools.cache
     def callees(self, key: str) -> frozenset[str]:
         """The function keys `key` calls directly (nested functions' calls count as its own)."""
+        if key not in self._callees:
+            self._callees[key] = self._find_callees(key)
+        return self._callees[key]
+
+    def _find_callees(self, key: str) -> frozenset[str]:
         module, _, name = key.partition(":")
         info = self.modules[module]
         node = info.functions[name]
@@ -206,7 +210,11 @@ class CallGraph:
                 if resolved and resolved[0] == "function":
                     found.add(resolved[1])
                 elif resolved and resolved[0] == "class":
-                    found |= {m for m in (self.method(resolved[1], "__init__"), self.method(resolved[1], "__post_init__")) if m}
+                    found |= {
+                        m
+                        for m in (self.method(resolved[1], "__init__"), self.method(resolved[1], "__post_init__"))
+                        if m
+                    }
             elif isinstance(inner, ast.Attribute) and isinstance(inner.ctx, ast.Load):
                 base = self.expression(info, inner.value, local, owner)
                 if base and base[0] == "instance":

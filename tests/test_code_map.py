@@ -16,9 +16,7 @@ FILES = {
     "errors.py": "class ScaleRLError(Exception):\n    pass\n",
     "rl/__init__.py": "",
     "rl/maths.py": (
-        "def square(x):\n    return x * x\n\n"
-        "def unused():\n    return 0\n\n"
-        "REGISTRY = {'square': square}\n"
+        "def square(x):\n    return x * x\n\ndef unused():\n    return 0\n\nREGISTRY = {'square': square}\n"
     ),
     "rl/upward.py": "from scalerl.train.step import step\n",
     "train/__init__.py": "",

@@ -19,16 +19,14 @@ from pathlib import Path
 import pytest
 
 from benchmarks.source_graph import (
-    LAYERS,
     MAX_MODULES,
     ROOMS,
     SRC,
     import_cycles,
-    imports_of,
     layer_crossings,
     layer_of,
-    modules_per_folder,
     module_name,
+    modules_per_folder,
     room_crossings,
     room_of,
 )
