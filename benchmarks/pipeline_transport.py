@@ -147,8 +147,7 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     batch from the decoder's record (pack_decoded, what the pipeline's generator does)."""
     import pickle
 
-    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
-    from scalerl.train.batch.packed_rollouts import pack_decoded
+    from scalerl.train.batch.packed_rollouts import pack_decoded, pack_rollouts, unpack_rollouts
 
     grid, fields = decoded_grid(rollouts, generations)
     decoded = pack_decoded(
