@@ -39,8 +39,8 @@ from scalerl.train.parallel.data_parallel import (
     rank_and_world_size,
     shard_rows,
 )
+from scalerl.train.run_checkpoint import restore_training
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
-from scalerl.train.run_state import restore_training
 from scalerl.train.step_rollouts import generate_rollout_shard, score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
