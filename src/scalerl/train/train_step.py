@@ -3,7 +3,7 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
              -> group-centred advantages (configured normalisation)
-             -> per micro-batch (train.micro_batch_size; train/parallel/micro_batches.py):
+             -> per micro-batch (train.micro_batch_size; train/parallel/data_parallel.py):
                 padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
                 over positions: train.logprob_chunk_size) -> loss (registry spec: its function
                 and config parameters; GRPO's KL term with the frozen reference policy's
@@ -46,8 +46,15 @@ from scalerl.train.guards.divergence_guard import (
     require_finite_rollouts,
     require_finite_update,
 )
-from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
-from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.parallel.data_parallel import (
+    AccumulatedStats,
+    aggregation_token_weights,
+    all_reduce_gradients,
+    all_reduce_sums,
+    micro_batch_slices,
+    rank_and_world_size,
+    shard_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -291,7 +298,7 @@ def accumulate_gradients(
     """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
     parameters' `.grad`, one forward/backward per train.micro_batch_size sequences.
 
-    The aggregation's normalisers are the whole batch's (micro_batches.aggregation_token_weights),
+    The aggregation's normalisers are the whole batch's (data_parallel.aggregation_token_weights),
     so the accumulated gradient is the whole batch's. `rows` restricts the work to those
     sequences (a data-parallel rank's shard), still weighted as part of the whole batch: the
     shards' gradients add up to the whole batch's."""
