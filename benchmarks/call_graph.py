@@ -12,8 +12,10 @@ A call is followed when its target can be named from the source alone:
 - `Class(...)` runs `__init__` and `__post_init__` where the class defines them; a read of a
   `@property` of a known class runs it.
 
-Everything else (calls through a registry, a callback, a duck-typed task, torch) is not followed:
-the graph is a lower bound of what runs.
+A method of a `typing.Protocol` class is an interface whose body never runs (the code that runs is
+the implementing class's, which the source does not name): a call of one is not followed.
+Everything else (calls through a registry, a callback, a duck-typed task, torch) is not followed
+either: the graph is a lower bound of what runs.
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ class CallGraph:
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call):
                 resolved = self.expression(info, inner.func, local, owner)
-                if resolved and resolved[0] == "function":
+                if resolved and resolved[0] == "function" and not self._in_protocol(resolved[1]):
                     found.add(resolved[1])
                 elif resolved and resolved[0] == "class":
                     found |= {
@@ -223,6 +225,18 @@ class CallGraph:
                         found.add(prop)
         found.discard(key)
         return frozenset(found)
+
+    def _in_protocol(self, key: str) -> bool:
+        """Whether `key` is a method of a class that derives from typing.Protocol."""
+        module, _, name = key.partition(":")
+        if "." not in name:
+            return False
+        node = self.modules[module].classes[name.split(".")[0]]
+        return any(
+            (isinstance(base, ast.Name) and base.id == "Protocol")
+            or (isinstance(base, ast.Attribute) and base.attr == "Protocol")
+            for base in node.bases
+        )
 
     def _node(self, key: str) -> ast.AST:
         module, _, name = key.partition(":")

@@ -37,14 +37,16 @@ FILES = {
         "    def book(self):\n        return self.rows.total()\n"
     ),
     "train/step.py": (
+        "from typing import Protocol\n\n"
         "from scalerl.rl.maths import REGISTRY\n"
         "from scalerl.train import state as state_module\n"
         "from scalerl.train.batch.rows import Rows\n\n"
         "def step(state: 'state_module.State'):\n"
         "    rows = Rows()\n"
         "    REGISTRY['square'](2)\n"
-        "    return state.book() + helper(rows)\n\n"
-        "def helper(rows: Rows | None):\n    return rows.size\n"
+        "    return state.book() + helper(rows, None)\n\n"
+        "def helper(rows: Rows | None, scorer: 'Scorer'):\n    scorer.score()\n    return rows.size\n\n"
+        "class Scorer(Protocol):\n    def score(self): ...\n"
     ),
     "train/a.py": "import scalerl.train.b\n",
     "train/b.py": "from scalerl.train import a\n",
@@ -87,7 +89,7 @@ def test_the_call_graph_follows_named_calls_only(tmp_path: Path) -> None:
         "scalerl.train.state:State.book",  # a method of a parameter annotated through a module
         "scalerl.train.batch.rows:Rows.total",  # a method of a class-annotated field
         "scalerl.rl.maths:square",  # through the module attribute maths.square
-    }  # REGISTRY['square'](2) is not followed, nor is `unused`
+    }  # REGISTRY['square'](2) is not followed, nor the Protocol's `score`, nor `unused`
     trace = step_trace(graph, ("scalerl.train.step:step",))
     assert trace["files"] == 4 and trace["functions"] == 7
     assert trace["by_package"] == {"rl": 1, "train": 2, "train/batch": 1}
