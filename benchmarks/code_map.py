@@ -10,6 +10,7 @@ in total and by package. With the `duplicates` command on PATH, its pair count o
 (`duplicates --seconds 120`). Prints a table and writes benchmarks/results/code_map.json.
 
     python -m benchmarks.code_map
+    python -m benchmarks.code_map --baseline 661f04f                  # and the same at an older commit
     python -m benchmarks.code_map --quick --out /tmp/code_map.json   # no duplicates run
 """
 
@@ -19,6 +20,7 @@ import argparse
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from benchmarks.call_graph import CallGraph
@@ -90,11 +92,12 @@ def duplicate_pairs(seconds: int) -> dict | None:
     }
 
 
-def measure(duplicates: bool) -> dict:
-    paths = sources(SRC)
-    folders = modules_per_folder(paths)
-    lines = line_counts(paths)
-    graph = CallGraph(SRC)
+def measure(duplicates: bool, src: Path = SRC) -> dict:
+    """Every measure of the tree under `src` (the duplicates run covers the repository)."""
+    paths = sources(src)
+    folders = modules_per_folder(paths, src)
+    lines = line_counts(paths, src)
+    graph = CallGraph(src)
     return {
         "modules_per_folder": dict(sorted(folders.items())),
         "max_modules_in_a_folder": max(folders.values()),
@@ -104,12 +107,25 @@ def measure(duplicates: bool) -> dict:
         "files_over_long_file_lines": {k: v for k, v in sorted(lines.items(), key=lambda kv: -kv[1]) if v > LONG_FILE},
         "source_files": len(paths),
         "source_lines": sum(lines.values()),
-        "layer_crossings": layer_crossings(paths),
-        "room_crossings": room_crossings(paths),
-        "import_cycles": import_cycles(paths),
+        "layer_crossings": layer_crossings(paths, src),
+        "room_crossings": room_crossings(paths, src),
+        "import_cycles": import_cycles(paths, src),
         "step_traces": {name: step_trace(graph, entries) for name, entries in STEP_ENTRIES.items()},
         "duplicates": duplicate_pairs(DUPLICATES_SECONDS) if duplicates else None,
     }
+
+
+def baseline(revision: str) -> dict:
+    """The same measures (no duplicates run) of src/scalerl at git `revision`, read from a copy
+    of its tree (`git archive`), for a before / after."""
+    commit = subprocess.run(
+        ["git", "rev-parse", revision], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory() as folder:
+        archive = subprocess.run(["git", "archive", commit, "src"], cwd=REPO, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
+        result = measure(duplicates=False, src=Path(folder) / "src" / "scalerl")
+    return {"commit": commit, **result}
 
 
 def print_table(result: dict) -> None:
@@ -141,6 +157,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--quick", action="store_true", help="skip the duplicates run; pair with --out")
+    parser.add_argument("--baseline", metavar="REV", help="also measure src/ at git revision REV (before / after)")
     return parser.parse_args(argv)
 
 
@@ -148,6 +165,10 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     result = measure(duplicates=not args.quick)
     print_table(result)
+    if args.baseline:
+        result["baseline"] = baseline(args.baseline)
+        print(f"\nbaseline at {args.baseline} ({result['baseline']['commit'][:12]}):")
+        print_table(result["baseline"])
     write_result(args.out, result, command_line("code_map", argv), machine_block=machine())
 
 
