@@ -114,7 +114,7 @@ def handoff_ms(rollouts, repeats: int, generations: int) -> dict:
 def decoded_grid(rollouts, generations: int):
     """The batch as the decoder records it: a TokenGrid holding every rollout's completion, and
     the per-prompt / per-sequence fields pack_decoded takes."""
-    from scalerl.train.batch.token_grid import TokenGrid
+    from scalerl.train.batch.packed_rollouts import TokenGrid
 
     width = max(r.num_completion_tokens for r in rollouts)
     grid = TokenGrid.empty(len(rollouts), width)
@@ -147,8 +147,7 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     batch from the decoder's record (pack_decoded, what the pipeline's generator does)."""
     import pickle
 
-    from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
-    from scalerl.train.batch.token_grid import pack_decoded
+    from scalerl.train.batch.packed_rollouts import pack_decoded, pack_rollouts, unpack_rollouts
 
     grid, fields = decoded_grid(rollouts, generations)
     decoded = pack_decoded(

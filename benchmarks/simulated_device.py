@@ -82,7 +82,7 @@ def fake_packed(
     prompt_indices: Sequence[int], generations: int, costs: DeviceCosts, token_versions: Sequence[int]
 ) -> PackedRollouts:
     """G rollouts per prompt of fixed length, packed as a generator's decoder records them
-    (generation.generate_packed): prompt tokens 1, completion tokens 2 sampled at log-prob -1,
+    (step_rollouts.generate_packed): prompt tokens 1, completion tokens 2 sampled at log-prob -1,
     token j by policy version token_versions[j], empty texts; rewards alternate +1 / -1 within a
     group (every group keeps a 0.5 pass rate, so no prompt ever leaves the curriculum pool)."""
     n, length, prompt_length = len(prompt_indices) * int(generations), costs.completion_tokens, costs.prompt_tokens

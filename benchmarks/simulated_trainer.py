@@ -13,8 +13,7 @@ from benchmarks.simulated_device import DeviceCosts, SimulatedGenerator, sleep_u
 from scalerl.distributed.actors import TrainerWorker, WorkerClasses
 from scalerl.distributed.messages import StepResult
 from scalerl.errors import InputError
-from scalerl.train.batch.batch_columns import generation_totals
-from scalerl.train.batch.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, generation_totals
 from scalerl.train.held_out import PASS_RATE_COLUMN
 
 

@@ -21,7 +21,7 @@ from scalerl.train.checkpoint.resume import newest_intact
 from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
 from scalerl.train.checkpoint.verify import verify_checkpoint
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.guards.finite_checks import DivergenceError
+from scalerl.train.guards.divergence_guard import DivergenceError
 from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)

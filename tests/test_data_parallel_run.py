@@ -16,8 +16,9 @@ from safetensors.torch import load_file
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.save_load import latest_checkpoint
 from scalerl.train.config.generation_settings import length_control, sampling_settings
-from scalerl.train.generation import generate_rollout_shard, generate_rollouts, skip_decoding_steps
+from scalerl.train.generation import skip_decoding_steps
 from scalerl.train.parallel.data_parallel import shard_rows
+from scalerl.train.step_rollouts import generate_rollout_shard, generate_rollouts
 
 PROMPTS = ["12+7=", "3*4=", "20-5=", "9+9=", "1+2="]
 

@@ -12,15 +12,17 @@ from cli_invocation import assert_one_line_error, invoke
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import train_step as train_step_module
 from scalerl.train.batch.packed_rollouts import pack_rollouts
-from scalerl.train.guards.divergence_guard import DivergenceGuard, require_finite_validation
-from scalerl.train.guards.finite_checks import (
+from scalerl.train.guards.divergence_guard import (
     DivergenceError,
+    DivergenceGuard,
     NonFiniteStep,
+    adamw_update_norms,
     nonfinite_logprobs,
     require_bounded_step,
     require_finite_update,
+    require_finite_validation,
+    update_problem,
 )
-from scalerl.train.guards.update_size import adamw_update_norms, update_problem
 from scalerl.train.train_step import build_optimizer, build_scheduler, guarded_train_step
 from scalerl.train.trainer import open_run, run_one_step
 

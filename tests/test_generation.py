@@ -13,15 +13,9 @@ from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_force
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import TaskExample
 from scalerl.train import generation
-from scalerl.train.generation import (
-    evaluate_pass_rate,
-    generate_rollouts,
-    gumbel_noise,
-    left_pad,
-    sample_with_noise,
-    should_compact,
-    top_p_filter,
-)
+from scalerl.train.generation import gumbel_noise, left_pad, sample_with_noise, should_compact, top_p_filter
+from scalerl.train.held_out import evaluate_pass_rate
+from scalerl.train.step_rollouts import generate_rollouts
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 PROMPTS = ["12+47+30=", "5+6=", "123+4+56+7="]
@@ -306,8 +300,7 @@ def test_evaluate_pass_rate_is_the_mean_of_positive_rewards(policy):
 def test_correct_counts_per_example_sum_to_the_pass_rate_and_split_by_difficulty(policy):
     """evaluate_correct_counts counts each example's rewarded samples in prompt order; the
     validation columns are the total and each difficulty group's mean of those counts."""
-    from scalerl.train.generation import evaluate_correct_counts
-    from scalerl.train.held_out import difficulty_groups, pass_rate_columns
+    from scalerl.train.held_out import difficulty_groups, evaluate_correct_counts, pass_rate_columns
 
     model, tokenizer = policy
     tags = ("easy", "hard", "easy")
@@ -481,7 +474,7 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
     lengths (EOS stops), forced interruption phrases, an in-flight version change and the same
     generator state after."""
     from scalerl.train.batch.packed_rollouts import pack_rollouts
-    from scalerl.train.generation import generate_packed
+    from scalerl.train.step_rollouts import generate_packed
 
     model, tokenizer = policy
     if mode == "eos":

@@ -13,7 +13,7 @@ from scalerl.rl.registry import get_aggregation
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.parallel.data_parallel import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
 SPEC = TinyModelSpec(num_layers=2, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)

@@ -16,11 +16,10 @@ from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
 from scalerl.distributed.weight_sync.object_store import BackgroundPublisher
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
-from scalerl.train.batch.batch_columns import generation_totals
-from scalerl.train.batch.packed_rollouts import pack_rollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import generation_totals, pack_rollouts, unpack_rollouts
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
-from scalerl.train.guards.finite_checks import nonfinite_logprobs
+from scalerl.train.guards.divergence_guard import nonfinite_logprobs
 from scalerl.train.run_state import RunState
 from scalerl.train.step_rollouts import training_rewards
 from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step

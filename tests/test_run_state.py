@@ -11,7 +11,8 @@ from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoin
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
 from scalerl.train.records.metrics_log import read_rows
-from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
+from scalerl.train.run_checkpoint import restore_training, save_run_checkpoint
+from scalerl.train.run_state import RunState
 from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler
 
 TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)

@@ -7,13 +7,8 @@ import torch
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
-from scalerl.train.generation import (
-    apply_repetition_penalty,
-    generate_rollouts,
-    gumbel_noise,
-    sample_with_noise,
-    top_k_filter,
-)
+from scalerl.train.generation import apply_repetition_penalty, gumbel_noise, sample_with_noise, top_k_filter
+from scalerl.train.step_rollouts import generate_rollouts
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 TRUNCATE = LengthControl(mode="truncate")

@@ -54,7 +54,7 @@ def test_a_stop_inside_deferred_bookkeeping_is_raised_when_the_bookkeeping_ends(
 def test_a_dead_actor_or_a_failure_inside_one_is_one_error_saying_how_to_resume(tmp_path):
     ray = pytest.importorskip("ray")
     from scalerl.distributed.pipeline import actor_failures_as_errors
-    from scalerl.train.guards.finite_checks import DivergenceError
+    from scalerl.train.guards.divergence_guard import DivergenceError
 
     with pytest.raises(ScaleRLError, match=r"an actor of the run died .*scalerl train --out .* --resume"):
         with actor_failures_as_errors(tmp_path):

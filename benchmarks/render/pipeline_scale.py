@@ -61,7 +61,7 @@ def transport_table(results: dict) -> str:
         lines += [
             "",
             f"Packing the batch, CPU ms: from its Rollouts {cpu['pack']:.2f}; from the decoder's record "
-            f"(the token grid the pipeline's generator fills as it decodes: `token_grid.pack_decoded`) "
+            f"(the token grid the pipeline's generator fills as it decodes: `packed_rollouts.pack_decoded`) "
             f"{cpu['pack_decoded']:.2f}.",
         ]
     cell = results.get("default_batch")

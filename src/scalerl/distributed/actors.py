@@ -36,8 +36,8 @@ from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import guard_for
 from scalerl.train.held_out import validation_pass_rates
 from scalerl.train.lora_policy import run_policy
+from scalerl.train.run_checkpoint import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.run_setup import build_optimisation, build_task, fresh_policy, reference_policy
-from scalerl.train.run_state import RunSnapshot, restore_training, save_run_checkpoint
 from scalerl.train.step_rollouts import generate_step, score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 

@@ -30,8 +30,9 @@ from scalerl.train.flops import ModelShape
 from scalerl.train.guards.divergence_guard import require_finite_validation
 from scalerl.train.held_out import PASS_RATE_COLUMN
 from scalerl.train.records.progress import RunProgress
+from scalerl.train.run_checkpoint import RunSnapshot
 from scalerl.train.run_setup import build_task, check_paths
-from scalerl.train.run_state import RunSnapshot, RunState, generation_seed
+from scalerl.train.run_state import RunState, generation_seed
 
 
 class PipelineSession:

@@ -4,7 +4,7 @@ UNTESTED on the development machine (no GPU, vLLM not installable there): it is 
 is only ever imported when `vllm` is installed, a GPU is visible and the config asks for it. The
 CPU path never imports this module's `vllm` import (it sits inside the functions).
 
-Differences from the HF backend (scalerl.train.generation.generate_rollouts), stated honestly:
+Differences from the HF backend (scalerl.train.step_rollouts.generate_rollouts), stated honestly:
 - weights are swapped between generate calls, not between decoding steps: every token of one
   call carries the call's policy version (no in-flight swap inside vLLM's scheduler);
 - forced interruption runs in two passes (think until the sampled budget or `</think>`, then

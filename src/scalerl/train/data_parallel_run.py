@@ -6,7 +6,7 @@ At the start rank 0 says which checkpoint it resumed from (the others restore th
 sends its starting weights (warm start and LoRA adapters included). Each step rank 0 broadcasts a
 `StepPlan` (the prompts it sampled, the state of the run's sampling stream); every rank generates
 its contiguous shard of the prompts with the whole batch's random draws
-(generation.generate_rollout_shard), scores it, and the scored shards are gathered in rank order
+(step_rollouts.generate_rollout_shard), scores it, and the scored shards are gathered in rank order
 and packed: every rank holds the batch one process would have generated, its stream ends where
 one process's would, and `train_step` is data parallel over the ranks (data_parallel.py). When the
 run stops (its last step, every prompt retired, Ctrl-C or SIGTERM) rank 0 broadcasts None and
@@ -27,7 +27,7 @@ from scalerl.tasks.types import Task
 from scalerl.train.batch.packed_rollouts import PackedRollouts, concat_packed, pack_rollouts
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import generate_rollout_shard, skip_decoding_steps
+from scalerl.train.generation import skip_decoding_steps
 from scalerl.train.guards.divergence_guard import guard_for
 from scalerl.train.guards.interrupt import stop_on_interrupt
 from scalerl.train.lora_policy import run_policy
@@ -39,9 +39,9 @@ from scalerl.train.parallel.data_parallel import (
     rank_and_world_size,
     shard_rows,
 )
+from scalerl.train.run_checkpoint import restore_training
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
-from scalerl.train.run_state import restore_training
-from scalerl.train.step_rollouts import score_batch, training_rewards
+from scalerl.train.step_rollouts import generate_rollout_shard, score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 

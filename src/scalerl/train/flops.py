@@ -23,6 +23,7 @@ tokens (KV cache). Trained and recomputed tokens are the prompt and completion t
 sequences kept after filtering (padding excluded). Evaluation is not training compute and is not
 counted.
 Device-hours = wall-clock hours of training x number of devices (the paper's GPU-hours).
+`Counters` holds a run's cumulative totals of these.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: this module stays torch-free
     import torch
+
+
+@dataclass
+class Counters:
+    """Cumulative compute of the run (the x axes of the compute-performance curve)."""
+
+    samples: int = 0
+    tokens_generated: int = 0
+    tokens_trained: int = 0
+    flops: float = 0.0
+    device_hours: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Rollout generation: a manual, batched KV-cache decoding loop with per-step hooks.
+"""The decoder behind every rollout: a manual, batched KV-cache decoding loop with per-step hooks.
 
 For P prompts x G generations: left-padded prompts, sampling at the configured temperature, top-k,
 top-p and repetition penalty, the generator's per-token log-probs (the policy's own, from the FP32
@@ -6,6 +6,8 @@ head), per-token weight versions, EOS / length stops and ScaleRL's forced interr
 over-long thinking (arXiv 2510.13786, section 4).
 `weight_update_hook()` runs between decoding steps (PipelineRL in-flight weight updates: the
 model's weights change in place, the KV cache is kept, later tokens carry the new version).
+`decode_prompts` returns each sequence's `SequenceState` (and, asked, the batch's TokenGrid);
+scalerl.train.step_rollouts turns them into Rollouts or a packed batch.
 
 Performance note: the built-in model's matrices are tiny, so on a small shared CPU one torch
 thread per process (`torch.set_num_threads(1)`) is much faster than the default, which
@@ -17,18 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
 from scalerl.errors import InputError
 from scalerl.models.policy import policy_forward, positions_from_mask
 from scalerl.rl.length_control import sample_interruption_budget
-from scalerl.tasks.passing import ScoredSamples, score_samples
-from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
-from scalerl.tasks.types import Task, TaskExample
-from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.train.batch.token_grid import TokenGrid, pack_decoded
+from scalerl.tasks.rollout import LengthControl, SamplingSettings
+from scalerl.train.batch.packed_rollouts import TokenGrid
 
 WeightUpdateHook = Callable[[], "int | None"]
 
@@ -109,7 +107,7 @@ def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Ten
 
 
 @dataclass
-class _SequenceState:
+class SequenceState:
     """Book-keeping of one sequence during decoding."""
 
     budget: int | None
@@ -139,7 +137,7 @@ def _eos_ids(model: torch.nn.Module, tokenizer) -> set[int]:
 
 
 def _record_token(
-    state: _SequenceState,
+    state: SequenceState,
     token: int,
     logprob: float,
     version: int,
@@ -167,41 +165,6 @@ def _record_token(
         state.interrupted = True
 
 
-def generate_rollouts(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    prompt_indices: Sequence[int],
-    *,
-    num_generations: int,
-    sampling: SamplingSettings,
-    length_control: LengthControl,
-    torch_generator: torch.Generator,
-    policy_version: int = 0,
-    weight_update_hook: WeightUpdateHook | None = None,
-) -> list[Rollout]:
-    """Sample `num_generations` completions for each prompt text; rewards are left at 0.0.
-
-    Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
-    Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
-    trainer recomputes), whatever temperature/top-k/top-p/repetition penalty the sampling used. With length control
-    "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
-    """
-    rollouts, _ = generate_rollout_shard(
-        model,
-        tokenizer,
-        prompts,
-        prompt_indices,
-        num_generations=num_generations,
-        sampling=sampling,
-        length_control=length_control,
-        torch_generator=torch_generator,
-        policy_version=policy_version,
-        weight_update_hook=weight_update_hook,
-    )
-    return rollouts
-
-
 def skip_decoding_steps(generator: torch.Generator, steps: int, num_rows: int, vocab_size: int) -> None:
     """Advance `generator` past `steps` decoding steps' noise of `num_rows` rows (what a shard that
     finished early has not drawn), so that it ends where the whole batch's generation ends."""
@@ -209,96 +172,7 @@ def skip_decoding_steps(generator: torch.Generator, steps: int, num_rows: int, v
         gumbel_noise(num_rows, vocab_size, generator, generator.device)
 
 
-def generate_rollout_shard(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    prompt_indices: Sequence[int],
-    *,
-    num_generations: int,
-    sampling: SamplingSettings,
-    length_control: LengthControl,
-    torch_generator: torch.Generator,
-    policy_version: int = 0,
-    weight_update_hook: WeightUpdateHook | None = None,
-    prompt_rows: slice = slice(None),
-) -> tuple[list[Rollout], int]:
-    """`generate_rollouts` of the prompts in `prompt_rows` only, with the random draws of all of
-    them: every sequence's thinking budget is drawn and each decoding step draws every sequence's
-    noise, the shard's sequences using their own rows (group indices are those of the whole batch).
-    Also returns the number of decoding steps made. Processes that each generate one shard, then
-    advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
-    process samples for the whole batch and end with its generator state."""
-    decoded = _decode_prompts(
-        model,
-        tokenizer,
-        prompts,
-        prompt_indices,
-        num_generations=num_generations,
-        sampling=sampling,
-        length_control=length_control,
-        torch_generator=torch_generator,
-        policy_version=policy_version,
-        weight_update_hook=weight_update_hook,
-        prompt_rows=prompt_rows,
-    )
-    if decoded is None:
-        return [], 0
-    prompt_ids, first, states, steps, _ = decoded
-    return [
-        _to_rollout(
-            state,
-            prompt_ids[row // num_generations],
-            prompt_indices[row // num_generations],
-            row // num_generations,
-            tokenizer,
-        )
-        for row, state in enumerate(states, start=first)
-    ], steps
-
-
-def generate_packed(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    prompt_indices: Sequence[int],
-    *,
-    num_generations: int,
-    sampling: SamplingSettings,
-    length_control: LengthControl,
-    torch_generator: torch.Generator,
-    policy_version: int = 0,
-    weight_update_hook: WeightUpdateHook | None = None,
-) -> PackedRollouts:
-    """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
-    generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
-    prompt_ids, _, states, _, grid = _decode_prompts(
-        model,
-        tokenizer,
-        prompts,
-        prompt_indices,
-        num_generations=num_generations,
-        sampling=sampling,
-        length_control=length_control,
-        torch_generator=torch_generator,
-        policy_version=policy_version,
-        weight_update_hook=weight_update_hook,
-        prompt_rows=slice(None),
-        record_grid=True,
-    )
-    texts = [_completion_text(state, tokenizer) for state in states]
-    return pack_decoded(
-        grid,
-        prompt_ids,
-        prompt_indices,
-        num_generations,
-        texts,
-        truncated=[not state.finished for state in states],
-        interrupted=[state.interrupted for state in states],
-    )
-
-
-def _decode_prompts(
+def decode_prompts(
     model,
     tokenizer,
     prompts,
@@ -324,7 +198,7 @@ def _decode_prompts(
     sequences = [ids for ids in prompt_ids for _ in range(num_generations)]
     interrupting = length_control.mode == "interrupt"
     states = [
-        _SequenceState(
+        SequenceState(
             budget=sample_interruption_budget(
                 length_control.thinking_budget_min, length_control.thinking_budget_max, torch_generator
             )
@@ -475,89 +349,6 @@ def _tokens_seen(input_ids: torch.Tensor, attention_mask: torch.Tensor, vocab_si
     return counts.scatter_add_(1, input_ids, attention_mask.long()) > 0
 
 
-def _completion_text(state: _SequenceState, tokenizer) -> str:
+def completion_text(state: SequenceState, tokenizer) -> str:
     """The completion's text: its tokens without the stopping EOS, special tokens skipped."""
     return tokenizer.decode(state.tokens[:-1] if state.finished else state.tokens, skip_special_tokens=True)
-
-
-def _to_rollout(state: _SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
-    return Rollout(
-        prompt_index=int(prompt_index),
-        group_index=int(group_index),
-        prompt_token_ids=tuple(prompt_ids),
-        completion_token_ids=tuple(state.tokens),
-        generator_logprobs=tuple(state.logprobs),
-        token_policy_versions=tuple(state.versions),
-        reward=0.0,
-        truncated=not state.finished,
-        interrupted=state.interrupted,
-        completion_text=_completion_text(state, tokenizer),
-        loss_mask=tuple(state.loss_mask),
-    )
-
-
-SamplesCallback = Callable[[Sequence[TaskExample], Sequence[Rollout], ScoredSamples], None]
-
-
-def evaluate_correct_counts(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    task: Task,
-    prompts: Sequence[TaskExample],
-    samples_per_prompt: int,
-    *,
-    sampling: SamplingSettings = SamplingSettings(),
-    length_control: LengthControl = LengthControl(),
-    torch_generator: torch.Generator | None = None,
-    prompts_per_batch: int = 64,
-    pass_threshold: float = 0.0,
-    pass_by_verifier: bool = False,
-    on_samples: SamplesCallback | None = None,
-) -> list[int]:
-    """Per example, how many of its `samples_per_prompt` samples pass (validation): reward >
-    pass_threshold, or the verifier's verdict (passing.score_samples), scored one prompt batch
-    at a time; `on_samples(examples of the batch, rollouts, scores)` sees every batch."""
-    if not prompts:
-        raise InputError("an evaluation needs at least one prompt")
-    if torch_generator is None:
-        device = next(model.parameters()).device
-        torch_generator = torch.Generator(device=device).manual_seed(0)
-    counts = [0] * len(prompts)
-    for start in range(0, len(prompts), prompts_per_batch):
-        batch = list(prompts[start : start + prompts_per_batch])
-        rollouts = generate_rollouts(
-            model,
-            tokenizer,
-            [example.prompt for example in batch],
-            list(range(len(batch))),
-            num_generations=samples_per_prompt,
-            sampling=sampling,
-            length_control=length_control,
-            torch_generator=torch_generator,
-        )
-        scores = score_samples(
-            task,
-            [r.completion_text for r in rollouts],
-            [batch[r.prompt_index] for r in rollouts],
-            pass_threshold=pass_threshold,
-            by_verifier=pass_by_verifier,
-        )
-        for rollout, passed in zip(rollouts, scores.passed):
-            counts[start + rollout.prompt_index] += passed
-        if on_samples is not None:
-            on_samples(batch, rollouts, scores)
-    return counts
-
-
-def evaluate_pass_rate(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    task: Task,
-    prompts: Sequence[TaskExample],
-    samples_per_prompt: int,
-    **options: Any,
-) -> float:
-    """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation);
-    `options` as evaluate_correct_counts."""
-    counts = evaluate_correct_counts(model, tokenizer, task, prompts, samples_per_prompt, **options)
-    return sum(counts) / (len(prompts) * samples_per_prompt)

@@ -17,23 +17,92 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from scalerl.tasks.passing import ScoredSamples
-from scalerl.tasks.rollout import SamplingSettings
+from scalerl.errors import InputError
+from scalerl.tasks.passing import ScoredSamples, score_samples
+from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import evaluate_correct_counts
 from scalerl.train.records.completions_table import COMPLETIONS_FILE
+from scalerl.train.step_rollouts import generate_rollouts
 
 _EVAL_SEED_OFFSET = 1_000_003
 DIFFICULTY_COLUMN = "difficulty"
 MAX_DIFFICULTY_GROUPS = 8
 PASS_RATE_COLUMN = "val_pass_rate"
+
+
+SamplesCallback = Callable[[Sequence[TaskExample], Sequence[Rollout], ScoredSamples], None]
+
+
+def evaluate_correct_counts(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    prompts: Sequence[TaskExample],
+    samples_per_prompt: int,
+    *,
+    sampling: SamplingSettings = SamplingSettings(),
+    length_control: LengthControl = LengthControl(),
+    torch_generator: torch.Generator | None = None,
+    prompts_per_batch: int = 64,
+    pass_threshold: float = 0.0,
+    pass_by_verifier: bool = False,
+    on_samples: SamplesCallback | None = None,
+) -> list[int]:
+    """Per example, how many of its `samples_per_prompt` samples pass (validation): reward >
+    pass_threshold, or the verifier's verdict (passing.score_samples), scored one prompt batch
+    at a time; `on_samples(examples of the batch, rollouts, scores)` sees every batch."""
+    if not prompts:
+        raise InputError("an evaluation needs at least one prompt")
+    if torch_generator is None:
+        device = next(model.parameters()).device
+        torch_generator = torch.Generator(device=device).manual_seed(0)
+    counts = [0] * len(prompts)
+    for start in range(0, len(prompts), prompts_per_batch):
+        batch = list(prompts[start : start + prompts_per_batch])
+        rollouts = generate_rollouts(
+            model,
+            tokenizer,
+            [example.prompt for example in batch],
+            list(range(len(batch))),
+            num_generations=samples_per_prompt,
+            sampling=sampling,
+            length_control=length_control,
+            torch_generator=torch_generator,
+        )
+        scores = score_samples(
+            task,
+            [r.completion_text for r in rollouts],
+            [batch[r.prompt_index] for r in rollouts],
+            pass_threshold=pass_threshold,
+            by_verifier=pass_by_verifier,
+        )
+        for rollout, passed in zip(rollouts, scores.passed):
+            counts[start + rollout.prompt_index] += passed
+        if on_samples is not None:
+            on_samples(batch, rollouts, scores)
+    return counts
+
+
+def evaluate_pass_rate(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    prompts: Sequence[TaskExample],
+    samples_per_prompt: int,
+    **options: Any,
+) -> float:
+    """Mean of (reward > 0) over `samples_per_prompt` samples of each example (validation);
+    `options` as evaluate_correct_counts."""
+    counts = evaluate_correct_counts(model, tokenizer, task, prompts, samples_per_prompt, **options)
+    return sum(counts) / (len(prompts) * samples_per_prompt)
 
 
 def validation_sampling(config: TrainConfig) -> SamplingSettings:

@@ -1,8 +1,9 @@
 """One step's rollouts, shared by the synchronous trainer and the pipeline's actors: generated on
-the step's training prompts with the run's sampling and length control, scored by the task's
-verifier (or the user's reward functions), and the rewards the policy is trained on (the
-verifier's plus DAPO's overlong penalty). The pipeline with max_lag = 0 reproduces the
-synchronous run because both call these very functions.
+the step's training prompts with the run's sampling and length control (scalerl.train.generation's
+decoder, its sequences packed as it records them or made Rollouts), scored by the task's verifier
+(or the user's reward functions), and the rewards the policy is trained on (the verifier's plus
+DAPO's overlong penalty). The pipeline with max_lag = 0 reproduces the synchronous run because
+both call these very functions.
 """
 
 from __future__ import annotations
@@ -15,11 +16,152 @@ import torch
 
 from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.custom_reward import RewardTrainerState
+from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded
 from scalerl.train.config.generation_settings import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import generate_packed
+from scalerl.train.generation import SequenceState, WeightUpdateHook, completion_text, decode_prompts
+
+
+def generate_rollouts(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+) -> list[Rollout]:
+    """Sample `num_generations` completions for each prompt text; rewards are left at 0.0.
+
+    Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
+    Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
+    trainer recomputes), whatever temperature/top-k/top-p/repetition penalty the sampling used. With length control
+    "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
+    """
+    rollouts, _ = generate_rollout_shard(
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+    )
+    return rollouts
+
+
+def generate_rollout_shard(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+    prompt_rows: slice = slice(None),
+) -> tuple[list[Rollout], int]:
+    """`generate_rollouts` of the prompts in `prompt_rows` only, with the random draws of all of
+    them: every sequence's thinking budget is drawn and each decoding step draws every sequence's
+    noise, the shard's sequences using their own rows (group indices are those of the whole batch).
+    Also returns the number of decoding steps made. Processes that each generate one shard, then
+    advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
+    process samples for the whole batch and end with its generator state."""
+    decoded = decode_prompts(
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+        prompt_rows=prompt_rows,
+    )
+    if decoded is None:
+        return [], 0
+    prompt_ids, first, states, steps, _ = decoded
+    return [
+        _to_rollout(
+            state,
+            prompt_ids[row // num_generations],
+            prompt_indices[row // num_generations],
+            row // num_generations,
+            tokenizer,
+        )
+        for row, state in enumerate(states, start=first)
+    ], steps
+
+
+def generate_packed(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    prompt_indices: Sequence[int],
+    *,
+    num_generations: int,
+    sampling: SamplingSettings,
+    length_control: LengthControl,
+    torch_generator: torch.Generator,
+    policy_version: int = 0,
+    weight_update_hook: WeightUpdateHook | None = None,
+) -> PackedRollouts:
+    """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
+    generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
+    prompt_ids, _, states, _, grid = decode_prompts(
+        model,
+        tokenizer,
+        prompts,
+        prompt_indices,
+        num_generations=num_generations,
+        sampling=sampling,
+        length_control=length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
+        prompt_rows=slice(None),
+        record_grid=True,
+    )
+    texts = [completion_text(state, tokenizer) for state in states]
+    return pack_decoded(
+        grid,
+        prompt_ids,
+        prompt_indices,
+        num_generations,
+        texts,
+        truncated=[not state.finished for state in states],
+        interrupted=[state.interrupted for state in states],
+    )
+
+
+def _to_rollout(state: SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
+    return Rollout(
+        prompt_index=int(prompt_index),
+        group_index=int(group_index),
+        prompt_token_ids=tuple(prompt_ids),
+        completion_token_ids=tuple(state.tokens),
+        generator_logprobs=tuple(state.logprobs),
+        token_policy_versions=tuple(state.versions),
+        reward=0.0,
+        truncated=not state.finished,
+        interrupted=state.interrupted,
+        completion_text=completion_text(state, tokenizer),
+        loss_mask=tuple(state.loss_mask),
+    )
 
 
 def verifier_rewards(
@@ -63,7 +205,7 @@ def generate_step(
 ) -> PackedRollouts:
     """One step's rollouts: G generations of each training prompt, sampled with `torch_generator`
     with the run's sampling and length control, packed as the decoder records them
-    (generation.generate_packed), scored. The synchronous trainer and the pipeline's generators
+    (generate_packed), scored. The synchronous trainer and the pipeline's generators
     both call it."""
     indices = [int(i) for i in prompt_indices]
     return score_batch(

@@ -3,7 +3,7 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
 
     rollouts -> zero-variance filter (fewer than rl.min_kept_prompts prompts left: no update)
              -> group-centred advantages (configured normalisation)
-             -> per micro-batch (train.micro_batch_size; train/parallel/micro_batches.py):
+             -> per micro-batch (train.micro_batch_size; train/parallel/data_parallel.py):
                 padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
                 over positions: train.logprob_chunk_size) -> loss (registry spec: its function
                 and config parameters; GRPO's KL term with the frozen reference policy's
@@ -37,17 +37,25 @@ from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.train.config.train_config import LR_SCHEDULES, OptimConfig, TrainConfig
+from scalerl.train.config.optimiser_config import LR_SCHEDULES, OptimConfig
+from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import sequence_context_sum
-from scalerl.train.guards.divergence_guard import DivergenceGuard
-from scalerl.train.guards.finite_checks import (
+from scalerl.train.guards.divergence_guard import (
+    DivergenceGuard,
     NonFiniteStep,
     require_bounded_step,
     require_finite_rollouts,
     require_finite_update,
 )
-from scalerl.train.parallel.data_parallel import all_reduce_gradients, all_reduce_sums, rank_and_world_size, shard_rows
-from scalerl.train.parallel.micro_batches import AccumulatedStats, aggregation_token_weights, micro_batch_slices
+from scalerl.train.parallel.data_parallel import (
+    AccumulatedStats,
+    aggregation_token_weights,
+    all_reduce_gradients,
+    all_reduce_sums,
+    micro_batch_slices,
+    rank_and_world_size,
+    shard_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -291,7 +299,7 @@ def accumulate_gradients(
     """Back-propagate the configured loss of `rollouts` (advantages [N], one per rollout) into the
     parameters' `.grad`, one forward/backward per train.micro_batch_size sequences.
 
-    The aggregation's normalisers are the whole batch's (micro_batches.aggregation_token_weights),
+    The aggregation's normalisers are the whole batch's (data_parallel.aggregation_token_weights),
     so the accumulated gradient is the whole batch's. `rows` restricts the work to those
     sequences (a data-parallel rank's shard), still weighted as part of the whole batch: the
     shards' gradients add up to the whole batch's."""
@@ -349,7 +357,7 @@ def train_step(
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
     applies anything, and so does an update out of bounds (a learning rate >= 1, an update larger
-    than the weights: scalerl.train.guards.finite_checks, scalerl.train.guards.update_size)."""
+    than the weights: scalerl.train.guards.divergence_guard, scalerl.train.guards.divergence_guard)."""
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)

@@ -40,8 +40,9 @@ from scalerl.train.parallel.data_parallel import (
     rank_and_world_size,
 )
 from scalerl.train.records.progress import RunProgress
+from scalerl.train.run_checkpoint import restore_training, save_run_checkpoint
 from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy, with_device_resolved
-from scalerl.train.run_state import RunState, restore_training, save_run_checkpoint
+from scalerl.train.run_state import RunState
 from scalerl.train.step_rollouts import generate_step, training_rewards
 from scalerl.train.train_step import guarded_train_step
 

@@ -31,7 +31,8 @@ from scalerl.errors import ConfigError, InputError
 from scalerl.models.policy import load_policy, policy_logits, save_model, token_logprobs
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
-from scalerl.train.generation import evaluate_pass_rate, left_pad
+from scalerl.train.generation import left_pad
+from scalerl.train.held_out import evaluate_pass_rate
 
 RESULT_FILE = "warmstart.json"
 # Thread count of the supervised phase: CPU kernels may sum in another order with more threads, and

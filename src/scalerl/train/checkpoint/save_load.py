@@ -41,7 +41,7 @@ from scalerl.train.checkpoint.layout import (
 )
 from scalerl.train.checkpoint.manifest import write_manifest
 from scalerl.train.checkpoint.verify import reading, verify_checkpoint
-from scalerl.train.guards.finite_checks import DivergenceError, nonfinite_parameter
+from scalerl.train.guards.divergence_guard import DivergenceError, nonfinite_parameter
 from scalerl.train.records.safe_writes import fsync_path, writing
 
 _RETIRED_PREFIX = ".trash-"  # a checkpoint being deleted: hidden, never listed

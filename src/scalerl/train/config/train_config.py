@@ -29,11 +29,7 @@ from scalerl.models.config import ModelConfig
 from scalerl.rl.config import RLConfig
 from scalerl.tasks.config import TaskConfig
 from scalerl.train.config import config_io, field_values, key_paths, overrides
-from scalerl.train.config.optimiser_config import (  # noqa: F401 - LR_SCHEDULES re-exported for the step's users
-    LR_SCHEDULES,
-    OptimConfig,
-    StepConfig,
-)
+from scalerl.train.config.optimiser_config import OptimConfig, StepConfig
 from scalerl.train.config.pipeline_config import PipelineConfig
 from scalerl.train.config.sampling_config import SamplingConfig
 
