@@ -124,15 +124,16 @@ def main(argv=None) -> None:
                 rows.append({"run": run.name, "fraction": fraction, "error": str(error)})
             print(f"{run.name} {fraction}: {rows[-1].get('acceptance', 'refused')}", file=sys.stderr, flush=True)
     ok = [r for r in rows if "acceptance" in r]
-    taus = np.array([max(r["tau"].values()) for r in ok])
+    taus = np.array([np.nanmax(list(r["tau"].values())) for r in ok])
     summary = {
         "fits": len(ok),
         "acceptance_median": float(np.median([r["acceptance"] for r in ok])),
         "acceptance_min": float(np.min([r["acceptance"] for r in ok])),
         "tau_max_median": float(np.median(taus)),
         "tau_max_p90": float(np.quantile(taus, 0.9)),
-        "effective_kept_samples_median": float(np.median([r["effective_kept_samples"] for r in ok])),
-        "effective_kept_samples_min": float(np.min([r["effective_kept_samples"] for r in ok])),
+        # A fit whose autocorrelation time emcee cannot estimate (NaN) is left out of these two.
+        "effective_kept_samples_median": float(np.nanmedian([r["effective_kept_samples"] for r in ok])),
+        "effective_kept_samples_min": float(np.nanmin([r["effective_kept_samples"] for r in ok])),
         "kept_steps": KEPT,
         "walkers": N_WALKERS,
         "a_quantile_gap": {

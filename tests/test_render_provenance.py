@@ -69,18 +69,7 @@ def test_the_results_page_marks_an_unclean_figure(tmp_path):
 
 # Forecast results measured before the forecaster they describe settled: exempt until each is rerun
 # on a clean checkout, when its name leaves this set.
-AWAITING_RERUN = {
-    "forecast_accuracy.json",
-    "forecast_seed_spread.json",
-    "plateau_shapes.json",
-    "run_length_accuracy.json",
-    "sampler_check.json",
-    "sigmoid_recovery.json",
-    "tiny_self_forecast.json",
-    "tiny_self_forecast_fit0.25.json",
-    "tiny_self_forecast_mod10.json",
-    "tiny_self_forecast_mod10_fit0.25.json",
-}
+AWAITING_RERUN: set[str] = set()
 
 
 def test_every_committed_result_is_tied_to_a_clean_commit_or_says_why_not():

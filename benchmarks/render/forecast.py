@@ -5,6 +5,8 @@ forecast, and the one headline number. Used by benchmarks/render.py."""
 
 from __future__ import annotations
 
+import statistics
+
 RESULTS_FILE = "forecast_accuracy.json"
 COMMAND = "python -m benchmarks.forecast_accuracy"
 FIGURE = "forecast_calibration.png"
@@ -205,6 +207,16 @@ def headline(results: dict, seeds: dict | None = None) -> str:
 SAMPLER_FILE = "sampler_check.json"
 
 
+def _effective_draws(results: dict) -> str:
+    """"N independent draws (fewest M)" over the fits whose autocorrelation time was estimated,
+    naming how many it was not (a chain too short or too stuck for emcee's estimate)."""
+    values = [r["effective_kept_samples"] for r in results["rows"] if "acceptance" in r]
+    measured = [v for v in values if v is not None]
+    text = f"{statistics.median(measured):.0f} independent draws (fewest {min(measured):.0f})"
+    missing = len(values) - len(measured)
+    return text + (f"; on {missing} fit{'s' if missing > 1 else ''} the time could not be estimated" if missing else "")
+
+
 def sampler_line(results: dict) -> str:
     """Acceptance, autocorrelation and agreement with a long reference chain of the posterior sampler
     over the bundled curves."""
@@ -215,8 +227,7 @@ def sampler_line(results: dict) -> str:
         f"proposals at the median (lowest {s['acceptance_min']:.2f}); the slowest parameter's integrated "
         f"autocorrelation time is {s['tau_max_median']:.0f} steps at the median ({s['tau_max_p90']:.0f} at the "
         f"90th percentile), so the {s['kept_steps']} kept steps of {s['walkers']} walkers hold about "
-        f"{s['effective_kept_samples_median']:.0f} independent draws (fewest {s['effective_kept_samples_min']:.0f}): "
-        "enough for 80 % intervals, rough at the 95 % tails."
+        f"{_effective_draws(results)}: enough for 80 % intervals, rough at the 95 % tails."
     )
     gap = s.get("a_quantile_gap")
     if gap is None:
