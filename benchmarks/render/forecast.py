@@ -208,8 +208,9 @@ SAMPLER_FILE = "sampler_check.json"
 
 
 def _effective_draws(results: dict) -> str:
-    """"N independent draws (fewest M)" over the fits whose autocorrelation time was estimated,
-    naming how many it was not (a chain too short or too stuck for emcee's estimate)."""
+    """The independent draws per fit, "N independent draws (fewest M)", over the fits whose
+    autocorrelation time was estimated, naming how many it was not (a chain too short or too
+    stuck for emcee's estimate)."""
     values = [r["effective_kept_samples"] for r in results["rows"] if "acceptance" in r]
     measured = [v for v in values if v is not None]
     text = f"{statistics.median(measured):.0f} independent draws (fewest {min(measured):.0f})"
