@@ -4,7 +4,7 @@ A module of benchmarks/ with a `__main__` block is a benchmark unless NOT_BENCHM
 (helpers; the renderers live in benchmarks/render/); each must offer `--quick` unless NO_QUICK says why it cannot. QUICK_ARGS says how each is run quickly and
 where it writes ({tmp}: the test's temporary folder); a benchmark it does not list runs with
 DEFAULT_ARGS, so adding a benchmark whose `--out` takes a file needs no line here. No run may
-touch benchmarks/results, the docs or the shipped band table.
+touch benchmarks/results or the docs.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.diagnostics import DEFAULT_NOISE_FLOOR
-from scalerl.forecast.fitting import fit_sigmoid
+from scalerl.forecast.fitting import fit_sigmoid, with_gain_ahead_log_sd
 from scalerl.forecast.posterior import (
     log_likelihood,
     log_prior,
@@ -114,15 +114,19 @@ def noisy_sigmoid_run(rng, cut):
 @pytest.mark.slow
 @pytest.mark.parametrize("cut", [0.6, 2.5], ids=["before_inflection", "after_inflection"])
 def test_80_percent_band_covers_the_far_end_on_70_to_90_percent_of_sigmoids(cut):
-    """The raw posterior-predictive band (before the horizon calibration learned on real runs,
-    which are not sigmoids plus independent noise) is calibrated on data from its own model."""
+    """The posterior-predictive band without the gain factor (the factor is learned on real runs,
+    which are not sigmoids plus independent noise) is calibrated on data from its own model; the
+    shipped band, with the factor, holds at least as many and stays short of holding them all."""
     rng = np.random.default_rng(11)
-    covered = []
+    raw, shipped = [], []
     for _ in range(60):
         compute, reward, far, observed = noisy_sigmoid_run(rng, cut)
-        lo, hi = np.quantile(fit_sigmoid(compute, reward).observation_draws(far), [0.1, 0.9])
-        covered.append(lo <= observed <= hi)
-    assert 0.70 <= np.mean(covered) <= 0.90
+        fit = fit_sigmoid(compute, reward)
+        for covered, variant in ((raw, with_gain_ahead_log_sd(fit, 0.0)), (shipped, fit)):
+            lo, hi = np.quantile(variant.observation_draws(far), [0.1, 0.9])
+            covered.append(lo <= observed <= hi)
+    assert 0.70 <= np.mean(raw) <= 0.90
+    assert np.mean(raw) <= np.mean(shipped) <= 0.97
 
 
 def noisy_power_law_run(rng):
@@ -143,12 +147,12 @@ def noisy_power_law_run(rng):
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="the band table learned on real runs holds a power-law truth at 8 x the "
-    "last compute on 0.575 of seeds, not 0.8: real runs rarely keep rising that far",
+    reason="the band, with the gain factor learned on real runs, holds a power-law truth at 8 x "
+    "the last compute on 0.625 of seeds (median width 0.147), not 0.8: real runs rarely keep rising that far",
 )
 def test_power_law_truth_gets_a_wide_band_rather_than_a_wrong_one():
-    """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the band
-    calibrated on real runs at that horizon (forecast.band_calibration) widens enough to hold it."""
+    """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the gain
+    factor on the gain beyond the data (forecast.posterior) should widen the band enough to hold it."""
     rng = np.random.default_rng(3)
     covered, widths = [], []
     for _ in range(40):
