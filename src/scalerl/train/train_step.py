@@ -9,12 +9,11 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
                 and config parameters; GRPO's KL term with the frozen reference policy's
                 log-probs) -> its share of the aggregation (registry; the whole batch's
                 normalisers) -> backward, gradients accumulated
-             -> clip -> checks (non-finite numbers, the update's size: nonfinite.py) -> AdamW -> LR step
+             -> clip -> checks (non-finite numbers, the update's size: guards/divergence_guard.py) -> AdamW -> LR
 
 `guarded_train_step` is the step every trainer takes: `train_step`, with a non-finite step skipped
-or the run stopped as its DivergenceGuard says (scalerl.train.guards.divergence_guard). Also the
-optimiser and learning-rate schedule builders (AdamW, linear warm-up then constant: ScaleRL,
-arXiv 2510.13786, section 4).
+or the run stopped as its DivergenceGuard says. Also the optimiser and learning-rate schedule
+builders (AdamW; linear warm-up, then optim.lr_schedule: ScaleRL, arXiv 2510.13786, section 4).
 """
 
 from __future__ import annotations
