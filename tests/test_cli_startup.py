@@ -1,5 +1,5 @@
 """The command line starts light: `scalerl --help` imports neither numpy nor rich, `scalerl fit` on a
-short CSV imports neither pandas nor matplotlib, and `--help` shows every option name whole on a
+short CSV imports neither pandas, matplotlib nor scipy.stats, and `--help` shows every option name whole on a
 narrow terminal. (How fast it starts is measured by benchmarks/cli_latency.py, never asserted.)"""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from scalerl.cli.app import app
 
-HEAVY = ("numpy", "pandas", "scipy", "matplotlib", "emcee", "rich", "pydantic", "torch")
+HEAVY = ("numpy", "pandas", "scipy", "scipy.stats", "matplotlib", "emcee", "rich", "pydantic", "torch")
 
 
 def imported_by(script: str, *argv: str) -> set[str]:
@@ -51,7 +51,17 @@ def test_fit_on_a_short_csv_needs_neither_pandas_nor_matplotlib(tmp_path):
     )
     modules = imported_by(script)
     assert "pandas" not in modules and "matplotlib" not in modules and "torch" not in modules
-    assert {"numpy", "scipy"} <= modules  # the fit itself ran
+    assert "scipy.stats" not in modules  # emcee's optional KDE move would pull it in
+    assert {"numpy", "scipy", "emcee"} <= modules  # the fit itself ran
+
+
+def test_scipy_stats_still_imports_after_the_sampler_did():
+    script = (
+        "import scalerl.forecast.posterior\nimport scipy.stats\n"
+        "assert abs(scipy.stats.norm.ppf(0.975) - 1.959964) < 1e-6\n"
+        "from scipy.stats import gaussian_kde"
+    )
+    assert {"emcee", "scipy.stats"} <= imported_by(script)
 
 
 def command_names() -> list[str]:

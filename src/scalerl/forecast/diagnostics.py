@@ -186,10 +186,11 @@ class LateStretch:
         return self.level_sd / math.sqrt(self.n)
 
     def is_flat(self, level: float = 0.8) -> bool:
-        """The slope's two-sided `level` interval reaches 0: beta - t_q(n - 2) se(beta) <= 0."""
-        from scipy.stats import t as student_t
+        """The slope's two-sided `level` interval reaches 0: beta - t_q(n - 2) se(beta) <= 0
+        (t_q the Student-t quantile at q = (1 + level) / 2, scipy.special.stdtrit)."""
+        from scipy.special import stdtrit
 
-        return self.slope - student_t.ppf((1.0 + level) / 2.0, self.n - 2) * self.slope_se <= 0.0
+        return self.slope - float(stdtrit(self.n - 2, (1.0 + level) / 2.0)) * self.slope_se <= 0.0
 
 
 def late_stretch(compute: ArrayLike, reward: ArrayLike, noise_sd: float = 0.0) -> LateStretch | None:

@@ -41,15 +41,38 @@ coarse grid so that they cover the ridge from the first step, moved by different
 
 from __future__ import annotations
 
-import emcee
+import sys
+
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import expit
-from scipy.stats import chi2
+from scipy.special import chdtri, expit
 
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.settings import SETTINGS
 from scalerl.forecast.sigmoid_solver import SolverProblem, grid_starts
+
+
+def _import_emcee():
+    """emcee, imported without scipy.stats when nothing has imported it yet.
+
+    emcee's optional KDEMove (not used here) imports scipy.stats.gaussian_kde inside a
+    try/except ImportError; scipy.stats costs about 0.5 s of CPU at start-up, a third of a
+    `scalerl fit`. A None entry in sys.modules makes that optional import fail as emcee expects;
+    the entry is removed right after, so a later `import scipy.stats` works as usual.
+    """
+    if "emcee" in sys.modules or "scipy.stats" in sys.modules:
+        import emcee
+
+        return emcee
+    sys.modules["scipy.stats"] = None
+    try:
+        import emcee
+    finally:
+        del sys.modules["scipy.stats"]
+    return emcee
+
+
+emcee = _import_emcee()
 
 
 def sampler_moves() -> list:
@@ -71,7 +94,7 @@ def sampler_moves() -> list:
 def stuck_log_prob_gap(n_dim: int) -> float:
     """gap = chi2.ppf(stuck_quantile, n_dim) / 2: the log-probability deficit one posterior draw in
     100 exceeds (a Gaussian posterior's -log p minus its minimum is chi2(n_dim) / 2)."""
-    return float(chi2.ppf(SETTINGS.stuck_quantile, n_dim) / 2.0)
+    return float(chdtri(n_dim, 1.0 - SETTINGS.stuck_quantile) / 2.0)
 
 
 def log_c_mid_prior(s: np.ndarray, problem: SolverProblem) -> np.ndarray:

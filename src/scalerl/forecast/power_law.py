@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import least_squares
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 from scalerl.errors import FitError
 from scalerl.forecast.curves import power_law_reward
@@ -82,7 +82,7 @@ class PowerLawFitResult:
         return power_law_reward(compute, self.a, self.d, self.b)
 
     def _t_quantile(self, level):
-        return float(student_t.ppf(0.5 + level / 2.0, max(self.n_points - 3, 1)))
+        return float(stdtrit(max(self.n_points - 3, 1), 0.5 + level / 2.0))
 
     def conf_int(self, level: float = 0.8) -> dict:
         q = self._t_quantile(level)
