@@ -73,8 +73,8 @@ class ComputeToTarget:
 
 @dataclass(frozen=True)
 class ComputeNearCeiling:
-    """Compute at which the fitted curve comes within `within` of its own ceiling A: how far a run
-    must go before its late points pin A to about that width. value the posterior median of each
+    """Compute at which the fitted curve comes within `within` of its own ceiling A (a fact of the
+    curve; what to do about it is the verdict's, forecast.verdict). value the posterior median of each
     draw's own C_within, lo and hi its `level` interval; current is the largest fitted compute."""
 
     within: float
@@ -95,16 +95,9 @@ class ComputeNearCeiling:
                 f"(from compute {self.value:.3g}; {self.level:.0%} interval {self.lo:.3g} .. {self.hi:.3g})"
             )
         low = "within the data" if self.lo <= self.current else f"{self.lo:.3g}"
-        far = SETTINGS.far_run_length
-        plan = (
-            "run about that far to pin A to that width"
-            if self.times_current <= far
-            else f"over {far:.0f}x the compute so far, so no run pins A to that width: the curve rises too slowly"
-        )
         return (
             f"the fitted curve comes within {self.within:.3g} of its ceiling at compute ~{self.value:.3g}, "
-            f"{self.times_current:.3g} times the current max ({self.level:.0%} interval "
-            f"{low} .. {self.hi:.3g}): {plan}"
+            f"{self.times_current:.3g} times the current max ({self.level:.0%} interval {low} .. {self.hi:.3g})"
         )
 
     def to_dict(self) -> dict:
