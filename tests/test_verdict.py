@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scalerl.forecast.curves import sigmoid_reward
-from scalerl.forecast.diagnostics import late_stretch
+from scalerl.forecast.diagnostics import end_misfit, late_stretch
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.verdict import decide
@@ -61,7 +61,7 @@ def test_a_known_ceiling_the_curve_has_not_reached_is_plateaued_with_its_run_len
     verdict = fit.verdict
     assert verdict.kind == "plateaued" and not verdict.advises_longer_run
     assert verdict.numbers["times_longer"] == pytest.approx(24 ** (2 / 3) / 4, rel=0.15)
-    assert "longer" not in verdict.text and f"~{verdict.numbers['times_longer']:.2g}x the compute" in verdict.text
+    assert "longer" not in verdict.text and f"~{verdict.numbers['times_longer']:.3g}x the compute" in verdict.text
     near = fit.compute_near_ceiling()
     assert near.times_current == pytest.approx(verdict.numbers["times_longer"], rel=1e-9)
     assert "pin" not in near.message() and "run about" not in near.message()
@@ -136,3 +136,48 @@ def test_a_run_still_rising_past_its_bend_gets_no_run_length():
     )
     result = fit_sigmoid(frame["compute"].to_numpy(float), frame["reward"].to_numpy(float))
     assert result.verdict.kind in ("still_rising", "too_noisy") and not result.ceiling_identified
+
+
+def test_end_misfit_by_hand():
+    # 20 points, late stretch max(5, 20 / 4) = 5: residuals 0.02 each, sigma 0.01 -> z = 0.02 / (0.01 / sqrt(5)).
+    fitted = np.linspace(0.1, 0.6, 20)
+    reward = fitted.copy()
+    reward[-5:] += 0.02
+    end = end_misfit(reward, fitted, 0.01)
+    assert end.n == 5 and end.mean_residual == pytest.approx(0.02) and end.z == pytest.approx(2.0 * np.sqrt(5))
+    assert end_misfit(reward[:9], fitted[:9], 0.01) is None  # fewer than 2 n points: nothing to check against
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_second_rise_at_the_end_is_still_rising_with_nothing_read(seed):
+    """A steep sigmoid (B = 3) pinned by 30 evenly spaced evaluations over its rise and level, whose
+    last 10 of 40 climb again by up to 0.1 (a VLM DAPO run's shape): the sigmoid cannot follow,
+    the end lies above it; neither A nor a run length is read."""
+    rng = np.random.default_rng(seed)
+    compute = np.linspace(0.25, 10.0, 40) * C_MID
+    reward = sigmoid_reward(compute, A, 3.0, C_MID, R0) + rng.normal(0.0, 0.01, compute.size)
+    reward[-10:] += np.linspace(0.01, 0.1, 10)
+    verdict = fit_sigmoid(compute, reward).verdict
+    assert verdict.kind == "still_rising" and verdict.numbers["end_z"] >= 3.0
+    assert "does not describe the run's end" in verdict.text and "times_longer" not in verdict.numbers
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_run_that_falls_at_its_end_says_so(seed):
+    """The same run whose last 10 evaluations fall by 0.01 to 0.06 (below a collapse): its verdict
+    names the fall and how far below the fitted curve the end lies."""
+    compute, reward = synthetic_run(0.01, 8, seed=seed)
+    reward[-10:] -= np.linspace(0.01, 0.06, 10)
+    fit = fit_sigmoid(compute, reward)
+    assert fit.collapse_compute is None and fit.verdict.numbers["end_z"] <= -3.0
+    assert "levelled off or fell below the ceiling" in fit.verdict.text
+
+
+def test_textbook_runs_pass_the_end_check():
+    """40 textbook sigmoids of random length (2-16 C_mid), steepness, size and noise: none misfit at its end."""
+    rng = np.random.default_rng(100)
+    for _ in range(40):
+        compute = np.linspace(0.0, rng.uniform(2, 16), int(rng.integers(15, 60)))
+        reward = sigmoid_reward(compute, A, rng.uniform(0.8, 3.0), C_MID, R0)
+        fit = fit_sigmoid(compute, reward + rng.normal(0.0, rng.uniform(0.003, 0.02), compute.size))
+        assert "end_z" not in fit.verdict.numbers

@@ -223,6 +223,30 @@ def late_stretch(compute: ArrayLike, reward: ArrayLike, noise_sd: float = 0.0) -
     )
 
 
+@dataclass(frozen=True)
+class EndMisfit:
+    """How far the run's last n evaluations lie from the fitted curve: their mean residual and its
+    z-score against the fit's noise, z = mean(r_i - R(C_i)) / (sigma / sqrt(n))."""
+
+    n: int
+    mean_residual: float
+    z: float
+
+
+def end_misfit(reward: ArrayLike, fitted: ArrayLike, noise_sd: float) -> EndMisfit | None:
+    """A posterior predictive check on the run's end: the last n = max(min_late_points,
+    late_fraction * N) residuals r_i - R(C_i) of the N fitted points (R the posterior median
+    curve), z = mean / (sigma / sqrt(n)). Under the model z is about standard normal; |z| >= 3
+    says the sigmoid fitted to the whole run does not describe its end (a second rise above it,
+    a fall below it). None when the run has fewer than 2n points (no rise left to fit it to)."""
+    reward, fitted = np.asarray(reward, dtype=float), np.asarray(fitted, dtype=float)
+    n = max(SETTINGS.min_late_points, int(np.ceil(SETTINGS.late_fraction * reward.size)))
+    if reward.size < 2 * n or not noise_sd > 0:
+        return None
+    mean = float(np.mean(reward[-n:] - fitted[-n:]))
+    return EndMisfit(n, mean, mean / (float(noise_sd) / math.sqrt(n)))
+
+
 def at_upper_bound(value: float, upper_bound: float, r0: float) -> bool:
     """value >= upper - s |upper - R0| with s = SETTINGS.bound_share: at the top of A's range."""
     return value >= upper_bound - SETTINGS.bound_share * max(abs(upper_bound - r0), 1e-9)

@@ -111,6 +111,10 @@ class ForecastSettings:
     # --- verdict ---
     # Past this many times the current compute "run N x longer" is no plan.
     far_run_length: float = 100.0
+    # The run's end misfits the curve when the mean residual of its late stretch is this many
+    # standard errors from 0 (diagnostics.end_misfit): one-sided 0.13 % false alarms under the
+    # model, the conventional 3-sigma bar, not fitted to any run.
+    end_misfit_z: float = 3.0
 
 
 SETTINGS = ForecastSettings()

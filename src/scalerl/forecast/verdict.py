@@ -19,6 +19,12 @@ In order, the first that holds:
     still_rising run about N x longer, N = C_within / C_last of the posterior (median and interval),
                  C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw
 
+Before the last three, the run's end is checked against the fitted curve (diagnostics.end_misfit,
+a posterior predictive check): when its late stretch lies SETTINGS.end_misfit_z standard errors
+above the curve, the run is still_rising with neither A nor a run length read (the sigmoid does not
+describe its end); when it lies as far below, the verdict says the run levelled off or fell
+below the ceiling its rise points to.
+
 All numbers come from the one posterior of the fit (forecast.posterior), judged at
 SETTINGS.verdict_level whatever level the intervals are reported at.
 """
@@ -31,7 +37,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from scalerl.forecast.diagnostics import CollapseReport, learning_gain, net_fall
+from scalerl.forecast.diagnostics import CollapseReport, end_misfit, learning_gain, net_fall
 from scalerl.forecast.settings import SETTINGS
 
 KINDS = ("collapsed", "too_few", "decreasing", "flat", "plateaued", "too_noisy", "still_rising")
@@ -124,7 +130,8 @@ def run_length_draws(result, within: float) -> np.ndarray:
 
 
 def decide(result) -> Verdict:
-    """The verdict on a fitted run (a FitResult): collapsed, plateaued, too_noisy or still_rising."""
+    """The verdict on a fitted run (a FitResult): collapsed, then the end check, then plateaued,
+    too_noisy or still_rising (module docstring)."""
     if result.collapse_compute is not None:
         numbers = {"collapse_compute": result.collapse_compute}
         return Verdict(
@@ -138,6 +145,31 @@ def decide(result) -> Verdict:
     a = float(result.a)
     ceiling = f"A {_g(a)} [{_g(a_lo)}, {_g(a_hi)}]"
     numbers = {"A": a, "A_interval": (a_lo, a_hi), "margin": margin, "level": SETTINGS.verdict_level}
+    end = end_misfit(result.reward, result.predict(result.compute), result.noise_sd)
+    if end is not None and abs(end.z) >= SETTINGS.end_misfit_z:
+        numbers.update({"end_points": end.n, "end_residual": end.mean_residual, "end_z": end.z})
+        if end.z > 0:
+            return Verdict(
+                "still_rising",
+                f"still rising above the fitted curve: its last {end.n} evaluations lie {_g(end.mean_residual)} "
+                f"above it ({end.z:.1f} standard errors), so the sigmoid does not describe the run's end "
+                f"and reads neither its ceiling ({ceiling}) nor a run length",
+                numbers,
+            )
+    verdict = _ceiling_verdict(result, ceiling, margin, tail, numbers)
+    if end is not None and end.z <= -SETTINGS.end_misfit_z:
+        text = (
+            f"{verdict.text}; but its last {end.n} evaluations lie {_g(-end.mean_residual)} below the fitted "
+            f"curve ({-end.z:.1f} standard errors): the run levelled off or fell below the ceiling its rise points to"
+        )
+        return Verdict(verdict.kind, text, verdict.numbers)
+    return verdict
+
+
+def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: dict) -> Verdict:
+    """plateaued, too_noisy or still_rising from A's interval and the run length's draws."""
+    a = numbers["A"]
+    a_lo, a_hi = numbers["A_interval"]
     times = run_length_draws(result, margin)
     median = float(np.quantile(times, 0.5, method="inverted_cdf"))
     lo, hi = (float(v) for v in np.quantile(times, [tail, 1.0 - tail], method="inverted_cdf"))
@@ -145,7 +177,7 @@ def decide(result) -> Verdict:
         text = f"plateaued: ceiling {ceiling}, known to +-{margin:.3g}"
         if median > 1.0:
             numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
-            text += f" (the curve comes within {margin:.3g} of it at ~{median:.2g}x the compute so far)"
+            text += f" (the curve comes within {margin:.3g} of it at ~{median:.3g}x the compute so far)"
         return Verdict("plateaued", text, numbers)
     numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
     if median <= 1.0:
