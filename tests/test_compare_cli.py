@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from cli_invocation import assert_one_line_error, invoke
 
-from scalerl.report.console import decision_sentence, short_name
+from scalerl.report.console import decision_sentence, run_labels, shared_affixes, short_name
 
 FAST = ("--n-draws", "40")
 
@@ -60,6 +60,35 @@ def test_short_name_keeps_start_and_end():
     assert short_name("run_a") == "run_a"
     cut = short_name("grpo_qwen3_1.7b_gsm8k_lr1e-6_kl0.001_seed_3")
     assert len(cut) == 32 and cut.startswith("grpo_qwen3_1.7b_gsm8") and cut.endswith("seed_3") and "…" in cut
+
+
+def test_run_labels_drop_what_every_name_shares_at_a_separator():
+    names = ["verl-asyncreward__q7b_fsdp_base", "verl-asyncreward__q3b_fsdp_base", "verl-asyncreward__gsm8k_async"]
+    assert shared_affixes(names) == ("verl-asyncreward__", "")
+    assert list(run_labels(names).values()) == ["q7b_fsdp_base", "q3b_fsdp_base", "gsm8k_async"]
+    # A shared suffix goes too; a shared start that ends inside a word is cut back to the separator.
+    assert run_labels(["grpo_lr1e-6_seed1", "grpo_lr3e-6_seed1"]) == {
+        "grpo_lr1e-6_seed1": "lr1e-6",
+        "grpo_lr3e-6_seed1": "lr3e-6",
+    }
+    assert shared_affixes(["run_alpha", "run_alps"]) == ("run_", "")
+    # One run, equal names, or a label left empty: nothing is dropped.
+    assert run_labels(["only_run"]) == {"only_run": "only_run"}
+    assert shared_affixes(["a_b", "a_b_c"]) == ("a_", "")
+    assert run_labels(["x_1", "x_1"]) == {"x_1": "x_1"}
+    # Labels still too long are cut as short_name cuts them.
+    long = ["exp__" + "a" * 40 + "_1", "exp__" + "b" * 40 + "_1"]
+    assert all(len(label) == 32 and "…" in label for label in run_labels(long).values())
+
+
+def test_compare_shows_names_without_their_shared_prefix(tmp_path):
+    first = write_run(tmp_path / "sweep__lr_1e-6.csv", 0.6, 1.5)
+    second = write_run(tmp_path / "sweep__lr_3e-6.csv", 0.4, 1.5, seed=1)
+    text = invoke("compare", first, second, *FAST).stdout
+    assert "names without the shared 'sweep__lr_'" in text
+    assert "ranking: 1e-6 > 3e-6" in text
+    result = invoke("compare", first, second, "--json", *FAST)
+    assert set(json.loads(result.stdout)["runs"]) == {"sweep__lr_1e-6", "sweep__lr_3e-6"}
 
 
 def test_compare_of_four_runs_names_both_ceiling_groups(tmp_path):

@@ -122,6 +122,22 @@ def test_comparison_figure_one_curve_per_run_in_distinct_colours():
         comparison_figure({})
 
 
+def test_a_long_title_is_wrapped_into_lines_and_the_legend_sits_below_the_axes():
+    sentence = (
+        "ceiling groups: {" + ", ".join(f"run_{i}" for i in range(30)) + "} (A 0.90-0.89); decided by: efficiency"
+    )
+    figure = comparison_figure({"a": StubResult(), "b": StubResult(a=0.5)}, title=sentence)
+    figure.canvas.draw()
+    axes = figure.axes[0]
+    lines = axes.get_title().split("\n")
+    assert len(lines) > 1 and all(len(line) <= 110 for line in lines) and "\\x0a" not in axes.get_title()
+    assert " ".join(lines) == sentence
+    # The legend is under the plot, so the axes keep (nearly) the figure's width.
+    legend_box = axes.get_legend().get_window_extent()
+    axes_box = axes.get_window_extent()
+    assert legend_box.y1 < axes_box.y0 and axes_box.width > 0.8 * figure.bbox.width
+
+
 @pytest.mark.parametrize(("suffix", "magic"), [(".png", b"\x89PNG\r\n\x1a\n"), (".svg", b"<?xml"), (".pdf", b"%PDF")])
 def test_plot_fit_writes_the_format_of_the_extension(tmp_path, suffix, magic):
     path = plot_fit(StubResult(), tmp_path / f"fit{suffix}")

@@ -8,7 +8,6 @@ end as one `error: ...` line on stderr with exit code 2 (see scalerl.cli.errors)
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import typer
@@ -81,9 +80,6 @@ Y_HELP = (
     "val-core/<data>/acc/mean@1; val/test_score/<data>; reward, train/reward; rewards/<fn>/mean; "
     "several columns in one tier are an error that lists them)."
 )
-
-
-FIGURE_TITLE_WIDTH = 110  # characters per line of a comparison figure's title (the decision sentence)
 
 
 # --- commands ---------------------------------------------------------------------------------------
@@ -244,7 +240,7 @@ def compare(
         from scalerl.report.plotting import RunPoints, plot_comparison
 
         first = next(iter(curves.values()))
-        shown = {name: report.short_name(name) for name in curves}
+        shown = report.run_labels(list(curves))
         points = {
             shown[name]: RunPoints(
                 not_fitted=points_not_fitted(c.compute, c.reward, comparison.fits[name]),
@@ -259,7 +255,7 @@ def compare(
             level=level,
             x_label=first.x_name,
             y_label=first.y_name,
-            title=textwrap.fill(report.decision_sentence(payload), FIGURE_TITLE_WIDTH),
+            title=report.with_short_names(report.decision_sentence(payload), list(curves)),
             headline=report.with_short_names(payload["headline"], list(curves)),
         )
 
@@ -292,7 +288,7 @@ def plot(
     from rich.console import Console
 
     from scalerl.cli.fit_views import fit_curve, progress
-    from scalerl.report.console import short_name
+    from scalerl.report.console import run_labels
     from scalerl.report.plotting import RunPoints, check_figure_path, plot_comparison, plot_fit
 
     check_figure_path(output)
@@ -301,10 +297,11 @@ def plot(
     reward_range, range_notes = reward_range_for(list(curves.values()), reward_range)
     options = fit_options(None, min_x, None, level, reward_range, n_draws, False, seed)
     results, points = {}, {}
+    labels = run_labels(list(curves))
     with progress(False, f"fitting {len(curves)} run(s) ..."):
         for name, curve in curves.items():
             limit = fit_window_limit(curve.compute, fit_until, fit_fraction)
-            shown = short_name(name)
+            shown = labels[name]
             results[shown], held_out, not_fitted = fit_curve(curve, fit_limit=limit, **options)
             points[shown] = RunPoints(held_out=held_out, not_fitted=not_fitted)
     first = next(iter(curves.values()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -233,7 +234,11 @@ def comparison_payload(comparison, level: float) -> dict:
 def render_comparison(console: Console, payload: dict) -> None:
     """Table of A, B, C_mid per run with intervals, then the ranking and the rule that decided it."""
     level = payload["level"]
-    table = Table(title=f"Runs compared, best first ({level:.0%} intervals)", title_justify="left")
+    labels = run_labels(payload["ranking"])
+    prefix, suffix = shared_affixes(payload["ranking"])
+    shared = " + ".join(f"'{text}'" for text in (prefix, suffix) if text)
+    names = f"; names without the shared {for_rich(shared)}" if shared else ""
+    table = Table(title=f"Runs compared, best first ({level:.0%} intervals{names})", title_justify="left")
     table.add_column("run")
     for column in ("A", "B", "C_mid", "B with A shared"):
         table.add_column(column, justify="right", no_wrap=True)
@@ -246,7 +251,7 @@ def render_comparison(console: Console, payload: dict) -> None:
             any_unidentified = True
         fixed = run["fixed_ceiling"]
         fixed_cell = "" if fixed is None else estimate_with_interval(fixed["B"], fixed["B_interval"])
-        table.add_row(f"{rank}. {for_rich(short_name(name))}", *cells, fixed_cell)
+        table.add_row(f"{rank}. {for_rich(labels[name])}", *cells, fixed_cell)
     console.print(table)
     if any_unidentified:
         console.print("* ceiling not known to the margin (verdict not plateaued):", highlight=False)
@@ -254,13 +259,13 @@ def render_comparison(console: Console, payload: dict) -> None:
             verdict = payload["runs"][name]["verdict"]
             if verdict["kind"] != "plateaued":
                 console.print(
-                    f"  {plain(short_name(name))}: {plain(verdict['text'])}",
+                    f"  {plain(labels[name])}: {plain(verdict['text'])}",
                     highlight=False,
                     soft_wrap=True,
                     markup=False,
                 )
     console.print(
-        f"ranking: {' > '.join(short_name(name) for name in payload['ranking'])}",
+        f"ranking: {' > '.join(labels[name] for name in payload['ranking'])}",
         highlight=False,
         soft_wrap=True,
         markup=False,
@@ -271,7 +276,7 @@ def render_comparison(console: Console, payload: dict) -> None:
     for name in payload["ranking"]:
         for warning in payload["runs"][name]["warnings"]:
             console.print(
-                f"[yellow]warning ({for_rich(short_name(name))}): {for_rich(warning)}[/yellow]",
+                f"[yellow]warning ({for_rich(labels[name])}): {for_rich(warning)}[/yellow]",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -279,7 +284,8 @@ def render_comparison(console: Console, payload: dict) -> None:
 
 def ceiling_groups_text(payload: Mapping) -> str:
     """The payload's ceiling groups, best first, each with the span of its fitted A:
-    `ceiling groups: {a, b} (A 0.84-0.83) > {c, d} (A 0.80-0.79)`."""
+    `ceiling groups: {a, b} (A 0.84-0.83) > {c, d} (A 0.80-0.79)` (names as run_labels shows them)."""
+    labels = run_labels(payload["ranking"])
 
     def group(names) -> str:
         ceilings = [payload["runs"][name]["params"]["A"] for name in names]
@@ -288,7 +294,7 @@ def ceiling_groups_text(payload: Mapping) -> str:
             if len(set(ceilings)) == 1
             else f"{format_number(max(ceilings), 3)}-{format_number(min(ceilings), 3)}"
         )
-        return "{" + ", ".join(short_name(name) for name in names) + f"}} (A {span})"
+        return "{" + ", ".join(labels[name] for name in names) + f"}} (A {span})"
 
     return "ceiling groups: " + " > ".join(group(names) for names in payload["clusters"])
 
@@ -296,7 +302,7 @@ def ceiling_groups_text(payload: Mapping) -> str:
 def decision_sentence(payload: Mapping) -> str:
     """Why the winner won, in the paper's terms, and whether the intervals support it; with three
     or more runs, the ceiling groups (the payload's clusters) first."""
-    winner = short_name(payload["winner"])
+    winner = run_labels(payload["ranking"])[payload["winner"]]
     margin = format_number(payload["margin"])
     level = f"{payload['level']:.0%}"
     several_groups = len(payload["clusters"]) > 1
@@ -333,8 +339,42 @@ def short_name(name: str, width: int = SHORT_NAME_WIDTH) -> str:
     return f"{name[:head]}…{name[len(name) - (width - 1 - head) :]}"
 
 
+NAME_SEPARATORS = "_/: "  # word boundaries in run names ("-" and "." also sit inside numbers: 1e-6, 1.7b)
+
+
+def shared_affixes(names: Sequence[str]) -> tuple[str, str]:
+    """The prefix and the suffix every name shares, each cut back to end (start) at a separator of
+    NAME_SEPARATORS so that no word is split; ("", "") for fewer than two names. Names that are
+    all equal share nothing (a label must not be empty)."""
+    names = [plain(name) for name in names]
+    if len(names) < 2 or len(set(names)) < 2:
+        return "", ""
+    prefix = os.path.commonprefix(names)
+    prefix = prefix[: max((i + 1 for i, ch in enumerate(prefix) if ch in NAME_SEPARATORS), default=0)]
+    rest = [name[len(prefix) :] for name in names]
+    suffix = os.path.commonprefix([name[::-1] for name in rest])[::-1]
+    starts = [i for i, ch in enumerate(suffix) if ch in NAME_SEPARATORS]
+    suffix = suffix[starts[0] :] if starts else ""
+    if any(len(name) <= len(suffix) for name in rest):
+        suffix = ""
+    return prefix, suffix
+
+
+def run_labels(names: Sequence[str], width: int = SHORT_NAME_WIDTH) -> dict[str, str]:
+    """Each run's label where several runs are shown together (a comparison's table, sentences and
+    figure): its name without the prefix and suffix all the runs share (shared_affixes), cut by
+    short_name; `verl__q7b_fsdp_base`, `verl__q3b_fsdp_base` -> `q7b_fsdp_base`, `q3b_fsdp_base`.
+    Labels that would collide fall back to short_name of the whole names; the JSON keeps the names."""
+    prefix, suffix = shared_affixes(names)
+    labels = {name: short_name(plain(name)[len(prefix) : len(plain(name)) - len(suffix)], width) for name in names}
+    if len(set(labels.values())) < len(set(names)):
+        labels = {name: short_name(name, width) for name in names}
+    return labels
+
+
 def with_short_names(text: str, names: Sequence[str]) -> str:
-    """`text` with each run name in it cut as short_name cuts it (longest names first)."""
+    """`text` with each run name in it replaced by its label (run_labels; longest names first)."""
+    labels = run_labels(names)
     for name in sorted(names, key=len, reverse=True):
-        text = text.replace(name, short_name(name))
+        text = text.replace(name, labels[name])
     return text

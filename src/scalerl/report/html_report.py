@@ -341,22 +341,23 @@ def build_report(
 def overlay_figure(runs: Sequence[RunSection], comparison: Comparison | None, level: float) -> str | None:
     """Every fitted run's points (held-out ones hollow) and fitted curve on one axes, names cut as
     in the tables (base64 PNG); None with fewer than two fitted runs."""
-    from scalerl.report.console import short_name, with_short_names
+    from scalerl.report.console import run_labels, with_short_names
     from scalerl.report.plotting import RunPoints, comparison_figure
 
     fitted = [run for run in runs if run.fit is not None]
     if len(fitted) < 2:
         return None
     points = {}
+    labels = run_labels([run.name for run in fitted])
     for run in fitted:
         unused = ~np.isin(run.curve.compute, run.fit.compute)
-        points[short_name(run.name)] = RunPoints(
+        points[labels[run.name]] = RunPoints(
             not_fitted=(run.curve.compute[unused], run.curve.reward[unused]),
             held_out=None if run.held_out is None else (run.held_out.compute, run.held_out.reward),
         )
     headline = None if comparison is None else with_short_names(comparison.headline(), [run.name for run in fitted])
     figure = comparison_figure(
-        {short_name(run.name): run.fit for run in fitted},
+        {labels[run.name]: run.fit for run in fitted},
         points=points,
         level=level,
         x_label=fitted[0].curve.x_name,

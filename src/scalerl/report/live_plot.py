@@ -43,7 +43,6 @@ def write_live_plot(
         y_label=y_label,
         title=title,
     )
-    figure.subplots_adjust(left=0.09, right=0.64, bottom=0.12)  # room for the legend; the top is the headline's
     temp_path = path.with_name(f".{path.name}.tmp")
     figure.savefig(temp_path, format="png")
     os.replace(temp_path, path)

@@ -31,6 +31,7 @@ COLLAPSE_COLOR = "#c0392b"  # the line where a collapse begins
 TARGET_COLOR = "#2f7d32"
 HEADLINE_WIDTH = 100  # characters per headline line
 HEADLINE_LINES = 3
+TITLE_WIDTH = 110  # characters per line of an axes title (a comparison's decision sentence)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def fit_figure(
             target_reward, color=TARGET_COLOR, linestyle="-.", linewidth=1.0, label=f"target reward {target_reward:.3g}"
         )
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(for_mathtext(title) if title else fit_title(result, level), fontsize=9)
+    axes.set_title(wrapped_title(title) if title else fit_title(result, level), fontsize=9)
     put_headline(figure, fit_headline(result, budget=target_compute, target=target_reward, level=level))
     return figure
 
@@ -139,7 +140,7 @@ def comparison_figure(
             ceiling_label=f"ceiling A {level:.0%} interval (hatched)" if index == 0 else None,
         )
     _finish_axes(axes, x_label, y_label, target_compute)
-    axes.set_title(for_mathtext(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=9)
+    axes.set_title(wrapped_title(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=9)
     if headline is None:
         headline = "; ".join(
             f"{name}: {fit_headline(result, budget=target_compute, level=level)}" for name, result in results.items()
@@ -148,9 +149,15 @@ def comparison_figure(
     return figure
 
 
+def wrapped_title(text: str, width: int = TITLE_WIDTH) -> str:
+    """`text` wrapped to `width` characters per line, each line made safe for matplotlib (the
+    line breaks kept: escaping the whole text would print them as `\\x0a`)."""
+    return "\n".join(for_mathtext(line) for line in textwrap.wrap(" ".join(str(text).split()), width))
+
+
 def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None:
-    """The headline sentence in bold at the top of the figure, wrapped, with the axes moved down
-    to make room for it and the axes title (at most HEADLINE_LINES lines; the rest is cut with ...)."""
+    """The headline sentence in bold at the top of the figure, wrapped (at most HEADLINE_LINES
+    lines; the rest is cut with ...); the constrained layout keeps the axes and their title below it."""
     lines = textwrap.wrap(text, width) or [""]
     if len(lines) > HEADLINE_LINES:
         lines = lines[:HEADLINE_LINES]
@@ -158,13 +165,11 @@ def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None
     figure.suptitle(
         "\n".join(for_mathtext(line) for line in lines),
         x=0.02,
-        y=0.995,
         ha="left",
         va="top",
         fontsize=10,
         fontweight="bold",
     )
-    figure.subplots_adjust(top=0.90 - 0.045 * len(lines))
 
 
 def fit_title(result, level=0.8) -> str:
@@ -317,7 +322,10 @@ def _scatter(axes, compute, reward, *, color, filled, label) -> None:
 
 
 def _new_axes():
-    figure = Figure(figsize=(7.5, 4.8), dpi=110)
+    """A figure whose constrained layout fits the headline, the title and the legend below the axes."""
+    figure = Figure(figsize=(7.5, 5.4), dpi=110, layout="constrained")
+    # The layout does not see A's interval bar beside the axes' right edge: leave it 3 % of the width.
+    figure.get_layout_engine().set(rect=(0.0, 0.0, 0.97, 1.0))
     FigureCanvasAgg(figure)
     return figure, figure.add_subplot()
 
@@ -334,7 +342,11 @@ def _finish_axes(axes, x_label, y_label, target_compute) -> None:
     axes.set_xlabel(f"{for_mathtext(x_label)} (log scale; C = 0 points on the left edge)")
     axes.set_ylabel(for_mathtext(y_label))
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.05, 1.0), borderaxespad=0.0)
+    # Below the axes, so that the plot keeps the figure's width whatever the labels' length.
+    entries = len(axes.get_legend_handles_labels()[1])
+    axes.legend(
+        fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2 if entries > 3 else 1, frameon=False
+    )
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
