@@ -205,3 +205,27 @@ def test_a_run_with_kl_holds_its_starting_policy_frozen_as_the_reference(tiny_co
     assert not any(parameter.requires_grad for parameter in run.reference.parameters())
     assert all(torch.equal(a, b) for a, b in zip(starting, run.reference.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(starting, run.model.parameters()))
+
+
+def test_the_step_recipe_holds_the_blocks_the_config_names_resolved_once():
+    from scalerl.rl import advantages, aggregation, losses
+
+    config = TrainConfig().with_overrides(
+        [
+            "rl.loss=dapo",
+            "rl.dapo_eps_high=0.3",
+            "rl.aggregation=sample",
+            "rl.advantage_norm=prompt",
+            "sampling.temperature=0.7",
+            "sampling.length_control=truncate",
+        ]
+    )
+    recipe = step_recipe(config)
+    assert recipe.config is config
+    assert recipe.loss is losses.dapo and dict(recipe.loss_kwargs) == {"eps_low": 0.2, "eps_high": 0.3}
+    assert recipe.aggregation is aggregation.sample_mean
+    assert recipe.advantage_normalisation is advantages.normalise_by_prompt_std
+    assert not recipe.needs_reference
+    assert (recipe.sampling.temperature, recipe.length_control.mode) == (0.7, "truncate")
+    kl = step_recipe(TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"]))
+    assert kl.loss is grpo and kl.needs_reference and dict(kl.loss_kwargs) == {"eps": 0.2, "kl_coef": 0.1}
