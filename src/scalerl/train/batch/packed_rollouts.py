@@ -322,6 +322,17 @@ class TokenGrid:
         self.loss_mask[rows, columns] = np.asarray(sampled, dtype=np.int8)
         self.lengths[rows] += 1
 
+    def write_row(
+        self, row: int, tokens: Sequence[int], logprobs: Sequence[float], version: int, loss_mask: Sequence[int]
+    ) -> None:
+        """Row `row`'s whole completion at once (a generator that returns sequences, not steps)."""
+        length = len(tokens)
+        self.tokens[row, :length] = np.asarray(tokens, dtype=np.int64)
+        self.logprobs[row, :length] = np.asarray(logprobs, dtype=np.float64)
+        self.versions[row, :length] = int(version)
+        self.loss_mask[row, :length] = np.asarray(loss_mask, dtype=np.int8)
+        self.lengths[row] = length
+
     def filled(self) -> np.ndarray:
         """bool [n, width]: the cells written, column j of row i iff j < lengths[i]."""
         return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
