@@ -123,7 +123,7 @@ def step_split(config, workdir: Path, steps: int = 6) -> dict:
             started = time.perf_counter()
             rollouts = training_rewards(_generate(run), run.config)
             generated = time.perf_counter()
-            train_step(run.model, run.optimizer, run.scheduler, rollouts, run.config)
+            train_step(run.model, run.optimizer, run.scheduler, rollouts, run.recipe)
             generate_seconds += generated - started
             train_seconds += time.perf_counter() - generated
     finally:

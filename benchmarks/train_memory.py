@@ -124,6 +124,7 @@ def child_step(spec: dict) -> dict:
     import torch
 
     from scalerl.train.batch.packed_rollouts import pack_rollouts
+    from scalerl.train.config.step_recipe import step_recipe
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
@@ -141,18 +142,19 @@ def child_step(spec: dict) -> dict:
     )
     optimizer = build_optimizer(model, config.optim)
     scheduler = build_scheduler(optimizer, 0)
+    recipe = step_recipe(config)
     train_step(
-        model, optimizer, scheduler, pack_rollouts(_rollouts(2, vocab, 4, 4, seed=1)), config
+        model, optimizer, scheduler, pack_rollouts(_rollouts(2, vocab, 4, 4, seed=1)), recipe
     )  # AdamW state, grads
     rollouts = pack_rollouts(
         _rollouts(spec["batch"], vocab, shape["prompt_tokens"], shape["completion_tokens"], seed=2)
     )
     optimizer.zero_grad(set_to_none=False)
-    result = _measure(lambda: train_step(model, optimizer, scheduler, rollouts, config))
+    result = _measure(lambda: train_step(model, optimizer, scheduler, rollouts, recipe))
     seconds = [result["seconds"]]
     for _ in range(spec.get("timed_steps", 0)):
         started = time.perf_counter()
-        train_step(model, optimizer, scheduler, rollouts, config)
+        train_step(model, optimizer, scheduler, rollouts, recipe)
         seconds.append(time.perf_counter() - started)
     tokens = int(rollouts.prompt_offsets[-1] + rollouts.completion_offsets[-1])
     return {

@@ -66,3 +66,14 @@ def test_integer_rewards_and_unknown_names():
         get_advantage_normalisation("global")
     with pytest.raises(InputError, match="group_ids"):
         compute_advantages(REWARDS, GROUP_IDS[:3])
+
+
+def test_the_resolved_normalisation_gives_what_its_name_gives():
+    from scalerl.rl.advantages import normalise_by_batch_std, normalised_advantages
+
+    keep = torch.tensor([True] * 4 + [False] * 4)
+    by_function = normalised_advantages(REWARDS, GROUP_IDS, normalise_by_batch_std, keep_mask=keep)
+    std = math.sqrt((1.5**2 + 3 * 0.5**2) / 4)  # of group 0's centred rewards, the only kept group
+    expected = [1.5 / std, -0.5 / std, -0.5 / std, -0.5 / std] + [0.0] * 4  # float32, eps 1e-6
+    assert by_function.tolist() == pytest.approx(expected, abs=1e-5)
+    assert torch.equal(by_function, compute_advantages(REWARDS, GROUP_IDS, "batch", keep_mask=keep))

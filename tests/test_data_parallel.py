@@ -12,6 +12,7 @@ import torch
 from test_micro_batches import _model, _rollouts
 
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.parallel.data_parallel import shard_rows
 from scalerl.train.train_step import build_scheduler, train_step
@@ -30,6 +31,7 @@ import sys
 import torch
 sys.path.insert(0, {tests!r})
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.parallel.data_parallel import init_from_environment
 from scalerl.train.train_step import build_scheduler, train_step
@@ -41,7 +43,7 @@ model = _model()
 rollouts = pack_rollouts(_rollouts(_model()))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 stats = train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts,
-                   TrainConfig().with_overrides({options!r}))
+                   step_recipe(TrainConfig().with_overrides({options!r})))
 torch.save({{"parameters": [p.detach() for p in model.parameters()], "loss": stats.loss,
             "entropy": stats.entropy, "grad_norm": stats.grad_norm}}, {out!r} + f".rank{{rank}}")
 """
@@ -70,7 +72,11 @@ def test_two_gloo_ranks_with_half_the_batch_each_equal_one_rank_with_all_of_it(t
     single = copy.deepcopy(base)
     optimizer = torch.optim.SGD(single.parameters(), lr=0.1)
     stats = train_step(
-        single, optimizer, build_scheduler(optimizer, 0), rollouts, TrainConfig().with_overrides(OPTIONS[:-1])
+        single,
+        optimizer,
+        build_scheduler(optimizer, 0),
+        rollouts,
+        step_recipe(TrainConfig().with_overrides(OPTIONS[:-1])),
     )
     for rank in range(2):
         result = torch.load(f"{out}.rank{rank}")

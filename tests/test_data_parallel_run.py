@@ -14,11 +14,12 @@ from conftest import TINY_RUN, set_options
 from safetensors.torch import load_file
 
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
+from scalerl.train.batch.packed_rollouts import concat_packed
 from scalerl.train.checkpoint.save_load import latest_checkpoint
-from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.config.step_recipe import length_control, sampling_settings
 from scalerl.train.generation import skip_decoding_steps
 from scalerl.train.parallel.data_parallel import shard_rows
-from scalerl.train.step_rollouts import generate_rollout_shard, generate_rollouts
+from scalerl.train.step_rollouts import generate_packed, generate_rollout_shard, generate_rollouts
 
 PROMPTS = ["12+7=", "3*4=", "20-5=", "9+9=", "1+2="]
 
@@ -58,6 +59,44 @@ def test_shards_generated_apart_are_the_whole_batch_and_end_the_stream_where_it_
         torch.testing.assert_close(
             torch.tensor(got.generator_logprobs), torch.tensor(expected.generator_logprobs), rtol=0, atol=1e-5
         )
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 6])
+def test_shards_packed_as_decoded_join_into_the_whole_packed_batch(tiny_config, world_size):
+    """Each rank's shard packed straight from the decoder's grid (group indices those of the whole
+    batch; with 6 ranks for 5 prompts one shard is empty), joined in rank order: the batch one
+    process packs, and each rank's stream ends where it ends once the steps are skipped."""
+    config = tiny_config("sampling.length_control=interrupt", "max_new_tokens=16")
+    model, tokenizer = build_tiny_model(TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2), seed=3)
+    model.generation_config.eos_token_id = list(range(20, 35))
+    options = dict(num_generations=3, sampling=sampling_settings(config), length_control=length_control(config))
+    indices = list(range(10, 10 + len(PROMPTS)))
+    whole_generator = torch.Generator().manual_seed(0)
+    whole, _ = generate_packed(model, tokenizer, PROMPTS, indices, torch_generator=whole_generator, **options)
+    generators = [torch.Generator().manual_seed(0) for _ in range(world_size)]
+    shards = [
+        generate_packed(
+            model,
+            tokenizer,
+            PROMPTS,
+            indices,
+            torch_generator=generator,
+            prompt_rows=shard_rows(len(PROMPTS), rank, world_size),
+            **options,
+        )
+        for rank, generator in enumerate(generators)
+    ]
+    most = max(steps for _, steps in shards)
+    for generator, (_, steps) in zip(generators, shards):
+        skip_decoding_steps(generator, most - steps, len(PROMPTS) * 3, model.config.vocab_size)
+        assert torch.equal(generator.get_state(), whole_generator.get_state())
+    together = concat_packed([part for part, _ in shards])
+    assert together.group_index.tolist() == [group for group in range(len(PROMPTS)) for _ in range(3)]
+    for name in ("prompt_index", "group_index", "interrupted", "truncated", "prompt_offsets", "prompt_tokens"):
+        assert getattr(together, name).tolist() == getattr(whole, name).tolist(), name
+    for name in ("completion_offsets", "completion_tokens", "versions", "loss_mask", "text_offsets", "text_bytes"):
+        assert getattr(together, name).tolist() == getattr(whole, name).tolist(), name
+    torch.testing.assert_close(torch.from_numpy(together.logprobs), torch.from_numpy(whole.logprobs), rtol=0, atol=1e-5)
 
 
 def _rows(run_dir: Path) -> list[dict]:

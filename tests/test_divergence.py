@@ -12,6 +12,7 @@ from cli_invocation import assert_one_line_error, invoke
 from scalerl.tasks.rollout import Rollout
 from scalerl.train import train_step as train_step_module
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.guards.divergence_guard import (
     DivergenceError,
     DivergenceGuard,
@@ -78,17 +79,17 @@ def test_skipping_is_bounded_and_each_skip_is_said(monkeypatch, tiny_config):
     optimizer = build_optimizer(model, tiny_config().optim)
     scheduler = build_scheduler(optimizer, 2)
     guard = DivergenceGuard(allowed=1)
-    stats = guarded_train_step(guard, 3, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config())
+    stats = guarded_train_step(guard, 3, model, optimizer, scheduler, _batch([-1.0], [1]), step_recipe(tiny_config()))
     assert not stats.updated and math.isnan(stats.loss) and math.isnan(stats.grad_norm)
     assert stats.nonfinite.startswith("warning: step 3: the loss is nan; step skipped")
     assert "1 of train.skip_nonfinite_steps=1" in stats.nonfinite
     assert scheduler.last_epoch == 1  # the schedule advanced as for a filtered-out step
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     with pytest.raises(DivergenceError, match="step 4: the loss is nan; the run stopped before applying it"):
-        guarded_train_step(guard, 4, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config())
+        guarded_train_step(guard, 4, model, optimizer, scheduler, _batch([-1.0], [1]), step_recipe(tiny_config()))
     with pytest.raises(DivergenceError, match="--set train.skip_nonfinite_steps=N"):
         guarded_train_step(
-            DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, _batch([-1.0], [1]), tiny_config()
+            DivergenceGuard(allowed=0), 1, model, optimizer, scheduler, _batch([-1.0], [1]), step_recipe(tiny_config())
         )
 
 

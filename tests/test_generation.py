@@ -503,7 +503,7 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
         )
         indices = list(range(10, 10 + len(PROMPTS)))
         batch = (
-            generate_packed(model, tokenizer, PROMPTS, indices, **kwargs)
+            generate_packed(model, tokenizer, PROMPTS, indices, **kwargs)[0]
             if packed
             else pack_rollouts(generate_rollouts(model, tokenizer, PROMPTS, indices, **kwargs))
         )

@@ -130,3 +130,89 @@ def test_generator_worker_vllm_path_with_the_fake_backend_meets_the_contract(mon
     assert batch_violations(batch, request, 2, published_version=2) == []
     assert worker.vllm.loaded_versions == [2]  # the published weights reached the backend
     assert set(batch.packed.reward.tolist()) <= {-1.0, 1.0}  # scored by the task's verifier
+
+
+class _Logprob:
+    def __init__(self, value):
+        self.logprob = value
+
+
+class _Output:
+    """One vLLM completion as VllmRolloutBackend reads it."""
+
+    def __init__(self, ids, finish_reason, text=""):
+        self.token_ids = ids
+        self.logprobs = [{token: _Logprob(-0.1 * token)} for token in ids]
+        self.finish_reason = finish_reason
+        self.text = text
+
+
+class _CharTokenizer:
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids)
+
+
+def test_the_vllm_backend_packs_its_two_pass_interruption_as_the_rollouts_say():
+    """VllmRolloutBackend.generate with vLLM's engine replaced by fixed outputs: a sequence cut at
+    its budget gets the forced phrase (log-prob 0, loss_mask 0) and answers in a second pass, one
+    that closed its thinking answers too, one that stopped while thinking is done; the batch is
+    packed with every token at the call's policy version."""
+    from scalerl.distributed.vllm_generator import VllmRolloutBackend
+    from scalerl.tasks.rollout import LengthControl, SamplingSettings
+    from scalerl.train.batch.packed_rollouts import unpack_rollouts
+
+    backend = object.__new__(VllmRolloutBackend)
+    backend.tokenizer = _CharTokenizer()
+    backend.sampling = SamplingSettings(max_new_tokens=8)
+    backend.length_control = LengthControl(
+        thinking_budget_min=3, thinking_budget_max=3, interruption_phrase="!#", think_end_text="#"
+    )
+    backend._params = lambda max_tokens, seed, stop=None: max_tokens
+    passes = [
+        [
+            _Output([70, 71, 72], "length"),
+            _Output([70, 35], "stop", "F#"),
+            _Output([66], "stop", "B"),
+            _Output([70, 71, 72], "length"),
+        ],
+        [_Output([50, 51], "stop"), _Output([50, 51, 52, 53, 54, 55], "length"), _Output([52], "stop")],
+    ]
+    budgets = []
+
+    def run(prompts, params):
+        budgets.append(params)
+        return passes[len(budgets) - 1]
+
+    backend._run = run
+    packed = backend.generate(["ab", "c"], [7, 3], num_generations=2, seed=0, policy_version=5)
+    assert budgets == [[3, 3, 3, 3], [3, 6, 3]]  # the answer pass: max_new_tokens - tokens so far
+    forced = (33, 35)
+    completions = [
+        ((70, 71, 72) + forced + (50, 51), (1, 1, 1, 0, 0, 1, 1), False, True),
+        ((70, 35, 50, 51, 52, 53, 54, 55), (1,) * 8, True, False),
+        ((66,), (1,), False, False),
+        ((70, 71, 72) + forced + (52,), (1, 1, 1, 0, 0, 1), False, True),
+    ]
+    expected = [
+        Rollout(
+            prompt_index=(7, 7, 3, 3)[row],
+            group_index=row // 2,
+            prompt_token_ids=((97, 98), (97, 98), (99,), (99,))[row],
+            completion_token_ids=tokens,
+            generator_logprobs=tuple(0.0 if not sampled else -0.1 * t for t, sampled in zip(tokens, mask)),
+            token_policy_versions=(5,) * len(tokens),
+            reward=0.0,
+            truncated=truncated,
+            interrupted=interrupted,
+            completion_text="".join(chr(t) for t in tokens),
+            loss_mask=mask,
+        )
+        for row, (tokens, mask, truncated, interrupted) in enumerate(completions)
+    ]
+    assert unpack_rollouts(packed) == expected
+    reference = pack_rollouts(expected)
+    for name, values in vars(reference).items():
+        assert getattr(packed, name).dtype == values.dtype, name

@@ -19,6 +19,7 @@ from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state, is_lora
 from scalerl.models.policy import policy_logits
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.checkpoint.save_load import latest_checkpoint
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.lora_policy import adapted, run_policy
 from scalerl.train.run_setup import build_task
@@ -44,7 +45,9 @@ def test_a_lora_step_changes_the_adapter_and_leaves_the_starting_weights_bit_ide
     before_base = {
         name: tensor.clone() for name, tensor in model.get_base_model().state_dict().items() if "lora_" not in name
     }
-    stats = train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(_rollouts(model)), config)
+    stats = train_step(
+        model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(_rollouts(model)), step_recipe(config)
+    )
     assert stats.updated and stats.grad_norm > 0
     after_base = {name: tensor for name, tensor in model.get_base_model().state_dict().items() if "lora_" not in name}
     assert after_base.keys() == before_base.keys()

@@ -12,6 +12,7 @@ from scalerl.models.policy import TinyModelSpec, build_tiny_model, policy_hidden
 from scalerl.rl.registry import get_aggregation
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.parallel.data_parallel import AccumulatedStats, aggregation_token_weights, micro_batch_slices
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
@@ -70,7 +71,12 @@ def _rollouts(model):
 def _gradients_of_one_step(model, rollouts, config, reference):
     optimizer = build_optimizer(model, config.optim)
     stats = train_step(
-        model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config, reference=reference
+        model,
+        optimizer,
+        build_scheduler(optimizer, 0),
+        pack_rollouts(rollouts),
+        step_recipe(config),
+        reference=reference,
     )
     return stats, [parameter.grad.clone() for parameter in model.parameters()]
 

@@ -17,6 +17,7 @@ from scalerl.distributed.weight_sync.object_store import BackgroundPublisher
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import generation_totals, pack_rollouts, unpack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import ModelShape
 from scalerl.train.guards.divergence_guard import nonfinite_logprobs
@@ -124,7 +125,11 @@ def test_a_step_on_the_packed_batch_trains_the_kept_groups_tokens(overrides):
     before = [p.detach().clone() for p in model.parameters()]
     optimizer = build_optimizer(model, config.optim)
     stats = train_step(
-        model, optimizer, build_scheduler(optimizer, 0), training_rewards(pack_rollouts(_batch()), config), config
+        model,
+        optimizer,
+        build_scheduler(optimizer, 0),
+        training_rewards(pack_rollouts(_batch()), config),
+        step_recipe(config),
     )
     assert stats.updated and (stats.kept_prompts, stats.total_prompts, stats.kept_sequences) == (2, 3, 4)
     assert stats.tokens_trained == (3 + 4) + (3 + 1) + (2 + 6) + (2 + 2)  # groups 0 and 1, prompt + completion

@@ -197,7 +197,7 @@ def test_in_flight_update_tags_later_tokens_with_the_new_version(tiny_config, ra
             worker.model,
             worker.tokenizer,
             worker.task,
-            config,
+            worker.recipe,
             [0, 1],
             torch_generator=torch.Generator().manual_seed(0),
             policy_version=0,

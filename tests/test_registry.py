@@ -21,6 +21,7 @@ from scalerl.rl.losses import LossOutput, grpo
 from scalerl.rl.registry import BlockSpec, ParamSpec, get_loss
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.config_keys import describe_keys
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig, load_config, save_config
 from scalerl.train.train_step import build_optimizer, build_scheduler, train_step
 
@@ -66,7 +67,7 @@ def test_the_toy_loss_trains_through_train_step(toy_registered):
         copy_of_model = copy.deepcopy(model)
         optimizer = build_optimizer(copy_of_model, config.optim)
         steps[scale] = train_step(
-            copy_of_model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config
+            copy_of_model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), step_recipe(config)
         )
     assert steps[3.0].loss == pytest.approx(3.0 * steps[1.0].loss) and steps[1.0].loss != 0.0
 
@@ -152,7 +153,12 @@ def test_train_step_takes_the_kl_term_against_the_reference_policy():
         policy = copy.deepcopy(model)
         optimizer = build_optimizer(policy, config.optim)
         losses[kl_coef] = train_step(
-            policy, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config, reference=reference
+            policy,
+            optimizer,
+            build_scheduler(optimizer, 0),
+            pack_rollouts(rollouts),
+            step_recipe(config),
+            reference=reference,
         ).loss
     # prompt aggregation: mean over the two prompts of the mean k3 over their completion tokens
     per_prompt = []
@@ -169,7 +175,7 @@ def test_train_step_takes_the_kl_term_against_the_reference_policy():
     config = TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"])
     optimizer = build_optimizer(model, config.optim)
     with pytest.raises(InputError, match="needs the reference policy"):
-        train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), config)
+        train_step(model, optimizer, build_scheduler(optimizer, 0), pack_rollouts(rollouts), step_recipe(config))
 
 
 def test_every_loss_parameter_has_its_own_config_key_and_a_default_inside_its_bounds():
@@ -199,3 +205,27 @@ def test_a_run_with_kl_holds_its_starting_policy_frozen_as_the_reference(tiny_co
     assert not any(parameter.requires_grad for parameter in run.reference.parameters())
     assert all(torch.equal(a, b) for a, b in zip(starting, run.reference.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(starting, run.model.parameters()))
+
+
+def test_the_step_recipe_holds_the_blocks_the_config_names_resolved_once():
+    from scalerl.rl import advantages, aggregation, losses
+
+    config = TrainConfig().with_overrides(
+        [
+            "rl.loss=dapo",
+            "rl.dapo_eps_high=0.3",
+            "rl.aggregation=sample",
+            "rl.advantage_norm=prompt",
+            "sampling.temperature=0.7",
+            "sampling.length_control=truncate",
+        ]
+    )
+    recipe = step_recipe(config)
+    assert recipe.config is config
+    assert recipe.loss is losses.dapo and dict(recipe.loss_kwargs) == {"eps_low": 0.2, "eps_high": 0.3}
+    assert recipe.aggregation is aggregation.sample_mean
+    assert recipe.advantage_normalisation is advantages.normalise_by_prompt_std
+    assert not recipe.needs_reference
+    assert (recipe.sampling.temperature, recipe.length_control.mode) == (0.7, "truncate")
+    kl = step_recipe(TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"]))
+    assert kl.loss is grpo and kl.needs_reference and dict(kl.loss_kwargs) == {"eps": 0.2, "kl_coef": 0.1}

@@ -6,6 +6,7 @@ import torch
 from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.train_step import (
     build_batch,
@@ -88,7 +89,7 @@ def test_train_step_raises_good_and_lowers_bad_completions(loss_name):
     ]
     before = [_sequence_logprob(model, r) for r in rollouts]
     optimizer, scheduler = _optimiser(model, config)
-    stats = train_step(model, optimizer, scheduler, pack_rollouts(rollouts), config)
+    stats = train_step(model, optimizer, scheduler, pack_rollouts(rollouts), step_recipe(config))
     after = [_sequence_logprob(model, r) for r in rollouts]
     assert stats.updated and stats.kept_prompts == 2 and stats.total_prompts == 2
     assert stats.mean_ratio == pytest.approx(1.0, abs=1e-4)  # on-policy: ratio 1
@@ -104,11 +105,11 @@ def test_zero_variance_groups_are_dropped_and_an_all_constant_batch_does_not_upd
     mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 1), _rollout(model, tokenizer, "5+1=", "9", -1.0, 1)]
     optimizer, scheduler = _optimiser(model, config)
     weights = [p.detach().clone() for p in model.parameters()]
-    stats = train_step(model, optimizer, scheduler, pack_rollouts(constant), config)
+    stats = train_step(model, optimizer, scheduler, pack_rollouts(constant), step_recipe(config))
     assert not stats.updated and stats.kept_prompts == 0 and stats.tokens_trained == 0
     assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
     assert scheduler.last_epoch == 1  # the LR schedule still advances
-    stats = train_step(model, optimizer, scheduler, pack_rollouts(constant + mixed), config)
+    stats = train_step(model, optimizer, scheduler, pack_rollouts(constant + mixed), step_recipe(config))
     assert stats.updated and (stats.kept_prompts, stats.total_prompts) == (1, 2)
     assert stats.kept_sequences == 2
     assert stats.tokens_trained == sum(len(r.prompt_token_ids) + len(r.completion_token_ids) for r in mixed)
@@ -119,10 +120,10 @@ def test_a_step_with_a_reference_policy_counts_its_forward_as_recomputed_tokens(
     reference, _ = _tiny_model()
     mixed = [_rollout(model, tokenizer, "5+1=", "6", 1.0, 0), _rollout(model, tokenizer, "5+1=", "9", -1.0, 0)]
     plain = TrainConfig()
-    stats = train_step(model, *_optimiser(model, plain), pack_rollouts(mixed), plain)
+    stats = train_step(model, *_optimiser(model, plain), pack_rollouts(mixed), step_recipe(plain))
     assert stats.tokens_recomputed == 0 and stats.recomputed_context_sum == 0
     kl = TrainConfig().with_overrides(["rl.loss=grpo", "rl.grpo_kl_coef=0.1"])
-    stats = train_step(model, *_optimiser(model, kl), pack_rollouts(mixed), kl, reference=reference)
+    stats = train_step(model, *_optimiser(model, kl), pack_rollouts(mixed), step_recipe(kl), reference=reference)
     assert (stats.tokens_recomputed, stats.recomputed_context_sum) == (stats.tokens_trained, stats.trained_context_sum)
 
 
@@ -139,12 +140,18 @@ def test_a_step_keeping_fewer_prompts_than_min_kept_prompts_makes_no_update():
     gated = TrainConfig().with_overrides(["rl.min_kept_prompts=3"])
     optimizer, scheduler = _optimiser(model, gated)
     weights = [p.detach().clone() for p in model.parameters()]
-    stats = train_step(model, optimizer, scheduler, pack_rollouts(mixed), gated)  # 2 of 3 prompts kept, 3 required
+    stats = train_step(
+        model, optimizer, scheduler, pack_rollouts(mixed), step_recipe(gated)
+    )  # 2 of 3 prompts kept, 3 required
     assert not stats.updated and (stats.kept_prompts, stats.total_prompts) == (2, 3)
     assert all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))
     assert scheduler.last_epoch == 1
     stats = train_step(
-        model, optimizer, scheduler, pack_rollouts(mixed), TrainConfig().with_overrides(["rl.min_kept_prompts=2"])
+        model,
+        optimizer,
+        scheduler,
+        pack_rollouts(mixed),
+        step_recipe(TrainConfig().with_overrides(["rl.min_kept_prompts=2"])),
     )
     assert stats.updated and stats.kept_prompts == 2
     assert not all(torch.equal(w, p) for w, p in zip(weights, model.parameters()))

@@ -7,7 +7,7 @@ from cli_invocation import assert_one_line_error, invoke
 
 from scalerl.cli.train import build_train_config, logging_assignments
 from scalerl.errors import ConfigError
-from scalerl.train.config.generation_settings import sampling_settings
+from scalerl.train.config.step_recipe import sampling_settings
 from scalerl.train.config.train_config import TrainConfig, config_from_file
 
 TRL_YAML = """\

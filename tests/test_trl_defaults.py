@@ -16,6 +16,7 @@ from scalerl.rl.advantages import compute_advantages
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.config_io import read_config_file
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.config.train_config import TrainConfig, config_from_file
 from scalerl.train.config.trl_config import TRL_DEFAULTS, trl_notes
 from scalerl.train.train_step import build_optimizer, build_scheduler, lr_factor, train_step
@@ -98,7 +99,7 @@ def _rollouts(model, groups=4, per_group=4):
 
 def _gradient(model, rollouts, config):
     optimizer = build_optimizer(model, config.optim)
-    train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts, config)
+    train_step(model, optimizer, build_scheduler(optimizer, 0), rollouts, step_recipe(config))
     return [parameter.grad.clone() for parameter in model.parameters()]
 
 

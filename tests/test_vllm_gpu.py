@@ -46,7 +46,7 @@ def test_vllm_backend_meets_the_generator_contract_and_loads_published_weights()
     from scalerl.distributed.vllm_generator import VllmRolloutBackend
     from scalerl.distributed.weight_sync.object_store import snapshot_weights
     from scalerl.train.batch.packed_rollouts import unpack_rollouts
-    from scalerl.train.config.generation_settings import length_control, sampling_settings
+    from scalerl.train.config.step_recipe import length_control, sampling_settings
 
     config = _config()
     backend = VllmRolloutBackend(MODEL, sampling_settings(config), length_control(config), gpu_memory_utilization=0.4)

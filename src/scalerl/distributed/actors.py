@@ -30,7 +30,7 @@ from scalerl.distributed.weight_sync.object_store import (
     snapshot_weights,
 )
 from scalerl.train.batch.packed_rollouts import PackedRollouts
-from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.config.step_recipe import step_recipe
 from scalerl.train.flops import ModelShape, model_shape
 from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import guard_for
@@ -65,6 +65,7 @@ class GeneratorWorker:
     ) -> None:
         configure_torch_threads(torch_threads)
         self.config = config
+        self.recipe = step_recipe(config)  # the config resolved once for every batch
         self.bucket_mb = float(bucket_mb)
         self.generator_id = int(generator_id)
         self.task = build_task(config)
@@ -73,7 +74,7 @@ class GeneratorWorker:
         if backend == "vllm":
             from scalerl.distributed.vllm_generator import VllmRolloutBackend
 
-            self.vllm = VllmRolloutBackend(config.model.path, sampling_settings(config), length_control(config))
+            self.vllm = VllmRolloutBackend(config.model.path, self.recipe.sampling, self.recipe.length_control)
             self.model, self.tokenizer = None, self.vllm.tokenizer
         elif config.model.lora_r > 0:  # the starting weights built here; only the adapters travel
             self.model, self.tokenizer = run_policy(config, self.task, resuming=False)
@@ -102,7 +103,7 @@ class GeneratorWorker:
                 self.model,
                 self.tokenizer,
                 self.task,
-                self.config,
+                self.recipe,
                 request.prompt_indices,
                 torch_generator=generator,
                 policy_version=start_version,
@@ -162,6 +163,7 @@ class TrainerWorker:
         self.reference = reference_policy(config, self.task)
         self.version = 0
         self.guard = guard_for(config)  # non-finite steps: skip (train.skip_nonfinite_steps) or stop
+        self.recipe = step_recipe(config)  # the config resolved once for every step
         if resume_checkpoint is not None:
             self.version = restore_training(
                 resume_checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
@@ -227,7 +229,7 @@ class TrainerWorker:
             self.optimizer,
             self.scheduler,
             training_rewards(packed, self.config),
-            self.config,
+            self.recipe,
             reference=self.reference,
         )
         self.version += 1

@@ -21,8 +21,8 @@ import random
 from collections.abc import Sequence
 
 from scalerl.errors import ConfigError, ScaleRLError
-from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_rollouts
+from scalerl.tasks.rollout import LengthControl, SamplingSettings
+from scalerl.train.batch.packed_rollouts import PackedRollouts, TokenGrid, pack_decoded, pack_rollouts
 
 
 def vllm_usable() -> bool:
@@ -132,7 +132,7 @@ class VllmRolloutBackend:
         pieces = [_piece(out, forced=False) for out in first]
         if interrupt:
             pieces = self._continue_after_thinking(jobs, pieces, first, seeds)
-        return pack_rollouts([self._rollout(job, piece, policy_version) for job, piece in zip(jobs, pieces)])
+        return self._packed(prompt_ids, prompt_indices, num_generations, pieces, policy_version)
 
     def _continue_after_thinking(self, jobs, pieces, first, seeds) -> list[dict]:
         """Second pass: answer after `</think>`, appending the interruption phrase where cut."""
@@ -161,20 +161,22 @@ class VllmRolloutBackend:
             pieces[index] = _append(pieces[index], _piece(out, forced=False))
         return pieces
 
-    def _rollout(self, job, piece: dict, policy_version: int) -> Rollout:
-        group_index, prompt_index, ids = job
-        return Rollout(
-            prompt_index=int(prompt_index),
-            group_index=int(group_index),
-            prompt_token_ids=tuple(ids),
-            completion_token_ids=tuple(piece["ids"]),
-            generator_logprobs=tuple(piece["logprobs"]),
-            token_policy_versions=(int(policy_version),) * len(piece["ids"]),
-            reward=0.0,
-            truncated=bool(piece["truncated"]),
-            interrupted=bool(piece["interrupted"]),
-            completion_text=self.tokenizer.decode(piece["ids"], skip_special_tokens=True),
-            loss_mask=tuple(piece["mask"]),
+    def _packed(self, prompt_ids, prompt_indices, num_generations: int, pieces, policy_version: int) -> PackedRollouts:
+        """The completions packed as a decoder's record is (pack_decoded, no Rollout built): piece r
+        is generation r % G of prompt r // G, every token at `policy_version`."""
+        if not pieces:
+            return pack_rollouts([])
+        grid = TokenGrid.empty(len(pieces), max(len(piece["ids"]) for piece in pieces))
+        for row, piece in enumerate(pieces):
+            grid.write_row(row, piece["ids"], piece["logprobs"], policy_version, piece["mask"])
+        return pack_decoded(
+            grid,
+            prompt_ids,
+            prompt_indices,
+            num_generations,
+            [self.tokenizer.decode(piece["ids"], skip_special_tokens=True) for piece in pieces],
+            truncated=[bool(piece["truncated"]) for piece in pieces],
+            interrupted=[bool(piece["interrupted"]) for piece in pieces],
         )
 
 

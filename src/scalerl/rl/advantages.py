@@ -9,6 +9,8 @@ producing inf/nan: A / (std + eps), so a group whose rewards are all equal keeps
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from scalerl.errors import InputError
@@ -100,14 +102,27 @@ def compute_advantages(
     keep_mask: torch.Tensor | None = None,
     eps: float = DEFAULT_STD_EPS,
 ) -> torch.Tensor:
-    """Group-centred advantages normalised by `normalisation`, a name of the registry's
-    ADVANTAGE_NORMALISATIONS ("batch", "prompt", "none"; unknown: ConfigError).
+    """`normalised_advantages` with the normalisation named `normalisation` in the registry's
+    ADVANTAGE_NORMALISATIONS ("batch", "prompt", "none"; unknown: ConfigError)."""
+    normalise = get_advantage_normalisation(normalisation)
+    return normalised_advantages(rewards, group_ids, normalise, keep_mask=keep_mask, eps=eps)
+
+
+def normalised_advantages(
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    normalise: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor],
+    *,
+    keep_mask: torch.Tensor | None = None,
+    eps: float = DEFAULT_STD_EPS,
+) -> torch.Tensor:
+    """Group-centred advantages normalised by `normalise` `(centred, group_ids, eps) -> advantages`
+    (one of the functions above: the registry's entry for rl.advantage_norm, resolved once per run).
 
     With `keep_mask` [N] bool (e.g. from the zero-variance filter), centring and normalisation
     use only the kept sequences (dropped prompts do not dilute the batch std) and dropped
     sequences get A = 0. Returns a float tensor [N] without grad.
     """
-    normalise = get_advantage_normalisation(normalisation)
     rewards = rewards.detach()
     if not rewards.is_floating_point():
         rewards = rewards.float()

@@ -5,9 +5,9 @@ checkpoints; scalerl.train.trainer) and every other rank follows it.
 At the start rank 0 says which checkpoint it resumed from (the others restore the same one) or
 sends its starting weights (warm start and LoRA adapters included). Each step rank 0 broadcasts a
 `StepPlan` (the prompts it sampled, the state of the run's sampling stream); every rank generates
-its contiguous shard of the prompts with the whole batch's random draws
-(step_rollouts.generate_rollout_shard), scores it, and the scored shards are gathered in rank order
-and packed: every rank holds the batch one process would have generated, its stream ends where
+its contiguous shard of the prompts with the whole batch's random draws, packed as it is decoded
+(step_rollouts.generate_packed), scores it, and the scored shards are gathered in rank order:
+every rank holds the batch one process would have generated, its stream ends where
 one process's would, and `train_step` is data parallel over the ranks (data_parallel.py). When the
 run stops (its last step, every prompt retired, Ctrl-C or SIGTERM) rank 0 broadcasts None and
 every rank stops after the same step.
@@ -24,8 +24,8 @@ import torch
 
 from scalerl.tasks.custom_reward import RewardFunction
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts, concat_packed, pack_rollouts
-from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.batch.packed_rollouts import PackedRollouts, concat_packed
+from scalerl.train.config.step_recipe import StepRecipe, step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import skip_decoding_steps
 from scalerl.train.guards.divergence_guard import guard_for
@@ -41,7 +41,7 @@ from scalerl.train.parallel.data_parallel import (
 )
 from scalerl.train.run_checkpoint import restore_training
 from scalerl.train.run_setup import build_optimisation, build_task, reference_policy
-from scalerl.train.step_rollouts import generate_rollout_shard, score_batch, training_rewards
+from scalerl.train.step_rollouts import generate_packed, score_batch, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 
@@ -74,29 +74,29 @@ def announce_stop() -> None:
 
 
 def generate_together(
-    model: torch.nn.Module, tokenizer: Any, task: Task, config: TrainConfig, plan: StepPlan, generator: torch.Generator
+    model: torch.nn.Module, tokenizer: Any, task: Task, recipe: StepRecipe, plan: StepPlan, generator: torch.Generator
 ) -> PackedRollouts:
     """This rank's shard of the plan's prompts x G generations, scored, then every rank's shards
     gathered and packed: the whole batch, in the order one process generates it. `generator` (in
     the plan's state) ends where the whole batch's generation leaves it."""
     rank, world_size = rank_and_world_size()
     indices = list(plan.prompt_indices)
-    generations = config.sampling.generations_per_prompt
-    shard, steps = generate_rollout_shard(
+    generations = recipe.config.sampling.generations_per_prompt
+    shard, steps = generate_packed(
         model,
         tokenizer,
         [task.train[i].prompt for i in indices],
         indices,
         num_generations=generations,
-        sampling=sampling_settings(config),
-        length_control=length_control(config),
+        sampling=recipe.sampling,
+        length_control=recipe.length_control,
         torch_generator=generator,
         policy_version=plan.step - 1,
         prompt_rows=shard_rows(len(indices), rank, world_size),
     )
     vocab_size = model.get_output_embeddings().weight.shape[0]
     skip_decoding_steps(generator, all_reduce_max(steps) - steps, len(indices) * generations, vocab_size)
-    scored = score_batch(task, pack_rollouts(shard))
+    scored = score_batch(task, shard)
     return concat_packed(all_gather_objects(scored))
 
 
@@ -112,13 +112,13 @@ def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ())
         broadcast_model_state(model)
     else:
         restore_training(resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
-    reference, guard = reference_policy(config, task), guard_for(config)
+    reference, guard, recipe = reference_policy(config, task), guard_for(config), step_recipe(config)
     generator = torch.Generator(device=config.device)
     last_step = 0
     with stop_on_interrupt():
         while (plan := broadcast_object()) is not None:
             generator.set_state(plan.rng_state)
-            rollouts = generate_together(model, tokenizer, task, config, plan, generator)
+            rollouts = generate_together(model, tokenizer, task, recipe, plan, generator)
             guarded_train_step(
                 guard,
                 plan.step,
@@ -126,7 +126,7 @@ def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ())
                 optimizer,
                 scheduler,
                 training_rewards(rollouts, config),
-                config,
+                recipe,
                 reference=reference,
             )
             last_step = plan.step

@@ -27,7 +27,7 @@ from scalerl.errors import InputError
 from scalerl.tasks.passing import ScoredSamples, score_samples
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
-from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.config.step_recipe import length_control, sampling_settings
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.records.completions_table import COMPLETIONS_FILE
 from scalerl.train.step_rollouts import generate_rollouts

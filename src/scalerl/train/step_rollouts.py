@@ -18,8 +18,8 @@ from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.custom_reward import RewardTrainerState
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded
-from scalerl.train.config.generation_settings import length_control, sampling_settings
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded, pack_rollouts
+from scalerl.train.config.step_recipe import StepRecipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.generation import SequenceState, WeightUpdateHook, completion_text, decode_prompts
 
@@ -119,10 +119,13 @@ def generate_packed(
     torch_generator: torch.Generator,
     policy_version: int = 0,
     weight_update_hook: WeightUpdateHook | None = None,
-) -> PackedRollouts:
-    """`generate_rollouts` packed: equal to pack_rollouts(generate_rollouts(...)) with the same
-    generator state, read from the decoder's TokenGrid (no Rollout is built). Rewards are 0.0."""
-    prompt_ids, _, states, _, grid = decode_prompts(
+    prompt_rows: slice = slice(None),
+) -> tuple[PackedRollouts, int]:
+    """`generate_rollout_shard` packed as the decoder records it (no Rollout is built): the batch
+    (pack_rollouts(generate_rollouts(...)) with the same generator state), or the shard of the
+    prompts in `prompt_rows` with the group indices of the whole batch, rewards 0.0; and the
+    number of decoding steps made."""
+    decoded = decode_prompts(
         model,
         tokenizer,
         prompts,
@@ -133,19 +136,25 @@ def generate_packed(
         torch_generator=torch_generator,
         policy_version=policy_version,
         weight_update_hook=weight_update_hook,
-        prompt_rows=slice(None),
+        prompt_rows=prompt_rows,
         record_grid=True,
     )
+    if decoded is None:
+        return pack_rollouts([]), 0
+    prompt_ids, first, states, steps, grid = decoded
+    first_prompt, stop_prompt = first // num_generations, (first + len(states)) // num_generations
     texts = [completion_text(state, tokenizer) for state in states]
-    return pack_decoded(
+    packed = pack_decoded(
         grid,
-        prompt_ids,
-        prompt_indices,
+        prompt_ids[first_prompt:stop_prompt],
+        prompt_indices[first_prompt:stop_prompt],
         num_generations,
         texts,
         truncated=[not state.finished for state in states],
         interrupted=[state.interrupted for state in states],
+        first_group=first_prompt,
     )
+    return packed, steps
 
 
 def _to_rollout(state: SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
@@ -196,7 +205,7 @@ def generate_step(
     model: torch.nn.Module,
     tokenizer: Any,
     task: Task,
-    config: TrainConfig,
+    recipe: StepRecipe,
     prompt_indices: Sequence[int],
     *,
     torch_generator: torch.Generator,
@@ -204,25 +213,23 @@ def generate_step(
     weight_update_hook: Callable[[], int | None] | None = None,
 ) -> PackedRollouts:
     """One step's rollouts: G generations of each training prompt, sampled with `torch_generator`
-    with the run's sampling and length control, packed as the decoder records them
+    with the run's sampling and length control (resolved in `recipe`), packed as the decoder records them
     (generate_packed), scored. The synchronous trainer and the pipeline's generators
     both call it."""
     indices = [int(i) for i in prompt_indices]
-    return score_batch(
-        task,
-        generate_packed(
-            model,
-            tokenizer,
-            [task.train[i].prompt for i in indices],
-            indices,
-            num_generations=config.sampling.generations_per_prompt,
-            sampling=sampling_settings(config),
-            length_control=length_control(config),
-            torch_generator=torch_generator,
-            policy_version=policy_version,
-            weight_update_hook=weight_update_hook,
-        ),
+    packed, _ = generate_packed(
+        model,
+        tokenizer,
+        [task.train[i].prompt for i in indices],
+        indices,
+        num_generations=recipe.config.sampling.generations_per_prompt,
+        sampling=recipe.sampling,
+        length_control=recipe.length_control,
+        torch_generator=torch_generator,
+        policy_version=policy_version,
+        weight_update_hook=weight_update_hook,
     )
+    return score_batch(task, packed)
 
 
 def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:

@@ -5,10 +5,10 @@ pipeline share (so that the pipeline with k = 0 reproduces the synchronous run e
              -> group-centred advantages (configured normalisation)
              -> per micro-batch (train.micro_batch_size; train/parallel/data_parallel.py):
                 padded tensors -> teacher-forced log-probs with the FP32-head forward (chunked
-                over positions: train.logprob_chunk_size) -> loss (registry spec: its function
-                and config parameters; GRPO's KL term with the frozen reference policy's
-                log-probs) -> its share of the aggregation (registry; the whole batch's
-                normalisers) -> backward, gradients accumulated
+                over positions: train.logprob_chunk_size) -> loss (the run's StepRecipe: the
+                registry's function and its config parameters, resolved once; GRPO's KL term with
+                the frozen reference policy's log-probs) -> its share of the aggregation (the
+                whole batch's normalisers) -> backward, gradients accumulated
              -> clip -> checks (non-finite numbers, the update's size: guards/divergence_guard.py) -> AdamW -> LR
 
 `guarded_train_step` is the step every trainer takes: `train_step`, with a non-finite step skipped
@@ -31,12 +31,12 @@ import torch
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
-from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.advantages import normalised_advantages
 from scalerl.rl.config import RLConfig
 from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
-from scalerl.rl.registry import get_aggregation, get_loss
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.optimiser_config import LR_SCHEDULES, OptimConfig
+from scalerl.train.config.step_recipe import StepRecipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.flops import sequence_context_sum
 from scalerl.train.guards.divergence_guard import (
@@ -203,17 +203,16 @@ def completion_logprobs(
 
 
 def loss_arguments(
-    config: TrainConfig, reference: torch.nn.Module | None, batch: RolloutBatch, device: torch.device
+    recipe: StepRecipe, reference: torch.nn.Module | None, batch: RolloutBatch, device: torch.device
 ) -> dict[str, Any]:
     """The configured loss's keyword arguments (its spec's parameters), plus `ref_logprobs`, the
     frozen reference policy's log-probs of the completion tokens, when the spec needs them."""
-    arguments: dict[str, Any] = config.rl.loss_kwargs()
-    if not config.rl.needs_reference():
+    arguments: dict[str, Any] = dict(recipe.loss_kwargs)
+    if not recipe.needs_reference:
         return arguments
+    config = recipe.config
     if reference is None:
-        raise InputError(
-            f"rl.loss={config.rl.loss} with these parameters needs the reference policy (train_step's `reference`)"
-        )
+        raise InputError(f"rl.loss={config.rl.loss} with these parameters needs the reference policy (`reference`)")
     with torch.no_grad():
         arguments["ref_logprobs"], _ = completion_logprobs(
             reference,
@@ -291,7 +290,7 @@ def accumulate_gradients(
     model: torch.nn.Module,
     rollouts: PackedRollouts,
     advantages: torch.Tensor,
-    config: TrainConfig,
+    recipe: StepRecipe,
     reference: torch.nn.Module | None = None,
     rows: slice = slice(None),
 ) -> AccumulatedStats:
@@ -302,10 +301,10 @@ def accumulate_gradients(
     so the accumulated gradient is the whole batch's. `rows` restricts the work to those
     sequences (a data-parallel rank's shard), still weighted as part of the whole batch: the
     shards' gradients add up to the whole batch's."""
+    config, aggregation = recipe.config, recipe.aggregation
     device = next(model.parameters()).device
     pad_token_id = int(getattr(model.config, "pad_token_id", 0) or 0)
     whole = build_batch(rollouts, pad_token_id=pad_token_id)
-    aggregation, loss_fn = get_aggregation(config.rl.aggregation), get_loss(config.rl.loss)
     indices = range(len(rollouts))[rows]
     parts = [indices[part] for part in micro_batch_slices(len(indices), config.train.micro_batch_size)]
     in_one_piece = len(parts) == 1 and len(indices) == len(rollouts)
@@ -319,12 +318,12 @@ def accumulate_gradients(
         logprobs, entropy = completion_logprobs(
             model, on_device, fp32_head=config.model.fp32_head, chunk_size=config.train.logprob_chunk_size
         )
-        loss_output = loss_fn(
+        loss_output = recipe.loss(
             logprobs,
             on_device.generator_logprobs,
             advantages[part.start : part.stop].to(device),
             mask,
-            **loss_arguments(config, reference, batch, device),
+            **loss_arguments(recipe, reference, batch, device),
         )
         if weights is None:
             loss = aggregation(loss_output.token_loss, mask, on_device.group_ids)
@@ -347,16 +346,17 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     rollouts: PackedRollouts,
-    config: TrainConfig,
+    recipe: StepRecipe,
     reference: torch.nn.Module | None = None,
 ) -> StepStats:
-    """One policy-gradient update on `rollouts` (rewards filled in); see the module docstring.
+    """One policy-gradient update on `rollouts` (rewards filled in) with the run's `recipe`.
 
     `reference`: the frozen starting policy, needed only by a loss whose spec asks for reference
     log-probs (GRPO with rl.grpo_kl_coef > 0; see run_setup.reference_policy). A non-finite
     generation log-prob, loss, gradient norm or weight raises NonFiniteStep before the optimiser
     applies anything, and so does an update out of bounds (a learning rate >= 1, an update larger
-    than the weights: scalerl.train.guards.divergence_guard, scalerl.train.guards.divergence_guard)."""
+    than the weights: scalerl.train.guards.divergence_guard)."""
+    config = recipe.config
     require_finite_rollouts(rollouts)
     rewards, group_ids = rewards_and_groups(rollouts)
     keep = keep_mask_for(rewards, group_ids, config.rl)
@@ -365,11 +365,11 @@ def train_step(
     if not len(kept_rollouts) or kept.kept < config.rl.min_kept_prompts:
         return _skipped_step(optimizer, scheduler, kept, (0, 0))
     tokens = _trained_token_counts(kept_rollouts)
-    advantages = compute_advantages(rewards, group_ids, config.rl.advantage_norm, keep_mask=keep)
+    advantages = normalised_advantages(rewards, group_ids, recipe.advantage_normalisation, keep_mask=keep)
     optimizer.zero_grad(set_to_none=True)
     rank, world_size = rank_and_world_size()
     accumulated = accumulate_gradients(
-        model, kept_rollouts, advantages[keep], config, reference, rows=shard_rows(len(kept_rollouts), rank, world_size)
+        model, kept_rollouts, advantages[keep], recipe, reference, rows=shard_rows(len(kept_rollouts), rank, world_size)
     )
     if world_size > 1:  # data parallel: the shards' gradients and sums add up to the whole batch's
         all_reduce_gradients(model.parameters())
@@ -381,7 +381,7 @@ def train_step(
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.step()
     scheduler.step()
-    recomputed = tokens if config.rl.needs_reference() else (0, 0)  # the reference forward's tokens
+    recomputed = tokens if recipe.needs_reference else (0, 0)  # the reference forward's tokens
     return StepStats(
         loss=accumulated.loss,
         grad_norm=float(grad_norm),
@@ -407,13 +407,13 @@ def guarded_train_step(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     rollouts: PackedRollouts,
-    config: TrainConfig,
+    recipe: StepRecipe,
     reference: torch.nn.Module | None = None,
 ) -> StepStats:
     """`train_step` for step `step`; a non-finite step is skipped (its StepStats say why in
     `nonfinite`, loss and gradient norm NaN, not updated) or stops the run (DivergenceError)."""
     try:
-        return train_step(model, optimizer, scheduler, rollouts, config, reference=reference)
+        return train_step(model, optimizer, scheduler, rollouts, recipe, reference=reference)
     except NonFiniteStep as error:
         optimizer.zero_grad(set_to_none=True)
         note = guard.admit(step, error)

@@ -26,6 +26,7 @@ from scalerl.tasks.types import Task
 from scalerl.train import flops
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
+from scalerl.train.config.step_recipe import StepRecipe, step_recipe
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.guards.context_check import check_prompt_lengths
@@ -63,10 +64,13 @@ class Run:
     state: RunState
     reference: torch.nn.Module | None = None  # frozen starting policy of a KL penalty (else None)
     guard: DivergenceGuard | None = None  # non-finite steps: skip (train.skip_nonfinite_steps) or stop
+    recipe: StepRecipe | None = None  # the config resolved for every step (step_recipe)
 
     def __post_init__(self) -> None:
         if self.guard is None:
             self.guard = guard_for(self.config)
+        if self.recipe is None:
+            self.recipe = step_recipe(self.config)
 
     @property
     def step(self) -> int:
@@ -148,12 +152,12 @@ def _generate(run: Run) -> PackedRollouts:
     state = run.state
     if rank_and_world_size()[1] > 1:
         plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)
-        return generate_together(run.model, run.tokenizer, run.task, run.config, plan, state.rollout_generator)
+        return generate_together(run.model, run.tokenizer, run.task, run.recipe, plan, state.rollout_generator)
     return generate_step(
         run.model,
         run.tokenizer,
         run.task,
-        run.config,
+        run.recipe,
         state.sample_prompts(),
         torch_generator=state.rollout_generator,
         policy_version=state.step,
@@ -171,7 +175,7 @@ def run_one_step(run: Run) -> dict[str, Any]:
         run.optimizer,
         run.scheduler,
         training_rewards(rollouts, run.config),
-        run.config,
+        run.recipe,
         reference=run.reference,
     )
     columns = rollouts.columns()

@@ -322,6 +322,17 @@ class TokenGrid:
         self.loss_mask[rows, columns] = np.asarray(sampled, dtype=np.int8)
         self.lengths[rows] += 1
 
+    def write_row(
+        self, row: int, tokens: Sequence[int], logprobs: Sequence[float], version: int, loss_mask: Sequence[int]
+    ) -> None:
+        """Row `row`'s whole completion at once (a generator that returns sequences, not steps)."""
+        length = len(tokens)
+        self.tokens[row, :length] = np.asarray(tokens, dtype=np.int64)
+        self.logprobs[row, :length] = np.asarray(logprobs, dtype=np.float64)
+        self.versions[row, :length] = int(version)
+        self.loss_mask[row, :length] = np.asarray(loss_mask, dtype=np.int8)
+        self.lengths[row] = length
+
     def filled(self) -> np.ndarray:
         """bool [n, width]: the cells written, column j of row i iff j < lengths[i]."""
         return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
@@ -340,17 +351,19 @@ def pack_decoded(
     *,
     truncated: Sequence[bool],
     interrupted: Sequence[bool],
+    first_group: int = 0,
 ) -> PackedRollouts:
     """The batch a decoder recorded, packed (rewards 0.0): sequence r is generation r % G of prompt
     r // G, its completion the first lengths[r] cells of grid row r; equal to pack_rollouts of the
-    Rollouts made from the same fields."""
+    Rollouts made from the same fields. A shard of a larger batch numbers its groups from
+    `first_group`, the batch's index of its first prompt."""
     encoded = [text.encode("utf-8") for text in texts]
-    groups = np.repeat(np.arange(len(prompt_ids), dtype=np.int64), int(num_generations))
+    prompt_of_row = np.repeat(np.arange(len(prompt_ids), dtype=np.int64), int(num_generations))
     filled = grid.filled()
     return PackedRollouts(
-        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[groups],
-        group_index=groups,
-        reward=np.zeros(groups.size, dtype=np.float64),
+        prompt_index=np.asarray(prompt_indices, dtype=np.int64)[prompt_of_row],
+        group_index=prompt_of_row + int(first_group),
+        reward=np.zeros(prompt_of_row.size, dtype=np.float64),
         truncated=np.asarray(truncated, dtype=bool),
         interrupted=np.asarray(interrupted, dtype=bool),
         prompt_offsets=offsets_of(np.repeat([len(ids) for ids in prompt_ids], int(num_generations))),
