@@ -48,7 +48,7 @@ SCALERL_PHASES = (
     "policy_forward",
     "sample_with_noise",
     "_record_token",
-    "_to_rollout",
+    "pack_decoded",
     "train_step",
     "run_backward",
 )

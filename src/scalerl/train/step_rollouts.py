@@ -18,10 +18,10 @@ from scalerl.rl.length_control import overlong_length_penalty
 from scalerl.tasks.custom_reward import RewardTrainerState
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded, pack_rollouts
+from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded, pack_rollouts, unpack_rollouts
 from scalerl.train.config.step_recipe import StepRecipe
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import SequenceState, WeightUpdateHook, completion_text, decode_prompts
+from scalerl.train.generation import WeightUpdateHook, completion_text, decode_prompts
 
 
 def generate_rollouts(
@@ -44,7 +44,7 @@ def generate_rollouts(
     trainer recomputes), whatever temperature/top-k/top-p/repetition penalty the sampling used. With length control
     "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
     """
-    rollouts, _ = generate_rollout_shard(
+    packed, _ = generate_packed(
         model,
         tokenizer,
         prompts,
@@ -56,55 +56,7 @@ def generate_rollouts(
         policy_version=policy_version,
         weight_update_hook=weight_update_hook,
     )
-    return rollouts
-
-
-def generate_rollout_shard(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    prompt_indices: Sequence[int],
-    *,
-    num_generations: int,
-    sampling: SamplingSettings,
-    length_control: LengthControl,
-    torch_generator: torch.Generator,
-    policy_version: int = 0,
-    weight_update_hook: WeightUpdateHook | None = None,
-    prompt_rows: slice = slice(None),
-) -> tuple[list[Rollout], int]:
-    """`generate_rollouts` of the prompts in `prompt_rows` only, with the random draws of all of
-    them: every sequence's thinking budget is drawn and each decoding step draws every sequence's
-    noise, the shard's sequences using their own rows (group indices are those of the whole batch).
-    Also returns the number of decoding steps made. Processes that each generate one shard, then
-    advance their generator to the largest count (`skip_decoding_steps`), sample exactly what one
-    process samples for the whole batch and end with its generator state."""
-    decoded = decode_prompts(
-        model,
-        tokenizer,
-        prompts,
-        prompt_indices,
-        num_generations=num_generations,
-        sampling=sampling,
-        length_control=length_control,
-        torch_generator=torch_generator,
-        policy_version=policy_version,
-        weight_update_hook=weight_update_hook,
-        prompt_rows=prompt_rows,
-    )
-    if decoded is None:
-        return [], 0
-    prompt_ids, first, states, steps, _ = decoded
-    return [
-        _to_rollout(
-            state,
-            prompt_ids[row // num_generations],
-            prompt_indices[row // num_generations],
-            row // num_generations,
-            tokenizer,
-        )
-        for row, state in enumerate(states, start=first)
-    ], steps
+    return unpack_rollouts(packed)
 
 
 def generate_packed(
@@ -121,10 +73,13 @@ def generate_packed(
     weight_update_hook: WeightUpdateHook | None = None,
     prompt_rows: slice = slice(None),
 ) -> tuple[PackedRollouts, int]:
-    """`generate_rollout_shard` packed as the decoder records it (no Rollout is built): the batch
-    (pack_rollouts(generate_rollouts(...)) with the same generator state), or the shard of the
-    prompts in `prompt_rows` with the group indices of the whole batch, rewards 0.0; and the
-    number of decoding steps made."""
+    """The sampled completions packed as the decoder records them (no Rollout is built), rewards
+    0.0, and the number of decoding steps made: the whole batch, or the shard of the prompts in
+    `prompt_rows` with the random draws of all of them (every sequence's thinking budget is drawn
+    and each decoding step draws every sequence's noise, the shard's sequences using their own
+    rows; group indices are those of the whole batch). Processes that each generate one shard,
+    then advance their generator to the largest count (`skip_decoding_steps`), sample exactly
+    what one process samples for the whole batch and end with its generator state."""
     decoded = decode_prompts(
         model,
         tokenizer,
@@ -155,22 +110,6 @@ def generate_packed(
         first_group=first_prompt,
     )
     return packed, steps
-
-
-def _to_rollout(state: SequenceState, prompt_ids, prompt_index, group_index, tokenizer) -> Rollout:
-    return Rollout(
-        prompt_index=int(prompt_index),
-        group_index=int(group_index),
-        prompt_token_ids=tuple(prompt_ids),
-        completion_token_ids=tuple(state.tokens),
-        generator_logprobs=tuple(state.logprobs),
-        token_policy_versions=tuple(state.versions),
-        reward=0.0,
-        truncated=not state.finished,
-        interrupted=state.interrupted,
-        completion_text=completion_text(state, tokenizer),
-        loss_mask=tuple(state.loss_mask),
-    )
 
 
 def verifier_rewards(
