@@ -10,9 +10,9 @@ In order, the first that holds:
                  learning_noise_sds standard errors (diagnostics.net_fall)
     flat         no learning: the best 3-point mean is within learning_noise_sds noise sds of R0
     plateaued    A known to the paper's margin m: A's interval at verdict_level (80 %) lies in
-                 [A - m, A + m]; where the curve is not yet within m of A, the text says at what
-                 multiple of the compute so far it comes within (the run length), as a fact, not
-                 as advice: a known A needs no longer run
+                 [A - m, A + m]; where the curve is not yet within m of A (run length >= 1.1x),
+                 the text says at what multiple of the compute so far it comes within, as a
+                 fact, not as advice: a known A needs no longer run
     too_noisy    the fitted curve is already within m of A at the last point (posterior median of
                  the run length <= 1x) while A's interval is wider than +- m: more prompts per
                  evaluation pin A, more compute does not
@@ -175,7 +175,7 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
     lo, hi = (float(v) for v in np.quantile(times, [tail, 1.0 - tail], method="inverted_cdf"))
     if a_lo >= a - margin and a_hi <= a + margin:
         text = f"plateaued: ceiling {ceiling}, known to +-{margin:.3g}"
-        if median > 1.0:
+        if median >= 1.1:  # under a tenth more compute is "at the end of the data": said by the run length alone
             numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
             text += f" (the curve comes within {margin:.3g} of it at ~{median:.3g}x the compute so far)"
         return Verdict("plateaued", text, numbers)
