@@ -152,14 +152,16 @@ def test_end_misfit_by_hand():
 def test_a_second_rise_at_the_end_is_still_rising_with_nothing_read(seed):
     """A steep sigmoid (B = 3) pinned by 30 evenly spaced evaluations over its rise and level, whose
     last 10 of 40 climb again by up to 0.1 (a VLM DAPO run's shape): the sigmoid cannot follow,
-    the end lies above it; neither A nor a run length is read."""
+    the end lies above it; A and the run length are said to describe the run before that rise."""
     rng = np.random.default_rng(seed)
     compute = np.linspace(0.25, 10.0, 40) * C_MID
     reward = sigmoid_reward(compute, A, 3.0, C_MID, R0) + rng.normal(0.0, 0.01, compute.size)
     reward[-10:] += np.linspace(0.01, 0.1, 10)
     verdict = fit_sigmoid(compute, reward).verdict
     assert verdict.kind == "still_rising" and verdict.numbers["end_z"] >= 3.0
-    assert "does not describe the run's end" in verdict.text and "times_longer" not in verdict.numbers
+    assert "describes the run before that rise, not its end" in verdict.text
+    assert "run length are no ceiling for this run" in verdict.text
+    assert "times_longer" not in verdict.numbers
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -21,7 +21,7 @@ In order, the first that holds:
 
 Before the last three, the run's end is checked against the fitted curve (diagnostics.end_misfit,
 a posterior predictive check): when its late stretch lies SETTINGS.end_misfit_z standard errors
-above the curve, the run is still_rising with neither A nor a run length read (the sigmoid does not
+above the curve, the run is still_rising, its A and run length those of the run before that rise (the sigmoid does not
 describe its end); when it lies as far below, the verdict says the run levelled off or fell
 below the ceiling its rise points to.
 
@@ -152,8 +152,8 @@ def decide(result) -> Verdict:
             return Verdict(
                 "still_rising",
                 f"still rising above the fitted curve: its last {end.n} evaluations lie {_g(end.mean_residual)} "
-                f"above it ({end.z:.1f} standard errors), so the sigmoid does not describe the run's end "
-                f"and reads neither its ceiling ({ceiling}) nor a run length",
+                f"above it ({end.z:.1f} standard errors): the sigmoid describes the run before that rise, "
+                f"not its end, so its {ceiling} and run length are no ceiling for this run",
                 numbers,
             )
     verdict = _ceiling_verdict(result, ceiling, margin, tail, numbers)
