@@ -4,8 +4,8 @@ Creates a fresh virtual environment, installs this repository into it without ex
 PyPI: the network is needed), and records how many distributions it holds and how many MB its
 site-packages take. Then checks the install works as the README says: `scalerl fit` on a CSV and
 on a TensorBoard event file (written here by the development environment's tensorboard, read
-there without it) succeeds, and `scalerl train`, `scalerl demo` and `scalerl config keys` end
-with one `error:` line naming the extra (exit 2). Writes benchmarks/results/install_size.json.
+there without it) succeeds, `scalerl train --out run` and `scalerl demo` end with one `error:`
+line naming the extra (exit 2), and `scalerl config keys` (torch-free) lists the keys. Writes benchmarks/results/install_size.json.
 A script, not a test: it asserts nothing.
 
     python -m benchmarks.install_size                       # a temporary venv (about 2-5 minutes)
@@ -29,7 +29,9 @@ from benchmarks.common import REPO, RESULTS_DIR, command_line, write_result
 
 RESULTS = RESULTS_DIR / "install_size.json"
 BOOTSTRAP = ("pip", "setuptools", "wheel")  # what `python -m venv` brings, not what scalerl pulls in
-TRAINING_COMMANDS = (("train", "--max-steps", "1"), ("demo",), ("config", "keys"))
+# The training commands end with one `error:` line naming the extra; `config keys` needs no extra
+# (the configuration is torch-free) and lists the keys.
+TRAINING_COMMANDS = (("train", "--out", "run", "--max-steps", "1"), ("demo",), ("config", "keys"))
 
 
 def parse_args(argv=None) -> argparse.Namespace:
