@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from scalerl.errors import InputError
-from scalerl.rl.filtering import count_kept_prompts, zero_variance_keep_mask
+from scalerl.rl.advantages import count_kept_prompts, zero_variance_keep_mask
 
 
 def test_drops_exactly_the_constant_groups():

@@ -31,9 +31,8 @@ import torch
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
-from scalerl.rl.advantages import normalised_advantages
+from scalerl.rl.advantages import KeptPrompts, count_kept_prompts, normalised_advantages, zero_variance_keep_mask
 from scalerl.rl.config import RLConfig
-from scalerl.rl.filtering import KeptPrompts, count_kept_prompts, zero_variance_keep_mask
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.optimiser_config import LR_SCHEDULES, OptimConfig
 from scalerl.train.config.step_recipe import StepRecipe
