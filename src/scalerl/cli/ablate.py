@@ -11,6 +11,7 @@ train, so `--report-only` needs neither.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -92,21 +93,10 @@ def report_ablation(out: Path, *, x: str, y: str, margin: float | None, level: f
     print_report(report, written)
 
 
-def report_from_logs(
-    source: Path,
-    out: Path,
-    *,
-    base: str | None,
-    pattern: str | None,
-    x: str | None,
-    y: str | None,
-    margin: float | None,
-    level: float,
-    reward_range: tuple[float, float] | None = None,
-    fit_until: float | None = None,
-    fit_fraction: float | None = None,
-) -> None:
-    """Read the manifest (or the W&B export with --pattern), judge each variant against --base, print, write."""
+def report_from_logs(source: Path, out: Path, *, base: str | None, pattern: str | None, **judging: Any) -> None:
+    """Read the manifest (or the W&B export with --pattern), judge each variant against --base with
+    `judging` (build_from_logs_report's x, y, margin, level, reward_range, fit_until,
+    fit_fraction), print, write."""
     from rich.console import Console
 
     from scalerl.study.ablation_views import write_ablation_outputs
@@ -117,17 +107,7 @@ def report_from_logs(
         raise ConfigError("--from-logs needs --base VARIANT: the variant the others are compared with")
     rows = wandb_rows(source, pattern) if pattern is not None else read_manifest(source)
     with Console(stderr=True).status(f"fitting {len(rows)} runs ..."):
-        report = build_from_logs_report(
-            rows,
-            base,
-            x=x,
-            y=y,
-            margin=margin,
-            level=level,
-            reward_range=reward_range,
-            fit_until=fit_until,
-            fit_fraction=fit_fraction,
-        )
+        report = build_from_logs_report(rows, base, **judging)
         out.mkdir(parents=True, exist_ok=True)
         written = write_ablation_outputs(
             report, out, design={"source": str(source), "pattern": pattern, "pairing": "by seed label"}

@@ -122,6 +122,17 @@ def _clipped_surrogate(
     return -surrogate * float_mask, ratio.detach(), is_clipped, float_mask
 
 
+def _clipped_loss(
+    token_loss: torch.Tensor, ratio: torch.Tensor, is_clipped: torch.Tensor, float_mask: torch.Tensor
+) -> LossOutput:
+    """A token-clipped loss with its mean ratio and clipped fraction over the real tokens."""
+    return LossOutput(
+        token_loss=token_loss,
+        mean_ratio=float(masked_mean(ratio, float_mask)),
+        clipped_fraction=masked_fraction(is_clipped, float_mask),
+    )
+
+
 def dapo(
     logprobs: torch.Tensor,
     generator_logprobs: torch.Tensor,
@@ -139,14 +150,7 @@ def dapo(
     The upper bound is wider than the lower one (0.28 vs 0.2) so low-probability tokens with a
     positive advantage can grow. Pair with `token` aggregation for the paper's setting.
     """
-    token_loss, ratio, is_clipped, float_mask = _clipped_surrogate(
-        logprobs, generator_logprobs, advantages, mask, eps_low, eps_high
-    )
-    return LossOutput(
-        token_loss=token_loss,
-        mean_ratio=float(masked_mean(ratio, float_mask)),
-        clipped_fraction=masked_fraction(is_clipped, float_mask),
-    )
+    return _clipped_loss(*_clipped_surrogate(logprobs, generator_logprobs, advantages, mask, eps_low, eps_high))
 
 
 def grpo(
@@ -179,11 +183,7 @@ def grpo(
         ref_minus_policy = masked_fill_padding(ref_logprobs.detach() - logprobs, float_mask)
         kl_per_token = ref_minus_policy.exp() - ref_minus_policy - 1.0
         token_loss = token_loss + kl_coef * kl_per_token * float_mask
-    return LossOutput(
-        token_loss=token_loss,
-        mean_ratio=float(masked_mean(ratio, float_mask)),
-        clipped_fraction=masked_fraction(is_clipped, float_mask),
-    )
+    return _clipped_loss(token_loss, ratio, is_clipped, float_mask)
 
 
 def gspo(

@@ -25,37 +25,18 @@ from scalerl.train.generation import WeightUpdateHook, completion_text, decode_p
 
 
 def generate_rollouts(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    prompts: Sequence[str],
-    prompt_indices: Sequence[int],
-    *,
-    num_generations: int,
-    sampling: SamplingSettings,
-    length_control: LengthControl,
-    torch_generator: torch.Generator,
-    policy_version: int = 0,
-    weight_update_hook: WeightUpdateHook | None = None,
+    model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str], prompt_indices: Sequence[int], **options: Any
 ) -> list[Rollout]:
-    """Sample `num_generations` completions for each prompt text; rewards are left at 0.0.
+    """`generate_packed`'s batch (its keyword `options`: num_generations, sampling, length_control,
+    torch_generator, policy_version, weight_update_hook) unpacked into one Rollout per completion,
+    rewards left at 0.0.
 
     Rollouts come grouped: prompt 0's generations first (group_index 0), then prompt 1's, ...
     Log-probs are those of the temperature-1 policy distribution softmax(logits) (what the
     trainer recomputes), whatever temperature/top-k/top-p/repetition penalty the sampling used. With length control
     "interrupt", each sequence's thinking budget is drawn from `torch_generator` before decoding.
     """
-    packed, _ = generate_packed(
-        model,
-        tokenizer,
-        prompts,
-        prompt_indices,
-        num_generations=num_generations,
-        sampling=sampling,
-        length_control=length_control,
-        torch_generator=torch_generator,
-        policy_version=policy_version,
-        weight_update_hook=weight_update_hook,
-    )
+    packed, _ = generate_packed(model, tokenizer, prompts, prompt_indices, **options)
     return unpack_rollouts(packed)
 
 

@@ -31,7 +31,7 @@ import torch
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.logprobs import hidden_token_logprobs
 from scalerl.models.policy import policy_hidden
-from scalerl.rl.advantages import KeptPrompts, count_kept_prompts, normalised_advantages, zero_variance_keep_mask
+from scalerl.rl.advantages import count_kept_prompts, normalised_advantages, zero_variance_keep_mask
 from scalerl.rl.config import RLConfig
 from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.config.optimiser_config import LR_SCHEDULES, OptimConfig
@@ -245,29 +245,31 @@ def select_rows(packed: PackedRollouts, rows: Sequence[int]) -> PackedRollouts:
     return packed.select(np.fromiter(rows, dtype=np.int64, count=len(rows)))
 
 
-def _skipped_step(
-    optimizer: torch.optim.Optimizer, scheduler: Any, kept: KeptPrompts, tokens: tuple[int, int]
+def _step_without_update(
+    optimizer: torch.optim.Optimizer, scheduler: Any, *, kept_prompts: int, total_prompts: int, nonfinite: str = ""
 ) -> StepStats:
-    """Nothing, or fewer prompts than rl.min_kept_prompts, survived the filter: no gradient, no
-    optimiser update (a full-size Adam step on one or two prompts is mostly noise); the LR schedule
-    advances and the step's generation still counts as compute."""
+    """A step that trains nothing: the optimiser is not stepped, the LR schedule advances and the
+    step's generation still counts as compute. Its loss and gradient norm are 0 when the filter
+    left too few prompts, NaN for a non-finite step (`nonfinite` says why)."""
     lr = float(optimizer.param_groups[0]["lr"])
     with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
         warnings.simplefilter("ignore", UserWarning)
         scheduler.step()
+    nan = float("nan")
     return StepStats(
-        loss=0.0,
-        grad_norm=0.0,
+        loss=nan if nonfinite else 0.0,
+        grad_norm=nan if nonfinite else 0.0,
         lr=lr,
-        entropy=float("nan"),
-        mean_ratio=float("nan"),
+        entropy=nan,
+        mean_ratio=nan,
         clipped_fraction=0.0,
-        kept_prompts=kept.kept,
-        total_prompts=kept.total,
+        kept_prompts=kept_prompts,
+        total_prompts=total_prompts,
         kept_sequences=0,
-        tokens_trained=tokens[0],
-        trained_context_sum=tokens[1],
+        tokens_trained=0,
+        trained_context_sum=0,
         updated=False,
+        nonfinite=nonfinite,
     )
 
 
@@ -362,7 +364,9 @@ def train_step(
     kept = count_kept_prompts(keep, group_ids)
     kept_rollouts = select_rows(rollouts, [i for i, k in enumerate(keep.tolist()) if k])
     if not len(kept_rollouts) or kept.kept < config.rl.min_kept_prompts:
-        return _skipped_step(optimizer, scheduler, kept, (0, 0))
+        # nothing, or fewer prompts than rl.min_kept_prompts, survived the filter: a full-size Adam
+        # step on one or two prompts is mostly noise
+        return _step_without_update(optimizer, scheduler, kept_prompts=kept.kept, total_prompts=kept.total)
     tokens = _trained_token_counts(kept_rollouts)
     advantages = normalised_advantages(rewards, group_ids, recipe.advantage_normalisation, keep_mask=keep)
     optimizer.zero_grad(set_to_none=True)
@@ -416,26 +420,8 @@ def guarded_train_step(
     except NonFiniteStep as error:
         optimizer.zero_grad(set_to_none=True)
         note = guard.admit(step, error)
-    lr = float(optimizer.param_groups[0]["lr"])
-    with warnings.catch_warnings():  # stepping the schedule without an optimiser step is intended
-        warnings.simplefilter("ignore", UserWarning)
-        scheduler.step()
-    nan = float("nan")
-    return StepStats(
-        loss=nan,
-        grad_norm=nan,
-        lr=lr,
-        entropy=nan,
-        mean_ratio=nan,
-        clipped_fraction=0.0,
-        kept_prompts=0,
-        total_prompts=int(rewards_and_groups(rollouts)[1].unique().numel()),
-        kept_sequences=0,
-        tokens_trained=0,
-        trained_context_sum=0,
-        updated=False,
-        nonfinite=note,
-    )
+    total_prompts = int(rewards_and_groups(rollouts)[1].unique().numel())
+    return _step_without_update(optimizer, scheduler, kept_prompts=0, total_prompts=total_prompts, nonfinite=note)
 
 
 def _to_device(batch: RolloutBatch, device: torch.device) -> RolloutBatch:

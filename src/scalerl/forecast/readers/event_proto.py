@@ -73,20 +73,9 @@ def fields(data: bytes, start: int, end: int):
     (start, end) for length-delimited fields, the raw bytes' offset for fixed32 / fixed64."""
     offset = start
     while offset < end:
-        key, offset = read_varint(data, offset, end)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            value, offset = read_varint(data, offset, end)
-        elif wire_type == 2:
-            length, offset = read_varint(data, offset, end)
-            value, offset = (offset, offset + length), offset + length
-        elif wire_type in (1, 5):
-            value, offset = offset, offset + (8 if wire_type == 1 else 4)
-        else:
-            raise WireError(f"unsupported wire type {wire_type}")
-        if offset > end:
-            raise WireError("a field runs past its message")
-        yield number, wire_type, value
+        number, wire_type, value, field_end = next_field(data, offset, end)
+        yield number, wire_type, (value, field_end) if wire_type == 2 else value
+        offset = field_end
 
 
 def decode_event(data: bytes, start: int, end: int) -> Event:

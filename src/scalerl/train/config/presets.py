@@ -26,6 +26,17 @@ class Preset:
     overrides: tuple[str, ...]
 
 
+# What GRPO and GSPO change alike: each sequence weighs the same, prompt-std advantages, no filter,
+# no curriculum, truncation, no FP32 head; they differ in the loss.
+SEQUENCE_LEVEL_BASELINE = (
+    "rl.aggregation=sample",
+    "rl.advantage_norm=prompt",
+    "rl.zero_variance_filter=false",
+    "rl.npr=false",
+    "sampling.length_control=truncate",
+    "model.fp32_head=false",
+)
+
 PRESETS: dict[str, Preset] = {
     preset.name: preset
     for preset in (
@@ -39,15 +50,7 @@ PRESETS: dict[str, Preset] = {
             "grpo",
             "DeepSeek-style GRPO: symmetric clip 0.2, sample-level aggregation, "
             "prompt-std advantages, no filter, no curriculum, truncation, no FP32 head",
-            (
-                "rl.loss=grpo",
-                "rl.aggregation=sample",
-                "rl.advantage_norm=prompt",
-                "rl.zero_variance_filter=false",
-                "rl.npr=false",
-                "sampling.length_control=truncate",
-                "model.fp32_head=false",
-            ),
+            ("rl.loss=grpo", *SEQUENCE_LEVEL_BASELINE),
         ),
         Preset(
             "dapo",
@@ -66,15 +69,7 @@ PRESETS: dict[str, Preset] = {
             "gspo",
             "GSPO: sequence-level ratio with tight clipping, sample-level aggregation, "
             "prompt-std advantages, truncation, no FP32 head",
-            (
-                "rl.loss=gspo",
-                "rl.aggregation=sample",
-                "rl.advantage_norm=prompt",
-                "rl.zero_variance_filter=false",
-                "rl.npr=false",
-                "sampling.length_control=truncate",
-                "model.fp32_head=false",
-            ),
+            ("rl.loss=gspo", *SEQUENCE_LEVEL_BASELINE),
         ),
         Preset(
             "minimax",
