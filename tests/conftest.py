@@ -55,6 +55,28 @@ def tiny_study_options():
     return lambda *overrides: set_options([*TINY_SIZES, *overrides])
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test: tiny matrices run faster so, and far faster when the
+    cores are shared."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    """A local 2-CPU Ray instance shared by the tests of one module."""
+    from pipeline_support import start_local_ray
+
+    ray = start_local_ray(num_cpus=2)
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(scope="module")
 def fuzz_dir(tmp_path_factory):
     """One folder per fuzz module for the generated log, config and task files."""

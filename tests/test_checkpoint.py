@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from checkpoint_support import adamw_trained
 
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.save_load import (
@@ -11,24 +12,14 @@ from scalerl.train.checkpoint.save_load import (
     load_checkpoint,
     save_checkpoint,
 )
-from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)
 
 
 def _trained_setup(seed):
     model, _ = build_tiny_model(SPEC, seed=seed)
-    config = TrainConfig().with_overrides(["optim.warmup_steps=3"])
-    optimizer = build_optimizer(model, config.optim)
-    scheduler = build_scheduler(optimizer, config.optim.warmup_steps)
     ids = torch.randint(0, 20, (2, 8), generator=torch.Generator().manual_seed(seed))
-    for _ in range(2):
-        loss = model(input_ids=ids, labels=ids).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
+    optimizer, scheduler = adamw_trained(model, ids, steps=2, warmup_steps=3)
     return model, optimizer, scheduler
 
 

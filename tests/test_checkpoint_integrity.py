@@ -8,9 +8,9 @@ import os
 import shutil
 import struct
 
-import numpy as np
 import pytest
 import torch
+from checkpoint_support import adamw_trained, save_with_fixed_generators
 from cli_invocation import assert_one_line_error, invoke
 from safetensors.torch import load_file, save_file
 
@@ -18,40 +18,22 @@ from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.manifest import manifest_path, read_manifest, write_manifest
 from scalerl.train.checkpoint.resume import newest_intact
-from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint.save_load import list_checkpoints
 from scalerl.train.checkpoint.verify import verify_checkpoint
-from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.guards.divergence_guard import DivergenceError
-from scalerl.train.train_step import build_optimizer, build_scheduler
 
 SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
 
 
 def _setup():
     model, tokenizer = build_tiny_model(SPEC, seed=0)
-    optimizer = build_optimizer(model, TrainConfig().optim)
-    scheduler = build_scheduler(optimizer, 2)
     ids = torch.randint(0, 20, (2, 8), generator=torch.Generator().manual_seed(0))
-    loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
+    optimizer, scheduler = adamw_trained(model, ids, steps=1)
     return model, tokenizer, optimizer, scheduler
 
 
 def _save(run_dir, step, model, tokenizer, optimizer, scheduler):
-    return save_checkpoint(
-        run_dir,
-        step,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        torch_generators={"rollout": torch.Generator().manual_seed(1)},
-        numpy_rng=np.random.default_rng(2),
-        state={},
-        keep=2,
-        tokenizer=tokenizer,
-    )
+    return save_with_fixed_generators(run_dir, step, model, optimizer, scheduler, keep=2, tokenizer=tokenizer)
 
 
 @pytest.fixture(scope="module")

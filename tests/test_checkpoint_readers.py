@@ -5,16 +5,16 @@ lists; a checkpoint that is damaged (still in place) is refused at once, never r
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from checkpoint_support import save_with_fixed_generators
 
 import scalerl.train.export as export_module
 from scalerl.errors import InputError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.train.checkpoint.layout import CHECKPOINTS_DIR_NAME, TRAINING_STATE_DIR
 from scalerl.train.checkpoint.manifest import file_sha256, read_manifest
-from scalerl.train.checkpoint.save_load import list_checkpoints, save_checkpoint
+from scalerl.train.checkpoint.save_load import list_checkpoints
 from scalerl.train.checkpoint.verify import verify_checkpoint
 from scalerl.train.config.train_config import TrainConfig
 from scalerl.train.export import export_model
@@ -35,17 +35,8 @@ def trainer():
         with torch.no_grad():
             for parameter in model.parameters():
                 parameter.add_(0.01)
-        return save_checkpoint(
-            run_dir,
-            step,
-            model=model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            torch_generators={},
-            numpy_rng=np.random.default_rng(2),
-            state={},
-            keep=1,
-            tokenizer=tokenizer,
+        return save_with_fixed_generators(
+            run_dir, step, model, optimizer, scheduler, torch_generators={}, keep=1, tokenizer=tokenizer
         )
 
     return save

@@ -25,11 +25,9 @@ CHECKPOINT_FILES = [
 @pytest.fixture(scope="module")
 def checkpoint_template(tmp_path_factory):
     """A run folder holding one checkpoint of the built-in tiny model (copied per case)."""
-    import numpy as np
-    import torch
+    from checkpoint_support import save_with_fixed_generators
 
     from scalerl.models.policy import TinyModelSpec, build_tiny_model
-    from scalerl.train.checkpoint.save_load import save_checkpoint
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.train_step import build_optimizer, build_scheduler
 
@@ -39,17 +37,7 @@ def checkpoint_template(tmp_path_factory):
     optimizer = build_optimizer(model, TrainConfig().optim)
     scheduler = build_scheduler(optimizer, 2)
     run_dir = tmp_path_factory.mktemp("checkpoint_fuzz") / "run"
-    save_checkpoint(
-        run_dir,
-        3,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        torch_generators={"rollout": torch.Generator().manual_seed(1)},
-        numpy_rng=np.random.default_rng(2),
-        state={},
-        tokenizer=tokenizer,
-    )
+    save_with_fixed_generators(run_dir, 3, model, optimizer, scheduler, tokenizer=tokenizer)
     return run_dir
 
 

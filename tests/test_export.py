@@ -6,6 +6,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from checkpoint_support import adamw_trained, save_with_fixed_generators
 from tiny_hf import build_tiny_hf_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from typer.testing import CliRunner
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 from scalerl.cli.app import app
 from scalerl.errors import InputError
 from scalerl.train.checkpoint.layout import TRAINING_STATE_DIR
-from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint, save_checkpoint
+from scalerl.train.checkpoint.save_load import latest_checkpoint, load_checkpoint
 from scalerl.train.config.train_config import TrainConfig, save_config
 from scalerl.train.export import export_model
 from scalerl.train.train_step import build_optimizer, build_scheduler
@@ -23,30 +24,13 @@ PROMPTS = ["3+4=", "12+7=9"]
 
 def _trained(kind, seed=0):
     model, tokenizer = build_tiny_hf_model(kind, seed=seed)
-    optimizer = build_optimizer(model, TrainConfig().optim)
-    scheduler = build_scheduler(optimizer, 2)
-    ids = tokenizer(PROMPTS[1], return_tensors="pt").input_ids
-    for _ in range(2):
-        loss = model(input_ids=ids, labels=ids).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
+    optimizer, scheduler = adamw_trained(model, tokenizer(PROMPTS[1], return_tensors="pt").input_ids, steps=2)
     return model, tokenizer, optimizer, scheduler
 
 
 def _save(run_dir, step, model, tokenizer, optimizer, scheduler, keep=1):
-    return save_checkpoint(
-        run_dir,
-        step,
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        torch_generators={"rollout": torch.Generator().manual_seed(1)},
-        numpy_rng=np.random.default_rng(2),
-        state={"pool": {}},
-        keep=keep,
-        tokenizer=tokenizer,
+    return save_with_fixed_generators(
+        run_dir, step, model, optimizer, scheduler, state={"pool": {}}, keep=keep, tokenizer=tokenizer
     )
 
 

@@ -63,11 +63,12 @@ def test_model_shape_excludes_untied_input_embedding():
 
 def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
     pytest.importorskip("torch")
+    from step_stats import step_stats
+
     from scalerl.tasks.rollout import Rollout
     from scalerl.train.batch.packed_rollouts import pack_rollouts
     from scalerl.train.config.train_config import TrainConfig
     from scalerl.train.run_state import RunState
-    from scalerl.train.train_step import StepStats
 
     rollout = Rollout(
         prompt_index=0,
@@ -83,21 +84,8 @@ def test_a_step_books_the_reference_forward_as_recompute(tmp_path):
     )
 
     def flops_of(recomputed_tokens, recomputed_context):
-        stats = StepStats(
-            loss=0.0,
-            grad_norm=0.0,
-            lr=1e-3,
-            entropy=0.0,
-            mean_ratio=1.0,
-            clipped_fraction=0.0,
-            kept_prompts=1,
-            total_prompts=1,
-            kept_sequences=2,
-            tokens_trained=10,
-            trained_context_sum=100,
-            updated=True,
-            tokens_recomputed=recomputed_tokens,
-            recomputed_context_sum=recomputed_context,
+        stats = step_stats(
+            trained_context_sum=100, tokens_recomputed=recomputed_tokens, recomputed_context_sum=recomputed_context
         )
         state = RunState(TrainConfig(), tmp_path / f"run{recomputed_tokens}", num_train_prompts=4)
         try:

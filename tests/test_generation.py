@@ -7,9 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from fixed_logits import SMALL, constant_logits_model
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.models.policy import build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import TaskExample
 from scalerl.train import generation
@@ -17,9 +18,9 @@ from scalerl.train.generation import gumbel_noise, left_pad, sample_with_noise, 
 from scalerl.train.held_out import evaluate_pass_rate
 from scalerl.train.step_rollouts import generate_rollouts
 
-SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 PROMPTS = ["12+47+30=", "5+6=", "123+4+56+7="]
 TRUNCATE = LengthControl(mode="truncate")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _generate(
@@ -45,33 +46,6 @@ def _generate(
         torch_generator=torch.Generator().manual_seed(seed),
         weight_update_hook=hook,
     )
-
-
-def _constant_logits_model(tokenizer, logits_by_token: dict[str, float]):
-    """A model whose next-token logits are fixed: the final norm outputs the unit vector e0 and
-    column 0 of the LM head holds the wanted logits (all other tokens get logit 0)."""
-    model, _ = build_tiny_model(SMALL)
-    with torch.no_grad():
-        model.lm_head.weight.zero_()
-        for token, logit in logits_by_token.items():
-            model.lm_head.weight[tokenizer.convert_tokens_to_ids(token), 0] = logit
-
-    def unit_hidden(module, inputs, output):
-        hidden = torch.zeros_like(output)
-        hidden[..., 0] = 1.0
-        return hidden
-
-    model.model.norm.register_forward_hook(unit_hidden)
-    return model
-
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny matrices: one thread is faster, and far faster when the cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +106,7 @@ def test_fp32_head_shrinks_generator_trainer_mismatch_in_bf16():
 
 def test_eos_stops_a_sequence_and_is_not_truncated():
     _, tokenizer = build_tiny_model(SMALL)
-    model = _constant_logits_model(tokenizer, {"<eos>": 30.0})
+    model = constant_logits_model(tokenizer, {"<eos>": 30.0})
     rollouts = _generate(model, tokenizer)
     assert all(r.completion_token_ids == (tokenizer.eos_token_id,) for r in rollouts)
     assert all(not r.truncated and r.completion_text == "" for r in rollouts)
@@ -140,7 +114,7 @@ def test_eos_stops_a_sequence_and_is_not_truncated():
 
 def test_sequences_without_eos_are_cut_and_flagged_truncated():
     _, tokenizer = build_tiny_model(SMALL)
-    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
+    model = constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
     rollouts = _generate(model, tokenizer, max_new_tokens=7)
     assert all(r.truncated and r.num_completion_tokens == 7 for r in rollouts)
     assert not any(r.interrupted for r in rollouts)
@@ -148,7 +122,7 @@ def test_sequences_without_eos_are_cut_and_flagged_truncated():
 
 def test_mixed_stops_are_consistent(policy):
     _, tokenizer = policy
-    model = _constant_logits_model(tokenizer, {"<eos>": 3.0})  # p(eos) ~ 0.16 per step
+    model = constant_logits_model(tokenizer, {"<eos>": 3.0})  # p(eos) ~ 0.16 per step
     rollouts = _generate(model, tokenizer, max_new_tokens=10, num_generations=8)
     assert {r.truncated for r in rollouts} == {True, False}
     for r in rollouts:
@@ -160,7 +134,7 @@ def test_mixed_stops_are_consistent(policy):
 
 def test_forced_interruption_inserts_the_phrase_at_the_sampled_budget():
     _, tokenizer = build_tiny_model(SMALL)
-    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
+    model = constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": -30.0})
     control = LengthControl(thinking_budget_min=5, thinking_budget_max=9, interruption_phrase="!!</think>")
     rollouts = _generate(model, tokenizer, max_new_tokens=20, length_control=control, num_generations=6)
     phrase_ids = tuple(tokenizer("!!</think>", add_special_tokens=False)["input_ids"])
@@ -178,7 +152,7 @@ def test_forced_interruption_inserts_the_phrase_at_the_sampled_budget():
 
 def test_no_interruption_once_thinking_has_ended():
     _, tokenizer = build_tiny_model(SMALL)
-    model = _constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": 30.0})
+    model = constant_logits_model(tokenizer, {"<eos>": -30.0, "</think>": 30.0})
     control = LengthControl(thinking_budget_min=3, thinking_budget_max=3)
     rollouts = _generate(model, tokenizer, max_new_tokens=8, length_control=control)
     assert not any(r.interrupted for r in rollouts)
@@ -438,7 +412,7 @@ def test_should_compact_waits_for_an_eighth_of_the_batch():
 
 def test_finished_rows_leave_the_batch_without_changing_the_rollouts(policy, monkeypatch):
     _, tokenizer = policy
-    model = _constant_logits_model(tokenizer, {"<eos>": 3.0})  # sequences stop at scattered steps
+    model = constant_logits_model(tokenizer, {"<eos>": 3.0})  # sequences stop at scattered steps
     batch_sizes = []
     real_forward = generation.policy_forward
 
@@ -478,7 +452,7 @@ def test_packed_generation_equals_packing_the_rollouts(policy, mode):
 
     model, tokenizer = policy
     if mode == "eos":
-        model = _constant_logits_model(tokenizer, {"<eos>": 1.5})
+        model = constant_logits_model(tokenizer, {"<eos>": 1.5})
     control = (
         LengthControl(thinking_budget_min=3, thinking_budget_max=8, interruption_phrase="!!</think>")
         if mode == "interrupt"

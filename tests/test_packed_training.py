@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from step_stats import step_stats
 from test_packed_rollouts import ragged_rollouts
 
 from scalerl.distributed.staleness import batch_lag_stats, packed_lag_stats
@@ -23,7 +24,7 @@ from scalerl.train.flops import ModelShape
 from scalerl.train.guards.divergence_guard import nonfinite_logprobs
 from scalerl.train.run_state import RunState
 from scalerl.train.step_rollouts import training_rewards
-from scalerl.train.train_step import StepStats, build_batch, build_optimizer, build_scheduler, train_step
+from scalerl.train.train_step import build_batch, build_optimizer, build_scheduler, train_step
 
 TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=64)
 
@@ -177,20 +178,7 @@ def test_columns_and_generation_totals_of_a_packed_batch_by_hand():
 
 def test_book_step_of_a_packed_batch_writes_its_row(tmp_path):
     shape = ModelShape(n_params=1000, n_layers=1, d_model=8)
-    stats = StepStats(
-        loss=0.5,
-        grad_norm=1.0,
-        lr=1e-3,
-        entropy=0.1,
-        mean_ratio=1.0,
-        clipped_fraction=0.0,
-        kept_prompts=2,
-        total_prompts=3,
-        kept_sequences=4,
-        tokens_trained=10,
-        trained_context_sum=30,
-        updated=True,
-    )
+    stats = step_stats(kept_prompts=2, total_prompts=3, kept_sequences=4)
     config = TrainConfig().with_overrides(["max_steps=10", "prompts_per_step=3", "generations_per_prompt=2"])
     state = RunState(config, tmp_path, num_train_prompts=20)
     columns = pack_rollouts(_batch()).columns()

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import torch
+from pipeline_support import assert_weights_match_checkpoint, quiet, sync_and_pipeline_runs
 
 from scalerl.distributed.observability import PIPELINE_COLUMNS, strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
@@ -18,24 +19,6 @@ from scalerl.train.records.metrics_log import TRAIN_COLUMNS, read_rows
 
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, **overrides})
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
-    )
-    yield ray
-    ray.shutdown()
-
-
-def _quiet(_message):
-    pass
 
 
 @pytest.mark.slow
@@ -60,31 +43,18 @@ def test_pipeline_config_validation_names_the_field():
 
 @pytest.mark.slow
 def test_k0_pipeline_reproduces_the_synchronous_trainer(tiny_config, ray_session, tmp_path):
-    from safetensors.torch import load_file
-
-    from scalerl.distributed.pipeline import run_pipeline
-    from scalerl.train.trainer import train
-
     config = tiny_config("max_steps=4", "eval_every=2", "checkpoint_every=2")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the actors run one thread each: same float reduction order
-    try:
-        train(config, tmp_path / "sync", show_progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe", keep_weights=True, log=_quiet)
+    result, sync_rows, pipe_rows = sync_and_pipeline_runs(config, _pipeline(mode="async", max_lag=0), tmp_path)
 
-    sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
-    pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
     assert [r["step"] for r in pipe_rows] == [0, 1, 2, 3, 4]
     assert [strip_timing_columns(r) for r in pipe_rows] == [strip_timing_columns(r) for r in sync_rows]
     assert all(r["policy_lag_max"] == 0 for r in pipe_rows[1:])
     # the trainer actor writes the validation samples as the synchronous trainer does
     sync_samples = (tmp_path / "sync" / "completions.jsonl").read_text()
     assert sync_samples and (tmp_path / "pipe" / "completions.jsonl").read_text() == sync_samples
-    sync_weights = load_file(str(tmp_path / "sync" / "checkpoints" / "step_00000004" / "model.safetensors"))
-    for name, array in result.final_weights.arrays.items():
-        assert torch.allclose(torch.tensor(array), sync_weights[name], atol=1e-6), name
+    assert_weights_match_checkpoint(
+        result.final_weights.arrays, tmp_path / "sync" / "checkpoints" / "step_00000004" / "model.safetensors"
+    )
     assert (tmp_path / "pipe" / "checkpoints" / "step_00000004" / "model.safetensors").is_file()
 
 
@@ -97,27 +67,12 @@ def test_k0_lora_pipeline_reproduces_the_synchronous_lora_trainer(tiny_config, r
     pytest.importorskip("peft")
     from safetensors.torch import load_file
 
-    from scalerl.distributed.pipeline import run_pipeline
     from scalerl.models.lora import ADAPTER_WEIGHTS_FILE
-    from scalerl.train.trainer import train
 
     config = tiny_config("model.lora_r=4", "model.lora_alpha=8", "max_steps=3", "eval_every=3", "checkpoint_every=3")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        train(config, tmp_path / "sync", show_progress=False)
-    finally:
-        torch.set_num_threads(threads)
-    result = run_pipeline(
-        config,
-        _pipeline(mode="async", max_lag=0, weight_sync=weight_sync),
-        tmp_path / "pipe",
-        keep_weights=True,
-        log=_quiet,
-    )
+    pipeline = _pipeline(mode="async", max_lag=0, weight_sync=weight_sync)
+    result, sync_rows, pipe_rows = sync_and_pipeline_runs(config, pipeline, tmp_path)
 
-    sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
-    pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
     assert [strip_timing_columns(r) for r in pipe_rows] == [strip_timing_columns(r) for r in sync_rows]
     assert result.final_weights.arrays and all("lora_" in name for name in result.final_weights.arrays)
     step = "step_00000003"
@@ -138,7 +93,7 @@ def test_two_data_parallel_trainer_actors_train_like_one(tiny_config, ray_sessio
 
     config = tiny_config("max_steps=3", "eval_every=3", "checkpoint_every=3")
     shared = {"mode": "async", "max_lag": 0, "trainer_cpus": 0.5, "generator_cpus": 0.5}
-    one = run_pipeline(config, _pipeline(**shared), tmp_path / "one", keep_weights=True, log=_quiet)
+    one = run_pipeline(config, _pipeline(**shared), tmp_path / "one", keep_weights=True, log=quiet)
     lines = []
     two = run_pipeline(
         config, _pipeline(**shared, num_trainers=2), tmp_path / "two", keep_weights=True, log=lines.append
@@ -257,10 +212,10 @@ def test_ppo_offpolicy_k_lags_and_ctrl_c_then_resume(tiny_config, ray_session, t
 
     config = tiny_config("max_steps=4", "eval_every=2", "checkpoint_every=10")
     pipeline = _pipeline(mode="ppo-offpolicy", offpolicy_steps=2)
-    first = run_pipeline(config, pipeline, tmp_path, on_row=interrupt_at_step_2, log=_quiet)
+    first = run_pipeline(config, pipeline, tmp_path, on_row=interrupt_at_step_2, log=quiet)
     assert first.interrupted and first.steps_done == 2
     assert (tmp_path / "checkpoints" / "step_00000002").is_dir()
-    second = run_pipeline(config, pipeline, tmp_path, resume=True, log=_quiet)
+    second = run_pipeline(config, pipeline, tmp_path, resume=True, log=quiet)
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert not second.interrupted and [r["step"] for r in rows] == [0, 1, 2, 3, 4]
     # slice j of a round of k = 2 batches is trained j versions after it was generated

@@ -2,7 +2,7 @@
 generator actors): k = 0 still reproduces the synchronous trainer, and the lag bound holds."""
 
 import pytest
-import torch
+from pipeline_support import assert_weights_match_checkpoint, quiet, sync_and_pipeline_runs
 
 from scalerl.distributed.observability import strip_timing_columns
 from scalerl.distributed.settings import PipelineConfig
@@ -12,24 +12,6 @@ from scalerl.train.records.metrics_log import read_rows
 
 def _pipeline(**overrides):
     return PipelineConfig(**{"num_cpus": 2, "weight_sync": "broadcast", "bucket_mb": 0.05, **overrides})
-
-
-def _quiet(_message):
-    pass
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
-    )
-    yield ray
-    ray.shutdown()
 
 
 def test_weight_sync_settings_are_checked():
@@ -43,27 +25,14 @@ def test_weight_sync_settings_are_checked():
 
 @pytest.mark.slow
 def test_k0_broadcast_pipeline_reproduces_the_synchronous_trainer(tiny_config, ray_session, tmp_path):
-    from safetensors.torch import load_file
-
-    from scalerl.distributed.pipeline import run_pipeline
-    from scalerl.train.trainer import train
-
     config = tiny_config("max_steps=3", "eval_every=3", "checkpoint_every=3")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the actors run one thread each: same float reduction order
-    try:
-        train(config, tmp_path / "sync", show_progress=False)
-    finally:
-        torch.set_num_threads(threads)
     # 0.05 MiB buckets: the tiny model's weights go in several buckets per version
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=0), tmp_path / "pipe", keep_weights=True, log=_quiet)
-    sync_rows = read_rows(tmp_path / "sync" / "metrics.jsonl")
-    pipe_rows = read_rows(tmp_path / "pipe" / "metrics.jsonl")
+    result, sync_rows, pipe_rows = sync_and_pipeline_runs(config, _pipeline(mode="async", max_lag=0), tmp_path)
     assert [r["step"] for r in pipe_rows] == [0, 1, 2, 3]
     assert [strip_timing_columns(r) for r in pipe_rows] == [strip_timing_columns(r) for r in sync_rows]
-    sync_weights = load_file(str(tmp_path / "sync" / "checkpoints" / "step_00000003" / "model.safetensors"))
-    for name, array in result.final_weights.arrays.items():
-        assert torch.allclose(torch.tensor(array), sync_weights[name], atol=1e-6), name
+    assert_weights_match_checkpoint(
+        result.final_weights.arrays, tmp_path / "sync" / "checkpoints" / "step_00000003" / "model.safetensors"
+    )
 
 
 @pytest.mark.slow
@@ -71,7 +40,7 @@ def test_async_broadcast_run_keeps_the_lag_bound(tiny_config, ray_session, tmp_p
     from scalerl.distributed.pipeline import run_pipeline
 
     config = tiny_config("max_steps=5", "eval_every=5", "checkpoint_every=5")
-    result = run_pipeline(config, _pipeline(mode="async", max_lag=1), tmp_path, log=_quiet)
+    result = run_pipeline(config, _pipeline(mode="async", max_lag=1), tmp_path, log=quiet)
     rows = read_rows(tmp_path / "metrics.jsonl")
     assert result.steps_done == 5 and [r["step"] for r in rows] == [0, 1, 2, 3, 4, 5]
     assert all(0 <= r["policy_lag_max"] <= 1 for r in rows[1:])

@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from report_payloads import ablation_payload, study_payload
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
@@ -14,56 +15,8 @@ from scalerl.report.schemas import field_path, validate_summary
 
 runner = CliRunner()
 
-STUDY = {
-    "base": "scalerl",
-    "x": "flops",
-    "y": "val_pass_rate",
-    "margin": 0.02,
-    "level": 0.8,
-    "variants": [
-        {
-            "slug": "scalerl",
-            "name": "base",
-            "knob": None,
-            "is_base": True,
-            "metrics": [],
-            "error": None,
-            "fit": {
-                "params": {"A": 0.61, "B": 1.9, "C_mid": 2500.0, "R0": 0.1},
-                "intervals": {"A": [0.6, 0.62], "B": [1.7, 2.1], "C_mid": [2300.0, 2700.0]},
-                "ceiling_identified": True,
-                "n_points": 11,
-                "warnings": [],
-            },
-            "paper_moves": None,
-            "versus_base": None,
-        }
-    ],
-}
-ABLATION = {
-    "kind": "leave-one-out",
-    "sweep_knob": None,
-    "base": "scalerl",
-    "x": "flops",
-    "y": "val_pass_rate",
-    "level": 0.8,
-    "seeds": 2,
-    "margin": {"value": 0.031, "source": "seed spread", "pooled_seed_sd_A": 0.01, "dof": 2},
-    "variants": [
-        {
-            "slug": "scalerl",
-            "name": "base",
-            "knob": None,
-            "is_base": True,
-            "seeds": [{"metrics": "m.jsonl", "params": {"A": 0.6}, "ceiling_identified": True, "error": None}],
-            "params": {"A": {"mean": 0.61, "lo": 0.6, "hi": 0.62, "n": 2}},
-            "effect": None,
-            "shared_A": None,
-            "B_at_shared_A": None,
-            "paper": "-",
-        }
-    ],
-}
+STUDY = study_payload()
+ABLATION = ablation_payload("leave-one-out")
 
 
 def changed(document, path, value):
@@ -141,7 +94,7 @@ def test_hostile_bytes_are_one_error(tmp_path, data, fragment):
 
 
 def test_valid_summaries_pass_unchanged():
-    assert validate_summary(STUDY, "study", "s.json")["variants"][0]["fit"]["intervals"]["A"] == [0.6, 0.62]
+    assert validate_summary(STUDY, "study", "s.json")["variants"][0]["fit"]["intervals"]["A"] == [0.6, 0.625]
     assert validate_summary({**ABLATION, "new_field": 1}, "ablation", "a.json")["margin"]["value"] == 0.031
     with pytest.raises(InputError, match="a.json: field variants\\[0\\].slug: Field required"):
         validate_summary({"variants": [{}]}, "ablation", "a.json")

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from step_stats import step_stats
 
 from scalerl.errors import ConfigError
 from scalerl.models.policy import TinyModelSpec, build_tiny_model
@@ -13,7 +14,7 @@ from scalerl.train.flops import ModelShape
 from scalerl.train.records.metrics_log import read_rows
 from scalerl.train.run_checkpoint import restore_training, save_run_checkpoint
 from scalerl.train.run_state import RunState
-from scalerl.train.train_step import StepStats, build_optimizer, build_scheduler
+from scalerl.train.train_step import build_optimizer, build_scheduler
 
 TINY_SPEC = TinyModelSpec(num_layers=1, hidden_size=16, num_heads=2, intermediate_size=32, max_positions=32)
 SHAPE = ModelShape(n_params=1000, n_layers=1, d_model=8)
@@ -46,20 +47,7 @@ def _columns(*rollouts):
 
 
 def _stats(tokens=10):
-    return StepStats(
-        loss=0.5,
-        grad_norm=1.0,
-        lr=1e-3,
-        entropy=0.1,
-        mean_ratio=1.0,
-        clipped_fraction=0.0,
-        kept_prompts=1,
-        total_prompts=2,
-        kept_sequences=2,
-        tokens_trained=tokens,
-        trained_context_sum=3 * tokens,
-        updated=True,
-    )
+    return step_stats(tokens_trained=tokens, trained_context_sum=3 * tokens)
 
 
 def test_schedule_validates_at_r0_every_eval_every_and_at_the_end(tmp_path):

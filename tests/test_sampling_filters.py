@@ -3,24 +3,17 @@ and on models whose next-token logits are fixed."""
 
 import pytest
 import torch
+from fixed_logits import SMALL, constant_logits_model
 
 from scalerl.errors import ConfigError
-from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.models.policy import build_tiny_model, teacher_forced_logprobs
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.train.generation import apply_repetition_penalty, gumbel_noise, sample_with_noise, top_k_filter
 from scalerl.train.step_rollouts import generate_rollouts
 
-SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=96)
 TRUNCATE = LengthControl(mode="truncate")
 INF = float("inf")
-
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _generate(model, tokenizer, prompts, sampling, seed=0, num_generations=2):
@@ -34,24 +27,6 @@ def _generate(model, tokenizer, prompts, sampling, seed=0, num_generations=2):
         length_control=TRUNCATE,
         torch_generator=torch.Generator().manual_seed(seed),
     )
-
-
-def _constant_logits_model(tokenizer, logits_by_token: dict[str, float]):
-    """Next-token logits fixed whatever the input: the final norm outputs e0, column 0 of the LM head
-    holds the wanted logits (every other token 0)."""
-    model, _ = build_tiny_model(SMALL)
-    with torch.no_grad():
-        model.lm_head.weight.zero_()
-        for token, logit in logits_by_token.items():
-            model.lm_head.weight[tokenizer.convert_tokens_to_ids(token), 0] = logit
-
-    def unit_hidden(module, inputs, output):
-        hidden = torch.zeros_like(output)
-        hidden[..., 0] = 1.0
-        return hidden
-
-    model.model.norm.register_forward_hook(unit_hidden)
-    return model
 
 
 def test_top_k_keeps_the_k_largest_logits_and_their_ties():
@@ -94,7 +69,7 @@ def test_repetition_penalty_is_the_ctrl_rule_on_a_hand_made_row():
 def test_repetition_penalty_steers_greedy_decoding_by_prompt_and_completion_tokens():
     _, tokenizer = build_tiny_model(SMALL)
     logits = {"7": 3.0, "8": 2.5, "<eos>": -30.0, "</think>": -30.0}
-    model = _constant_logits_model(tokenizer, logits)
+    model = constant_logits_model(tokenizer, logits)
     penalised = SamplingSettings(max_new_tokens=5, temperature=0.0, repetition_penalty=2.0)
     seven, eight = tokenizer.convert_tokens_to_ids("7"), tokenizer.convert_tokens_to_ids("8")
     # "5+6=": 7 (3.0) first; 7 seen -> 1.5 < 2.5: 8; both seen: 1.5 > 1.25: 7 from then on

@@ -8,6 +8,8 @@ import pytest
 
 pytest.importorskip("trl")
 
+from tiny_grpo import tiny_grpo_trainer  # noqa: E402
+
 from scalerl.errors import ConfigError  # noqa: E402
 from scalerl.forecast.curves import sigmoid_reward  # noqa: E402
 from scalerl.forecast.live import FORECAST_KEYS, live_forecast  # noqa: E402
@@ -26,57 +28,14 @@ def step_reward(step: int) -> float:
 
 
 def _grpo_trainer(output_dir, max_steps, callbacks=()):
-    import torch
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    from scalerl.models.policy import TinyModelSpec, build_tiny_model
-
-    torch.manual_seed(0)
-    model, tokenizer = build_tiny_model(
-        TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64), seed=0
-    )
-    tokenizer.padding_side = "left"
-    prompts = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)]})
-
     def progress_reward(completions, trainer_state, **_):
         # The untrained model learns nothing in a few steps; a reward that rises with the step
         # makes a curve the forecaster can fit, with a known ceiling to check.
         base = step_reward(trainer_state.global_step)
         return [base + 0.001 * (index % 2) for index in range(len(completions))]
 
-    config = GRPOConfig(
-        output_dir=str(output_dir),
-        max_steps=max_steps,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        per_device_eval_batch_size=4,
-        generation_batch_size=4,
-        max_completion_length=8,
-        beta=0.0,
-        learning_rate=1e-3,
-        use_vllm=False,
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        report_to=[],
-        save_strategy="no",
-        eval_strategy="steps",
-        eval_steps=1,
-        eval_on_start=True,
-        logging_steps=1,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        seed=0,
-    )
-    return GRPOTrainer(
-        model=model,
-        reward_funcs=[progress_reward],
-        args=config,
-        train_dataset=prompts,
-        eval_dataset=prompts.select(range(4)),
-        processing_class=tokenizer,
-        callbacks=list(callbacks),
+    return tiny_grpo_trainer(
+        output_dir, progress_reward, max_steps=max_steps, callbacks=callbacks, max_completion_length=8
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("tensorboard")
 
+from tiny_grpo import tiny_grpo_trainer  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from scalerl.cli.app import app  # noqa: E402
@@ -28,70 +29,35 @@ def step_reward(step: int) -> float:
 
 
 def grpo_trainer(output_dir, max_steps):
-    """A GRPOTrainer on the built-in tiny model that evaluates and checkpoints every 4 steps and
-    logs to TensorBoard; its reward is a known sigmoid of the global step."""
-    import torch
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    from scalerl.models.policy import TinyModelSpec, build_tiny_model
-
-    torch.manual_seed(0)
-    model, tokenizer = build_tiny_model(
-        TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64), seed=0
-    )
-    tokenizer.padding_side = "left"
-    prompts = Dataset.from_dict({"prompt": [f"{a}+{b}=" for a in range(4) for b in range(4)]})
+    """A tiny GRPOTrainer that evaluates every step, checkpoints every 4 steps and logs to
+    TensorBoard; its reward is a known sigmoid of the global step."""
 
     def progress_reward(completions, trainer_state, **_):
         return [step_reward(trainer_state.global_step)] * len(completions)
 
-    config = GRPOConfig(
-        output_dir=str(output_dir),
-        max_steps=max_steps,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        per_device_eval_batch_size=4,
-        generation_batch_size=4,
-        max_completion_length=4,
-        beta=0.0,
-        learning_rate=1e-3,
-        use_vllm=False,
-        use_cpu=True,
-        bf16=False,
-        fp16=False,
-        report_to=["tensorboard"],
-        save_strategy="steps",
-        save_steps=4,
-        eval_strategy="steps",
-        eval_steps=1,
-        eval_on_start=True,
-        logging_steps=1,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-        seed=0,
-    )
-    return GRPOTrainer(
-        model=model,
-        reward_funcs=[progress_reward],
-        args=config,
-        train_dataset=prompts,
-        eval_dataset=prompts.select(range(4)),
-        processing_class=tokenizer,
+    return tiny_grpo_trainer(
+        output_dir, progress_reward, max_steps=max_steps, report_to=["tensorboard"], save_strategy="steps", save_steps=4
     )
 
 
-@pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
-def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
-    first = grpo_trainer(tmp_path, max_steps=4)
-    add_forecast_callback(first, compute_axis="steps", plot=False)
+def stopped_and_resumed(output_dir, compute_axis):
+    """(trainer, its forecast callback) of a run trained to step 4, then launched again for 8 steps
+    from checkpoint-4, each launch with the forecast callback on `compute_axis`."""
+    first = grpo_trainer(output_dir, max_steps=4)
+    add_forecast_callback(first, compute_axis=compute_axis, plot=False)
     first.train()
     # TRL names a launch's TensorBoard folder runs/<date>_<host> to the second: a resume within the
     # same second as the first launch (a fast machine) would share its folder, not add one
     time.sleep(1.1)
-    resumed = grpo_trainer(tmp_path, max_steps=8)
-    callback = add_forecast_callback(resumed, compute_axis="steps", plot=False)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    resumed = grpo_trainer(output_dir, max_steps=8)
+    callback = add_forecast_callback(resumed, compute_axis=compute_axis, plot=False)
+    resumed.train(resume_from_checkpoint=str(output_dir / "checkpoint-4"))
+    return resumed, callback
+
+
+@pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
+def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
+    resumed, callback = stopped_and_resumed(tmp_path, compute_axis="steps")
 
     evaluations = {entry["step"]: entry["eval_reward"] for entry in resumed.state.log_history if "eval_reward" in entry}
     assert sorted(evaluations) == list(range(9))
@@ -123,13 +89,7 @@ def test_resumed_grpo_run_keeps_its_curve_and_reads_as_one_run(tmp_path):
 
 @pytest.mark.slow  # two short GRPO trainings: ~20-60 s on two shared cores
 def test_a_resumed_grpo_run_with_eval_on_start_keeps_forecasting_on_the_tokens_axis(tmp_path):
-    first = grpo_trainer(tmp_path, max_steps=4)
-    add_forecast_callback(first, compute_axis="tokens", plot=False)
-    first.train()
-    time.sleep(1.1)
-    resumed = grpo_trainer(tmp_path, max_steps=8)
-    callback = add_forecast_callback(resumed, compute_axis="tokens", plot=False)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    resumed, callback = stopped_and_resumed(tmp_path, compute_axis="tokens")
     assert resumed.state.num_input_tokens_seen > 0 or callback.compute[-1] > 0
     assert callback.steps == list(range(9)) and callback.compute[0] == 0.0  # eval_on_start: no tokens yet
     assert all(later >= earlier for earlier, later in zip(callback.compute, callback.compute[1:]))

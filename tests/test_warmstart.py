@@ -28,15 +28,7 @@ QUICK = WarmStartSettings(
     max_new_tokens=24,
     target_band=(0.05, 1.0),
 )
-
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    """Tiny matrices: one thread is faster, and far faster when the cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_demonstration_ids_are_prompt_then_worked_solution_then_eos():

@@ -4,6 +4,7 @@ actor receives by gloo broadcast are bit-identical to the trainer actor's."""
 from __future__ import annotations
 
 import pytest
+from pipeline_support import start_local_ray
 
 from scalerl.distributed.weight_sync.collective import Bucket, bucket_plan
 from scalerl.errors import ConfigError
@@ -94,18 +95,11 @@ class _Rank:
 
 @pytest.mark.slow
 def test_weights_received_by_broadcast_are_bit_identical_to_the_trainers():
-    ray = pytest.importorskip("ray")
     import numpy as np
 
     from scalerl.distributed.weight_sync.collective import free_address
 
-    ray.init(
-        num_cpus=3,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}},
-    )
+    ray = start_local_ray(num_cpus=3)
     try:
         import sys
 
