@@ -68,103 +68,51 @@ def _rows(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in ("device_hours", "wall_seconds")} for row in rows]
 
 
+def _train(*arguments: str, ranks: int = 1) -> subprocess.CompletedProcess:
+    """`scalerl train --no-progress ARGUMENTS` in one process, or under torchrun with `ranks`
+    processes; it must succeed."""
+    launcher = ["-m", "torch.distributed.run", "--nproc-per-node", str(ranks), "--standalone"] if ranks > 1 else []
+    command = [sys.executable, *launcher, "-m", "scalerl.cli", "train", "--no-progress", *arguments]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=ranks > 1)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def _assert_same_rows_and_weights(got: list[dict], expected: list[dict], got_dir: Path, expected_dir: Path) -> None:
+    """Rows alike key for key (floats to 1e-5) and the newest checkpoints' weights to 1e-6."""
+    for got_row, expected_row in zip(got, expected):
+        assert got_row.keys() == expected_row.keys()
+        for key, value in expected_row.items():
+            if isinstance(value, float):
+                assert got_row[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), key
+            else:
+                assert got_row[key] == value, key
+    got_weights = load_file(latest_checkpoint(got_dir) / "model.safetensors")
+    expected_weights = load_file(latest_checkpoint(expected_dir) / "model.safetensors")
+    assert got_weights.keys() == expected_weights.keys()
+    for name, tensor in expected_weights.items():
+        torch.testing.assert_close(got_weights[name], tensor, rtol=0, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_torchrun_with_two_ranks_writes_the_run_one_process_writes(tmp_path):
     options = set_options([*TINY_RUN, "max_steps=2", "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--standalone",
-        "-m",
-        "scalerl.cli",
-        "train",
-        "--out",
-        str(tmp_path / "two"),
-        "--no-progress",
-        *options,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _train("--out", str(tmp_path / "two"), *options, ranks=2)
     assert done.stdout.count("trained 2 steps into") == 1  # rank 0 alone reports
-    single = subprocess.run(
-        [sys.executable, "-m", "scalerl.cli", "train", "--out", str(tmp_path / "one"), "--no-progress", *options],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert single.returncode == 0, single.stderr[-3000:]
+    _train("--out", str(tmp_path / "one"), *options)
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())
     two, one = _rows(tmp_path / "two"), _rows(tmp_path / "one")
     assert [row["step"] for row in two] == [0, 1, 2]
     assert any(row.get("grad_norm", 0) > 0 for row in one)  # a step did update the weights
-    for got, expected in zip(two, one):
-        assert got.keys() == expected.keys()
-        for key, value in expected.items():
-            if isinstance(value, float):
-                assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), key
-            else:
-                assert got[key] == value, key
-    weights_two = load_file(latest_checkpoint(tmp_path / "two") / "model.safetensors")
-    weights_one = load_file(latest_checkpoint(tmp_path / "one") / "model.safetensors")
-    assert weights_two.keys() == weights_one.keys()
-    for name, tensor in weights_one.items():
-        torch.testing.assert_close(weights_two[name], tensor, rtol=0, atol=1e-6)
+    _assert_same_rows_and_weights(two, one, tmp_path / "two", tmp_path / "one")
 
 
 @pytest.mark.slow
 def test_a_torchrun_run_resumes_under_torchrun_as_the_straight_run(tmp_path):
     options = set_options([*TINY_RUN, "checkpoint_every=1", "eval_every=1", "torch_threads=1"])
-
-    def torchrun(*arguments):
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--standalone",
-            "-m",
-            "scalerl.cli",
-            "train",
-            "--no-progress",
-            *arguments,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600, start_new_session=True)
-        assert done.returncode == 0, done.stderr[-3000:]
-
-    torchrun("--out", str(tmp_path / "resumed"), "--max-steps", "1", *options)
-    torchrun("--out", str(tmp_path / "resumed"), "--resume", "--max-steps", "2")
-    single = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scalerl.cli",
-            "train",
-            "--out",
-            str(tmp_path / "one"),
-            "--no-progress",
-            "--max-steps",
-            "2",
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert single.returncode == 0, single.stderr[-3000:]
+    _train("--out", str(tmp_path / "resumed"), "--max-steps", "1", *options, ranks=2)
+    _train("--out", str(tmp_path / "resumed"), "--resume", "--max-steps", "2", ranks=2)
+    _train("--out", str(tmp_path / "one"), "--max-steps", "2", *options)
     resumed, one = _rows(tmp_path / "resumed"), _rows(tmp_path / "one")
     assert [row["step"] for row in resumed] == [0, 1, 2]
-    for got, expected in zip(resumed, one):
-        assert got.keys() == expected.keys()
-        for key, value in expected.items():
-            if isinstance(value, float):
-                assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6, nan_ok=True), key
-            else:
-                assert got[key] == value, key
-    weights_resumed = load_file(latest_checkpoint(tmp_path / "resumed") / "model.safetensors")
-    weights_one = load_file(latest_checkpoint(tmp_path / "one") / "model.safetensors")
-    for name, tensor in weights_one.items():
-        torch.testing.assert_close(weights_resumed[name], tensor, rtol=0, atol=1e-6)
+    _assert_same_rows_and_weights(resumed, one, tmp_path / "resumed", tmp_path / "one")
