@@ -1,5 +1,6 @@
 """What every benchmark shares: where results go, the command and machine block stored with a
-result, the atomic writer, and the paired t-interval as a JSON-ready dict.
+result, the atomic writer, the paired t-interval as a JSON-ready dict, and the `--quick` flag of a
+benchmark that is quick already.
 
 Every benchmark runs from the repository root as `python -m benchmarks.<name>`.
 """
@@ -21,6 +22,14 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
 DATA_DIR = REPO / "benchmarks" / "data"
 DOCS_DIR = REPO / "docs"
+
+
+def accept_quick(parser, run: str = "the same run (it takes under a minute)") -> None:
+    """`--quick` on a benchmark that is quick already: accepted, so that every benchmark has a
+    quick mode, and changing nothing (`run` says what it runs then)."""
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{run}; accepted so that every benchmark has a quick mode"
+    )
 
 
 def interval_score(lo, hi, truth, level):

@@ -150,15 +150,19 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
     from scalerl.train.batch.packed_rollouts import pack_decoded, pack_rollouts, unpack_rollouts
 
     grid, fields = decoded_grid(rollouts, generations)
-    decoded = pack_decoded(
-        grid,
-        fields["prompt_ids"],
-        fields["prompt_indices"],
-        fields["num_generations"],
-        fields["texts"],
-        truncated=fields["truncated"],
-        interrupted=fields["interrupted"],
-    )
+
+    def from_grid():
+        return pack_decoded(
+            grid,
+            fields["prompt_ids"],
+            fields["prompt_indices"],
+            fields["num_generations"],
+            fields["texts"],
+            truncated=fields["truncated"],
+            interrupted=fields["interrupted"],
+        )
+
+    decoded = from_grid()
     expected = pack_rollouts(rollouts)
     import numpy as np
 
@@ -185,17 +189,7 @@ def cpu_ms(rollouts, repeats: int, generations: int) -> dict:
         "tuples_send": clock(lambda: pickle.dumps(list(rollouts), protocol=5)),
         "tuples_receive": clock(lambda: pickle.loads(tuples)),
         "pack": clock(lambda: pack_rollouts(rollouts)),
-        "pack_decoded": clock(
-            lambda: pack_decoded(
-                grid,
-                fields["prompt_ids"],
-                fields["prompt_indices"],
-                fields["num_generations"],
-                fields["texts"],
-                truncated=fields["truncated"],
-                interrupted=fields["interrupted"],
-            )
-        ),
+        "pack_decoded": clock(from_grid),
         "packed_send": clock(
             lambda: pickle.dumps(pack_rollouts(rollouts), protocol=5, buffer_callback=lambda _b: None)
         ),

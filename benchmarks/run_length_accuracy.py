@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 from benchmarks.bundled_runs import N_HELD_OUT, load_runs  # noqa: E402
-from benchmarks.common import command_line, write_result  # noqa: E402
+from benchmarks.common import accept_quick, command_line, write_result  # noqa: E402
 from scalerl.errors import ScaleRLError  # noqa: E402
 from scalerl.forecast.diagnostics import point_noise_sd  # noqa: E402
 from scalerl.forecast.fitting import fit_sigmoid  # noqa: E402
@@ -102,11 +102,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=HERE / "data" / "curves")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
-    )
+    accept_quick(parser)
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     started = time.perf_counter()

@@ -30,7 +30,16 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result, write_text
+from benchmarks.common import (
+    DATA_DIR,
+    REPO,
+    RESULTS_DIR,
+    accept_quick,
+    command_line,
+    paired_interval,
+    write_result,
+    write_text,
+)
 
 RESULTS = RESULTS_DIR / "ablation_tiny.json"
 CURVES = DATA_DIR / "tiny_mod10_runs"
@@ -45,11 +54,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--export", action="store_true", help="first copy each run's evaluations from its metrics.jsonl"
     )
     parser.add_argument("--out", type=Path, default=OUT, help="JSON written here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
-    )
+    accept_quick(parser)
     return parser.parse_args(argv)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, paired_interval, write_result
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, accept_quick, command_line, paired_interval, write_result
 from scalerl.errors import InputError
 from scalerl.forecast.readers import read_curve as read_logged_curve
 
@@ -41,11 +41,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--last", type=int, default=4, help="evaluations at the end of the smaller run (default 4)")
     parser.add_argument("--level", type=float, default=0.9, help="level of the paired interval (default 0.9)")
     parser.add_argument("--out", type=Path, default=OUT, help="JSON written here")
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
-    )
+    accept_quick(parser)
     return parser.parse_args(argv)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, interval_score, write_result
+from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, accept_quick, command_line, interval_score, write_result
 
 DATA = DATA_DIR / "tiny_runs"
 CAPPED_DATA = DATA_DIR / "tiny_capped_runs"
@@ -60,11 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=None,
         help=f"JSON results (default {RESULTS.relative_to(REPO)}; another name for another --fit-fraction)",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="the same run (it takes under a minute); accepted so that every benchmark has a quick mode",
-    )
+    accept_quick(parser)
     return parser.parse_args(argv)
 
 
