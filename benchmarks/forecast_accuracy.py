@@ -5,9 +5,11 @@ with compute <= f x max compute (never the last three). Everything a method lear
 learned on the OTHER sources only (all runs of one repository held out together). scalerl's
 forecast is its posterior (forecast.posterior); the one number it learns across runs, the log-sd
 at one decade of data of the factor on the gain beyond the data (SETTINGS.gain_ahead_log_sd_at_decade,
-fitting.gain_ahead_log_sd), is chosen from GAIN_AHEAD_GRID for each source on the other sources' cells (the lowest mean 80 % interval score,
-each run weighted equally, in reward units), and the value chosen on all sources is printed: it is
-the one the package ships.
+fitting.gain_ahead_log_sd), is chosen from GAIN_AHEAD_GRID for each source on the other sources' cells:
+calibrated first, then sharp (Gneiting et al. 2007): among the values whose 80 % band holds at least
+CALIBRATION_FLOOR of the other sources' later evaluations at every fraction, the lowest mean 80 %
+interval score (each run weighted equally, in reward units); the value chosen on all sources is
+printed: it is the one the package ships.
 
 Reported per method, fraction and run status:
 - the final level (mean of the last three evaluations): median and mean abs error, a refused
@@ -54,7 +56,10 @@ STATUS_NAMES = {"healthy": "healthy", "pre_plateau": "still rising"}
 PLATEAU_WITHIN = 0.03
 PLATEAU_LEVEL = 0.8
 BAND_METHODS = ("scalerl", "paper_grid_bootstrap", "power_law", "persistence")
-GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.25, 1.5)
+# An 80 % band is calibrated when it holds at least this share of the later evaluations at every
+# fraction: the lower end of the range the project accepts for an 80 % band (0.72-0.88).
+CALIBRATION_FLOOR = 0.72
 
 
 def _positive(c, r):
@@ -177,15 +182,34 @@ def mean_interval_score(cells, log_sd) -> float:
     return float(np.mean(scores)) if scores else float("inf")
 
 
+def pooled_coverage(cells, log_sd) -> dict:
+    """{fraction: share of the later evaluations inside the 80 % band} with the gain factor's
+    log-sd `log_sd`, pooled over the cells with a scalerl band."""
+    covered = {}
+    for c in cells:
+        bands = (c.get("scalerl_by_log_sd") or {}).get(str(log_sd), {}).get("bands")
+        if bands:
+            covered.setdefault(c["fraction"], []).extend(bands["0.8"]["covered"])
+    return {fraction: float(np.mean(values)) for fraction, values in covered.items()}
+
+
+def calibrated_choice(cells) -> float:
+    """The log-sd of GAIN_AHEAD_GRID with the lowest mean 80 % interval score among those whose
+    80 % band holds at least CALIBRATION_FLOOR at every fraction; the best-covering one if none does."""
+    lowest = {log_sd: min(pooled_coverage(cells, log_sd).values(), default=0.0) for log_sd in GAIN_AHEAD_GRID}
+    calibrated = [log_sd for log_sd in GAIN_AHEAD_GRID if lowest[log_sd] >= CALIBRATION_FLOOR]
+    if not calibrated:
+        return max(GAIN_AHEAD_GRID, key=lowest.get)
+    return min(calibrated, key=lambda log_sd: mean_interval_score(cells, log_sd))
+
+
 def gain_ahead_choices(cells) -> dict:
-    """{source: log-sd chosen on the other sources' cells}, and under "all" the one chosen on
-    every cell (what the package ships, SETTINGS.gain_ahead_log_sd_at_decade)."""
+    """{source: log-sd chosen on the other sources' cells (calibrated_choice)}, and under "all" the
+    one chosen on every cell (what the package ships, SETTINGS.gain_ahead_log_sd_at_decade)."""
     sources = sorted({c["source"] for c in cells})
-    choices = {}
-    for source in sources + ["all"]:
-        others = [c for c in cells if c["source"] != source]
-        choices[source] = min(GAIN_AHEAD_GRID, key=lambda log_sd, chosen=others: mean_interval_score(chosen, log_sd))
-    return choices
+    return {
+        source: calibrated_choice([c for c in cells if c["source"] != source]) for source in sources + ["all"]
+    }
 
 
 def _fallback_error(cell, method):

@@ -142,7 +142,11 @@ def test_as_many_points_as_parameters_fits_exactly_and_says_so():
     reward = sigmoid_reward(compute, 0.6, 2.0, 300.0, r0=0.1)
     fit = fit_sigmoid(compute, reward, n_draws=40)
     assert fit.n_points == 3
-    assert (fit.a, fit.b, fit.c_mid) == pytest.approx((0.6, 2.0, 300.0), rel=0.15)  # medians of a wide posterior
+    # B and C_mid are medians of a wide posterior; A, a gain beyond data spanning 0.6 decades, only
+    # within its interval
+    assert (fit.b, fit.c_mid) == pytest.approx((2.0, 300.0), rel=0.15)
+    low_a, high_a = fit.conf_int(0.8)["A"]
+    assert low_a <= 0.6 <= high_a and high_a - low_a > 0.1
     # the point forecast is the posterior median: with no residual left it is held only to the noise floor
     assert np.allclose(fit.predict(compute[1:]), reward[1:], atol=3 * fit.noise_sd)
     assert any("only 3 points for 3 parameters" in w for w in fit.warnings)

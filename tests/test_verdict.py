@@ -53,14 +53,14 @@ def test_a_long_flat_run_is_read_at_its_level_and_never_told_to_run_longer():
 
 
 def test_a_known_ceiling_the_curve_has_not_reached_is_plateaued_with_its_run_length_as_a_fact():
-    """Data to 4 C_mid (noise 0.002): A is known to +-0.02, but the curve reaches within 0.02 of it
-    only at C_mid (|A - R0| / 0.02 - 1)^(1/B) = 24^(2/3) = 8.32 C_mid, 2.08x the compute so far.
+    """Data to 6 C_mid (noise 0.002): A is known to +-0.02, but the curve reaches within 0.02 of it
+    only at C_mid (|A - R0| / 0.02 - 1)^(1/B) = 24^(2/3) = 8.32 C_mid, 1.39x the compute so far.
     The verdict says so without advising a longer run, and the run-length line agrees with it."""
-    compute, reward = synthetic_run(0.002, 4)
+    compute, reward = synthetic_run(0.002, 6)
     fit = fit_sigmoid(compute, reward)
     verdict = fit.verdict
     assert verdict.kind == "plateaued" and not verdict.advises_longer_run
-    assert verdict.numbers["times_longer"] == pytest.approx(24 ** (2 / 3) / 4, rel=0.15)
+    assert verdict.numbers["times_longer"] == pytest.approx(24 ** (2 / 3) / 6, rel=0.15)
     assert "longer" not in verdict.text and f"~{verdict.numbers['times_longer']:.3g}x the compute" in verdict.text
     near = fit.compute_near_ceiling()
     assert near.times_current == pytest.approx(verdict.numbers["times_longer"], rel=1e-9)
