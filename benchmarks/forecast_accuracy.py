@@ -207,9 +207,7 @@ def gain_ahead_choices(cells) -> dict:
     """{source: log-sd chosen on the other sources' cells (calibrated_choice)}, and under "all" the
     one chosen on every cell (what the package ships, SETTINGS.gain_ahead_log_sd_at_decade)."""
     sources = sorted({c["source"] for c in cells})
-    return {
-        source: calibrated_choice([c for c in cells if c["source"] != source]) for source in sources + ["all"]
-    }
+    return {source: calibrated_choice([c for c in cells if c["source"] != source]) for source in sources + ["all"]}
 
 
 def _fallback_error(cell, method):
