@@ -31,9 +31,10 @@ def _levelled_off_run(seed=0):
 
 
 def _still_rising_run(seed=1):
-    """A sigmoid at 6 C_mid: past its bend, still 3 % of its gain short of A."""
+    """A sigmoid at 4 C_mid: past its bend, still 11 % of its gain short of A (A known to about
+    +-0.03, well outside the +-0.02 margin, so the verdict is no coin toss of the sampler)."""
     rng = np.random.default_rng(seed)
-    compute = np.linspace(0.0, 6.0, 31)
+    compute = np.linspace(0.0, 4.0, 31)
     return compute, sigmoid_reward(compute, 0.6, 1.5, 1.0, 0.1) + rng.normal(0.0, 0.01, compute.size)
 
 
@@ -41,15 +42,16 @@ def _still_rising_run(seed=1):
 @pytest.mark.parametrize("make_run", [_levelled_off_run, _still_rising_run])
 def test_a_run_in_another_unit_gets_the_same_ceiling_verdict_run_length_and_band(make_run, scale, shift, reward_range):
     compute, rate = make_run()
-    as_rate = fit_sigmoid(compute, rate, n_draws=100)
-    other = fit_sigmoid(compute, scale * rate + shift, reward_range=reward_range, n_draws=100)
+    as_rate = fit_sigmoid(compute, rate, n_draws=1000)
+    other = fit_sigmoid(compute, scale * rate + shift, reward_range=reward_range, n_draws=1000)
     back = lambda value: (np.asarray(value) - shift) / scale  # noqa: E731
     assert other.reward_unit == scale
     assert other.ceiling_identified == as_rate.ceiling_identified
     assert other.verdict.kind == as_rate.verdict.kind
     assert back(other.a) == pytest.approx(as_rate.a, abs=0.005)
     # the sampler's chain is the same draw up to rounding; its quantiles agree to a fraction of their width
-    assert back(other.conf_int(0.8)["A"]) == pytest.approx(as_rate.conf_int(0.8)["A"], abs=0.005)
+    low, high = as_rate.conf_int(0.8)["A"]
+    assert back(other.conf_int(0.8)["A"]) == pytest.approx((low, high), abs=max(0.005, 0.15 * (high - low)))
     near_other, near_rate = other.compute_near_ceiling(), as_rate.compute_near_ceiling()
     assert near_other.within == pytest.approx(0.02 * scale)
     assert near_other.times_current == pytest.approx(near_rate.times_current, rel=0.05)  # medians of near-equal chains
