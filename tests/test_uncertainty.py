@@ -115,18 +115,26 @@ def noisy_sigmoid_run(rng, cut):
 @pytest.mark.parametrize("cut", [0.6, 2.5], ids=["before_inflection", "after_inflection"])
 def test_80_percent_band_covers_the_far_end_on_70_to_90_percent_of_sigmoids(cut):
     """The posterior-predictive band without the gain factor (the factor is learned on real runs,
-    which are not sigmoids plus independent noise) is calibrated on data from its own model; the
-    shipped band, with the factor, holds at least as many and stays short of holding them all."""
+    which are not sigmoids plus independent noise) is calibrated on data from its own model. The
+    shipped band, with the factor, holds at least as many: on these pure sigmoids it is wider than
+    their own model needs (the price of holding real runs, docs/forecasting-decisions.md, "Choosing
+    kappa_1"), but the factor widens the posterior's band, it does not swamp it: its median width
+    at the far end stays under twice the posterior's (measured 1.5x before the inflection, 1.7x
+    after)."""
     rng = np.random.default_rng(11)
-    raw, shipped = [], []
+    raw, shipped, widths = [], [], []
     for _ in range(60):
         compute, reward, far, observed = noisy_sigmoid_run(rng, cut)
         fit = fit_sigmoid(compute, reward)
+        bands = []
         for covered, variant in ((raw, with_gain_ahead_log_sd(fit, 0.0)), (shipped, fit)):
             lo, hi = np.quantile(variant.observation_draws(far), [0.1, 0.9])
             covered.append(lo <= observed <= hi)
+            bands.append(hi - lo)
+        widths.append(bands[1] / bands[0])
     assert 0.70 <= np.mean(raw) <= 0.90
-    assert np.mean(raw) <= np.mean(shipped) <= 0.97
+    assert np.mean(raw) <= np.mean(shipped)
+    assert 1.0 < np.median(widths) < 2.0
 
 
 def noisy_power_law_run(rng):
@@ -145,11 +153,6 @@ def noisy_power_law_run(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the band, with the gain factor learned on real runs, holds a power-law truth at 8 x "
-    "the last compute on 0.625 of seeds (median width 0.147), not 0.8: real runs rarely keep rising that far",
-)
 def test_power_law_truth_gets_a_wide_band_rather_than_a_wrong_one():
     """A sigmoid posterior alone bends where a power law keeps rising (it covers ~40 %); the gain
     factor on the gain beyond the data (forecast.posterior) should widen the band enough to hold it."""
