@@ -7,7 +7,7 @@ forecast is its posterior (forecast.posterior); the one number it learns across 
 at one decade of data of the factor on the gain beyond the data (SETTINGS.gain_ahead_log_sd_at_decade,
 fitting.gain_ahead_log_sd), is chosen from GAIN_AHEAD_GRID for each source on the other sources' cells:
 calibrated first, then sharp (Gneiting et al. 2007): among the values whose 80 % band holds at least
-CALIBRATION_FLOOR of the other sources' later evaluations at every fraction, the lowest mean 80 %
+gain_ahead_choice.CALIBRATION_FLOOR of the other sources' later evaluations at every fraction, the lowest mean 80 %
 interval score (each run weighted equally, in reward units); the value chosen on all sources is
 printed: it is the one the package ships.
 
@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks.baselines import curve_fit_default, last_value_fit, paper_grid_bootstrap, paper_grid_fit
 from benchmarks.bundled_runs import FORECAST_STATUSES, N_HELD_OUT, ROOT, collect_fits, cut_mask, load_runs, quick_runs
 from benchmarks.common import command_line, interval_score, write_result, write_text
+from benchmarks.gain_ahead_choice import GAIN_AHEAD_GRID, gain_ahead_by_source, gain_ahead_choices
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.diagnostics import detect_collapse, late_stretch, point_noise_sd
 from scalerl.forecast.fitting import fit_sigmoid, gain_ahead_log_sd, with_gain_ahead_log_sd
@@ -56,10 +57,6 @@ STATUS_NAMES = {"healthy": "healthy", "pre_plateau": "still rising"}
 PLATEAU_WITHIN = 0.03
 PLATEAU_LEVEL = 0.8
 BAND_METHODS = ("scalerl", "paper_grid_bootstrap", "power_law", "persistence")
-GAIN_AHEAD_GRID = (0.0, 0.25, 0.5, 0.75, 0.9, 1.0, 1.25, 1.5)
-# An 80 % band is calibrated when it holds at least this share of the later evaluations at every
-# fraction: the lower end of the range the project accepts for an 80 % band (0.72-0.88).
-CALIBRATION_FLOOR = 0.72
 
 
 def _positive(c, r):
@@ -164,50 +161,6 @@ def forecast_cells(runs, fits, baselines=None):
         if "scalerl_by_log_sd" in cell:
             cell["scalerl"] = cell.pop("scalerl_by_log_sd")[str(cell["gain_ahead_log_sd"])]
     return cells
-
-
-def gain_ahead_by_source(cells) -> dict:
-    """{source: the log-sd its cells were scored with} (forecast_cells chose it on the others)."""
-    return {c["source"]: c["gain_ahead_log_sd"] for c in cells}
-
-
-def mean_interval_score(cells, log_sd) -> float:
-    """The mean over cells of each cell's mean 80 % interval score in reward units, with the gain
-    factor's log-sd `log_sd` (cells with a scalerl band only)."""
-    scores = [
-        np.mean(c["scalerl_by_log_sd"][str(log_sd)]["bands"]["0.8"]["score"]) / c["unit"]
-        for c in cells
-        if (c.get("scalerl_by_log_sd") or {}).get(str(log_sd), {}).get("bands")
-    ]
-    return float(np.mean(scores)) if scores else float("inf")
-
-
-def pooled_coverage(cells, log_sd) -> dict:
-    """{fraction: share of the later evaluations inside the 80 % band} with the gain factor's
-    log-sd `log_sd`, pooled over the cells with a scalerl band."""
-    covered = {}
-    for c in cells:
-        bands = (c.get("scalerl_by_log_sd") or {}).get(str(log_sd), {}).get("bands")
-        if bands:
-            covered.setdefault(c["fraction"], []).extend(bands["0.8"]["covered"])
-    return {fraction: float(np.mean(values)) for fraction, values in covered.items()}
-
-
-def calibrated_choice(cells) -> float:
-    """The log-sd of GAIN_AHEAD_GRID with the lowest mean 80 % interval score among those whose
-    80 % band holds at least CALIBRATION_FLOOR at every fraction; the best-covering one if none does."""
-    lowest = {log_sd: min(pooled_coverage(cells, log_sd).values(), default=0.0) for log_sd in GAIN_AHEAD_GRID}
-    calibrated = [log_sd for log_sd in GAIN_AHEAD_GRID if lowest[log_sd] >= CALIBRATION_FLOOR]
-    if not calibrated:
-        return max(GAIN_AHEAD_GRID, key=lowest.get)
-    return min(calibrated, key=lambda log_sd: mean_interval_score(cells, log_sd))
-
-
-def gain_ahead_choices(cells) -> dict:
-    """{source: log-sd chosen on the other sources' cells (calibrated_choice)}, and under "all" the
-    one chosen on every cell (what the package ships, SETTINGS.gain_ahead_log_sd_at_decade)."""
-    sources = sorted({c["source"] for c in cells})
-    return {source: calibrated_choice([c for c in cells if c["source"] != source]) for source in sources + ["all"]}
 
 
 def _fallback_error(cell, method):

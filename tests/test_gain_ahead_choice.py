@@ -1,0 +1,54 @@
+"""benchmarks/gain_ahead_choice.py: kappa_1 chosen calibrated first, then sharp, leaving each source out."""
+
+import pytest
+
+from benchmarks.gain_ahead_choice import CALIBRATION_FLOOR, calibrated_choice, gain_ahead_choices, pooled_coverage
+
+
+def cell(source, fraction, by_log_sd, unit=1.0):
+    """A forecast_accuracy cell: {log_sd: (covered flags, interval scores)} of its 80 % band."""
+    return {
+        "source": source,
+        "fraction": fraction,
+        "unit": unit,
+        "scalerl_by_log_sd": {
+            str(log_sd): {"bands": {"0.8": {"covered": covered, "score": score}}}
+            for log_sd, (covered, score) in by_log_sd.items()
+        },
+    }
+
+
+def test_pooled_coverage_is_the_share_inside_per_fraction():
+    cells = [
+        cell("a", 0.25, {0.5: ([True, False], [0.1, 0.3])}),
+        cell("b", 0.25, {0.5: ([True, True], [0.1, 0.1])}),
+        cell("b", 0.5, {0.5: ([False], [0.4])}),
+    ]
+    assert pooled_coverage(cells, 0.5) == {0.25: pytest.approx(3 / 4), 0.5: 0.0}
+
+
+def test_the_sharpest_calibrated_value_wins_over_a_sharper_uncalibrated_one():
+    """0.25 scores best but holds 0.5 at a quarter of a run (below the floor); 0.75 and 1.0 hold
+    enough everywhere, and 0.75 is the sharper of the two (mean score 0.2 against 0.3)."""
+    under, over = [True, False], [True, True]
+    cells = [
+        cell("a", 0.25, {0.25: (under, [0.1, 0.1]), 0.75: (over, [0.2, 0.2]), 1.0: (over, [0.3, 0.3])}),
+        cell("a", 0.5, {0.25: (over, [0.1, 0.1]), 0.75: (over, [0.2, 0.2]), 1.0: (over, [0.3, 0.3])}),
+    ]
+    assert 0.5 < CALIBRATION_FLOOR
+    assert calibrated_choice(cells) == 0.75
+
+
+def test_without_a_calibrated_value_the_best_covering_one_is_taken():
+    cells = [cell("a", 0.25, {0.5: ([True, False, False], [0.1] * 3), 1.5: ([True, True, False], [0.5] * 3)})]
+    assert calibrated_choice(cells) == 1.5
+
+
+def test_each_source_is_chosen_on_the_others_only():
+    """Source "b" alone needs the wide value; left out, the others choose the narrow one, and "a"
+    (chosen on "b") gets the wide one; on every cell the wide one is needed (b's misses pool in)."""
+    cells = [
+        cell("a", 0.25, {0.25: ([True] * 4, [0.1] * 4), 1.0: ([True] * 4, [0.4] * 4)}),
+        cell("b", 0.25, {0.25: ([False] * 4, [0.9] * 4), 1.0: ([True] * 4, [0.4] * 4)}),
+    ]
+    assert gain_ahead_choices(cells) == {"a": 1.0, "b": 0.25, "all": 1.0}
