@@ -1,6 +1,7 @@
 """The command line starts light: `scalerl --help` imports neither numpy nor rich, `scalerl fit` on a
 short CSV imports neither pandas, matplotlib nor scipy.stats, and `--help` shows every option name whole on a
-narrow terminal. (How fast it starts is measured by benchmarks/cli_latency.py, never asserted.)"""
+narrow terminal; the curve-fitting commands run numpy on one BLAS thread unless the user set a count.
+(How fast it starts is measured by benchmarks/cli_latency.py, never asserted.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from scalerl.cli.app import app
+from scalerl.cli.app import app, one_blas_thread_for
 
 HEAVY = ("numpy", "pandas", "scipy", "scipy.stats", "matplotlib", "emcee", "rich", "pydantic", "torch")
 
@@ -81,3 +82,36 @@ def test_help_shows_every_option_name_whole_on_a_narrow_terminal(command):
     options = get_command(app).commands[command].params
     names = [name for param in options for name in (*param.opts, *param.secondary_opts) if name.startswith("-")]
     assert names and [name for name in names if name not in words] == []
+
+
+@pytest.mark.parametrize("command", ["fit", "compare", "plot", "report"])
+def test_a_curve_fitting_command_defaults_to_one_blas_thread(command):
+    environ = {}
+    one_blas_thread_for([command, "run.csv"], environ)
+    assert environ == {"OPENBLAS_NUM_THREADS": "1"}
+
+
+def test_a_blas_thread_count_the_user_set_is_kept():
+    environ = {"OPENBLAS_NUM_THREADS": "8"}
+    one_blas_thread_for(["fit", "run.csv"], environ)
+    assert environ == {"OPENBLAS_NUM_THREADS": "8"}
+
+
+@pytest.mark.parametrize("arguments", [["train", "--preset", "scalerl"], ["ablate"], ["--help"], []])
+def test_training_commands_keep_their_libraries_thread_defaults(arguments):
+    environ = {}
+    one_blas_thread_for(arguments, environ)
+    assert environ == {}
+
+
+def test_the_fit_command_runs_numpy_on_one_blas_thread(tmp_path):
+    log = tmp_path / "run.csv"
+    log.write_text("step,reward\n" + "".join(f"{s},{0.1 + 0.5 * s / (s + 40):.4f}\n" for s in range(0, 200, 10)))
+    script = (
+        "import os, sys\nos.environ.pop('OPENBLAS_NUM_THREADS', None)\nfrom scalerl.cli.app import main\n"
+        f"sys.argv = ['scalerl', 'fit', {str(log)!r}, '--n-draws', '50']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('threads:', os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert "threads: 1" in done.stderr, done.stderr
