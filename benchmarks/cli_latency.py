@@ -5,7 +5,9 @@ on a 50-point CSV of a noisy ScaleRL sigmoid, each in a fresh process (interpret
 imports included), several times, and records the median user + system CPU seconds of the child
 (getrusage RUSAGE_CHILDREN before and after each run) and its wall seconds. CPU time, not wall
 time: on a shared machine the wall clock counts the other processes' turns. One more run of each
-command lists which heavy modules (numpy, scipy, pandas, matplotlib, emcee) it imported. Targets:
+command lists which heavy modules (numpy, scipy, pandas, matplotlib, emcee) it imported. The floor:
+a bare interpreter importing only the libraries the fit needs (numpy, scipy.optimize, scipy.special,
+emcee), on one BLAS thread as `scalerl fit` runs them. Targets:
 `--help` <= 0.25 s and `fit` <= 0.6 s of CPU. Prints a table and writes
 benchmarks/results/cli_latency.json. A script, not a test: it asserts nothing.
 
@@ -78,11 +80,14 @@ def scalerl_command() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "scalerl.cli"]
 
 
-def cpu_and_wall_seconds(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(user + system CPU seconds, wall seconds) of one run of `argv` in a fresh process."""
+def cpu_and_wall_seconds(argv: list[str], cwd: Path, env: dict | None = None) -> tuple[float, float]:
+    """(user + system CPU seconds, wall seconds) of one run of `argv` in a fresh process (`env`:
+    its environment, default this one's)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=300)
+    subprocess.run(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=300
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
@@ -95,6 +100,20 @@ def heavy_modules(args: list[str], cwd: Path) -> list[str]:
     )
     line = next((line for line in done.stderr.splitlines() if line.startswith("heavy_modules=")), "heavy_modules=")
     return [name for name in line.split("=", 1)[1].split(",") if name]
+
+
+# What `scalerl fit` cannot go below: the libraries it fits with, imported by a bare interpreter.
+FLOOR_SCRIPT = "import numpy, scipy.optimize, scipy.special, emcee"
+
+
+def library_floor(repeats: int, cwd: Path) -> dict:
+    """Median CPU seconds of a fresh interpreter that only imports FLOOR_SCRIPT's libraries, with
+    OPENBLAS_NUM_THREADS=1 (as the curve-fitting commands set it)."""
+    argv = [sys.executable, "-c", FLOOR_SCRIPT]
+    environment = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    cpu_and_wall_seconds(argv, cwd, environment)  # warm the file cache; not counted
+    cpu = [round(cpu_and_wall_seconds(argv, cwd, environment)[0], 3) for _ in range(repeats)]
+    return {"script": FLOOR_SCRIPT, "cpu_seconds": cpu, "median_cpu_seconds": round(statistics.median(cpu), 3)}
 
 
 def measure(name: str, args: list[str], repeats: int, cwd: Path) -> dict:
@@ -130,6 +149,7 @@ def main(argv=None) -> None:
             ("fit --json", ["fit", "run.csv", "--json"]),
         ]
         rows = [measure(name, command, args.repeats, folder) for name, command in commands]
+        floor = library_floor(args.repeats, folder)
     print(f"{'command':<30} {'median CPU s':>12} {'wall s':>8} {'target':>7}  heavy modules imported")
     for row in rows:
         target = "" if row["target_cpu_seconds"] is None else f"{row['target_cpu_seconds']:.2f}"
@@ -137,11 +157,13 @@ def main(argv=None) -> None:
             f"{row['command']:<30} {row['median_cpu_seconds']:>12.3f} {row['median_wall_seconds']:>8.3f} "
             f"{target:>7}  {', '.join(row['heavy_modules']) or '-'}"
         )
+    print(f"floor: `python -c '{floor['script']}'` on one BLAS thread: {floor['median_cpu_seconds']:.3f} s of CPU")
     payload = {
         "n_points": N_POINTS,
         "repeats": args.repeats,
         "launcher": " ".join(Path(p).name for p in scalerl_command()),
         "commands": rows,
+        "library_floor": floor,
     }
     block = machine(load_at_start, packages=("typer", "rich", "numpy", "scipy", "pandas", "emcee"))
     write_result(args.out, payload, command_line("cli_latency", argv), machine_block=block)

@@ -98,6 +98,14 @@ def cli_latency(results: dict) -> str:
             f"| `{row['command']}` | {row['median_cpu_seconds']:.2f} | {row['median_wall_seconds']:.2f} | "
             f"{target} | {', '.join(row['heavy_modules']) or '-'} |"
         )
+    floor = results.get("library_floor")
+    if floor:
+        lines += [
+            "",
+            f"The floor: a bare interpreter that only imports the libraries the fit needs "
+            f"(`{floor['script']}`), on one BLAS thread as `scalerl fit` runs them, takes "
+            f"{floor['median_cpu_seconds']:.2f} s of CPU.",
+        ]
     return "\n".join(lines)
 
 
