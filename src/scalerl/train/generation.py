@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from scalerl.errors import InputError
-from scalerl.models.policy import policy_forward, positions_from_mask
+from scalerl.models.forward import policy_forward, positions_from_mask
 from scalerl.rl.length_control import sample_interruption_budget
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.train.batch.packed_rollouts import TokenGrid
