@@ -5,7 +5,9 @@ FP32 head (ScaleRL, arXiv 2510.13786 section 4; MiniMax-M1): the transformer bod
 bf16, but the final projection hidden -> logits is computed in float32, so that the generator's
 and the trainer's log-probs (and hence the importance ratio pi_theta / pi_gen) do not differ by
 bf16 rounding of the logits. On CPU the body is usually float32 anyway and the switch changes
-nothing; it matters for bf16 runs (GPU, or `dtype="bfloat16"` on CPU, which tests use).
+nothing; it matters for bf16 runs (GPU, or `dtype="bfloat16"` on CPU, which tests use). A policy
+wrapped by peft with LoRA adapters (scalerl.models.lora) runs through the model it wraps, whose
+adapted layers run the adapters (`plain_model`).
 
 The trainer's log-probs come from the body's hidden states a chunk of positions at a time
 (`hidden_token_logprobs`), so that the [batch, length, vocab] float32 logits never exist at once
@@ -35,8 +37,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from scalerl.models.lora import plain_model
-
 
 @dataclass
 class PolicyOutput:
@@ -62,6 +62,17 @@ def _returned_cache(body_output) -> object | None:
     """The KV cache of a body output, under either name (`cache` in newer transformers)."""
     names = {f.name for f in dataclasses.fields(body_output)} if dataclasses.is_dataclass(body_output) else set()
     return getattr(body_output, "cache" if "cache" in names else "past_key_values", None)
+
+
+def is_lora(model: torch.nn.Module) -> bool:
+    """True for a peft-wrapped model (adapters attached)."""
+    return callable(getattr(model, "get_base_model", None)) and hasattr(model, "peft_config")
+
+
+def plain_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The Hugging Face causal LM itself: the wrapped one of a peft model (its adapted layers sit
+    inside it, so running it runs the adapters), else `model`."""
+    return model.get_base_model() if is_lora(model) else model
 
 
 def transformer_body(model: torch.nn.Module) -> torch.nn.Module:
