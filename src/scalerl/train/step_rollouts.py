@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.errors import ConfigError
 from scalerl.tasks.custom_reward import RewardTrainerState
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task
@@ -150,6 +150,23 @@ def generate_step(
         weight_update_hook=weight_update_hook,
     )
     return score_batch(task, packed)
+
+
+def overlong_length_penalty(lengths: torch.Tensor | Sequence[int], max_len: int, cache_len: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13), added to the reward; float32
+    tensor shaped like `lengths`.
+
+    R_len(L) = 0                              if L <= max_len - cache_len
+             = (max_len - cache_len - L) / cache_len   if max_len - cache_len < L <= max_len
+             = -1                             if L > max_len
+    """
+    if cache_len <= 0 or cache_len > max_len:
+        raise ConfigError(f"cache_len must be in (0, max_len={max_len}], got {cache_len}")
+    lengths = torch.as_tensor(lengths, dtype=torch.float32)
+    soft_start = max_len - cache_len
+    ramp = (soft_start - lengths) / cache_len
+    penalty = torch.where(lengths <= soft_start, torch.zeros_like(lengths), ramp)
+    return torch.where(lengths > max_len, torch.full_like(lengths, -1.0), penalty)
 
 
 def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:
