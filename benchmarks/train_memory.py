@@ -170,7 +170,7 @@ def child_logprobs(spec: dict) -> dict:
     fixed hidden states, forward and backward, chunked (logprob_chunk_size) or materialised (0)."""
     import torch
 
-    from scalerl.models.logprobs import hidden_token_logprobs
+    from scalerl.models.forward import hidden_token_logprobs
 
     torch.set_num_threads(spec.get("threads", 1))
     generator = torch.Generator().manual_seed(0)

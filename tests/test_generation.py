@@ -9,7 +9,8 @@ import torch
 from fixed_logits import SMALL, constant_logits_model
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.models.policy import build_tiny_model, teacher_forced_logprobs
+from scalerl.models.forward import teacher_forced_logprobs
+from scalerl.models.policy import build_tiny_model
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.train import generation
 from scalerl.train.generation import gumbel_noise, left_pad, sample_with_noise, should_compact, top_p_filter

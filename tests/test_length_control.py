@@ -1,16 +1,13 @@
-"""Length control: interruption budgets, DAPO overlong penalty pieces, truncation rate."""
+"""Length control: interruption budgets, the DAPO overlong penalty, the interruption phrase."""
 
 import numpy as np
 import pytest
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.rl.length_control import (
-    INTERRUPTION_PHRASE,
-    overlong_length_penalty,
-    sample_interruption_budget,
-    truncation_rate,
-)
+from scalerl.tasks.rollout import INTERRUPTION_PHRASE
+from scalerl.train.generation import sample_interruption_budget
+from scalerl.train.step_rollouts import overlong_length_penalty
 
 
 @pytest.mark.parametrize("make_rng", [lambda: np.random.default_rng(0), lambda: torch.Generator().manual_seed(0)])
@@ -46,9 +43,5 @@ def test_overlong_penalty_piecewise_values():
         overlong_length_penalty(lengths, max_len=20, cache_len=0)
 
 
-def test_truncation_rate_and_phrase():
-    assert truncation_rate([True, False, False, False]) == 0.25
-    assert truncation_rate(torch.tensor([True, True])) == 1.0
-    with pytest.raises(InputError):
-        truncation_rate([])
+def test_interruption_phrase():
     assert INTERRUPTION_PHRASE.endswith("</think>") and INTERRUPTION_PHRASE.startswith("Okay, time is up.")

@@ -14,9 +14,9 @@ from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
 from scalerl.cli.app import app
+from scalerl.models.forward import is_lora, policy_logits
 from scalerl.models.hf_folder import load_weights_into
-from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state, is_lora
-from scalerl.models.policy import policy_logits
+from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, adapter_state
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.checkpoint.save_load import latest_checkpoint
 from scalerl.train.config.step_recipe import step_recipe

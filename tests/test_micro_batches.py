@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from scalerl.models.logprobs import hidden_token_logprobs
-from scalerl.models.policy import TinyModelSpec, build_tiny_model, policy_hidden, teacher_forced_logprobs
+from scalerl.models.forward import hidden_token_logprobs, policy_hidden, teacher_forced_logprobs
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.rl.registry import get_aggregation
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts

@@ -6,17 +6,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from scalerl.errors import ConfigError, InputError
 from scalerl.models.char_tokenizer import build_char_tokenizer, char_vocabulary
+from scalerl.models.forward import policy_logits, positions_from_mask, teacher_forced_logprobs, token_logprobs
 from scalerl.models.policy import (
     TinyModelSpec,
     build_tiny_model,
     count_parameters,
     load_policy,
-    policy_logits,
-    positions_from_mask,
     resolve_dtype,
     save_model,
-    teacher_forced_logprobs,
-    token_logprobs,
 )
 
 SMALL = TinyModelSpec(num_layers=1, hidden_size=32, num_heads=2, intermediate_size=64, max_positions=64)

@@ -6,7 +6,8 @@ import torch
 from fixed_logits import SMALL, constant_logits_model
 
 from scalerl.errors import ConfigError
-from scalerl.models.policy import build_tiny_model, teacher_forced_logprobs
+from scalerl.models.forward import teacher_forced_logprobs
+from scalerl.models.policy import build_tiny_model
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.train.generation import apply_repetition_penalty, gumbel_noise, sample_with_noise, top_k_filter
 from scalerl.train.step_rollouts import generate_rollouts

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.models.forward import teacher_forced_logprobs
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts
 from scalerl.train.config.step_recipe import step_recipe

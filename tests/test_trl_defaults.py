@@ -11,7 +11,8 @@ import torch
 from cli_invocation import invoke
 
 from scalerl.errors import ConfigError
-from scalerl.models.policy import TinyModelSpec, build_tiny_model, teacher_forced_logprobs
+from scalerl.models.forward import teacher_forced_logprobs
+from scalerl.models.policy import TinyModelSpec, build_tiny_model
 from scalerl.rl.advantages import compute_advantages
 from scalerl.tasks.rollout import Rollout
 from scalerl.train.batch.packed_rollouts import pack_rollouts

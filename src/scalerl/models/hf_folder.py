@@ -21,7 +21,8 @@ from safetensors.torch import load_file
 from transformers.utils import logging as hf_logging
 
 from scalerl.errors import InputError
-from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, is_lora, load_adapter
+from scalerl.models.forward import is_lora
+from scalerl.models.lora import ADAPTER_WEIGHTS_FILE, load_adapter
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX_FILE = "model.safetensors.index.json"

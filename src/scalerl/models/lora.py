@@ -1,5 +1,6 @@
 """LoRA adapters through peft (the `peft` extra): wrap a policy, read and write its adapter
-weights, merge them into a plain model for export.
+weights, merge them into a plain model for export. Whether a policy is wrapped (`is_lora`) and the
+model a wrapped one runs through (`plain_model`) belong to its forward pass, scalerl.models.forward.
 
 LoRA (Hu et al. 2021, arXiv 2106.09685): each adapted linear layer W x becomes
 W x + (alpha / r) B A x with A [r, in], B [out, r]; W is frozen, only A and B train. peft
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from scalerl.errors import ConfigError, InputError
+from scalerl.models.forward import is_lora
 
 ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
@@ -57,17 +59,6 @@ def with_lora(model: torch.nn.Module, *, rank: int, alpha: float, targets: str, 
             return peft.get_peft_model(model, config)
         except ValueError as error:  # a target module the model does not have
             raise ConfigError(f"model.lora_target_modules: {' '.join(str(error).split())[:300]}") from None
-
-
-def is_lora(model: torch.nn.Module) -> bool:
-    """True for a peft-wrapped model (adapters attached)."""
-    return callable(getattr(model, "get_base_model", None)) and hasattr(model, "peft_config")
-
-
-def plain_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The Hugging Face causal LM itself: the wrapped one of a peft model (its adapted layers sit
-    inside it, so running it runs the adapters), else `model`."""
-    return model.get_base_model() if is_lora(model) else model
 
 
 def state_to_sync(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from scalerl.errors import ConfigError, InputError
 from scalerl.rl.registry import LENGTH_CONTROLS
 
-#: Short interruption phrase for the character-level built-in model (the paper's phrase is
-#: "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>").
+#: ScaleRL's forced-interruption phrase (arXiv 2510.13786).
+INTERRUPTION_PHRASE = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+#: Short interruption phrase for the character-level built-in model (the default).
 SHORT_INTERRUPTION_PHRASE = " time is up</think>"
 
 

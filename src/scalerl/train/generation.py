@@ -3,7 +3,8 @@
 For P prompts x G generations: left-padded prompts, sampling at the configured temperature, top-k,
 top-p and repetition penalty, the generator's per-token log-probs (the policy's own, from the FP32
 head), per-token weight versions, EOS / length stops and ScaleRL's forced interruption of
-over-long thinking (arXiv 2510.13786, section 4).
+over-long thinking (arXiv 2510.13786, section 4; each sequence's thinking budget drawn by
+`sample_interruption_budget`).
 `weight_update_hook()` runs between decoding steps (PipelineRL in-flight weight updates: the
 model's weights change in place, the KV cache is kept, later tokens carry the new version).
 `decode_prompts` returns each sequence's `SequenceState` (and, asked, the batch's TokenGrid);
@@ -20,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-from scalerl.errors import InputError
-from scalerl.models.policy import policy_forward, positions_from_mask
-from scalerl.rl.length_control import sample_interruption_budget
+from scalerl.errors import ConfigError, InputError
+from scalerl.models.forward import policy_forward, positions_from_mask
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.train.batch.packed_rollouts import TokenGrid
 
@@ -119,6 +120,24 @@ class SequenceState:
     thinking_done: bool = False
     interrupted: bool = False
     finished: bool = False
+
+
+def sample_interruption_budget(min_tokens: int, max_tokens: int, rng: np.random.Generator | torch.Generator) -> int:
+    """Thinking budget (tokens) drawn uniformly from the integers min_tokens..max_tokens inclusive
+    (ScaleRL's forced interruption: the thinking is cut at a random point between two budgets).
+
+    `rng` is a numpy Generator or a torch.Generator (so the generator's own seeded stream can be
+    used and generation stays deterministic).
+    """
+    if min_tokens < 0 or max_tokens < min_tokens:
+        raise ConfigError(
+            f"thinking budgets must satisfy 0 <= min_tokens <= max_tokens, got {min_tokens}, {max_tokens}"
+        )
+    if isinstance(rng, torch.Generator):
+        return int(torch.randint(min_tokens, max_tokens + 1, (1,), generator=rng, device=rng.device).item())
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(min_tokens, max_tokens, endpoint=True))
+    raise InputError(f"rng must be a numpy.random.Generator or torch.Generator, got {type(rng).__name__}")
 
 
 def _encode(tokenizer, text: str) -> list[int]:

@@ -3,7 +3,10 @@ the step's training prompts with the run's sampling and length control (scalerl.
 decoder, its sequences packed as it records them or made Rollouts), scored by the task's verifier
 (or the user's reward functions), and the rewards the policy is trained on (the verifier's plus
 DAPO's overlong penalty). The pipeline with max_lag = 0 reproduces the synchronous run because
-both call these very functions.
+both call these very functions. Under torchrun every rank generates its contiguous shard of the
+step's prompts with the whole batch's random draws, scores it, and the scored shards are gathered
+in rank order (`generate_together`): every rank holds the batch one process would have generated,
+and its sampling stream ends where one process's would.
 """
 
 from __future__ import annotations
@@ -14,14 +17,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalerl.rl.length_control import overlong_length_penalty
+from scalerl.errors import ConfigError
 from scalerl.tasks.custom_reward import RewardTrainerState
 from scalerl.tasks.rollout import LengthControl, Rollout, SamplingSettings
 from scalerl.tasks.types import Task
-from scalerl.train.batch.packed_rollouts import PackedRollouts, pack_decoded, pack_rollouts, unpack_rollouts
+from scalerl.train.batch.packed_rollouts import (
+    PackedRollouts,
+    concat_packed,
+    pack_decoded,
+    pack_rollouts,
+    unpack_rollouts,
+)
 from scalerl.train.config.step_recipe import StepRecipe
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.generation import WeightUpdateHook, completion_text, decode_prompts
+from scalerl.train.generation import WeightUpdateHook, completion_text, decode_prompts, skip_decoding_steps
+from scalerl.train.parallel.data_parallel import (
+    StepPlan,
+    all_gather_objects,
+    all_reduce_max,
+    rank_and_world_size,
+    shard_rows,
+)
 
 
 def generate_rollouts(
@@ -150,6 +166,50 @@ def generate_step(
         weight_update_hook=weight_update_hook,
     )
     return score_batch(task, packed)
+
+
+def generate_together(
+    model: torch.nn.Module, tokenizer: Any, task: Task, recipe: StepRecipe, plan: StepPlan, generator: torch.Generator
+) -> PackedRollouts:
+    """This rank's shard of the plan's prompts x G generations, scored, then every rank's shards
+    gathered and packed: the whole batch, in the order one process generates it. `generator` (in
+    the plan's state) ends where the whole batch's generation leaves it."""
+    rank, world_size = rank_and_world_size()
+    indices = list(plan.prompt_indices)
+    generations = recipe.config.sampling.generations_per_prompt
+    shard, steps = generate_packed(
+        model,
+        tokenizer,
+        [task.train[i].prompt for i in indices],
+        indices,
+        num_generations=generations,
+        sampling=recipe.sampling,
+        length_control=recipe.length_control,
+        torch_generator=generator,
+        policy_version=plan.step - 1,
+        prompt_rows=shard_rows(len(indices), rank, world_size),
+    )
+    vocab_size = model.get_output_embeddings().weight.shape[0]
+    skip_decoding_steps(generator, all_reduce_max(steps) - steps, len(indices) * generations, vocab_size)
+    scored = score_batch(task, shard)
+    return concat_packed(all_gather_objects(scored))
+
+
+def overlong_length_penalty(lengths: torch.Tensor | Sequence[int], max_len: int, cache_len: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13), added to the reward; float32
+    tensor shaped like `lengths`.
+
+    R_len(L) = 0                              if L <= max_len - cache_len
+             = (max_len - cache_len - L) / cache_len   if max_len - cache_len < L <= max_len
+             = -1                             if L > max_len
+    """
+    if cache_len <= 0 or cache_len > max_len:
+        raise ConfigError(f"cache_len must be in (0, max_len={max_len}], got {cache_len}")
+    lengths = torch.as_tensor(lengths, dtype=torch.float32)
+    soft_start = max_len - cache_len
+    ramp = (soft_start - lengths) / cache_len
+    penalty = torch.where(lengths <= soft_start, torch.zeros_like(lengths), ramp)
+    return torch.where(lengths > max_len, torch.full_like(lengths, -1.0), penalty)
 
 
 def training_rewards(packed: PackedRollouts, config: TrainConfig) -> PackedRollouts:

@@ -29,8 +29,7 @@ import numpy as np
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.models.logprobs import hidden_token_logprobs
-from scalerl.models.policy import policy_hidden
+from scalerl.models.forward import hidden_token_logprobs, policy_hidden
 from scalerl.rl.advantages import count_kept_prompts, normalised_advantages, zero_variance_keep_mask
 from scalerl.rl.config import RLConfig
 from scalerl.train.batch.packed_rollouts import PackedRollouts
@@ -192,7 +191,7 @@ def completion_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log-probs, entropies) [N, T] of the completion tokens (teacher forcing: the hidden state at
     position p - 1 predicts token p); the LM head runs on completion positions only, `chunk_size`
-    of them at a time (models/logprobs.py)."""
+    of them at a time (models/forward.py)."""
     hidden = policy_hidden(model, batch.input_ids, batch.attention_mask)
     start = batch.prompt_width - 1
     completion_hidden = hidden[:, start : start + batch.completion_ids.shape[1]]

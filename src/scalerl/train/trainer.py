@@ -8,6 +8,8 @@ log-probs recorded) -> rewards from the task's verifier (+ the length penalty in
 of scalerl.forecast.live when forecast.enabled) -> checkpoint every
 `checkpoint_every` steps. `--resume` restarts from the last checkpoint, drops the metrics rows
 written after it and reproduces the uninterrupted run (RNG states are part of the checkpoint).
+Under torchrun rank 0 runs this loop and every other rank follows its step plans (`follow`;
+scalerl.train.parallel.data_parallel).
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ from scalerl.train.batch.packed_rollouts import PackedRollouts
 from scalerl.train.checkpoint.save_load import checkpoint_folders, weight_shapes_of
 from scalerl.train.config.step_recipe import StepRecipe, step_recipe
 from scalerl.train.config.train_config import TrainConfig
-from scalerl.train.data_parallel_run import announce_start, announce_step, announce_stop, follow, generate_together
 from scalerl.train.guards.context_check import check_prompt_lengths
 from scalerl.train.guards.divergence_guard import DivergenceGuard, guard_for, require_finite_validation
 from scalerl.train.guards.interrupt import STOPPING_NOTE, StopRequest, stop_on_interrupt
 from scalerl.train.held_out import PASS_RATE_COLUMN, validation_pass_rates
 from scalerl.train.lora_policy import run_policy
 from scalerl.train.parallel.data_parallel import (
+    announce_start,
+    announce_step,
+    announce_stop,
+    broadcast_model_state,
+    broadcast_object,
     init_from_environment,
     joins_from_environment,
     leave_process_group,
@@ -44,7 +50,7 @@ from scalerl.train.records.progress import RunProgress
 from scalerl.train.run_checkpoint import restore_training, save_run_checkpoint
 from scalerl.train.run_setup import build_optimisation, build_task, check_paths, reference_policy, with_device_resolved
 from scalerl.train.run_state import RunState
-from scalerl.train.step_rollouts import generate_step, training_rewards
+from scalerl.train.step_rollouts import generate_step, generate_together, training_rewards
 from scalerl.train.train_step import guarded_train_step
 
 RowCallback = Callable[[dict[str, Any]], None]
@@ -148,7 +154,7 @@ def open_run(
 
 def _generate(run: Run) -> PackedRollouts:
     """P prompts from the pool x G generations, packed, rewards filled in by the task's verifier
-    (under torchrun each rank generates its shard of the prompts: data_parallel_run)."""
+    (under torchrun each rank generates its shard of the prompts: step_rollouts.generate_together)."""
     state = run.state
     if rank_and_world_size()[1] > 1:
         plan = announce_step(run.step + 1, state.sample_prompts(), state.rollout_generator)
@@ -266,7 +272,7 @@ def train(
     `resume=True` continues it; a second signal stops at once (KeyboardInterrupt).
 
     Under torchrun (WORLD_SIZE > 1) every rank calls this: rank 0 runs and writes the run, the
-    others follow it (scalerl.train.data_parallel_run) and return its last step with their rank;
+    others follow it (`follow`) and return its last step with their rank;
     the process group this joins is left at the end (data_parallel.leave_process_group)."""
     config = with_device_resolved(config)
     if config.torch_threads > 0:
@@ -291,6 +297,39 @@ def train(
     finally:
         if joins:
             leave_process_group(completed)
+
+
+def follow(config: TrainConfig, reward_functions: Sequence[RewardFunction] = ()) -> int:
+    """A rank > 0: build the policy as rank 0 did, take its starting point, then generate and train
+    each announced step until rank 0 says stop; returns the last step. Ctrl-C and SIGTERM are left
+    to rank 0 (which stops every rank after the step in progress)."""
+    resumed_from = broadcast_object()
+    task = build_task(config, reward_functions)
+    model, tokenizer = run_policy(config, task, resuming=True)  # its weights come from rank 0 or the checkpoint
+    optimizer, scheduler = build_optimisation(model, config)
+    if resumed_from is None:
+        broadcast_model_state(model)
+    else:
+        restore_training(resumed_from, model=model, optimizer=optimizer, scheduler=scheduler)
+    reference, guard, recipe = reference_policy(config, task), guard_for(config), step_recipe(config)
+    generator = torch.Generator(device=config.device)
+    last_step = 0
+    with stop_on_interrupt():
+        while (plan := broadcast_object()) is not None:
+            generator.set_state(plan.rng_state)
+            rollouts = generate_together(model, tokenizer, task, recipe, plan, generator)
+            guarded_train_step(
+                guard,
+                plan.step,
+                model,
+                optimizer,
+                scheduler,
+                training_rewards(rollouts, config),
+                recipe,
+                reference=reference,
+            )
+            last_step = plan.step
+    return last_step
 
 
 def _train_rank(

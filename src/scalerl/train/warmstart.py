@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from scalerl.errors import ConfigError, InputError
-from scalerl.models.policy import load_policy, policy_logits, save_model, token_logprobs
+from scalerl.models.forward import policy_logits, token_logprobs
+from scalerl.models.policy import load_policy, save_model
 from scalerl.tasks.rollout import LengthControl, SamplingSettings
 from scalerl.tasks.types import Task, TaskExample
 from scalerl.train.generation import left_pad

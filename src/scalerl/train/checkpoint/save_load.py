@@ -29,8 +29,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from scalerl.errors import InputError
+from scalerl.models.forward import is_lora
 from scalerl.models.hf_folder import load_weights_into, write_model_folder
-from scalerl.models.lora import adapter_state, is_lora
+from scalerl.models.lora import adapter_state
 from scalerl.train.checkpoint.layout import (
     CHECKPOINTS_DIR_NAME,
     STATE_FILE,

@@ -19,6 +19,16 @@ makes the same optimiser step.
 Launched by `torchrun --nproc-per-node N ...` (its environment: RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT); gloo on CPU, nccl on CUDA. Without an initialised process group everything here is
 the single-process identity.
+
+The synchronous trainer on several processes: rank 0 runs the run as a single process does (run
+folder and its lock, metrics, validation, checkpoints) and every other rank follows it
+(scalerl.train.trainer.follow). At the start rank 0 says which checkpoint it resumed from (the
+others restore the same one) or sends its starting weights (`announce_start`); each step it
+broadcasts a `StepPlan`, the prompts it sampled and the state of the run's sampling stream
+(`announce_step`), from which every rank generates its shard of the batch
+(scalerl.train.step_rollouts.generate_together); when the run stops (its last step, every prompt
+retired, Ctrl-C or SIGTERM) it broadcasts None (`announce_stop`) and every rank stops after the
+same step.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -130,6 +141,34 @@ def broadcast_model_state(model: torch.nn.Module, source: int = 0) -> None:
     with torch.no_grad():
         for tensor in model.state_dict().values():
             dist.broadcast(tensor, src=source)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What every rank needs to generate step `step`: the prompts and the sampling stream's state."""
+
+    step: int
+    prompt_indices: tuple[int, ...]
+    rng_state: torch.Tensor
+
+
+def announce_start(resumed_from: Path | None, model: torch.nn.Module) -> None:
+    """Rank 0, once its run is open: the checkpoint it resumed from, else its starting weights."""
+    broadcast_object(None if resumed_from is None else str(resumed_from))
+    if resumed_from is None:
+        broadcast_model_state(model)
+
+
+def announce_step(step: int, prompt_indices: Sequence[int], generator: torch.Generator) -> StepPlan:
+    """Rank 0: send (and return) the plan of step `step`."""
+    plan = StepPlan(step=step, prompt_indices=tuple(int(i) for i in prompt_indices), rng_state=generator.get_state())
+    broadcast_object(plan)
+    return plan
+
+
+def announce_stop() -> None:
+    """Rank 0: the run stops; every rank leaves its loop."""
+    broadcast_object(None)
 
 
 def aggregation_token_weights(
