@@ -22,7 +22,10 @@ backend), which is how a paired block is used: the setting's own level cancels i
   check, not an ablation): refused, the compute units differ;
 - the tiny leave-one-out study's own curves (benchmarks/data/tiny_mod10_runs, exported by
   `python -m benchmarks.study_table --export`), 5 knobs x 5 paired seeds, judged again by today's
-  engine: the published study table is what the engine said when the study ran.
+  engine: the published study table is what the engine said when the study ran;
+- the positive controls' curves (benchmarks/data/positive_control_runs, copied by
+  `python -m benchmarks.positive_controls`), 5 paired seeds of the efficiency mover (optim.lr) and of
+  the ceiling mover (task.hard_fraction 0.25 -> 0.5) against the same base runs, judged again.
 
 Writes benchmarks/results/from_logs_verdicts.json (verdicts, intervals, refusals, seconds per run fitted).
 """
@@ -40,6 +43,7 @@ from benchmarks.common import DATA_DIR, REPO, RESULTS_DIR, command_line, write_r
 
 CURVES = DATA_DIR / "curves"
 TINY = "tiny_mod10_runs"  # a folder of DATA_DIR; its curves' compute is the trainer's FLOPs
+CONTROLS = "positive_control_runs"  # the same, written by benchmarks.positive_controls
 MANIFESTS = DATA_DIR / "from_logs"  # the groups as manifests: `scalerl ablate --from-logs FILE --base B` reads them
 VERL = "verl-asyncreward__"
 SHIBUKI = "shibuki-a5__"
@@ -106,16 +110,44 @@ GROUPS = {
 }
 
 
-def tiny_study_rows() -> list[tuple[str, str, str]]:
-    """(TINY/stem, variant, seed) of every study__<variant>__seed-<i>.csv the tiny study exported."""
+def exported_rows(folder: str, kind: str, names: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(folder/stem, variant, seed) of every <kind>__<variant>__seed-<i>.csv in DATA_DIR/folder
+    (curves a benchmark exported from its runs); `names`: keep only these variants, renamed."""
     rows = []
-    for path in sorted((DATA_DIR / TINY).glob("study__*__seed-*.csv")):
-        variant, seed = re.fullmatch(r"study__(.+)__seed-(\d+)", path.stem).groups()
-        rows.append((f"{TINY}/{path.stem}", variant, seed))
+    for path in sorted((DATA_DIR / folder).glob(f"{kind}__*__seed-*.csv")):
+        variant, seed = re.fullmatch(rf"{kind}__(.+)__seed-(\d+)", path.stem).groups()
+        if names is None or variant in names:
+            rows.append((f"{folder}/{path.stem}", variant if names is None else names[variant], seed))
     return rows
 
 
+def tiny_study_rows() -> list[tuple[str, str, str]]:
+    """(TINY/stem, variant, seed) of every study__<variant>__seed-<i>.csv the tiny study exported."""
+    return exported_rows(TINY, "study")
+
+
+def positive_control_groups() -> dict:
+    """The positive controls' curves (benchmarks.positive_controls), judged again: the efficiency
+    mover against its base, and the ceiling mover against the same base runs (task.hard_fraction
+    0.25, the demo's); none when the folder holds no curves."""
+    base = exported_rows(CONTROLS, "efficiency", {"scalerl": "scalerl"})
+    efficiency = exported_rows(CONTROLS, "efficiency")
+    ceiling = exported_rows(CONTROLS, "efficiency", {"scalerl": "hard_fraction-0.25"}) + exported_rows(
+        CONTROLS, "ceiling"
+    )
+    if not base:
+        return {}
+    return {
+        "positive controls, the efficiency mover (optim.lr), its curves judged again": ("scalerl", efficiency),
+        "positive controls, the ceiling mover (task.hard_fraction), its curves judged again": (
+            "hard_fraction-0.25",
+            ceiling,
+        ),
+    }
+
+
 GROUPS["tiny leave-one-out study, its curves judged again"] = ("scalerl", tiny_study_rows())
+GROUPS.update(positive_control_groups())
 
 
 def quick_groups() -> dict:
@@ -128,10 +160,13 @@ def quick_groups() -> dict:
 
 def curve_units() -> dict[str, str]:
     """file stem -> the unit of its compute column (first word of x_unit in the curves' manifest.csv);
-    TINY/stem -> flops."""
+    TINY/stem and CONTROLS/stem (scalerl's own runs) -> flops."""
     with (CURVES / "manifest.csv").open(newline="") as handle:
         units = {row["file"].removesuffix(".csv"): row["x_unit"].split()[0] for row in csv.DictReader(handle)}
-    return {**units, **{stem: "flops" for stem, _, _ in tiny_study_rows()}}
+    own = {
+        f"{folder}/{path.stem}": "flops" for folder in (TINY, CONTROLS) for path in (DATA_DIR / folder).glob("*.csv")
+    }
+    return {**units, **own}
 
 
 def manifest_name(group: str) -> str:

@@ -18,7 +18,10 @@ leave-one-out study (benchmarks/ablation_tiny.py, `scalerl ablate`). A script, n
 Setting: the demo's (train/demo.py DEMO_OVERRIDES, as benchmarks.ablation_tiny), on one torch
 thread per run, two runs at a time. Finished runs under --workdir are reused, partial ones resume:
 rerun the same command to continue after a stop. Writes benchmarks/results/positive_controls.json
-(--quick: positive_controls_quick.json), with the wall time of the training.
+(--quick: positive_controls_quick.json), with the wall time of the training, and (not --quick) copies
+every run's evaluations to benchmarks/data/positive_control_runs/KIND__VARIANT__seed-I.csv (KIND:
+efficiency or ceiling; the ceiling mover's base is the efficiency study's base, kept once), which
+benchmarks.from_logs_verdicts judges again with today's engine in seconds.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import time
 from pathlib import Path
 
 from benchmarks.ablation_tiny import common_overrides, link_reused_runs, run_and_report
-from benchmarks.common import RESULTS_DIR, command_line, write_result
+from benchmarks.common import DATA_DIR, RESULTS_DIR, command_line, write_result
+from benchmarks.study_table import export_runs
 
 BASE_HARD_FRACTION = 0.25  # the demo's (train/demo.py DEMO_OVERRIDES)
 HARD_FRACTION = 0.5
@@ -38,6 +42,7 @@ LOW_LR = 5e-5  # half the preset's optim.lr (1e-4)
 GUESS_RATE = 0.1  # a uniform guess of the one-digit answer of a hard prompt
 DA_TOLERANCE = 0.03
 PAIRS_NEEDED = 4
+CURVES = DATA_DIR / "positive_control_runs"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -214,6 +219,15 @@ def plans(config: dict):
     return base_hard, efficiency, ceiling
 
 
+def export_curves(result: dict, curves: Path = CURVES) -> list[Path]:
+    """Copy each run's evaluations (step, flops, val_pass_rate) named in `result` (this benchmark's
+    JSON; metrics paths relative to the working directory) to curves/KIND__SLUG__seed-I.csv, the
+    ceiling mover's base runs (the efficiency study's base, linked) once, as efficiency__scalerl."""
+    exported = export_runs(result["efficiency_study"], curves, "efficiency")
+    export_runs(result["ceiling_study"], curves, "ceiling", skip=exported)
+    return sorted(curves.glob("*__seed-*.csv"))
+
+
 def main(argv=None) -> int:
     from scalerl.study.ablation_payload import report_payload
     from scalerl.study.study_runs import variant_config
@@ -265,6 +279,8 @@ def main(argv=None) -> int:
     }
     path = args.out or RESULTS_DIR / ("positive_controls_quick.json" if config["quick"] else "positive_controls.json")
     write_result(path, result, command)
+    if not config["quick"]:
+        print(f"curves copied: {len(export_curves(result))} files in {CURVES}", flush=True)
     mover = controls["ceiling_mover"]
     print(
         f"ceiling mover: {mover['verdict']}, {mover['pairs_within']}/{mover['pairs']} pairs within "

@@ -1,4 +1,5 @@
-"""The positive-control benchmark's arithmetic (benchmarks/positive_controls.py), by hand."""
+"""The positive-control benchmark (benchmarks/positive_controls.py): its arithmetic by hand, and its
+curves copied for benchmarks.from_logs_verdicts to judge again."""
 
 import json
 
@@ -7,6 +8,7 @@ import pytest
 from benchmarks.positive_controls import (
     ceiling_check,
     constructed_delta_a,
+    export_curves,
     read_rows,
     settled_by_difficulty,
     settled_level,
@@ -82,3 +84,80 @@ def test_settled_levels_are_the_last_three_evaluations_per_difficulty_averaged_o
         "val_pass_rate_easy": None,
         "val_pass_rate_hard": None,
     }
+
+
+def _run(folder, values):
+    """A metrics.jsonl of training rows and evaluation rows (every other row) under `folder`."""
+    folder.mkdir(parents=True)
+    rows = []
+    for step, value in enumerate(values):
+        rows.append({"step": step, "flops": 1e9 * step, "loss": 0.1})
+        rows.append({"step": step, "flops": 1e9 * step, "val_pass_rate": value})
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(folder / "metrics.jsonl")
+
+
+def test_every_run_is_copied_once_and_the_ceiling_base_is_the_efficiency_base(tmp_path):
+    base = [_run(tmp_path / f"loo/scalerl/seed-{i}", [0.1 * i, 0.5]) for i in range(2)]
+    slow = [_run(tmp_path / f"loo/lr/seed-{i}", [0.2, 0.3 + i]) for i in range(2)]
+    hard = [_run(tmp_path / f"sweep/hard/seed-{i}", [0.1, 0.4]) for i in range(2)]
+    result = {
+        "efficiency_study": {
+            "variants": [
+                {"slug": "scalerl", "seeds": [{"metrics": path} for path in base]},
+                {"slug": "lr-5e-05", "seeds": [{"metrics": path} for path in slow]},
+            ]
+        },
+        "ceiling_study": {
+            "variants": [
+                {"slug": "hard_fraction-0.25", "seeds": [{"metrics": path} for path in base]},
+                {"slug": "hard_fraction-0.5", "seeds": [{"metrics": path} for path in hard]},
+            ]
+        },
+    }
+    written = export_curves(result, tmp_path / "curves")
+    assert [path.name for path in written] == [
+        "ceiling__hard_fraction-0.5__seed-0.csv",
+        "ceiling__hard_fraction-0.5__seed-1.csv",
+        "efficiency__lr-5e-05__seed-0.csv",
+        "efficiency__lr-5e-05__seed-1.csv",
+        "efficiency__scalerl__seed-0.csv",
+        "efficiency__scalerl__seed-1.csv",
+    ]
+    lines = (tmp_path / "curves" / "efficiency__lr-5e-05__seed-1.csv").read_text().splitlines()
+    assert lines == ["step,flops,val_pass_rate", "0,0.0,0.2", "1,1000000000.0,1.3"]
+
+
+def test_the_copied_curves_become_two_groups_judged_against_the_same_base_runs(tmp_path, monkeypatch):
+    import benchmarks.from_logs_verdicts as verdicts
+
+    folder = tmp_path / verdicts.CONTROLS
+    folder.mkdir()
+    for name in ("efficiency__scalerl", "efficiency__lr-5e-05", "ceiling__hard_fraction-0.5"):
+        for seed in range(2):
+            (folder / f"{name}__seed-{seed}.csv").write_text("step,flops,val_pass_rate\n0,0.0,0.1\n")
+    monkeypatch.setattr(verdicts, "DATA_DIR", tmp_path)
+    groups = verdicts.positive_control_groups()
+    efficiency_base, efficiency = groups["positive controls, the efficiency mover (optim.lr), its curves judged again"]
+    ceiling_base, ceiling = groups["positive controls, the ceiling mover (task.hard_fraction), its curves judged again"]
+    assert efficiency_base == "scalerl" and ceiling_base == "hard_fraction-0.25"
+    assert sorted(efficiency) == [
+        (f"{verdicts.CONTROLS}/efficiency__lr-5e-05__seed-0", "lr-5e-05", "0"),
+        (f"{verdicts.CONTROLS}/efficiency__lr-5e-05__seed-1", "lr-5e-05", "1"),
+        (f"{verdicts.CONTROLS}/efficiency__scalerl__seed-0", "scalerl", "0"),
+        (f"{verdicts.CONTROLS}/efficiency__scalerl__seed-1", "scalerl", "1"),
+    ]
+    assert sorted(ceiling) == [
+        (f"{verdicts.CONTROLS}/ceiling__hard_fraction-0.5__seed-0", "hard_fraction-0.5", "0"),
+        (f"{verdicts.CONTROLS}/ceiling__hard_fraction-0.5__seed-1", "hard_fraction-0.5", "1"),
+        (f"{verdicts.CONTROLS}/efficiency__scalerl__seed-0", "hard_fraction-0.25", "0"),
+        (f"{verdicts.CONTROLS}/efficiency__scalerl__seed-1", "hard_fraction-0.25", "1"),
+    ]
+    assert verdicts.curve_units()[f"{verdicts.CONTROLS}/efficiency__scalerl__seed-0"] == "flops"
+
+
+def test_no_copied_curves_no_positive_control_groups(tmp_path, monkeypatch):
+    import benchmarks.from_logs_verdicts as verdicts
+
+    monkeypatch.setattr(verdicts, "DATA_DIR", tmp_path)
+    assert verdicts.positive_control_groups() == {}
