@@ -9,7 +9,7 @@ from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.diagnostics import end_misfit, late_stretch
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
-from scalerl.forecast.verdict import decide
+from scalerl.forecast.verdict import decide, factor_text
 
 A, B, C_MID, R0 = 0.6, 1.5, 1.0, 0.1
 
@@ -118,6 +118,42 @@ def test_verdict_rules_by_hand():
     # A collapse comes first and never advises a longer run.
     collapsed = decide(stub(0.6 + 0.03 * rng.standard_normal(400), 2.0, 1.0, last=2.0, collapse=5.0))
     assert collapsed.kind == "collapsed" and not collapsed.advises_longer_run
+
+
+def test_a_slow_tail_the_data_cannot_rule_out_is_never_called_too_noisy():
+    """Seen to 10 x C_mid, 70 % of the draws have B = 2 (within 0.02 of A from
+    C_mid (0.5 / 0.02 - 1)^(1/2) = 4.9 C_mid: at the end of the data) and 30 % B = 0.5 (from
+    C_mid 24^2 = 576 C_mid, 57.6x the compute so far, at A = 0.6; A's own spread moves it). The
+    median is within the data, but the 80 % interval of the run length reaches about 58x: a longer
+    run is what would pin A, so the verdict
+    never says "a longer run does not" and names how much longer tells."""
+    rng = np.random.default_rng(0)
+    b_draws = np.where(np.arange(400) < 280, 2.0, 0.5)
+    verdict = decide(stub(0.6 + 0.03 * rng.standard_normal(400), b_draws, 1.0))
+    assert verdict.kind == "still_rising" and verdict.advises_longer_run
+    assert verdict.numbers["times_longer"] <= 1.0
+    high = verdict.numbers["times_longer_interval"][1]
+    assert high == pytest.approx(57.6, rel=0.1)
+    assert "probably at its ceiling" in verdict.text and f"run up to ~{factor_text(high)}x longer to tell" in verdict.text
+    assert "longer run does not" not in verdict.text
+
+
+@pytest.mark.parametrize("shape", ["collapse", "rise_above"])
+def test_no_run_length_where_the_curve_does_not_describe_the_end(shape):
+    """After a collapse, or where the run's end lies above the fitted curve, the run length of the
+    curve is no answer for the run: the JSON's compute_near_ceiling is null and the text says why."""
+    rng = np.random.default_rng(0)
+    compute = np.linspace(0.25, 10.0, 40) * C_MID
+    reward = sigmoid_reward(compute, A, 3.0, C_MID, R0) + rng.normal(0.0, 0.01, compute.size)
+    if shape == "collapse":
+        reward[-10:] = 0.15 + rng.normal(0.0, 0.01, 10)
+    else:
+        reward[-10:] += np.linspace(0.01, 0.1, 10)
+    fit = fit_sigmoid(compute, reward)
+    assert fit.verdict.kind == ("collapsed" if shape == "collapse" else "still_rising")
+    assert fit.to_dict()["compute_near_ceiling"] is None
+    assert fit.run_length_text().startswith("none: ") and fit.verdict.run_length_missing_because in fit.run_length_text()
+    assert "run length: none" in fit.summary()
 
 
 def test_a_run_still_rising_past_its_bend_gets_no_run_length():

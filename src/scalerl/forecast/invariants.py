@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scalerl.forecast.settings import SETTINGS
+from scalerl.forecast.verdict import AT_END
 
 LEVELS = (0.5, 0.8, 0.95)
 # Rounding slack: quantiles of the same draws compared as floats.
@@ -22,6 +23,8 @@ def contradictions(fit, predict_at: Sequence[float] = (), levels: Sequence[float
     compute_outside_interval   the run length or a compute-to-target outside its own interval
     plateaued_too_wide         "plateaued" while A's 80 % interval is wider than +- the margin
     collapse_told_to_run_on    a collapsed run advised to run longer
+    noisy_but_tail_open        "too noisy" (a longer run does not help) while the run length's 80 %
+                               interval reaches beyond a tenth more compute (a longer run would)
     verdict_differs_by_level   the JSON's verdict is not the same at every level
     """
     broken = []
@@ -46,6 +49,10 @@ def contradictions(fit, predict_at: Sequence[float] = (), levels: Sequence[float
             broken.append("plateaued_too_wide")
     if fit.collapse_compute is not None and fit.verdict.advises_longer_run:
         broken.append("collapse_told_to_run_on")
+    if fit.verdict.kind == "too_noisy":
+        near = fit.compute_near_ceiling(level=SETTINGS.verdict_level)
+        if near.hi > AT_END * near.current:
+            broken.append("noisy_but_tail_open")
     if len({str(fit.to_dict(level)["verdict"]) for level in levels}) > 1:
         broken.append("verdict_differs_by_level")
     return sorted(set(broken))

@@ -312,6 +312,12 @@ class FitResult:
         value, lo, hi = _per_draw_summary(per_draw, level)
         return ComputeNearCeiling(within, value, lo, hi, float(np.max(self.compute)), float(level))
 
+    def run_length_text(self, level: float = 0.8) -> str:
+        """The run length as a sentence, or why there is none for this run (the verdict's
+        run_length_missing_because)."""
+        missing = self.verdict.run_length_missing_because
+        return f"none: {missing}" if missing else self.compute_near_ceiling(level=level).message()
+
     def __repr__(self) -> str:
         """One line: the parameters with A's standard error, the points, the verdict's kind and the
         range (the arrays and posterior draws stay out; `summary()` is the full account)."""
@@ -336,7 +342,7 @@ class FitResult:
             f"  C_mid = {self.c_mid:.4g}  80% CI [{ci['C_mid'][0]:.4g}, {ci['C_mid'][1]:.4g}]",
             f"  evaluation noise sd: {self.noise_sd:.4f}",
             f"  verdict: {self.verdict.text}",
-            f"  run length: {self.compute_near_ceiling().message()}",
+            f"  run length: {self.run_length_text()}",
         ]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -368,7 +374,9 @@ class FitResult:
             "ceiling_at_bound": bool(self.ceiling_at_bound),
             "predictions": predictions,
             "compute_to_target": compute_to_target,
-            "compute_near_ceiling": self.compute_near_ceiling(level=level).to_dict(),
+            "compute_near_ceiling": (
+                None if self.verdict.run_length_missing_because else self.compute_near_ceiling(level=level).to_dict()
+            ),
             "collapse_compute": None if self.collapse_compute is None else _json_number(self.collapse_compute),
             "noise_sd": _json_number(self.noise_sd),
             "reward_range": None if self.reward_range is None else [float(v) for v in self.reward_range],

@@ -13,11 +13,13 @@ In order, the first that holds:
                  [A - m, A + m]; where the curve is not yet within m of A (run length >= 1.1x),
                  the text says at what multiple of the compute so far it comes within, as a
                  fact, not as advice: a known A needs no longer run
-    too_noisy    the fitted curve is already within m of A at the last point (posterior median of
-                 the run length <= 1x) while A's interval is wider than +- m: more prompts per
-                 evaluation pin A, more compute does not
+    too_noisy    the fitted curve is within m of A at the last point in nearly every draw (the
+                 run length's upper end at verdict_level <= AT_END, a tenth more compute) while A's
+                 interval is wider than +- m: more prompts per evaluation pin A, more compute does not
     still_rising run about N x longer, N = C_within / C_last of the posterior (median and interval),
-                 C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw
+                 C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw; where the median is within
+                 the data but the interval reaches beyond it (a slow rise the data cannot rule out),
+                 the text says the curve is probably at its ceiling and how much longer tells
 
 Before the last three, the run's end is checked against the fitted curve (diagnostics.end_misfit,
 a posterior predictive check, its standard error from end_check_noise_sd): when its late stretch
@@ -41,6 +43,8 @@ from scalerl.forecast.diagnostics import CollapseReport, end_misfit, learning_ga
 from scalerl.forecast.settings import SETTINGS
 
 KINDS = ("collapsed", "too_few", "decreasing", "flat", "plateaued", "too_noisy", "still_rising")
+# A run length under a tenth more compute than the run's is "at the end of the data".
+AT_END = 1.1
 
 
 def factor_text(factor: float) -> str:
@@ -62,6 +66,16 @@ class Verdict:
     @property
     def advises_longer_run(self) -> bool:
         return self.kind == "still_rising"
+
+    @property
+    def run_length_missing_because(self) -> str | None:
+        """Why the fit's run length is no answer for this run (None where it is one): the fitted
+        curve does not describe the run's end after a collapse, or where the end lies above it."""
+        if self.kind == "collapsed":
+            return "the run collapsed; the fitted curve describes the run before it"
+        if self.numbers.get("end_z", 0.0) > 0:
+            return "the run's end lies above the fitted curve, whose run length is not this run's"
+        return None
 
     def to_dict(self) -> dict:
         def plain(value):
@@ -189,17 +203,32 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
     lo, hi = (float(v) for v in np.quantile(times, [tail, 1.0 - tail], method="inverted_cdf"))
     if a_lo >= a - margin and a_hi <= a + margin:
         text = f"plateaued: ceiling {ceiling}, known to +-{margin:.3g}"
-        if median >= 1.1:  # under a tenth more compute is "at the end of the data": said by the run length alone
+        if median >= AT_END:  # at the end of the data: said by the run length alone
             numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
             text += f" (the curve comes within {margin:.3g} of it at ~{median:.3g}x the compute so far)"
         return Verdict("plateaued", text, numbers)
     numbers.update({"times_longer": median, "times_longer_interval": (lo, hi)})
-    if median <= 1.0:
+    if hi <= AT_END:
         return Verdict(
             "too_noisy",
             f"too noisy: the fitted curve is at its ceiling but {ceiling} is wider than "
             f"+-{margin:.3g}; less noisy evaluations (more prompts) pin A, a longer run "
             "does not",
+            numbers,
+        )
+    if median <= 1.0:
+        # Most draws are at their ceiling already, but not nearly all: a slow rise beyond the run is
+        # what keeps A's interval open, and only a longer run can rule it out.
+        longer = (
+            f"over {SETTINGS.far_run_length:.0f}x"
+            if not math.isfinite(hi) or hi > SETTINGS.far_run_length
+            else f"~{factor_text(hi)}x"
+        )
+        return Verdict(
+            "still_rising",
+            f"still rising (or at its ceiling): the curve is probably at its ceiling, but {ceiling} is "
+            f"wider than +-{margin:.3g}, and the data do not rule out a slow rise beyond the run: "
+            f"run up to {longer} longer to tell",
             numbers,
         )
     if median > SETTINGS.far_run_length:
@@ -209,10 +238,15 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
             f"would take over {SETTINGS.far_run_length:.0f}x the compute so far)",
             numbers,
         )
-    high = "more" if not math.isfinite(hi) else f"{factor_text(hi)}x"
+    high = (
+        f"over {SETTINGS.far_run_length:.0f}x"
+        if not math.isfinite(hi) or hi > SETTINGS.far_run_length
+        else f"{factor_text(hi)}x"
+    )
+    spread = f"up to {high}" if lo < 1.0 else f"{factor_text(lo)}x-{high}"
     return Verdict(
         "still_rising",
-        f"still rising: run ~{factor_text(median)}x longer ({factor_text(lo)}x-{high}) "
+        f"still rising: run ~{factor_text(median)}x longer ({spread}) "
         f"to read A to +-{margin:.3g} ({ceiling})",
         numbers,
     )

@@ -114,9 +114,9 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
         f"verdict: [{colour}]{payload['verdict']['kind']}[/{colour}]   points fitted: {payload['n_points']}   "
         f"evaluation noise sd: {format_number(getattr(result, 'noise_sd', None))}"
     )
-    near_ceiling = getattr(result, "compute_near_ceiling", None)
-    if near_ceiling is not None:
-        console.print(f"run length: {for_rich(near_ceiling(level=level).message())}", soft_wrap=True, highlight=False)
+    run_length_text = getattr(result, "run_length_text", None)
+    if run_length_text is not None:
+        console.print(f"run length: {for_rich(run_length_text(level=level))}", soft_wrap=True, highlight=False)
     if payload["predictions"]:
         console.print(prediction_table(payload["predictions"], level))
     if target is not None:

@@ -256,5 +256,5 @@ def whole_run_line(whole, level: float) -> str:
     limit = " (a limit, not an estimate)" if whole.ceiling_at_bound else ""
     return (
         f"fitted on every evaluation: A = {whole.a:.3f}{limit} [{lo:.3f}, {hi:.3f}]; "
-        f"run length: {whole.compute_near_ceiling(level=level).message()}"
+        f"run length: {whole.run_length_text(level=level)}"
     )
