@@ -134,7 +134,9 @@ def test_a_slow_tail_the_data_cannot_rule_out_is_never_called_too_noisy():
     assert verdict.numbers["times_longer"] <= 1.0
     high = verdict.numbers["times_longer_interval"][1]
     assert high == pytest.approx(57.6, rel=0.1)
-    assert "probably at its ceiling" in verdict.text and f"run up to ~{factor_text(high)}x longer to tell" in verdict.text
+    assert (
+        "probably at its ceiling" in verdict.text and f"run up to ~{factor_text(high)}x longer to tell" in verdict.text
+    )
     assert "longer run does not" not in verdict.text
 
 
@@ -152,7 +154,9 @@ def test_no_run_length_where_the_curve_does_not_describe_the_end(shape):
     fit = fit_sigmoid(compute, reward)
     assert fit.verdict.kind == ("collapsed" if shape == "collapse" else "still_rising")
     assert fit.to_dict()["compute_near_ceiling"] is None
-    assert fit.run_length_text().startswith("none: ") and fit.verdict.run_length_missing_because in fit.run_length_text()
+    assert (
+        fit.run_length_text().startswith("none: ") and fit.verdict.run_length_missing_because in fit.run_length_text()
+    )
     assert "run length: none" in fit.summary()
 
 

@@ -246,7 +246,6 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
     spread = f"up to {high}" if lo < 1.0 else f"{factor_text(lo)}x-{high}"
     return Verdict(
         "still_rising",
-        f"still rising: run ~{factor_text(median)}x longer ({spread}) "
-        f"to read A to +-{margin:.3g} ({ceiling})",
+        f"still rising: run ~{factor_text(median)}x longer ({spread}) to read A to +-{margin:.3g} ({ceiling})",
         numbers,
     )
