@@ -77,6 +77,10 @@ def test_every_fit_keeps_every_invariant(curve):
     if fit is None:
         return
     assert contradictions(fit, predict_at=(10.0 * compute[-1],)) == []
+    # a run length only where the fitted curve describes the run's end, and the text says why not
+    missing = fit.verdict.run_length_missing_because
+    assert (fit.to_dict()["compute_near_ceiling"] is None) == (missing is not None)
+    assert fit.run_length_text().startswith("none: ") == (missing is not None)
     if shape == "collapse" and fit.collapse_compute is not None:
         assert fit.verdict.kind == "collapsed"
 

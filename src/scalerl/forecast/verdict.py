@@ -17,8 +17,8 @@ In order, the first that holds:
                  run length's upper end at verdict_level <= AT_END, a tenth more compute) while A's
                  interval is wider than +- m: more prompts per evaluation pin A, more compute does not
     still_rising run about N x longer, N = C_within / C_last of the posterior (median and interval),
-                 C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw; where the median is within
-                 the data but the interval reaches beyond it (a slow rise the data cannot rule out),
+                 C_within = C_mid (|A - R0| / m - 1)^(1/B) draw by draw; where the median is at the
+                 end of the data (< AT_END) but the interval reaches beyond it (a slow rise the data cannot rule out),
                  the text says the curve is probably at its ceiling and how much longer tells
 
 Before the last three, the run's end is checked against the fitted curve (diagnostics.end_misfit,
@@ -216,9 +216,9 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
             "does not",
             numbers,
         )
-    if median <= 1.0:
-        # Most draws are at their ceiling already, but not nearly all: a slow rise beyond the run is
-        # what keeps A's interval open, and only a longer run can rule it out.
+    if median < AT_END:
+        # Most draws are at their ceiling already (or within a tenth more compute), but not nearly
+        # all: a slow rise beyond the run keeps A's interval open, and only a longer run rules it out.
         longer = (
             f"over {SETTINGS.far_run_length:.0f}x"
             if not math.isfinite(hi) or hi > SETTINGS.far_run_length
