@@ -246,3 +246,14 @@ def test_run_length_factors_are_written_without_exponents():
     from scalerl.forecast.verdict import factor_text
 
     assert [factor_text(x) for x in (1.06, 21.3, 250.4, 1234.0, 0.93)] == ["1.1", "21", "250", "1200", "0.93"]
+
+
+def test_a_run_length_interval_past_the_far_limit_is_said_in_words():
+    """Seen to 2 x C_mid: half the draws B = 2 (within 0.02 of A at 4.9 C_mid, 2.45x), half B = 0.3
+    (C_mid 24^(1/0.3), over 100x): the median is ~2.45x and the interval's top is written "over 100x",
+    never as a number in exponent notation."""
+    rng = np.random.default_rng(0)
+    b_draws = np.where(np.arange(400) < 300, 2.0, 0.3)
+    verdict = decide(stub(0.6 + 0.03 * rng.standard_normal(400), b_draws, 1.0, last=2.0))
+    assert verdict.kind == "still_rising" and "to over 100x) to read A" in verdict.text
+    assert "e+" not in verdict.text

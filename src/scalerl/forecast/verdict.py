@@ -243,7 +243,7 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
         if not math.isfinite(hi) or hi > SETTINGS.far_run_length
         else f"{factor_text(hi)}x"
     )
-    spread = f"up to {high}" if lo < 1.0 else f"{factor_text(lo)}x-{high}"
+    spread = f"up to {high}" if lo < 1.0 else f"{factor_text(lo)}x{' to ' if high.startswith('over') else '-'}{high}"
     return Verdict(
         "still_rising",
         f"still rising: run ~{factor_text(median)}x longer ({spread}) to read A to +-{margin:.3g} ({ceiling})",
