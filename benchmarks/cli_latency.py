@@ -103,8 +103,12 @@ def heavy_modules(args: list[str], cwd: Path) -> list[str]:
     return [name for name in line.split("=", 1)[1].split(",") if name]
 
 
-# What `scalerl fit` cannot go below: the libraries it fits with, imported by a bare interpreter.
-FLOOR_SCRIPT = "import numpy, scipy.optimize, scipy.special, emcee"
+# What `scalerl fit` cannot go below: the libraries it fits with, imported by a bare interpreter
+# the way the fit imports them (emcee without scipy.stats: posterior._import_emcee).
+FLOOR_SCRIPT = (
+    "import sys, numpy, scipy.optimize, scipy.special; sys.modules['scipy.stats'] = None; "
+    "import emcee; del sys.modules['scipy.stats']"
+)
 
 
 def library_floor(repeats: int, cwd: Path) -> dict:

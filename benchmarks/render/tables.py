@@ -87,7 +87,9 @@ def reader_scale(results: dict) -> str:
 def cli_latency(results: dict) -> str:
     lines = [
         f"CPU seconds of the whole `scalerl` process (interpreter start included), median of "
-        f"{results['repeats']} runs; `fit` on a {results['n_points']}-point CSV:",
+        f"{results['repeats']} runs; `fit` on a {results['n_points']}-point CSV"
+        + (", scalerl's bytecode cached as after a first run" if results.get("bytecode") else "")
+        + ":",
         "",
         "| command | CPU s | wall s | target | heavy modules imported |",
         "|---|---|---|---|---|",
@@ -103,7 +105,7 @@ def cli_latency(results: dict) -> str:
         lines += [
             "",
             f"The floor: a bare interpreter that only imports the libraries the fit needs "
-            f"(`{floor['script']}`), on one BLAS thread as `scalerl fit` runs them, takes "
+            f"as the fit imports them (`{floor['script']}`), on one BLAS thread as `scalerl fit` runs them, takes "
             f"{floor['median_cpu_seconds']:.2f} s of CPU.",
         ]
     return "\n".join(lines)
