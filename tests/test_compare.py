@@ -47,10 +47,22 @@ def test_cluster_rule_is_anchored_at_the_best_a():
 
 def test_errors_name_the_run():
     flat = (np.arange(10) * 100.0, np.full(10, 0.3))
-    with pytest.raises(FitError, match="'flat'"):
+    with pytest.raises(FitError, match="two runs with a forecast, 1 of 2 .*'flat': flat: no learning"):
         compare_runs({"ok": run(0.6, 2.0), "flat": flat}, n_draws=30)
     with pytest.raises(InputError, match="two runs"):
         compare_runs({"only": run(0.6, 2.0)})
+
+
+def test_a_run_with_nothing_to_forecast_is_left_out_of_the_ranking_and_named():
+    """Three runs, one flat (no learning): the other two are ranked by the paper's rule as if it
+    were not there, and the flat one is named with its verdict, never ranked or silently dropped."""
+    flat = (np.arange(10) * 100.0, np.full(10, 0.3))
+    curves = {"bf16_head": run(0.52, 2.5), "flat": flat, "fp32_head": run(0.61, 1.6)}
+    result = compare_runs(curves, n_draws=30)
+    assert result.ranking == ("fp32_head", "bf16_head") and result.decided_by == "ceiling"
+    assert set(result.fits) == {"fp32_head", "bf16_head"} and set(result.not_ranked) == {"flat"}
+    assert result.not_ranked["flat"].kind == "flat"
+    assert any(w.startswith("run 'flat' not ranked: flat: no learning") for w in result.warnings)
 
 
 def test_flat_run_is_never_the_winner_by_ceiling():

@@ -248,6 +248,7 @@ def compare(
                 held_out=None if held_out[name] is None else (held_out[name].compute, held_out[name].reward),
             )
             for name, c in curves.items()
+            if name in comparison.fits
         }
         plot_comparison(
             {shown[name]: fit for name, fit in comparison.fits.items()},

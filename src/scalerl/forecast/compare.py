@@ -26,14 +26,14 @@ the shared A is ahead of the second's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from scalerl.errors import FitError, InputError
+from scalerl.errors import FitError, InputError, NoForecastError
 from scalerl.forecast.fitting import fit_sigmoid
 from scalerl.forecast.result import FitResult
 from scalerl.forecast.settings import SETTINGS
@@ -59,6 +59,9 @@ class Comparison:
     more_compute: float | None = None
     level: float = 0.8
     efficiency_supported: bool = False  # the best B (A shared) is ahead of the next one's
+    # runs with nothing to forecast (flat, decreasing, too few points, collapsed before rising):
+    # name -> their verdict; left out of the ranking and named in the warnings
+    not_ranked: Mapping = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def winner(self) -> str:
@@ -168,10 +171,30 @@ def _as_arrays(name, curve):
 
 
 def _fit_named(name, compute, reward, **options):
+    """The run's fit; a NoForecastError (nothing to forecast) passes through as it is, for the
+    caller to leave the run out of the ranking; any other FitError names the run."""
     try:
         return fit_sigmoid(compute, reward, **options)
+    except NoForecastError:
+        raise
     except FitError as error:
         raise FitError(f"run {name!r}: {error}") from error
+
+
+def fit_rankable(data: Mapping[str, tuple], **fit_options: Any) -> tuple[dict, dict]:
+    """(fits, not ranked): every run's fit, and the verdict of each run with nothing to forecast
+    (flat, decreasing, too few points, collapsed before rising). At least two runs must have a fit:
+    a ranking of one is none."""
+    fits, not_ranked = {}, {}
+    for name, arrays in data.items():
+        try:
+            fits[name] = _fit_named(name, *arrays, **fit_options)
+        except NoForecastError as error:
+            not_ranked[name] = error.verdict
+    if len(fits) < 2:
+        reasons = "; ".join(f"run {name!r}: {verdict.text}" for name, verdict in not_ranked.items())
+        raise FitError(f"a comparison needs two runs with a forecast, {len(fits)} of {len(data)} have one ({reasons})")
+    return fits, not_ranked
 
 
 def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fit_options: Any) -> Comparison:
@@ -185,13 +208,15 @@ def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fi
         raise InputError(f"margin must be >= 0, got {margin}")
     level = float(fit_options.get("level", 0.8))
     data = {name: _as_arrays(name, curve) for name, curve in curves.items()}
-    fits = {name: _fit_named(name, *arrays, **fit_options) for name, arrays in data.items()}
+    fits, not_ranked = fit_rankable(data, **fit_options)
+    data = {name: data[name] for name in fits}
     if margin is None:
         margin = SETTINGS.margin * max(fit.reward_unit for fit in fits.values())
     clusters = ceiling_clusters({name: fit.a for name, fit in fits.items()}, margin)
     ranking, fixed_fits = _rank_within_clusters(clusters, fits, data, fit_options)
     top = ranking[0]
-    warnings = [
+    warnings = [f"run {name!r} not ranked: {verdict.text}" for name, verdict in not_ranked.items()]
+    warnings += [
         f"run {name!r}: ceiling not identified, so its place by A is uncertain"
         for name, fit in fits.items()
         if not fit.ceiling_identified
@@ -226,6 +251,7 @@ def compare_runs(curves: Mapping[str, object], margin: float | None = None, **fi
         more_compute=more,
         level=level,
         efficiency_supported=bool(efficiency_supported),
+        not_ranked=MappingProxyType(not_ranked),
     )
 
 

@@ -226,6 +226,7 @@ def comparison_payload(comparison, level: float) -> dict:
             "margin": comparison.margin,
             "level": level,
             "runs": runs,
+            "not_ranked": {name: verdict.to_dict() for name, verdict in comparison.not_ranked.items()},
             "warnings": list(comparison.warnings),
         }
     )
