@@ -158,6 +158,11 @@ def test_no_run_length_where_the_curve_does_not_describe_the_end(shape):
         fit.run_length_text().startswith("none: ") and fit.verdict.run_length_missing_because in fit.run_length_text()
     )
     assert "run length: none" in fit.summary()
+    # a forecast at a budget is the fitted curve's, and says so
+    from scalerl.report.headline import fit_headline
+
+    headline = fit_headline(fit, budget=20.0)
+    assert "the fitted curve's reward at the budget 20: " in headline and "final reward" not in headline
 
 
 def test_a_run_still_rising_past_its_bend_gets_no_run_length():

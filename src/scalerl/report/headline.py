@@ -14,10 +14,13 @@ def _short(value: float) -> str:
 
 
 def budget_phrase(result, budget: float, level: float = 0.8) -> str:
-    """`final reward at the budget 2e+04: 0.44 [0.36, 0.48]` (the band for a new evaluation)."""
+    """`final reward at the budget 2e+04: 0.44 [0.36, 0.48]` (the band for a new evaluation);
+    `the fitted curve's reward at the budget ...` where the verdict says the curve does not
+    describe the run's end (a collapse, an end above the curve): a forecast of the curve, not of the run."""
     lo, hi = result.interval(float(budget), level)
     forecast = _short(float(result.predict(float(budget))))
-    return f"final reward at the budget {_short(budget)}: {forecast} [{_short(lo)}, {_short(hi)}]"
+    subject = "the fitted curve's reward" if result.verdict.run_length_missing_because else "final reward"
+    return f"{subject} at the budget {_short(budget)}: {forecast} [{_short(lo)}, {_short(hi)}]"
 
 
 def target_phrase(result, target: float, level: float = 0.8) -> str:
