@@ -110,6 +110,27 @@ def _levelled_off_note(results: dict) -> str:
     )
 
 
+def _plateaued_note(results: dict) -> str:
+    """Where the misses of the plateaued runs lie: A within the paper's margin (0.02 of a pass rate)
+    of the settled level, and A's 80 % interval wholly above that level (the sigmoid's asymptote
+    beyond a run that still creeps or has declined from its peak)."""
+    rows = [
+        row
+        for row in results.get("plateau_rows", [])
+        if row["status"] == "healthy" and row.get("identified") and "A_interval" in row
+    ]
+    if not rows:
+        return ""
+    near = sum(abs(row["A"] - row["settled"]) <= 0.02 for row in rows)
+    above = [row["A_interval"][0] - row["settled"] for row in rows if row["A_interval"][0] > row["settled"]]
+    slightly = sum(gap < 0.005 for gap in above)
+    return (
+        f" Of the {len(rows)} plateaued, A lies within 0.02 of the settled level on {near}; on {len(above)} "
+        f"A's 80 % interval lies wholly above it ({slightly} by less than 0.005: the asymptote of a curve "
+        "that still creeps, or that fell from its peak, above the mean of the run's last quarter)."
+    )
+
+
 def plateau_line(results: dict) -> str:
     p = results["plateau_read"]
     return (
@@ -117,7 +138,7 @@ def plateau_line(results: dict) -> str:
         f"healthy runs the verdict is plateaued, A within 0.03 of the level the run settled at, with an 80 % "
         f"interval holding it; {p['told_to_run_longer']} of them {'is' if p['told_to_run_longer'] == 1 else 'are'} "
         "told to run longer"
-        f"{_still_rising_note(p)}.{_levelled_off_note(results)} Still-rising runs "
+        f"{_still_rising_note(p)}.{_plateaued_note(results)}{_levelled_off_note(results)} Still-rising runs "
         f"called plateaued: {p['still_rising_identified']} of {p['still_rising_runs']}."
     )
 
