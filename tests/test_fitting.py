@@ -82,7 +82,7 @@ def test_to_dict_matches_cli_contract_and_is_json():
         "n_points",
         "warnings",
     }
-    assert out["schema_version"] == 2 and set(out["verdict"]) == {"kind", "text", "numbers"}
+    assert out["schema_version"] == 3 and set(out["verdict"]) == {"kind", "text", "numbers"}
     assert set(out["compute_near_ceiling"]) == {"within", "value", "lo", "hi", "times_current", "level"}
     assert set(out["params"]) == {"A", "B", "C_mid", "R0"} and set(out["intervals"]) == {"A", "B", "C_mid"}
     assert set(out["predictions"][0]) == {"x", "reward", "lo", "hi"}

@@ -16,7 +16,9 @@ from scalerl.forecast.curves import gain_ahead_ceiling, gain_ahead_compute_for_r
 from scalerl.forecast.diagnostics import at_upper_bound
 from scalerl.forecast.settings import SETTINGS
 
-SCHEMA_VERSION = 2  # of to_dict's JSON: 2 added verdict, collapse_compute, noise_sd, reward_range, compute intervals
+# of to_dict's JSON: 2 added verdict, collapse_compute, noise_sd, reward_range, compute intervals;
+# 3: compute_near_ceiling is null where the fitted curve does not describe the run's end
+SCHEMA_VERSION = 3
 PARAM_NAMES = ("A", "B", "C_mid")
 
 
