@@ -52,6 +52,13 @@ def factor_text(factor: float) -> str:
     return f"{float(f'{factor:.2g}'):g}"
 
 
+def upper_factor_text(factor: float) -> str:
+    """The top of a run-length interval: `2.7x`, or `over 100x` past SETTINGS.far_run_length."""
+    if not math.isfinite(factor) or factor > SETTINGS.far_run_length:
+        return f"over {SETTINGS.far_run_length:.0f}x"
+    return f"{factor_text(factor)}x"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What to do with a run: `kind` (one of KINDS), the sentence to print, and its numbers."""
@@ -219,11 +226,8 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
     if median < AT_END:
         # Most draws are at their ceiling already (or within a tenth more compute), but not nearly
         # all: a slow rise beyond the run keeps A's interval open, and only a longer run rules it out.
-        longer = (
-            f"over {SETTINGS.far_run_length:.0f}x"
-            if not math.isfinite(hi) or hi > SETTINGS.far_run_length
-            else f"~{factor_text(hi)}x"
-        )
+        high = upper_factor_text(hi)
+        longer = high if high.startswith("over") else f"~{high}"
         return Verdict(
             "still_rising",
             f"still rising (or at its ceiling): the curve is probably at its ceiling, but {ceiling} is "
@@ -238,11 +242,7 @@ def _ceiling_verdict(result, ceiling: str, margin: float, tail: float, numbers: 
             f"would take over {SETTINGS.far_run_length:.0f}x the compute so far)",
             numbers,
         )
-    high = (
-        f"over {SETTINGS.far_run_length:.0f}x"
-        if not math.isfinite(hi) or hi > SETTINGS.far_run_length
-        else f"{factor_text(hi)}x"
-    )
+    high = upper_factor_text(hi)
     spread = f"up to {high}" if lo < 1.0 else f"{factor_text(lo)}x{' to ' if high.startswith('over') else '-'}{high}"
     return Verdict(
         "still_rising",
