@@ -231,6 +231,30 @@ def test_headline_on_top_of_the_figure_says_the_ceiling_and_the_budget():
     assert early._suptitle.get_text().startswith("still rising: run ~6.5x longer")
 
 
+def test_a_long_headline_is_kept_whole_and_the_figure_grows_to_hold_it():
+    """A headline of more lines than the figure leaves room for loses no word (a cut hid the
+    interval of the forecast at its end); the figure grows by the extra lines, the axes keep their height."""
+    from scalerl.report.plotting import HEADLINE_LINE_INCHES, HEADLINE_LINES, HEADLINE_WIDTH, put_headline
+
+    short = fit_figure(StubResult())
+    words = [f"word{index}" for index in range(120)]
+    text = " ".join(words) + " [0.93, 0.975]"
+    long = fit_figure(StubResult())
+    put_headline(long, text)
+    shown = long._suptitle.get_text()
+    lines = shown.split("\n")
+    assert len(lines) > HEADLINE_LINES and all(len(line) <= HEADLINE_WIDTH for line in lines)
+    assert " ".join(shown.split()) == text and "..." not in shown
+    grown = long.get_size_inches()[1] - short.get_size_inches()[1]
+    assert grown == pytest.approx((len(lines) - HEADLINE_LINES) * HEADLINE_LINE_INCHES)
+
+
+def test_a_comparison_headline_gives_each_run_its_own_line():
+    figure = comparison_figure({"run a": StubResult(), "run b": StubResult(ceiling_identified=False, c_mid=13000.0)})
+    lines = figure._suptitle.get_text().split("\n")
+    assert lines[0].startswith("run a: plateaued") and any(line.startswith("run b: still rising") for line in lines)
+
+
 def test_the_curve_before_the_first_fitted_point_is_dashed():
     """An earlier point the fit left out (here at compute 50, below the first fitted one at 500)
     extends the drawn range; the curve there is dashed and unlabelled, the solid "fitted sigmoid"

@@ -163,6 +163,12 @@ def test_no_run_length_where_the_curve_does_not_describe_the_end(shape):
 
     headline = fit_headline(fit, budget=20.0)
     assert "the fitted curve's reward at the budget 20: " in headline and "final reward" not in headline
+    # so is the compute to a target the curve reaches, in the headline and on the console's line
+    target = 0.5
+    needed = fit.compute_to_reach(target)
+    assert needed.reachable
+    assert "the fitted curve reaches the target 0.5 at compute " in fit_headline(fit, target=target)
+    assert needed.message(of_curve=True).startswith("the fitted curve reaches reward 0.5 at compute ")
 
 
 def test_a_run_still_rising_past_its_bend_gets_no_run_length():

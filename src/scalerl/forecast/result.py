@@ -66,11 +66,14 @@ class ComputeToTarget:
             "level": self.level,
         }
 
-    def message(self) -> str:
+    def message(self, of_curve: bool = False) -> str:
+        """`reward 0.6 at compute 5.1e+04 (80% interval 3e+04 .. never)`; `of_curve`: the fitted
+        curve's, not the run's (the verdict says the curve does not describe the run's end)."""
+        subject = f"the fitted curve reaches reward {self.target:g}" if of_curve else f"reward {self.target:g}"
         if not self.reachable:
             return f"reward {self.target:g} not reachable: above the fitted ceiling"
-        hi = "not reachable" if math.isinf(self.hi) else f"{self.hi:.4g}"
-        return f"reward {self.target:g} at compute {self.value:.4g} ({self.level:.0%} interval {self.lo:.4g} .. {hi})"
+        hi = "never" if math.isinf(self.hi) else f"{self.hi:.4g}"
+        return f"{subject} at compute {self.value:.4g} ({self.level:.0%} interval {self.lo:.4g} .. {hi})"
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,8 @@ def render_fit(console: Console, result, payload: dict, *, title: str, target=No
     if payload["predictions"]:
         console.print(prediction_table(payload["predictions"], level))
     if target is not None:
-        console.print(f"target: {result.compute_to_reach(target, level).message()}")
+        of_curve = bool(getattr(getattr(result, "verdict", None), "run_length_missing_because", None))
+        console.print(f"target: {result.compute_to_reach(target, level).message(of_curve)}")
     if power_law is not None:
         console.print(power_law_table(power_law, payload))
     for warning in payload["warnings"]:

@@ -24,13 +24,17 @@ def budget_phrase(result, budget: float, level: float = 0.8) -> str:
 
 
 def target_phrase(result, target: float, level: float = 0.8) -> str:
-    """`target 0.6 reached at compute 5.1e+04 [3e+04, 9e+04]` or
-    `target 0.6 not reachable: above the forecast ceiling`."""
+    """`target 0.6 reached at compute 5.1e+04 [3e+04, never]` or
+    `target 0.6 not reachable: above the fitted ceiling`; `the fitted curve reaches the target ...`
+    where the verdict says the curve does not describe the run's end (as budget_phrase)."""
     needed = result.compute_to_reach(float(target), level)
     if not needed.reachable:
-        return f"target {_short(target)} not reachable: above the forecast ceiling"
+        return f"target {_short(target)} not reachable: above the fitted ceiling"
     hi = "never" if math.isinf(needed.hi) else _short(needed.hi)
-    return f"target {_short(target)} reached at compute {_short(needed.value)} [{_short(needed.lo)}, {hi}]"
+    interval = f"at compute {_short(needed.value)} [{_short(needed.lo)}, {hi}]"
+    if result.verdict.run_length_missing_because:
+        return f"the fitted curve reaches the target {_short(target)} {interval}"
+    return f"target {_short(target)} reached {interval}"
 
 
 def fit_headline(result, *, budget: float | None = None, target: float | None = None, level: float = 0.8) -> str:

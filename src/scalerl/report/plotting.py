@@ -30,7 +30,9 @@ CEILING_COLOR = "#d99a1e"  # the ceiling's interval, never the colour of a run's
 COLLAPSE_COLOR = "#c0392b"  # the line where a collapse begins
 TARGET_COLOR = "#2f7d32"
 HEADLINE_WIDTH = 100  # characters per headline line
-HEADLINE_LINES = 3
+HEADLINE_LINES = 3  # lines the figure's height leaves for the headline; each more adds HEADLINE_LINE_INCHES
+HEADLINE_FONT_SIZE = 10
+HEADLINE_LINE_INCHES = 1.25 * HEADLINE_FONT_SIZE / 72  # one line of the headline: its font's size and spacing
 TITLE_WIDTH = 110  # characters per line of an axes title (a comparison's decision sentence)
 CEILING_BARS_WIDTH = 0.03  # share of the axes' width right of the plot that A's interval bars take
 LEFT_EDGE_GID = "scalerl-left-edge"  # the C = 0 points pinned to the left edge of the axes
@@ -145,7 +147,7 @@ def comparison_figure(
     _finish_axes(axes, x_label, y_label, target_compute)
     axes.set_title(wrapped_title(title) if title else f"{len(results)} runs, {level:.0%} bands", fontsize=9)
     if headline is None:
-        headline = "; ".join(
+        headline = "\n".join(
             f"{name}: {fit_headline(result, budget=target_compute, level=level)}" for name, result in results.items()
         )
     put_headline(figure, headline)
@@ -158,19 +160,27 @@ def wrapped_title(text: str, width: int = TITLE_WIDTH) -> str:
     return "\n".join(for_mathtext(line) for line in textwrap.wrap(" ".join(str(text).split()), width))
 
 
+def headline_lines(text: str, width: int = HEADLINE_WIDTH) -> list[str]:
+    """`text` wrapped to `width` characters per line, every word kept; a line break in `text` starts
+    a new line (a comparison's headline: one paragraph per run)."""
+    return [line for paragraph in str(text).split("\n") for line in (textwrap.wrap(paragraph, width) or [""])]
+
+
 def put_headline(figure: Figure, text: str, width: int = HEADLINE_WIDTH) -> None:
-    """The headline sentence in bold at the top of the figure, wrapped (at most HEADLINE_LINES
-    lines; the rest is cut with ...); the constrained layout keeps the axes and their title below it."""
-    lines = textwrap.wrap(text, width) or [""]
-    if len(lines) > HEADLINE_LINES:
-        lines = lines[:HEADLINE_LINES]
-        lines[-1] = lines[-1][: width - 3] + "..."
+    """The headline sentence in bold at the top of the figure, wrapped and never cut (a cut hid the
+    forecast's interval at the end of a long verdict); past HEADLINE_LINES lines the figure grows
+    by the extra lines' height, so the axes keep their size under the constrained layout."""
+    lines = headline_lines(text, width)
+    extra = len(lines) - HEADLINE_LINES
+    if extra > 0:
+        width_inches, height_inches = figure.get_size_inches()
+        figure.set_size_inches(width_inches, height_inches + extra * HEADLINE_LINE_INCHES)
     figure.suptitle(
         "\n".join(for_mathtext(line) for line in lines),
         x=0.02,
         ha="left",
         va="top",
-        fontsize=10,
+        fontsize=HEADLINE_FONT_SIZE,
         fontweight="bold",
     )
 
