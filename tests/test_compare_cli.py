@@ -16,9 +16,10 @@ from scalerl.report.console import decision_sentence, run_labels, shared_affixes
 FAST = ("--n-draws", "40")
 
 
-def write_run(path, a, b, *, c_mid=300.0, seed=0, x="gpu_hours"):
-    """A ScaleRL sigmoid R = 0.1 + (A - 0.1) / (1 + (C_mid / C)^B) at 30 computes, noise sd 0.004."""
-    compute = np.geomspace(10, 3000, 30)
+def write_run(path, a, b, *, c_mid=300.0, seed=0, x="gpu_hours", scale=1.0):
+    """A ScaleRL sigmoid R = 0.1 + (A - 0.1) / (1 + (C_mid / C)^B) at 30 computes, noise sd 0.004
+    (`scale`: compute and C_mid times this, the same run in another unit)."""
+    compute, c_mid = scale * np.geomspace(10, 3000, 30), scale * c_mid
     rng = np.random.default_rng(seed)
     reward = 0.1 + (a - 0.1) / (1 + (c_mid / compute) ** b) + rng.normal(0, 0.004, compute.size)
     path.write_text(f"{x},val_pass_rate\n0,0.1\n" + "".join(f"{c:.4f},{r:.5f}\n" for c, r in zip(compute, reward)))
@@ -153,6 +154,20 @@ def test_differing_x_columns_are_warned(tmp_path):
     result = invoke("compare", first, second, "--json", *FAST)
     assert result.exit_code == 0, result.output
     assert any("x columns differ (r1: gpu_hours, r2: tokens)" in w for w in json.loads(result.stdout)["warnings"])
+
+
+def test_compute_ranges_decades_apart_are_warned_as_two_units(tmp_path):
+    """Same column name, but one run logged GPU-hours (up to 3e3) and the other samples (from 1e6):
+    their compute ranges lie 2.5 decades apart; two runs that overlap are not warned."""
+    first = write_run(tmp_path / "r1.csv", 0.6, 1.5)
+    second = write_run(tmp_path / "r2.csv", 0.4, 1.5, seed=1, scale=1e5)
+    apart = json.loads(invoke("compare", first, second, "--json", *FAST).stdout)["warnings"]
+    assert any(
+        w.startswith("the runs' compute ranges lie 2.5 decades apart (r1: 10..3e+03, r2: 1e+06..3e+08)") for w in apart
+    )
+    near = write_run(tmp_path / "r3.csv", 0.4, 1.5, seed=1, scale=10.0)
+    overlapping = json.loads(invoke("compare", first, near, "--json", *FAST).stdout)["warnings"]
+    assert not any("compute ranges" in w for w in overlapping)
 
 
 def test_report_fits_the_first_part_names_runs_and_overlays_them(tmp_path):

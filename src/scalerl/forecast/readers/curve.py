@@ -172,7 +172,40 @@ def axis_warnings(curves: dict[str, Curve]) -> list[str]:
                 f"the runs' {axis} columns differ ({listed}): compared in different units; "
                 f"pass --{axis} COLUMN to use one for all"
             )
+    apart = compute_ranges_apart(curves)
+    if apart is not None:
+        warnings.append(apart)
     return warnings
+
+
+# Compute ranges this many decades apart, with no overlap, are read as two units (GPU-hours
+# against samples is 3-6 decades); runs of one recipe at two scales are rarely 100x apart and never disjoint.
+UNITS_APART_DECADES = 2.0
+
+
+def compute_ranges_apart(curves: dict[str, Curve]) -> str | None:
+    """A warning when the runs' positive compute ranges split into two sets with a gap of at least
+    UNITS_APART_DECADES decades between them (max of the lower set * 10^d <= min of the upper):
+    their x columns are likely in different units (GPU-hours against samples), so C_mid, the
+    compute axis and compute figures do not compare, whatever the column names; A and B do not
+    depend on the unit. None otherwise."""
+    ranges = []
+    for name, curve in curves.items():
+        positive = np.asarray(curve.compute, dtype=float)
+        positive = positive[positive > 0]
+        if positive.size:
+            ranges.append((float(positive.min()), float(positive.max()), name))
+    ranges.sort()
+    for index in range(1, len(ranges)):
+        lower_top = max(high for _, high, _ in ranges[:index])
+        if ranges[index][0] >= lower_top * 10.0**UNITS_APART_DECADES:
+            listed = ", ".join(f"{name}: {low:.3g}..{high:.3g}" for low, high, name in ranges)
+            return (
+                f"the runs' compute ranges lie {np.log10(ranges[index][0] / lower_top):.1f} decades apart ({listed}): "
+                "if their x columns are in different units (GPU-hours, samples, tokens), C_mid and the compute axis "
+                "do not compare (A and B do not depend on the unit); pass --x COLUMN to use one unit for all"
+            )
+    return None
 
 
 def running_total(steps: np.ndarray, per_step: np.ndarray) -> np.ndarray:
