@@ -145,6 +145,8 @@ def test_report_page_embeds_decodable_images_and_the_fitted_numbers(tmp_path, in
     expected = compare_runs(points, n_draws=40)
     assert comparison["1"]["A"] == format_number(expected.fits["run_a"].a)
     assert "decided by: ceiling" in output.read_text()
+    # the method line names the one model every number above comes from
+    assert "fitted by its posterior (emcee)" in output.read_text() and "least squares" not in output.read_text()
 
     variants = rows_by_first_cell(page.tables["study-study"])
     assert variants["scalerl"]["A"] == "0.6123" and variants["scalerl"]["verdict vs base"] == "base"

@@ -15,8 +15,9 @@ with weakly informative priors (independent):
              truncated to [b_min, b_max]
     s        1/2 uniform on the solver's bounds (observed log-compute range +- log 1000)
              + 1/2 uniform from log 10 below the first fitted evaluation to the upper bound
-    log sig  normal(log sigma_diff, 0.7)        (sigma_diff: successive-difference noise estimate)
-             truncated below at log(noise_floor)
+    log sig  normal(log sigma_hat, 0.7)         (sigma_hat: the residual sd sqrt(SSR / (n - p)) of the
+             truncated below at log(noise_floor)     least-squares fit that starts the sampler; with
+                                                     n <= p, the successive-difference noise)
 
 (the numbers live in forecast.settings.ForecastSettings, each with its reason).
 

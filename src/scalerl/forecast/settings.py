@@ -38,8 +38,9 @@ class ForecastSettings:
     # log B ~ normal(log 1.5, 0.8): the paper reports B of 1.6-2.0, RL curves show 0.5-4.
     log_b_prior_mean: float = math.log(1.5)
     log_b_prior_sd: float = 0.8
-    # log sigma ~ normal(log sigma_diff, 0.7), sigma_diff the successive-difference noise: a factor
-    # of 2 either way at one sd.
+    # log sigma ~ normal(log sigma_hat, 0.7), sigma_hat the residual sd of the least-squares fit that
+    # starts the sampler (forecast.fitting; the successive-difference noise when no residual is left):
+    # a factor of 2 either way at one sd.
     log_sigma_prior_sd: float = 0.7
     # B's support: B < 0.1 needs 10^10 x more compute from 10 % to 90 % of its gain, B > 12 is a step.
     b_min: float = 0.1

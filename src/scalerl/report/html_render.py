@@ -295,8 +295,9 @@ def render_html(report) -> str:
     """The whole page."""
     parts = [
         f"<h1>{escape(report.title)}</h1>",
-        f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786), fitted by "
-        f"bounded least squares; intervals and bands at {report.level:.0%} from a posterior sample (emcee). "
+        f"<p>ScaleRL sigmoid {FORMULA} (Khatri, Madaan et al., arXiv 2510.13786) with Student-t evaluation "
+        "noise, fitted by its posterior (emcee): every estimate is a posterior median, every interval and band "
+        f"({report.level:.0%}) comes from the same draws. "
         "Solid line: fit over the data; dashed: extrapolation; shaded: band for a new evaluation.</p>",
     ]
     if report.runs:
