@@ -102,6 +102,36 @@ def test_the_verdict_is_the_same_in_text_json_and_title_at_every_level(curve, le
     assert other.verdict == fit.verdict
 
 
+@given(curve=curves(shapes=("sigmoid", "power_law", "take_off")), level=st.sampled_from([0.5, 0.8, 0.95]))
+@FEW
+def test_a_targets_reach_agrees_with_the_ceilings_interval(curve, level):
+    """A target below A is reached, one above A but inside A's interval probably not (with the
+    earliest compute), one above A's interval not reachable: never "not reachable" beside an
+    interval of A that holds the target."""
+    from scalerl.report.headline import target_phrase
+
+    _, compute, reward = curve
+    fit = fitted(compute, reward)
+    if fit is None:
+        return
+    ceiling = fit.ceiling_draws
+    a_hi = fit.conf_int(level)["A"][1]
+    tail = (1.0 - level) / 2.0
+    # targets between the draws' order statistics, away from the edges: 70 % of the draws above
+    # `below`, between the tail's share and half above `inside`, none above `above`
+    below, inside = (float(q) for q in np.quantile(ceiling, [0.3, 0.75 - tail / 2.0]))
+    above = float(np.max(ceiling)) + 1e-6
+    reached = fit.compute_to_reach(below, level)
+    assert reached.reachable and below <= fit.a and "reached at compute" in target_phrase(fit, below, level)
+    if tail + 0.05 < np.mean(ceiling > inside) < 0.45:
+        maybe = fit.compute_to_reach(inside, level)
+        assert maybe.within_ceiling_interval and fit.a <= inside <= a_hi
+        assert "probably not reached" in target_phrase(fit, inside, level) and "probably not" in maybe.message()
+    gone = fit.compute_to_reach(above, level)
+    assert not gone.reachable and not gone.within_ceiling_interval and above >= a_hi
+    assert "not reachable" in target_phrase(fit, above, level) and "not reachable" in gone.message()
+
+
 @given(
     a=st.floats(0.3, 0.9),
     noise=st.sampled_from([0.002, 0.005, 0.01]),

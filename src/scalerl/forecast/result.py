@@ -66,12 +66,24 @@ class ComputeToTarget:
             "level": self.level,
         }
 
+    @property
+    def within_ceiling_interval(self) -> bool:
+        """Not reached by the median draw, yet by at least the lower tail's share of the draws: the
+        target lies above the ceiling A (the median of A*) but inside A's interval at this level."""
+        return not self.reachable and math.isfinite(self.lo)
+
     def message(self, of_curve: bool = False) -> str:
-        """`reward 0.6 at compute 5.1e+04 (80% interval 3e+04 .. never)`; `of_curve`: the fitted
-        curve's, not the run's (the verdict says the curve does not describe the run's end)."""
+        """`reward 0.6 at compute 5.1e+04 (80% interval 3e+04 .. never)`; a target above A but inside
+        A's interval is probably not reached, one above that interval not reachable. `of_curve`: the
+        fitted curve's, not the run's (the verdict says the curve does not describe the run's end)."""
         subject = f"the fitted curve reaches reward {self.target:g}" if of_curve else f"reward {self.target:g}"
+        if self.within_ceiling_interval:
+            return (
+                f"reward {self.target:g} probably not reached: above the fitted ceiling A but inside its "
+                f"{self.level:.0%} interval (reached at the earliest at compute {self.lo:.4g})"
+            )
         if not self.reachable:
-            return f"reward {self.target:g} not reachable: above the fitted ceiling"
+            return f"reward {self.target:g} not reachable: above the fitted ceiling's {self.level:.0%} interval"
         hi = "never" if math.isinf(self.hi) else f"{self.hi:.4g}"
         return f"{subject} at compute {self.value:.4g} ({self.level:.0%} interval {self.lo:.4g} .. {hi})"
 

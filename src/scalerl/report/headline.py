@@ -24,12 +24,18 @@ def budget_phrase(result, budget: float, level: float = 0.8) -> str:
 
 
 def target_phrase(result, target: float, level: float = 0.8) -> str:
-    """`target 0.6 reached at compute 5.1e+04 [3e+04, never]` or
-    `target 0.6 not reachable: above the fitted ceiling`; `the fitted curve reaches the target ...`
+    """`target 0.6 reached at compute 5.1e+04 [3e+04, never]`; `target 0.6 probably not reached:
+    above the ceiling A 0.58, inside its interval (...)`; `target 0.6 not reachable: above the
+    ceiling A's interval`; `the fitted curve reaches the target ...`
     where the verdict says the curve does not describe the run's end (as budget_phrase)."""
     needed = result.compute_to_reach(float(target), level)
+    if needed.within_ceiling_interval:
+        return (
+            f"target {_short(target)} probably not reached: above the ceiling A {_short(result.a)}, inside its "
+            f"interval (at the earliest at compute {_short(needed.lo)})"
+        )
     if not needed.reachable:
-        return f"target {_short(target)} not reachable: above the fitted ceiling"
+        return f"target {_short(target)} not reachable: above the ceiling A's interval"
     hi = "never" if math.isinf(needed.hi) else _short(needed.hi)
     interval = f"at compute {_short(needed.value)} [{_short(needed.lo)}, {hi}]"
     if result.verdict.run_length_missing_because:
