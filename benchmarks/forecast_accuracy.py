@@ -23,6 +23,8 @@ Reported per method, fraction and run status:
 - the plateau read on complete healthy runs (fit on all points): verdict "plateaued", A within
   0.03 of the level the run settled at (mean of its last quarter, at least three evaluations),
   the 80 % interval of A holding it; and how many plateaued runs are told to run longer;
+- the "plateaued" verdicts part-way through a run (at 25 / 50 / 75 %): on how many the run's final
+  level lies within the paper's margin of A and inside A's 80 % interval;
 - contradictions: fits at 25 / 50 / 75 / 100 % of every run that break an invariant of the
   output (an estimate outside its interval, the forecast above A, "plateaued" with A's 80 %
   interval wider than the margin, a collapse told to run longer, a verdict that changes with the
@@ -150,7 +152,13 @@ def forecast_cells(runs, fits, baselines=None, shipped=False):
                 for log_sd in grid:
                     variant = with_gain_ahead_log_sd(fit, gain_ahead_log_sd(fit.compute, log_sd))
                     record = score_model(variant, test_c, test_r, final_compute, truth)
-                    record.update(band_seconds=band_seconds, verdict=variant.verdict.kind, gain_ahead_log_sd=log_sd)
+                    record.update(
+                        band_seconds=band_seconds,
+                        verdict=variant.verdict.kind,
+                        gain_ahead_log_sd=log_sd,
+                        A=variant.a,
+                        A_interval=list(variant.conf_int(PLATEAU_LEVEL)["A"]),
+                    )
                     cell["scalerl_by_log_sd"][str(log_sd)] = record
             for method, fitter in baselines.items():
                 try:
@@ -256,6 +264,31 @@ def settled_level(reward):
     """Mean of the last quarter of the evaluations (at least three): where the run levelled off."""
     n = max(N_HELD_OUT, int(np.ceil(0.25 * reward.size)))
     return float(np.mean(reward[-n:]))
+
+
+def plateaued_calls(cells) -> dict:
+    """{fraction: {calls, final_within_margin, final_in_interval}}: the fits at a fraction of a run
+    (forecastable runs, both statuses) whose verdict is "plateaued", and on how many of them the
+    run's final level (the mean of its last three evaluations, never fitted) lies within the
+    paper's margin of A (SETTINGS.margin of the reward's unit) and inside A's PLATEAU_LEVEL interval:
+    what a user told "plateaued" part-way through a run would have found at its end."""
+    out = {}
+    for fraction in FRACTIONS:
+        chosen = [
+            c
+            for c in cells
+            if c["fraction"] == fraction and c.get("scalerl", {}).get("verdict") == "plateaued" and "A" in c["scalerl"]
+        ]
+        out[str(fraction)] = {
+            "calls": len(chosen),
+            "final_within_margin": sum(
+                abs(c["truth"] - c["scalerl"]["A"]) <= SETTINGS.margin * c["unit"] + 1e-12 for c in chosen
+            ),
+            "final_in_interval": sum(
+                c["scalerl"]["A_interval"][0] <= c["truth"] <= c["scalerl"]["A_interval"][1] for c in chosen
+            ),
+        }
+    return out
 
 
 def plateau_verdict(fit, settled):
@@ -389,6 +422,7 @@ def main(argv=None) -> None:
         "bands": band_table_summary(cells),
         "plateau_read": plateau_summary,
         "plateau_rows": plateau_rows,
+        "plateaued_calls": plateaued_calls(cells),
         "seconds": {
             "median": float(np.median(fit_seconds) + np.median(band_seconds)),
             "max": float(np.max(fit_seconds) + np.max(band_seconds)),

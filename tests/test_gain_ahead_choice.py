@@ -67,3 +67,35 @@ def test_a_held_out_set_is_scored_with_the_shipped_value_whatever_its_cells_favo
     assert shipped_choices(cells) == {"a": shipped, "b": shipped, "all": shipped}
     report = {"held_out": HELD_OUT_SHIPPED, "gain_ahead_log_sd": {"by_source": {}, "all_sources": shipped}}
     assert gain_ahead_sentence(report) == f"Gain factor's log-sd at one decade: the shipped {shipped:g} on every run."
+
+
+def test_mid_run_plateaued_calls_are_checked_against_the_final_level():
+    """Three plateaued fits and one still rising at a half: the final level is within the margin
+    (0.02 of the unit) of A on two (one of them a composite reward of unit 2: 0.03 off, within
+    0.04), inside A's interval on one; the still-rising fit and a refused one are not counted."""
+    from benchmarks.forecast_accuracy import plateaued_calls
+    from benchmarks.render.forecast import plateaued_calls_line
+
+    def fitted(truth, a, interval, verdict="plateaued", unit=1.0):
+        return {
+            "fraction": 0.5,
+            "truth": truth,
+            "unit": unit,
+            "scalerl": {"verdict": verdict, "A": a, "A_interval": interval},
+        }
+
+    cells = [
+        fitted(0.60, 0.61, [0.59, 0.62]),
+        fitted(1.50, 1.53, [1.52, 1.55], unit=2.0),
+        fitted(0.40, 0.45, [0.44, 0.46]),
+        fitted(0.40, 0.41, [0.30, 0.50], verdict="still_rising"),
+        {"fraction": 0.5, "truth": 0.5, "scalerl": {"error": "fit refused"}},
+    ]
+    calls = plateaued_calls(cells)
+    assert calls["0.5"] == {"calls": 3, "final_within_margin": 2, "final_in_interval": 1}
+    assert calls["0.25"]["calls"] == 0
+    line = plateaued_calls_line({"plateaued_calls": calls})
+    assert (
+        "25 / 50 / 75 % of a run: 0 / 3 / 0;" in line
+        and "of A on 0 / 2 / 0, inside A's 80 % interval on 0 / 1 / 0." in line
+    )

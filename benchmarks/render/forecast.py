@@ -143,6 +143,22 @@ def plateau_line(results: dict) -> str:
     )
 
 
+def plateaued_calls_line(results: dict) -> str:
+    """The mid-run "plateaued" verdicts (plateaued_calls) against the run's final level."""
+    calls = results.get("plateaued_calls")
+    if not calls:
+        return ""
+
+    def counts(key):
+        return " / ".join(str(calls[f][key]) for f in calls)
+
+    return (
+        f'Mid-run "plateaued" verdicts, fitted on 25 / 50 / 75 % of a run: {counts("calls")}; the run\'s final level '
+        f"(the mean of its last three evaluations, never fitted) lies within the paper's margin (0.02 of the reward's "
+        f"unit) of A on {counts('final_within_margin')}, inside A's 80 % interval on {counts('final_in_interval')}."
+    )
+
+
 def contradictions_line(results: dict) -> str:
     """The invariant check (forecast.invariants) over fits at 25 / 50 / 75 / 100 % of every run."""
     found = results.get("contradictions")
@@ -207,6 +223,7 @@ def table(results: dict, figure: str = FIGURE) -> str:
             "a refused forecast is scored on persistence's band, what a user falls back to, as in the error table:",
             band_table(results),
             plateau_line(results),
+            plateaued_calls_line(results),
             contradictions_line(results),
             losses_line(results),
             cost_line(results),
