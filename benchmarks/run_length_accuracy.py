@@ -41,9 +41,10 @@ LEVEL = 0.8
 RESULTS = HERE / "results" / "run_length_accuracy.json"
 
 
-def settle_width(reward: np.ndarray) -> float:
-    """w = 0.02 + 2 sigma / sqrt(3): the paper's margin plus the noise of a three-point mean."""
-    return SETTINGS.margin + 2.0 * point_noise_sd(reward) / np.sqrt(3.0)
+def settle_width(reward: np.ndarray, unit: float = 1.0) -> float:
+    """w = 0.02 u + 2 sigma / sqrt(3): the paper's margin (a share of the reward's unit u, the fit's:
+    forecast.reward_unit) plus the noise of a three-point mean."""
+    return SETTINGS.margin * unit + 2.0 * point_noise_sd(reward) / np.sqrt(3.0)
 
 
 def observed_settle_index(reward: np.ndarray, width: float) -> int:
@@ -55,19 +56,21 @@ def observed_settle_index(reward: np.ndarray, width: float) -> int:
     return 2 if outside.size == 0 else int(outside[-1]) + 3
 
 
-def score_cell(compute: np.ndarray, reward: np.ndarray, fraction: float) -> dict:
-    """One early fit's run length against the run's own settling compute."""
+def score_cell(compute: np.ndarray, reward: np.ndarray, fraction: float, reward_range=(0.0, 1.0)) -> dict:
+    """One early fit's run length against the run's own settling compute (`reward_range`: the run's,
+    as `scalerl fit` infers it: open for a composite reward)."""
     train = (compute <= fraction * compute.max()) & (np.arange(compute.size) < compute.size - N_HELD_OUT)
     if train.sum() < 4:
         return {"skipped": "fewer than 4 points (R0 + 3)"}
-    width = settle_width(reward)
+    try:
+        fit = fit_sigmoid(compute[train], reward[train], level=LEVEL, reward_range=reward_range)
+    except ScaleRLError as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    width = settle_width(reward, fit.reward_unit)
     index = observed_settle_index(reward, width)
     censored = index >= compute.size - N_HELD_OUT
     observed = float(compute[min(index, compute.size - 1)])
-    try:
-        near = fit_sigmoid(compute[train], reward[train], level=LEVEL).compute_near_ceiling(width, LEVEL)
-    except ScaleRLError as error:
-        return {"error": f"{type(error).__name__}: {error}"}
+    near = fit.compute_near_ceiling(width, LEVEL)
     inside = (near.lo <= observed <= near.hi) if not censored else near.hi >= observed
     return {
         "width": width,
@@ -112,7 +115,7 @@ def main(argv=None) -> int:
         if status != "healthy":
             continue
         for fraction in FRACTIONS:
-            cells.append({"run": name, "fraction": fraction, **score_cell(compute, reward, fraction)})
+            cells.append({"run": name, "fraction": fraction, **score_cell(compute, reward, fraction, run.reward_range)})
     seconds = time.perf_counter() - started
     print("run | fit on | w | observed settle | predicted [80 %] | predicted / observed | consistent")
     print("--- | --- | --- | --- | --- | --- | ---")
