@@ -168,6 +168,9 @@ def test_compute_ranges_decades_apart_are_warned_as_two_units(tmp_path):
     near = write_run(tmp_path / "r3.csv", 0.4, 1.5, seed=1, scale=10.0)
     overlapping = json.loads(invoke("compare", first, near, "--json", *FAST).stdout)["warnings"]
     assert not any("compute ranges" in w for w in overlapping)
+    # the figure of both says so too
+    plotted = invoke("plot", first, second, "-o", tmp_path / "both.svg", *FAST)
+    assert plotted.exit_code == 0 and "compute ranges lie 2.5 decades apart" in " ".join(plotted.stderr.split())
 
 
 def test_report_fits_the_first_part_names_runs_and_overlays_them(tmp_path):

@@ -313,7 +313,9 @@ def plot(
         plot_fit(results[name], output, held_out=points[name].held_out, not_fitted=points[name].not_fitted, **axes)
     else:
         plot_comparison(results, output, points=points, **axes)
-    say_notes([*curve_notes(curves), *range_notes])
+    from scalerl.forecast.readers.curve import axis_warnings
+
+    say_notes([*axis_warnings(curves), *curve_notes(curves), *range_notes])
     Console(stderr=True).print(f"figure written to {plain(output)}", markup=False, highlight=False)
 
 
