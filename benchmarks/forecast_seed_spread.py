@@ -33,7 +33,7 @@ from benchmarks.forecast_accuracy import (
     forecast_cells,
     plateau_read,
 )
-from benchmarks.render.forecast import seed_spread as spread_table
+from benchmarks.render.forecast_checks import seed_spread as spread_table
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "forecast_seed_spread.json"

@@ -32,7 +32,7 @@ import numpy as np
 
 from benchmarks.common import command_line, write_result
 from benchmarks.forecast_accuracy import plateau_verdict, settled_level
-from benchmarks.render.forecast import plateau_shapes as shapes_table
+from benchmarks.render.forecast_checks import plateau_shapes as shapes_table
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid

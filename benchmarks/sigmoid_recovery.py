@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import command_line, write_result
-from benchmarks.render.forecast import sigmoid_recovery as recovery_table
+from benchmarks.render.forecast_checks import sigmoid_recovery as recovery_table
 from scalerl.errors import ScaleRLError
 from scalerl.forecast.curves import sigmoid_reward
 from scalerl.forecast.fitting import fit_sigmoid

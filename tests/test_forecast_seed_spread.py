@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.forecast_seed_spread import best_baselines, spread
-from benchmarks.render.forecast import _seed_verdict, seed_spread
+from benchmarks.render.forecast_checks import seed_spread, seed_verdict
 
 
 def test_spread_is_the_min_max_and_mean_over_seeds():
@@ -44,9 +44,9 @@ def test_the_best_baseline_is_the_lowest_one_and_never_scalerl():
 
 
 def test_a_gap_inside_the_seed_range_is_a_tie():
-    assert _seed_verdict(0.10, 0.12, 0.13) == "better"
-    assert _seed_verdict(0.10, 0.12, 0.09) == "worse"
-    assert _seed_verdict(0.10, 0.12, 0.11) == "tie"
+    assert seed_verdict(0.10, 0.12, 0.13) == "better"
+    assert seed_verdict(0.10, 0.12, 0.09) == "worse"
+    assert seed_verdict(0.10, 0.12, 0.11) == "tie"
 
 
 def test_the_table_names_each_cell_and_the_coverage_target():

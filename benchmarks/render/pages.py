@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import DOCS_DIR, REPO, RESULTS_DIR, write_text
 from benchmarks.render import forecast as render_forecast
-from benchmarks.render import pipeline_scale, provenance, readings, study_checks, tables
+from benchmarks.render import forecast_checks, pipeline_scale, provenance, readings, study_checks, tables
 
 RESULTS_PAGE = DOCS_DIR / "results.md"
 BLOCK = re.compile(
@@ -55,23 +55,23 @@ SECTIONS = [
     (
         "plateau-shapes",
         "Plateau read on synthetic shapes",
-        [render_forecast.SHAPES_FILE],
-        render_forecast.plateau_shapes,
-        render_forecast.SHAPES_COMMAND,
+        [forecast_checks.SHAPES_FILE],
+        forecast_checks.plateau_shapes,
+        forecast_checks.SHAPES_COMMAND,
     ),
     (
         "sigmoid-recovery",
         "Ceiling of a textbook sigmoid",
-        [render_forecast.RECOVERY_FILE],
-        render_forecast.sigmoid_recovery,
-        render_forecast.RECOVERY_COMMAND,
+        [forecast_checks.RECOVERY_FILE],
+        forecast_checks.sigmoid_recovery,
+        forecast_checks.RECOVERY_COMMAND,
     ),
     (
         "forecast-seed-spread",
         "Forecast accuracy over sampler seeds",
-        [render_forecast.SEED_SPREAD_FILE],
-        render_forecast.seed_spread,
-        render_forecast.SEED_SPREAD_COMMAND,
+        [forecast_checks.SEED_SPREAD_FILE],
+        forecast_checks.seed_spread,
+        forecast_checks.SEED_SPREAD_COMMAND,
     ),
     (
         "run-length",
@@ -163,17 +163,17 @@ SECTION_FILES = {anchor: files for anchor, _, files, _, _ in SECTIONS}
 
 # block name -> (results files, renderer): what README.md and docs/*.md may quote
 BLOCKS = {
-    "forecast-headline": ([render_forecast.RESULTS_FILE, render_forecast.SEED_SPREAD_FILE], render_forecast.headline),
+    "forecast-headline": ([render_forecast.RESULTS_FILE, forecast_checks.SEED_SPREAD_FILE], render_forecast.headline),
     "forecast-accuracy": ([render_forecast.RESULTS_FILE], render_forecast.table),
     "forecast-unseen-headline": (
         [render_forecast.UNSEEN_FILE, render_forecast.RESULTS_FILE],
         render_forecast.unseen_headline,
     ),
-    "sampler-check": ([render_forecast.SAMPLER_FILE], render_forecast.sampler_line),
+    "sampler-check": ([forecast_checks.SAMPLER_FILE], forecast_checks.sampler_line),
     "gain-ahead-adopted": ([render_forecast.RESULTS_FILE], render_forecast.gain_ahead_line),
-    "plateau-shapes": ([render_forecast.SHAPES_FILE], render_forecast.plateau_shapes),
-    "sigmoid-recovery": ([render_forecast.RECOVERY_FILE], render_forecast.sigmoid_recovery),
-    "forecast-seed-spread": ([render_forecast.SEED_SPREAD_FILE], render_forecast.seed_spread),
+    "plateau-shapes": ([forecast_checks.SHAPES_FILE], forecast_checks.plateau_shapes),
+    "sigmoid-recovery": ([forecast_checks.RECOVERY_FILE], forecast_checks.sigmoid_recovery),
+    "forecast-seed-spread": ([forecast_checks.SEED_SPREAD_FILE], forecast_checks.seed_spread),
     "run-length-headline": (["run_length_accuracy.json"], tables.run_length_headline),
     "reader-scale": (["reader_scale.json"], tables.reader_scale),
     "cli-latency": (["cli_latency.json"], tables.cli_latency),
@@ -230,7 +230,7 @@ def results_page(results_dir: Path = RESULTS_DIR) -> str:
         "# Measured results",
         "",
         "Rendered by `python -m benchmarks.render` from `benchmarks/results/*.json`; edit the",
-        "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`), never this",
+        "renderers (`benchmarks/render/`: `pages.py`, `tables.py`, `forecast.py`, `forecast_checks.py`), never this",
         "page. How to rerun each benchmark and what it costs:",
         "[benchmarks/README.md](../benchmarks/README.md).",
         "",
